@@ -1,0 +1,89 @@
+//! Explanation (SPEC §6): a profiler's reconstructed graph and answers,
+//! written against the rids of the view it was given.
+
+use crate::graph::{EdgeType, Phases};
+use crate::labels::{CauseLabel, Evidence};
+use crate::trace::Rid;
+use crate::view::ViewSpec;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimedEdge {
+    pub src: Rid,
+    pub dst: Rid,
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+    pub evidence: Evidence,
+    /// In [0, 1].
+    pub confidence: f64,
+}
+
+/// `request: None` (written as `"unknown"`) means the profiler abstains.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attribution {
+    pub rid: Rid,
+    /// Request token, or `"unknown"` to abstain.
+    pub request: String,
+}
+
+impl Attribution {
+    pub const UNKNOWN: &'static str = "unknown";
+    pub fn is_unknown(&self) -> bool {
+        self.request == Self::UNKNOWN
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RankedCause {
+    pub label: CauseLabel,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Diagnosis {
+    /// The view query answered.
+    pub query: String,
+    /// Best first.
+    pub causes: Vec<RankedCause>,
+    /// Claimed critical path, root first, ending at the queried record.
+    #[serde(default)]
+    pub critical_path: Vec<Rid>,
+    #[serde(default)]
+    pub phases: Phases,
+    /// Whether the profiler claims to have resolved the whole path.
+    pub complete: bool,
+    /// When incomplete: the record whose gating predecessor is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_unresolved: Option<Rid>,
+    /// Answer to call-site / operator questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplanationMeta {
+    pub profiler: String,
+    pub version: String,
+    pub view: ViewSpec,
+    /// Wall time the analysis took, in milliseconds.
+    pub wall_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Explanation {
+    pub schema_version: u32,
+    pub meta: ExplanationMeta,
+    #[serde(default)]
+    pub edges: Vec<ClaimedEdge>,
+    #[serde(default)]
+    pub attribution: Vec<Attribution>,
+    #[serde(default)]
+    pub diagnoses: Vec<Diagnosis>,
+}

@@ -1,0 +1,270 @@
+//! Ground truth (SPEC §4): typed nodes and edges known by construction, the
+//! symptoms asked about and their true answers.
+
+use crate::labels::{CauseLabel, Collectors, Mode, Question};
+use crate::trace::Rid;
+use crate::Ns;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Index of a node in `GroundTruth::nodes`.
+pub type NodeId = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Request,
+    HostTask,
+    QueueHandoff,
+    ApiCall,
+    Kernel,
+    Memcpy,
+    Memset,
+    EventRecord,
+    StreamWait,
+    GraphLaunch,
+    GraphNode,
+    Synchronization,
+    InjectedFault,
+}
+
+impl NodeKind {
+    /// Device-side operations: each has exactly one `launch` parent.
+    pub fn is_device_op(self) -> bool {
+        matches!(self, NodeKind::Kernel | NodeKind::Memcpy | NodeKind::Memset | NodeKind::GraphNode)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeType {
+    /// API call → device activity it created.
+    Launch,
+    /// Previous op → next op in one stream.
+    StreamOrder,
+    /// Event record → the stream wait / op it gates.
+    Event,
+    /// Graph dependency between nodes of one launch.
+    Graph,
+    /// Host task → queue handoff → host task across a queue/thread.
+    Handoff,
+    /// Request → its host work.
+    Request,
+    /// Device op → host call that waited for it.
+    Sync,
+    /// Injected fault → the node it delayed.
+    Fault,
+    /// Previous host operation → next one on the same host task (program order).
+    HostOrder,
+}
+
+impl EdgeType {
+    pub const ALL: [EdgeType; 9] = [
+        EdgeType::Launch,
+        EdgeType::StreamOrder,
+        EdgeType::Event,
+        EdgeType::Graph,
+        EdgeType::Handoff,
+        EdgeType::Request,
+        EdgeType::Sync,
+        EdgeType::Fault,
+        EdgeType::HostOrder,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeType::Launch => "launch",
+            EdgeType::StreamOrder => "stream_order",
+            EdgeType::Event => "event",
+            EdgeType::Graph => "graph",
+            EdgeType::Handoff => "handoff",
+            EdgeType::Request => "request",
+            EdgeType::Sync => "sync",
+            EdgeType::Fault => "fault",
+            EdgeType::HostOrder => "host_order",
+        }
+    }
+}
+
+/// One node of the true dependency graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub id: NodeId,
+    pub kind: NodeKind,
+    /// Human-readable name (kernel name, API name, queue name, fault kind).
+    pub name: String,
+    /// Request token this node belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// Scenario step id that produced it, if the step had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Host thread (OS tid) for host nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u32>,
+    /// Device stream (CUPTI stream id) for device nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<String>,
+    /// NVTX range (operator) enclosing the launch call, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    /// Generation of the stream/event/graph object used (bumped on recreate).
+    #[serde(default)]
+    pub generation: u32,
+    pub start: Ns,
+    pub end: Ns,
+    /// Device ops: when the op was queued and submitted (0 = not measured).
+    #[serde(default)]
+    pub queued: Ns,
+    #[serde(default)]
+    pub submitted: Ns,
+    /// Records that observe this node.
+    pub rids: Vec<Rid>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Edge {
+    pub src: NodeId,
+    pub dst: NodeId,
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+}
+
+/// Lateness split by where it was spent (SPEC §4), in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Phases {
+    pub host_enqueue: f64,
+    pub queued_to_submitted: f64,
+    pub submitted_to_start: f64,
+    pub execution: f64,
+}
+
+impl Phases {
+    pub fn as_array(&self) -> [f64; 4] {
+        [self.host_enqueue, self.queued_to_submitted, self.submitted_to_start, self.execution]
+    }
+    pub fn total(&self) -> f64 {
+        self.as_array().iter().sum()
+    }
+}
+
+/// A view's first unresolved boundary: the first edge met walking the true path
+/// back from the symptom whose source node has no record in that view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Boundary {
+    pub collectors: Collectors,
+    pub mode: Mode,
+    /// `None`: the whole true path is visible in that view.
+    pub edge: Option<Edge>,
+}
+
+/// An operation whose lateness (or identity) is asked about, with the true answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Symptom {
+    /// Query id, as it appears in views.
+    pub id: String,
+    pub node: NodeId,
+    /// The record a view asks about (the late node's primary record).
+    pub rid: Rid,
+    pub question: Question,
+    pub cause: CauseLabel,
+    /// Expected answer for call-site / operator questions; the request token for request questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Measured lateness against the no-injection twin (ns, may be negative from noise).
+    pub lateness_ns: f64,
+    /// Root → late node, following the predecessor whose completion gated each step.
+    pub critical_path: Vec<NodeId>,
+    pub phases: Phases,
+    /// First unresolved boundary in each standard (loss-free) view.
+    pub boundaries: Vec<Boundary>,
+}
+
+/// What was injected, requested against measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InjectionRecord {
+    pub kind: String,
+    /// The mechanism that realised it (e.g. "sim:preemption", "ptrace-hold").
+    pub mechanism: String,
+    pub requested_us: f64,
+    pub measured_us: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_node: Option<NodeId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct GroundTruth {
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+    pub symptoms: Vec<Symptom>,
+    #[serde(default)]
+    pub injections: Vec<InjectionRecord>,
+}
+
+impl GroundTruth {
+    /// Predecessor lists, indexed by node id.
+    pub fn predecessors(&self) -> Vec<Vec<(NodeId, EdgeType)>> {
+        let mut preds = vec![Vec::new(); self.nodes.len()];
+        for e in &self.edges {
+            preds[e.dst as usize].push((e.src, e.kind));
+        }
+        preds
+    }
+
+    /// The true critical path to `late`: walk back, at each step taking the
+    /// predecessor that completed last (the one whose completion gated the node).
+    /// Ties go to the lower node id so the result is deterministic.
+    pub fn critical_path(&self, late: NodeId) -> Vec<NodeId> {
+        let preds = self.predecessors();
+        let mut path = vec![late];
+        let mut cur = late;
+        // A path can't be longer than the node count; guards against malformed cycles.
+        for _ in 0..self.nodes.len() {
+            let best = preds[cur as usize]
+                .iter()
+                .map(|&(p, _)| p)
+                .max_by_key(|&p| (self.nodes[p as usize].end, std::cmp::Reverse(p)));
+            match best {
+                Some(p) => {
+                    path.push(p);
+                    cur = p;
+                }
+                None => break,
+            }
+        }
+        path.reverse();
+        path
+    }
+
+    /// Node ids that own each rid.
+    pub fn rid_owner(&self) -> std::collections::HashMap<Rid, NodeId> {
+        let mut m = std::collections::HashMap::with_capacity(self.nodes.len() * 2);
+        for n in &self.nodes {
+            for &r in &n.rids {
+                m.insert(r, n.id);
+            }
+        }
+        m
+    }
+
+    /// The first unresolved boundary of `path` given which nodes a view shows.
+    pub fn first_unresolved(&self, path: &[NodeId], visible: impl Fn(NodeId) -> bool) -> Option<Edge> {
+        let preds = self.predecessors();
+        for w in path.windows(2).rev() {
+            let (src, dst) = (w[0], w[1]);
+            if !visible(src) {
+                let kind = preds[dst as usize].iter().find(|(p, _)| *p == src).map(|(_, k)| *k)?;
+                return Some(Edge { src, dst, kind });
+            }
+        }
+        None
+    }
+}
