@@ -219,8 +219,20 @@ impl GroundTruth {
         preds
     }
 
+    /// When `src`'s completion gated `dst` through an edge of `kind`. A launch
+    /// hands work over at the op's queue time, even when the call itself blocks
+    /// until later (a pageable copy), so it gates at the earlier of the two.
+    pub fn gating_time(&self, src: NodeId, dst: NodeId, kind: EdgeType) -> Ns {
+        let (s, d) = (&self.nodes[src as usize], &self.nodes[dst as usize]);
+        if kind == EdgeType::Launch && d.queued > 0 {
+            s.end.min(d.queued)
+        } else {
+            s.end
+        }
+    }
+
     /// The true critical path to `late`: walk back, at each step taking the
-    /// predecessor that completed last (the one whose completion gated the node).
+    /// predecessor whose completion came last (the one that gated the node).
     /// Ties go to the lower node id so the result is deterministic.
     pub fn critical_path(&self, late: NodeId) -> Vec<NodeId> {
         let preds = self.predecessors();
@@ -230,8 +242,8 @@ impl GroundTruth {
         for _ in 0..self.nodes.len() {
             let best = preds[cur as usize]
                 .iter()
-                .map(|&(p, _)| p)
-                .max_by_key(|&p| (self.nodes[p as usize].end, std::cmp::Reverse(p)));
+                .max_by_key(|&&(p, k)| (self.gating_time(p, cur, k), std::cmp::Reverse(p)))
+                .map(|&(p, _)| p);
             match best {
                 Some(p) => {
                     path.push(p);

@@ -12,6 +12,7 @@ pub mod io;
 pub mod labels;
 pub mod scenario;
 pub mod schema;
+pub mod seed;
 pub mod trace;
 pub mod view;
 

@@ -334,6 +334,9 @@ pub struct Program {
 pub enum InjectionKind {
     /// Preempt the thread about to issue the target call.
     CpuDeschedule,
+    /// The application's own host work before the target call grows (a late
+    /// launch with the thread running: no preemption, no faults).
+    HostDelay,
     /// Minor page faults in the target thread just before the call.
     HostPageFaultMinor,
     /// Major page faults in the target thread just before the call.
@@ -350,6 +353,8 @@ pub enum InjectionKind {
     GraphDependency,
     /// Lengthen the target device op that a host call implicitly synchronizes with.
     SyncWait,
+    /// Lengthen the target kernel (slower device work), delaying what follows it in its stream.
+    KernelSlowdown,
     /// Slow the target copy's own transfer.
     DelayedMemcpy,
     /// Unrelated concurrent work that does not touch the target (negative control).
@@ -362,6 +367,8 @@ impl InjectionKind {
     pub fn as_str(self) -> &'static str {
         match self {
             InjectionKind::CpuDeschedule => "cpu_deschedule",
+            InjectionKind::HostDelay => "host_delay",
+            InjectionKind::KernelSlowdown => "kernel_slowdown",
             InjectionKind::HostPageFaultMinor => "host_page_fault_minor",
             InjectionKind::HostPageFaultMajor => "host_page_fault_major",
             InjectionKind::PcieContention => "pcie_contention",
@@ -399,6 +406,9 @@ pub struct Injection {
 pub struct SymptomDecl {
     /// Step id of the operation asked about.
     pub step: String,
+    /// For a `graph_launch` step: the graph node asked about.
+    #[serde(default)]
+    pub graph_node: Option<String>,
     #[serde(default)]
     pub program: Option<String>,
     #[serde(default)]

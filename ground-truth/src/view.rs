@@ -4,7 +4,7 @@
 
 use crate::bundle::LossAccounting;
 use crate::labels::{Collectors, Mode, Question};
-use crate::trace::{Record, Rid};
+use crate::trace::{Record, Rid, Source};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +51,17 @@ impl ViewSpec {
     /// File-name-safe label: `combined-instrumented-none`.
     pub fn label(&self) -> String {
         format!("{}-{}-{}", self.collectors.as_str(), self.mode.as_str(), self.loss.label())
+    }
+}
+
+impl ViewSpec {
+    /// Does a view with these collectors and mode keep `record`? (Loss is applied separately.)
+    pub fn keeps(collectors: Collectors, mode: Mode, record: &Record) -> bool {
+        match record.source() {
+            Source::Cupti => collectors != Collectors::Host,
+            Source::Ebpf => collectors != Collectors::Cupti,
+            Source::App => mode == Mode::Instrumented,
+        }
     }
 }
 

@@ -1,1 +1,106 @@
-//! views
+//! Derives trace views from run bundles (SPEC §2): which collectors' records a
+//! profiler sees, whether application identity is present, and seeded
+//! synthetic loss. The view carries no answers; the records it removed are
+//! returned to the caller (the evaluator re-derives them from the bundle and
+//! the spec, never from the view).
+//!
+//! Architecture invariant: depends only on `ground-truth`; a view is a pure,
+//! deterministic function of (bundle, spec).
+
+use ground_truth::graph::{GroundTruth, NodeId};
+use ground_truth::trace::{Record, Rid};
+use ground_truth::view::{LossSpec, Query, TraceView, ViewSpec};
+use ground_truth::seed::{mix, unit};
+use ground_truth::{Bundle, Collectors, LossAccounting, Mode, SCHEMA_VERSION};
+use std::collections::HashSet;
+
+/// The standard views `causalbench run` derives for every bundle.
+pub fn standard_specs(loss_seed: u64) -> Vec<ViewSpec> {
+    let mut specs = Vec::new();
+    for collectors in Collectors::ALL {
+        for mode in [Mode::Instrumented, Mode::Closed] {
+            specs.push(ViewSpec { collectors, mode, loss: LossSpec::None });
+            for rate in [0.01, 0.05, 0.20] {
+                specs.push(ViewSpec { collectors, mode, loss: LossSpec::Uniform { rate, seed: loss_seed } });
+            }
+            specs.push(ViewSpec { collectors, mode, loss: LossSpec::Targeted { seed: loss_seed } });
+        }
+    }
+    specs
+}
+
+/// A derived view and the rids synthetic loss removed from it.
+pub struct Derived {
+    pub view: TraceView,
+    pub removed: Vec<Rid>,
+}
+
+/// Derives the view `spec` of `bundle`.
+pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
+    let truth = &bundle.ground_truth;
+    let protected: HashSet<Rid> = truth.symptoms.iter().map(|s| s.rid).collect();
+    let kept = |r: &Record| ViewSpec::keeps(spec.collectors, spec.mode, r);
+    let removed: HashSet<Rid> = match spec.loss {
+        LossSpec::None => HashSet::new(),
+        LossSpec::Uniform { rate, seed } => bundle
+            .trace
+            .iter()
+            .filter(|r| kept(r) && !protected.contains(&r.rid()))
+            .filter(|r| unit(seed ^ r.rid().wrapping_mul(0x9E37_79B9_7F4A_7C15)) < rate)
+            .map(|r| r.rid())
+            .collect(),
+        LossSpec::Targeted { seed } => targeted(bundle, truth, seed, &kept, &protected),
+    };
+    let records: Vec<Record> = bundle.trace.iter().filter(|r| kept(r) && !removed.contains(&r.rid())).cloned().collect();
+    let queries = truth.symptoms.iter().map(|s| Query { id: s.id.clone(), rid: s.rid, question: s.question }).collect();
+    let l = bundle.loss;
+    let collector_loss = LossAccounting {
+        cupti_dropped: if spec.collectors != Collectors::Host { l.cupti_dropped } else { 0 },
+        cupti_timestamps_dropped: if spec.collectors != Collectors::Host { l.cupti_timestamps_dropped } else { 0 },
+        ringbuffer_dropped: if spec.collectors != Collectors::Cupti { l.ringbuffer_dropped } else { 0 },
+    };
+    let mut removed: Vec<Rid> = removed.into_iter().collect();
+    removed.sort_unstable();
+    Derived {
+        view: TraceView { schema_version: SCHEMA_VERSION, bundle: opaque_id(&bundle.id()), spec, queries, collector_loss, records },
+        removed,
+    }
+}
+
+/// Targeted loss: for each symptom, one record on its true critical path whose
+/// removal hides a node (a node seen through one record only), chosen by seed.
+fn targeted(
+    bundle: &Bundle,
+    truth: &GroundTruth,
+    seed: u64,
+    kept: &dyn Fn(&Record) -> bool,
+    protected: &HashSet<Rid>,
+) -> HashSet<Rid> {
+    let visible: HashSet<Rid> = bundle.trace.iter().filter(|r| kept(r)).map(|r| r.rid()).collect();
+    let mut out = HashSet::new();
+    for (i, s) in truth.symptoms.iter().enumerate() {
+        let path: Vec<NodeId> = s.critical_path.iter().copied().filter(|&n| n != s.node).collect();
+        let seen = |n: NodeId| -> Vec<Rid> {
+            truth.nodes[n as usize].rids.iter().copied().filter(|r| visible.contains(r) && !protected.contains(r)).collect()
+        };
+        let single: Vec<Rid> = path.iter().filter_map(|&n| match seen(n).as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        }).collect();
+        let pool: Vec<Rid> = if single.is_empty() { path.iter().flat_map(|&n| seen(n)).collect() } else { single };
+        if !pool.is_empty() {
+            let pick = (mix(seed ^ (i as u64 + 1)) % pool.len() as u64) as usize;
+            out.insert(pool[pick]);
+        }
+    }
+    out
+}
+
+/// A view names its bundle without revealing the scenario (whose name holds the answer).
+pub fn opaque_id(bundle_id: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bundle_id.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    format!("{h:016x}")
+}

@@ -1,0 +1,94 @@
+//! The true answers for a symptom: lateness against the twin, its phase
+//! decomposition, the critical path and each standard view's first unresolved
+//! boundary. Shared by every backend so the answers mean the same everywhere.
+
+use ground_truth::graph::{Boundary, GroundTruth, Node, NodeId, NodeKind, Phases, Symptom};
+use ground_truth::labels::{Collectors, Mode, Question};
+use ground_truth::trace::{Record, Rid};
+use ground_truth::view::ViewSpec;
+use ground_truth::Scenario;
+use std::collections::HashMap;
+
+/// Builds the symptom for `node` (injected run) given the same node in the twin.
+pub fn symptom(sc: &Scenario, truth: &GroundTruth, trace: &[Record], node: NodeId, twin: &Node) -> Result<Symptom, String> {
+    let n = &truth.nodes[node as usize];
+    let by_rid: HashMap<Rid, &Record> = trace.iter().map(|r| (r.rid(), r)).collect();
+    let primary = n
+        .rids
+        .iter()
+        .copied()
+        .find(|r| by_rid.get(r).is_some_and(|rec| rec.is_device_op() || matches!(rec, Record::Sync { .. })))
+        .ok_or_else(|| format!("the symptom `{}` has no device or sync record (was it the lost record?)", sc.symptom.step))?;
+    let phases = phase_delta(n, twin);
+    let lateness_ns = n.end as f64 - twin.end as f64;
+    let critical_path = truth.critical_path(node);
+    let kept = |collectors: Collectors, mode: Mode, id: NodeId| {
+        truth.nodes[id as usize]
+            .rids
+            .iter()
+            .any(|r| by_rid.get(r).is_some_and(|rec| ViewSpec::keeps(collectors, mode, rec)))
+    };
+    let mut boundaries = Vec::new();
+    for collectors in Collectors::ALL {
+        for mode in [Mode::Instrumented, Mode::Closed] {
+            let edge = truth.first_unresolved(&critical_path, |id| kept(collectors, mode, id));
+            boundaries.push(Boundary { collectors, mode, edge });
+        }
+    }
+    let answer = match sc.symptom.question {
+        Question::Cause => None,
+        Question::Request => n.request.clone(),
+        Question::CallSite => {
+            check_answer(sc, n.call_site.as_deref(), "call_site")?;
+            sc.symptom.answer.clone()
+        }
+        Question::Operator => {
+            check_answer(sc, n.operator.as_deref(), "operator")?;
+            sc.symptom.answer.clone()
+        }
+    };
+    Ok(Symptom {
+        id: "q0".into(),
+        node,
+        rid: primary,
+        question: sc.symptom.question,
+        cause: sc.cause,
+        answer,
+        lateness_ns,
+        critical_path,
+        phases,
+        boundaries,
+    })
+}
+
+/// The declared answer must be what the run actually did; otherwise the
+/// scenario is wrong, and we say so instead of shipping a false truth.
+fn check_answer(sc: &Scenario, actual: Option<&str>, what: &str) -> Result<(), String> {
+    if sc.symptom.answer.as_deref() != actual {
+        return Err(format!(
+            "symptom.answer is {:?} but the symptom's {what} is {:?}",
+            sc.symptom.answer.as_deref().unwrap_or(""),
+            actual.unwrap_or("")
+        ));
+    }
+    Ok(())
+}
+
+/// Lateness split into phases: each is the change against the twin of one interval.
+pub fn phase_delta(n: &Node, twin: &Node) -> Phases {
+    let d = |a: u64, b: u64| a as f64 - b as f64;
+    match n.kind {
+        NodeKind::Kernel | NodeKind::Memcpy | NodeKind::Memset | NodeKind::GraphNode => Phases {
+            host_enqueue: d(n.queued, twin.queued),
+            queued_to_submitted: d(n.submitted - n.queued.min(n.submitted), twin.submitted - twin.queued.min(twin.submitted)),
+            submitted_to_start: d(n.start - n.submitted.min(n.start), twin.start - twin.submitted.min(twin.start)),
+            execution: d(n.end - n.start, twin.end - twin.start),
+        },
+        _ => Phases {
+            host_enqueue: d(n.start, twin.start),
+            queued_to_submitted: 0.0,
+            submitted_to_start: 0.0,
+            execution: d(n.end - n.start, twin.end - twin.start),
+        },
+    }
+}

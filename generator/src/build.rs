@@ -1,0 +1,153 @@
+//! Assembles a run's ground truth and trace: every node gets its edges and the
+//! records that observe it, in one place, so backends can't disagree on what a
+//! step produces (see docs/records.md).
+
+use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind};
+use ground_truth::trace::{Record, Rid};
+use ground_truth::Ns;
+
+/// Identity fields of a node besides its kind, name and times.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    pub request: Option<String>,
+    pub step: Option<String>,
+    pub thread: Option<u32>,
+    pub stream: Option<u32>,
+    pub call_site: Option<String>,
+    pub operator: Option<String>,
+    pub generation: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct RunBuilder {
+    pub truth: GroundTruth,
+    pub trace: Vec<Record>,
+    /// Whether records are kept (the twin run only needs times).
+    pub keep_records: bool,
+    next_rid: Rid,
+}
+
+impl RunBuilder {
+    pub fn new(keep_records: bool) -> Self {
+        RunBuilder { keep_records, ..Default::default() }
+    }
+
+    pub fn node(&mut self, kind: NodeKind, name: impl Into<String>, info: NodeInfo, start: Ns, end: Ns) -> NodeId {
+        let id = self.truth.nodes.len() as NodeId;
+        self.truth.nodes.push(Node {
+            id,
+            kind,
+            name: name.into(),
+            request: info.request,
+            step: info.step,
+            thread: info.thread,
+            stream: info.stream,
+            call_site: info.call_site,
+            operator: info.operator,
+            generation: info.generation,
+            start,
+            end,
+            queued: 0,
+            submitted: 0,
+            rids: Vec::new(),
+        });
+        id
+    }
+
+    pub fn set_device_times(&mut self, n: NodeId, queued: Ns, submitted: Ns, start: Ns, end: Ns) {
+        let node = &mut self.truth.nodes[n as usize];
+        node.queued = queued;
+        node.submitted = submitted;
+        node.start = start;
+        node.end = end;
+    }
+
+    pub fn edge(&mut self, src: NodeId, dst: NodeId, kind: EdgeType) {
+        self.truth.edges.push(Edge { src, dst, kind });
+    }
+
+    /// Adds a record observing `owner` (or no node). `make` receives the rid.
+    pub fn record(&mut self, owner: Option<NodeId>, make: impl FnOnce(Rid) -> Record) -> Option<Rid> {
+        if !self.keep_records {
+            return None;
+        }
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        self.trace.push(make(rid));
+        if let Some(n) = owner {
+            self.truth.nodes[n as usize].rids.push(rid);
+        }
+        Some(rid)
+    }
+
+    /// Rewrites rids with a keyed bijection so their order and gaps say nothing
+    /// about time or loss, then orders the trace by time (as a recorder's
+    /// buffers would be merged).
+    pub fn finish(mut self, key: u64) -> (GroundTruth, Vec<Record>) {
+        let n = self.next_rid;
+        let perm = |r: Rid| scramble(r, n, key);
+        for node in &mut self.truth.nodes {
+            for r in &mut node.rids {
+                *r = perm(*r);
+            }
+        }
+        for rec in &mut self.trace {
+            set_rid(rec, perm(rec.rid()));
+        }
+        self.trace.sort_by_key(|r| (r.interval().0, r.rid()));
+        (self.truth, self.trace)
+    }
+}
+
+fn set_rid(rec: &mut Record, new: Rid) {
+    match rec {
+        Record::Api { rid, .. }
+        | Record::Kernel { rid, .. }
+        | Record::Memcpy { rid, .. }
+        | Record::Memset { rid, .. }
+        | Record::Sync { rid, .. }
+        | Record::CudaEvent { rid, .. }
+        | Record::ExternalCorrelation { rid, .. }
+        | Record::Nvtx { rid, .. }
+        | Record::Marker { rid, .. }
+        | Record::Uprobe { rid, .. }
+        | Record::Sched { rid, .. }
+        | Record::PageFault { rid, .. } => *rid = new,
+    }
+}
+
+/// A keyed permutation of [0, n) shifted to start at 1: a 4-round Feistel network
+/// on the next power of two, cycle-walked back into range.
+pub fn scramble(r: Rid, n: u64, key: u64) -> Rid {
+    let bits = (64 - n.max(4).saturating_sub(1).leading_zeros()).max(2);
+    let bits = bits + (bits & 1); // even, so the halves are equal
+    let half = bits / 2;
+    let mask = (1u64 << half) - 1;
+    let mut x = r;
+    loop {
+        let (mut l, mut rr) = (x >> half, x & mask);
+        for round in 0..4u64 {
+            let f = crate::mix(rr ^ key.rotate_left(round as u32 * 16) ^ round) & mask;
+            let t = l ^ f;
+            l = rr;
+            rr = t;
+        }
+        x = (l << half) | rr;
+        if x < n {
+            return x + 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn scramble_is_a_permutation() {
+        for n in [1u64, 2, 3, 17, 1000, 4096] {
+            let mut seen: Vec<u64> = (0..n).map(|r| scramble(r, n, 42)).collect();
+            seen.sort();
+            assert_eq!(seen, (1..=n).collect::<Vec<_>>(), "n = {n}");
+        }
+    }
+}

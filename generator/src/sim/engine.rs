@@ -1,0 +1,1265 @@
+//! The discrete-event core: host threads execute request programs one step at
+//! a time in global time order, and every API call places its device work on
+//! the device model at the moment it is enqueued.
+
+use super::device::{CopyEngine, SmPool};
+use super::inject::{Action, Plan};
+use super::SimBackend;
+use crate::build::{NodeInfo, RunBuilder};
+use crate::unit_noise;
+use ground_truth::bundle::LossAccounting;
+use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
+use ground_truth::scenario::{
+    InjectionKind, KernelSpec, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
+};
+use ground_truth::trace::{ApiDomain, CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType};
+use ground_truth::{Mode, Ns};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+/// Host-side constants (ns).
+#[derive(Debug, Clone)]
+pub struct HostParams {
+    pub launch_ns: Ns,
+    pub copy_call_ns: Ns,
+    pub event_call_ns: Ns,
+    pub graph_launch_ns: Ns,
+    pub sync_call_ns: Ns,
+    pub enqueue_ns: Ns,
+    /// From a queue push to the consumer thread running (wake-up latency).
+    pub wakeup_ns: Ns,
+    /// From a device completion to a blocked host thread resuming.
+    pub resume_ns: Ns,
+    pub minor_fault_ns: Ns,
+    pub major_fault_ns: Ns,
+    /// Relative jitter of host and device durations.
+    pub jitter: f64,
+}
+
+impl Default for HostParams {
+    fn default() -> Self {
+        HostParams {
+            launch_ns: 4_000,
+            copy_call_ns: 5_000,
+            event_call_ns: 2_000,
+            graph_launch_ns: 6_000,
+            sync_call_ns: 3_000,
+            enqueue_ns: 1_000,
+            wakeup_ns: 8_000,
+            resume_ns: 5_000,
+            minor_fault_ns: 3_100,
+            major_fault_ns: 80_000,
+            jitter: 0.01,
+        }
+    }
+}
+
+/// Identifies one executed step across the twin and injected runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StepKey {
+    pub program: usize,
+    pub request: u32,
+    pub step: usize,
+    /// Graph node id, for the kernels of a graph launch.
+    pub graph_node: Option<String>,
+    /// The API-call node rather than the device-side node.
+    pub api: bool,
+}
+
+pub type Keys = HashMap<StepKey, NodeId>;
+
+pub struct Run {
+    pub builder: RunBuilder,
+    pub keys: Keys,
+    pub loss: LossAccounting,
+    pub injections: Vec<InjectionRecord>,
+}
+
+const INJECTOR_THREAD: &str = "causalbench-injector";
+const INJECTOR_STREAM: &str = "causalbench-injector";
+const TID_BASE: u32 = 4100;
+
+#[derive(Debug, Clone)]
+struct Item {
+    request: usize,
+    step: usize,
+    arrival: Ns,
+    handoff: Option<(NodeId, String)>,
+    /// A device op the next host operation waited for (blocking copy).
+    pending_sync: Option<NodeId>,
+}
+
+#[derive(Debug)]
+struct Thread {
+    tid: u32,
+    clock: Ns,
+    queue: VecDeque<Item>,
+    current: Option<Item>,
+    scheduled: bool,
+    task: Option<NodeId>,
+    prev: Option<NodeId>,
+    nvtx: Vec<(String, Ns)>,
+    actions: VecDeque<(Ns, Action)>,
+}
+
+#[derive(Debug, Clone)]
+struct Stream {
+    cupti_id: u32,
+    handle: u64,
+    generation: u32,
+    tail_end: Ns,
+    tail: Vec<NodeId>,
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    handle: u64,
+    generation: u32,
+    /// Last record: (node, completion, event_sync_id).
+    last: Option<(NodeId, Ns, u64)>,
+}
+
+#[derive(Debug, Clone)]
+struct GraphExec {
+    exec_id: u32,
+    generation: u32,
+}
+
+struct RequestState {
+    program: usize,
+    index: u32,
+    token: String,
+    node: NodeId,
+}
+
+struct Engine<'a> {
+    sc: &'a Scenario,
+    be: &'a SimBackend,
+    seed: u64,
+    plan: Option<&'a Plan>,
+    b: RunBuilder,
+    keys: Keys,
+    threads: Vec<Thread>,
+    pools: HashMap<String, Vec<usize>>,
+    queues: HashMap<String, QueueDecl>,
+    streams: Vec<Stream>,
+    stream_ix: HashMap<String, usize>,
+    events: Vec<Event>,
+    event_ix: HashMap<String, usize>,
+    graphs: Vec<GraphExec>,
+    graph_ix: HashMap<String, usize>,
+    requests: Vec<RequestState>,
+    sms: SmPool,
+    copies: CopyEngine,
+    heap: BinaryHeap<Reverse<(Ns, u64, usize)>>,
+    seq: u64,
+    next_cupti_stream: u32,
+    next_graph_exec: u32,
+    next_graph_node_id: u64,
+    correlation: u32,
+    event_sync_id: u64,
+    now: Ns,
+    loss: LossAccounting,
+    injections: Vec<InjectionRecord>,
+    /// Device nodes of injected work that delay the target, resolved at the end.
+    pending_fault_edges: Vec<NodeId>,
+    instrumented: bool,
+}
+
+pub fn run(sc: &Scenario, be: &SimBackend, seed: u64, plan: Option<&Plan>, keep_records: bool) -> Run {
+    let mut e = Engine::new(sc, be, seed, plan, keep_records);
+    e.arrive_requests();
+    e.schedule_injector();
+    while let Some(Reverse((t, _, th))) = e.heap.pop() {
+        e.now = e.now.max(t);
+        e.threads[th].scheduled = false;
+        e.tick(th);
+    }
+    e.finish_faults();
+    Run { builder: e.b, keys: e.keys, loss: e.loss, injections: e.injections }
+}
+
+impl<'a> Engine<'a> {
+    fn new(sc: &'a Scenario, be: &'a SimBackend, seed: u64, plan: Option<&'a Plan>, keep: bool) -> Self {
+        let mut threads = Vec::new();
+        let mut pools = HashMap::new();
+        for decl in sc.threads.iter().map(|t| (t.name.as_str(), t.count)).chain([(INJECTOR_THREAD, 1)]) {
+            let mut members = Vec::new();
+            for _ in 0..decl.1 {
+                members.push(threads.len());
+                threads.push(Thread {
+                    tid: TID_BASE + threads.len() as u32,
+                    clock: 0,
+                    queue: VecDeque::new(),
+                    current: None,
+                    scheduled: false,
+                    task: None,
+                    prev: None,
+                    nvtx: Vec::new(),
+                    actions: VecDeque::new(),
+                });
+            }
+            pools.insert(decl.0.to_string(), members);
+        }
+        let mut e = Engine {
+            sc,
+            be,
+            seed,
+            plan,
+            b: RunBuilder::new(keep),
+            keys: HashMap::new(),
+            threads,
+            pools,
+            queues: sc.queues.iter().map(|q| (q.name.clone(), q.clone())).collect(),
+            streams: Vec::new(),
+            stream_ix: HashMap::new(),
+            events: Vec::new(),
+            event_ix: HashMap::new(),
+            graphs: Vec::new(),
+            graph_ix: HashMap::new(),
+            requests: Vec::new(),
+            sms: SmPool::default(),
+            copies: CopyEngine::default(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            next_cupti_stream: 13,
+            next_graph_exec: 1,
+            next_graph_node_id: 0x10_0000,
+            correlation: 1,
+            event_sync_id: 1,
+            now: 0,
+            loss: LossAccounting::default(),
+            injections: Vec::new(),
+            pending_fault_edges: Vec::new(),
+            instrumented: sc.mode == Mode::Instrumented,
+        };
+        for (i, s) in sc.streams.iter().map(|s| s.name.as_str()).chain([INJECTOR_STREAM]).enumerate() {
+            let cupti_id = e.next_cupti_stream;
+            e.next_cupti_stream += 1;
+            e.streams.push(Stream {
+                cupti_id,
+                handle: 0x5600_0000_1000 + 0x200 * i as u64,
+                generation: 0,
+                tail_end: 0,
+                tail: Vec::new(),
+            });
+            e.stream_ix.insert(s.to_string(), i);
+        }
+        for (i, ev) in sc.events.iter().enumerate() {
+            e.events.push(Event { handle: 0x5700_0000_2000 + 0x40 * i as u64, generation: 0, last: None });
+            e.event_ix.insert(ev.name.clone(), i);
+        }
+        for (i, g) in sc.graphs.iter().enumerate() {
+            let exec_id = e.next_graph_exec;
+            e.next_graph_exec += 1;
+            e.graphs.push(GraphExec { exec_id, generation: 0 });
+            e.graph_ix.insert(g.name.clone(), i);
+        }
+        e
+    }
+
+    fn jitter(&self, key: u64, v: Ns) -> Ns {
+        let j = unit_noise(self.seed ^ key) * self.be.host.jitter;
+        ((v as f64) * (1.0 + j)).round().max(0.0) as Ns
+    }
+
+    fn schedule(&mut self, th: usize, at: Ns) {
+        if !self.threads[th].scheduled {
+            self.threads[th].scheduled = true;
+            self.seq += 1;
+            self.heap.push(Reverse((at, self.seq, th)));
+        }
+    }
+
+    fn arrive_requests(&mut self) {
+        let mut arrivals = Vec::new();
+        for (pi, p) in self.sc.programs.iter().enumerate() {
+            for i in 0..p.requests {
+                let base = ((p.offset_us + p.interval_us * i as f64) * 1000.0) as Ns + 10_000;
+                let at = base + self.jitter(0xA11 ^ ((pi as u64) << 32) ^ i as u64, 2_000);
+                arrivals.push((at, pi, i));
+            }
+        }
+        arrivals.sort();
+        for (at, pi, i) in arrivals {
+            let token = (self.requests.len() as u64 + 1).to_string();
+            let p = &self.sc.programs[pi];
+            let th = self.pick_member(&p.start, false, at, i as u64);
+            let tid = self.threads[th].tid;
+            let node = self.b.node(
+                NodeKind::Request,
+                format!("{}#{}", p.name, i),
+                NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+                at,
+                at,
+            );
+            if self.instrumented {
+                let token2 = token.clone();
+                self.b.record(Some(node), |rid| Record::Marker {
+                    rid,
+                    tid,
+                    phase: MarkerPhase::RequestBegin,
+                    queue: String::new(),
+                    token: token2,
+                    ts: at,
+                });
+            }
+            let r = self.requests.len();
+            self.requests.push(RequestState { program: pi, index: i, token, node });
+            self.threads[th].queue.push_back(Item { request: r, step: 0, arrival: at, handoff: None, pending_sync: None });
+            let clock = self.threads[th].clock;
+            self.schedule(th, clock.max(at));
+        }
+    }
+
+    fn schedule_injector(&mut self) {
+        let Some(plan) = self.plan else { return };
+        let th = self.pools[INJECTOR_THREAD][0];
+        let mut actions: Vec<(Ns, Action)> = plan.actions.clone();
+        actions.sort_by_key(|a| a.0);
+        if let Some(&(first, _)) = actions.first() {
+            self.threads[th].actions = actions.into();
+            self.schedule(th, first);
+        }
+    }
+
+    /// Chooses the pool member that takes new work: an idle one if any
+    /// (seeded-random among idle ones when the queue is randomized), else the
+    /// one with the shortest queue.
+    fn pick_member(&self, pool: &str, randomized: bool, at: Ns, key: u64) -> usize {
+        let members = &self.pools[pool];
+        let idle: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| self.threads[m].current.is_none() && self.threads[m].queue.is_empty() && self.threads[m].clock <= at)
+            .collect();
+        if !idle.is_empty() {
+            return if randomized { idle[(crate::mix(self.seed ^ key ^ 0x9001) % idle.len() as u64) as usize] } else { idle[0] };
+        }
+        let min = members.iter().map(|&m| self.threads[m].queue.len()).min().unwrap_or(0);
+        let shortest: Vec<usize> = members.iter().copied().filter(|&m| self.threads[m].queue.len() == min).collect();
+        if randomized {
+            shortest[(crate::mix(self.seed ^ key ^ 0x9002) % shortest.len() as u64) as usize]
+        } else {
+            *shortest.iter().min_by_key(|&&m| self.threads[m].clock).unwrap()
+        }
+    }
+
+    fn tick(&mut self, th: usize) {
+        if let Some(&(at, _)) = self.threads[th].actions.front() {
+            if at <= self.now.max(self.threads[th].clock) {
+                let (at, action) = self.threads[th].actions.pop_front().unwrap();
+                self.threads[th].clock = self.threads[th].clock.max(at);
+                self.inject_action(th, action);
+                if let Some(&(next, _)) = self.threads[th].actions.front() {
+                    let c = self.threads[th].clock;
+                    self.schedule(th, next.max(c));
+                }
+                return;
+            }
+        }
+        if self.threads[th].current.is_none() {
+            let Some(item) = self.threads[th].queue.pop_front() else { return };
+            self.begin_task(th, item);
+        }
+        self.run_step(th);
+        let t = &self.threads[th];
+        if t.current.is_some() {
+            let c = t.clock;
+            self.schedule(th, c);
+        } else if let Some(next) = t.queue.front() {
+            let at = t.clock.max(next.arrival);
+            self.schedule(th, at);
+        }
+    }
+
+    fn begin_task(&mut self, th: usize, item: Item) {
+        let start = self.threads[th].clock.max(item.arrival);
+        self.threads[th].clock = start;
+        let req = &self.requests[item.request];
+        let (token, req_node) = (req.token.clone(), req.node);
+        let tid = self.threads[th].tid;
+        let queue = item.handoff.as_ref().map(|h| h.1.clone()).unwrap_or_default();
+        let task = self.b.node(
+            NodeKind::HostTask,
+            if queue.is_empty() { "task".to_string() } else { format!("task after {queue}") },
+            NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+            start,
+            start,
+        );
+        if self.instrumented {
+            self.b.record(Some(task), |rid| Record::Marker { rid, tid, phase: MarkerPhase::TaskBegin, queue, token, ts: start });
+        }
+        self.b.edge(req_node, task, EdgeType::Request);
+        if let Some((h, _)) = &item.handoff {
+            self.b.truth.nodes[*h as usize].end = start;
+            self.b.edge(*h, task, EdgeType::Handoff);
+        }
+        let t = &mut self.threads[th];
+        t.task = Some(task);
+        t.prev = Some(task);
+        t.current = Some(item);
+    }
+
+    fn end_task(&mut self, th: usize) {
+        let clock = self.threads[th].clock;
+        if let Some(task) = self.threads[th].task.take() {
+            self.b.truth.nodes[task as usize].end = clock;
+        }
+        let item = self.threads[th].current.take().expect("a task is running");
+        let req = self.requests[item.request].node;
+        let n = &mut self.b.truth.nodes[req as usize];
+        n.end = n.end.max(clock);
+        self.threads[th].prev = None;
+    }
+
+    fn op_key(&self, item: &Item) -> u64 {
+        crate::mix(((item.request as u64) << 24) ^ item.step as u64 ^ 0x5eed)
+    }
+
+    fn run_step(&mut self, th: usize) {
+        let item = self.threads[th].current.clone().expect("running item");
+        let req = &self.requests[item.request];
+        let (pi, ri) = (req.program, req.index);
+        let program = &self.sc.programs[pi];
+        if item.step >= program.steps.len() {
+            self.end_task(th);
+            return;
+        }
+        let step = &program.steps[item.step];
+        let key = self.op_key(&item);
+        let skey = StepKey { program: pi, request: ri, step: item.step, graph_node: None, api: false };
+        self.threads[th].current.as_mut().unwrap().step += 1;
+        match step {
+            Step::HostWork { duration_us, .. } => {
+                let d = self.jitter(key, (duration_us * 1000.0) as Ns);
+                self.threads[th].clock += d;
+            }
+            Step::Handoff { queue } => self.handoff(th, &item, queue, key),
+            Step::NvtxPush { name } => {
+                let c = self.threads[th].clock;
+                self.threads[th].nvtx.push((name.clone(), c));
+                self.threads[th].clock += 300;
+            }
+            Step::NvtxPop => {
+                let c = self.threads[th].clock;
+                let tid = self.threads[th].tid;
+                if let Some((name, start)) = self.threads[th].nvtx.pop() {
+                    if self.instrumented {
+                        self.b.record(None, |rid| Record::Nvtx { rid, tid, name, start, end: c });
+                    }
+                }
+                self.threads[th].clock += 300;
+            }
+            Step::Recreate { object, name } => {
+                self.recreate(*object, name);
+                self.threads[th].clock += self.jitter(key, 20_000);
+            }
+            _ => self.api_step(th, &item, step, skey, key),
+        }
+        if self.threads[th].current.as_ref().is_some_and(|c| c.step >= program.steps.len()) {
+            self.end_task(th);
+        }
+    }
+
+    fn recreate(&mut self, object: ObjectKind, name: &str) {
+        match object {
+            ObjectKind::Stream => {
+                let s = &mut self.streams[self.stream_ix[name]];
+                s.cupti_id = self.next_cupti_stream;
+                self.next_cupti_stream += 1;
+                s.generation += 1;
+                // A fresh stream has no pending work: destroy waited for it.
+                s.tail.clear();
+            }
+            ObjectKind::Event => {
+                let e = &mut self.events[self.event_ix[name]];
+                e.generation += 1;
+                e.last = None;
+            }
+            ObjectKind::Graph => {
+                let g = &mut self.graphs[self.graph_ix[name]];
+                g.exec_id = self.next_graph_exec;
+                self.next_graph_exec += 1;
+                g.generation += 1;
+            }
+        }
+    }
+
+    fn handoff(&mut self, th: usize, item: &Item, queue: &str, key: u64) {
+        let tid = self.threads[th].tid;
+        let at = self.threads[th].clock;
+        let token = self.requests[item.request].token.clone();
+        let h = self.b.node(
+            NodeKind::QueueHandoff,
+            queue.to_string(),
+            NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+            at,
+            at,
+        );
+        if self.instrumented {
+            let (q, t) = (queue.to_string(), token.clone());
+            self.b.record(Some(h), |rid| Record::Marker { rid, tid, phase: MarkerPhase::Enqueue, queue: q, token: t, ts: at });
+        }
+        if let Some(task) = self.threads[th].task {
+            self.b.truth.nodes[task as usize].end = at;
+            self.b.edge(task, h, EdgeType::Handoff);
+        }
+        if let Some(dev) = item.pending_sync {
+            self.b.edge(dev, h, EdgeType::Sync);
+        }
+        self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);
+        let decl = self.queues[queue].clone();
+        let arrival = self.threads[th].clock + self.jitter(key ^ 2, self.be.host.wakeup_ns);
+        let next = Item {
+            request: item.request,
+            step: item.step + 1,
+            arrival,
+            handoff: Some((h, queue.to_string())),
+            pending_sync: None,
+        };
+        // This thread's part of the request ends here.
+        let cur = self.threads[th].current.take();
+        if let Some(task) = self.threads[th].task.take() {
+            let clock = self.threads[th].clock;
+            let n = &mut self.b.truth.nodes[task as usize];
+            n.end = n.end.max(clock).min(at.max(n.start));
+        }
+        self.threads[th].prev = None;
+        drop(cur);
+        let consumer = self.pick_member(&decl.consumer, decl.randomized, arrival, key);
+        self.threads[consumer].queue.push_back(next);
+        let c = self.threads[consumer].clock;
+        if self.threads[consumer].current.is_none() {
+            self.schedule(consumer, c.max(arrival));
+        }
+    }
+
+    /// Host stall injected right before the target call (preemption or page faults).
+    fn host_stall(&mut self, th: usize, skey: &StepKey) -> Option<NodeId> {
+        let plan = self.plan?;
+        if plan.host_target.as_ref() != Some(skey) {
+            return None;
+        }
+        let tid = self.threads[th].tid;
+        let start = self.threads[th].clock;
+        let mag = plan.magnitude_ns;
+        if plan.kind == InjectionKind::HostDelay {
+            // Application work: the thread stays on CPU, so nothing but time shows it.
+            self.threads[th].clock = start + mag;
+            self.injections.push(InjectionRecord {
+                kind: plan.kind.as_str().into(),
+                mechanism: "sim:host-compute".into(),
+                requested_us: mag as f64 / 1000.0,
+                measured_us: mag as f64 / 1000.0,
+                fault_node: None,
+            });
+            return None;
+        }
+        let (name, mechanism, dur) = match plan.kind {
+            InjectionKind::CpuDeschedule => ("cpu_deschedule", "sim:preemption", mag),
+            InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
+                let major = plan.kind == InjectionKind::HostPageFaultMajor;
+                let cost = if major { self.be.host.major_fault_ns } else { self.be.host.minor_fault_ns };
+                let n = (mag as f64 / cost as f64).round().max(1.0) as u64;
+                (if major { "host_page_fault_major" } else { "host_page_fault_minor" }, "sim:page-faults", n * cost)
+            }
+            _ => return None,
+        };
+        let fault = self.b.node(
+            NodeKind::InjectedFault,
+            name,
+            NodeInfo { thread: Some(tid), step: skey_step_id(self.sc, skey), ..Default::default() },
+            start,
+            start + dur,
+        );
+        match plan.kind {
+            InjectionKind::CpuDeschedule => {
+                let cpu = 3 + (tid % 13);
+                self.b.record(Some(fault), |rid| Record::Sched {
+                    rid,
+                    tid,
+                    cpu,
+                    switch_out: start,
+                    switch_in: start + dur,
+                    reason: SwitchReason::Preempted,
+                });
+            }
+            _ => {
+                let major = plan.kind == InjectionKind::HostPageFaultMajor;
+                let cost = if major { self.be.host.major_fault_ns } else { self.be.host.minor_fault_ns };
+                let n = dur / cost;
+                for i in 0..n {
+                    let address = 0x7f3a_0000_0000 + (crate::mix(self.seed ^ i) % (1 << 30)) / 4096 * 4096;
+                    self.b.record(Some(fault), |rid| Record::PageFault {
+                        rid,
+                        tid,
+                        ts: start + i * cost,
+                        duration: cost,
+                        address,
+                        major,
+                    });
+                }
+            }
+        }
+        self.threads[th].clock = start + dur;
+        self.injections.push(InjectionRecord {
+            kind: plan.kind.as_str().into(),
+            mechanism: mechanism.into(),
+            requested_us: mag as f64 / 1000.0,
+            measured_us: dur as f64 / 1000.0,
+            fault_node: Some(fault),
+        });
+        Some(fault)
+    }
+
+    /// Emits the API call (node + api, uprobe and external-correlation records).
+    #[allow(clippy::too_many_arguments)]
+    fn api_call(
+        &mut self,
+        th: usize,
+        kind: NodeKind,
+        api: (&str, &str, u32, ApiDomain),
+        info: NodeInfo,
+        start: Ns,
+        end: Ns,
+        handle: u64,
+        token: Option<&str>,
+    ) -> (NodeId, u32) {
+        let tid = self.threads[th].tid;
+        let corr = self.correlation;
+        self.correlation += 1;
+        let call_site = info.call_site.clone();
+        let node = self.b.node(kind, api.0, info, start, end);
+        let (name, driver_fn, cbid, domain) = api;
+        self.b.record(Some(node), |rid| Record::Api {
+            rid,
+            domain,
+            cbid,
+            name: name.to_string(),
+            tid,
+            start,
+            end,
+            correlation_id: corr,
+        });
+        let enter = start + (end - start).min(400) / 2;
+        let exit = end.saturating_sub((end - start).min(400) / 2).max(enter);
+        let mut stack = vec![driver_fn.to_string()];
+        if domain == ApiDomain::Runtime {
+            stack.push(format!("libcudart.so.13!{name}"));
+        }
+        stack.push(call_site.unwrap_or_else(|| "app!worker_loop".into()));
+        stack.push("app!main".into());
+        self.b.record(Some(node), |rid| Record::Uprobe { rid, tid, function: driver_fn.to_string(), enter, exit, handle, stack });
+        if let (true, Some(tok)) = (self.instrumented, token) {
+            let external_id = tok.parse().unwrap_or(0);
+            self.b.record(None, |rid| Record::ExternalCorrelation {
+                rid,
+                external_kind: "request".into(),
+                external_id,
+                correlation_id: corr,
+            });
+        }
+        if let Some(prev) = self.threads[th].prev {
+            self.b.edge(prev, node, EdgeType::HostOrder);
+        }
+        self.threads[th].prev = Some(node);
+        (node, corr)
+    }
+
+    fn api_step(&mut self, th: usize, item: &Item, step: &Step, skey: StepKey, key: u64) {
+        let fault = self.host_stall(th, &skey);
+        let token = self.requests[item.request].token.clone();
+        let tid = self.threads[th].tid;
+        let operator = self.threads[th].nvtx.last().map(|n| n.0.clone());
+        let step_id = step.id().map(str::to_string);
+        let info = |call_site: Option<String>, stream: Option<u32>, generation: u32| NodeInfo {
+            request: Some(token.clone()),
+            step: step_id.clone(),
+            thread: Some(tid),
+            stream,
+            call_site,
+            operator: operator.clone(),
+            generation,
+        };
+        let start = self.threads[th].clock;
+        let pending_sync = item.pending_sync;
+        self.threads[th].current.as_mut().unwrap().pending_sync = None;
+        let hp = self.be.host.clone();
+        let api_node: Option<NodeId>;
+        match step {
+            Step::Kernel { stream, launch, call_site, .. } => {
+                let spec = step.kernel_spec().expect("kernel");
+                let si = self.stream_ix[stream];
+                let end = start + self.jitter(key, hp.launch_ns);
+                let api = match launch {
+                    LaunchApi::Runtime => ("cudaLaunchKernel", "cuLaunchKernel", 211, ApiDomain::Runtime),
+                    LaunchApi::Driver => ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver),
+                    LaunchApi::DriverEx => ("cuLaunchKernelEx", "cuLaunchKernelEx", 652, ApiDomain::Driver),
+                };
+                let s = &self.streams[si];
+                let inf = info(call_site.clone(), Some(s.cupti_id), s.generation);
+                let handle = s.handle;
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end - start) * 3 / 5;
+                let dev = self.kernel(si, &spec, queued, corr, inf, &skey, key);
+                self.b.edge(node, dev, EdgeType::Launch);
+                self.keys.insert(skey.clone(), dev);
+                self.threads[th].clock = end;
+            }
+            Step::Copy { stream, direction, bytes, memory, call_site, .. } => {
+                let si = self.stream_ix[stream];
+                let end_call = start + self.jitter(key, hp.copy_call_ns);
+                let s = &self.streams[si];
+                let inf = info(call_site.clone(), Some(s.cupti_id), s.generation);
+                let handle = s.handle;
+                let driver_fn = match direction {
+                    CopyDirection::H2d => "cuMemcpyHtoDAsync_v2",
+                    CopyDirection::D2h => "cuMemcpyDtoHAsync_v2",
+                    CopyDirection::D2d => "cuMemcpyDtoDAsync_v2",
+                };
+                let api = ("cudaMemcpyAsync", driver_fn, 41, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end_call, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end_call - start) * 3 / 5;
+                let dev = self.memcpy(si, *direction, *bytes, *memory, queued, corr, inf, &skey, key);
+                self.b.edge(node, dev, EdgeType::Launch);
+                self.keys.insert(skey.clone(), dev);
+                // Pageable copies are staged through the host: the call returns only
+                // when the copy is done (an implicit synchronization).
+                let blocking = *memory == HostMemory::Pageable && *direction != CopyDirection::D2d;
+                let mut ret = end_call;
+                if blocking {
+                    let done = self.b.truth.nodes[dev as usize].end;
+                    ret = end_call.max(done + self.jitter(key ^ 7, hp.resume_ns));
+                    self.block(th, end_call, ret);
+                    self.b.truth.nodes[node as usize].end = ret;
+                    if let Some(Record::Api { end, .. }) = self.last_record_of(node, "api") {
+                        *end = ret;
+                    }
+                    self.threads[th].current.as_mut().unwrap().pending_sync = Some(dev);
+                }
+                self.threads[th].clock = ret;
+            }
+            Step::Memset { stream, bytes, .. } => {
+                let si = self.stream_ix[stream];
+                let end = start + self.jitter(key, hp.launch_ns);
+                let s = &self.streams[si];
+                let inf = info(None, Some(s.cupti_id), s.generation);
+                let handle = s.handle;
+                let api = ("cudaMemsetAsync", "cuMemsetD8Async", 48, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end - start) * 3 / 5;
+                let dev = self.memset(si, *bytes, queued, corr, inf, &skey, key);
+                self.b.edge(node, dev, EdgeType::Launch);
+                self.keys.insert(skey.clone(), dev);
+                self.threads[th].clock = end;
+            }
+            Step::EventRecord { event, stream, .. } => {
+                let (si, ei) = (self.stream_ix[stream], self.event_ix[event]);
+                let end = start + self.jitter(key, hp.event_call_ns);
+                let s = &self.streams[si];
+                let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
+                let handle = self.events[ei].handle;
+                let api = ("cudaEventRecord", "cuEventRecord", 135, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end - start) / 2;
+                let dev = self.event_record(si, ei, queued, corr, inf);
+                self.b.edge(node, dev, EdgeType::Launch);
+                self.keys.insert(skey.clone(), dev);
+                self.threads[th].clock = end;
+            }
+            Step::StreamWait { stream, event, .. } => {
+                let (si, ei) = (self.stream_ix[stream], self.event_ix[event]);
+                let end = start + self.jitter(key, hp.event_call_ns);
+                let s = &self.streams[si];
+                let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
+                let handle = self.events[ei].handle;
+                let api = ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end - start) / 2;
+                let dev = self.stream_wait(si, ei, queued, corr, inf);
+                self.b.edge(node, dev, EdgeType::Launch);
+                self.keys.insert(skey.clone(), dev);
+                self.threads[th].clock = end;
+            }
+            Step::GraphLaunch { graph, stream, .. } => {
+                let (si, gi) = (self.stream_ix[stream], self.graph_ix[graph]);
+                let end = start + self.jitter(key, hp.graph_launch_ns);
+                let s = &self.streams[si];
+                let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
+                let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
+                let api = ("cudaGraphLaunch", "cuGraphLaunch", 311, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::GraphLaunch, api, inf.clone(), start, end, handle, Some(&token));
+                api_node = Some(node);
+                let queued = start + (end - start) * 3 / 5;
+                self.graph_launch(si, gi, node, queued, corr, inf, &skey, key);
+                self.keys.insert(skey.clone(), node);
+                self.threads[th].clock = end;
+            }
+            Step::Sync { target, stream, event, .. } => {
+                let (api, sync_type, handle, waited, sync_stream) = match target {
+                    SyncTarget::Stream => {
+                        let s = &self.streams[self.stream_ix[stream.as_deref().unwrap()]];
+                        (
+                            ("cudaStreamSynchronize", "cuStreamSynchronize", 131, ApiDomain::Runtime),
+                            SyncType::StreamSynchronize,
+                            s.handle,
+                            s.tail.clone(),
+                            s.cupti_id,
+                        )
+                    }
+                    SyncTarget::Event => {
+                        let e = &self.events[self.event_ix[event.as_deref().unwrap()]];
+                        (
+                            ("cudaEventSynchronize", "cuEventSynchronize", 133, ApiDomain::Runtime),
+                            SyncType::EventSynchronize,
+                            e.handle,
+                            e.last.map(|l| vec![l.0]).unwrap_or_default(),
+                            0,
+                        )
+                    }
+                    SyncTarget::Device => (
+                        ("cudaDeviceSynchronize", "cuCtxSynchronize", 165, ApiDomain::Runtime),
+                        SyncType::ContextSynchronize,
+                        0,
+                        self.streams.iter().flat_map(|s| s.tail.iter().copied()).collect(),
+                        0,
+                    ),
+                };
+                let call_end = start + self.jitter(key, hp.sync_call_ns);
+                let done = waited.iter().map(|&n| self.b.truth.nodes[n as usize].end).max().unwrap_or(0);
+                let ret = if done > call_end { done + self.jitter(key ^ 7, hp.resume_ns) } else { call_end };
+                let inf = info(None, None, 0);
+                let (node, corr) = self.api_call(th, NodeKind::Synchronization, api, inf, start, ret, handle, Some(&token));
+                api_node = Some(node);
+                for &w in &waited {
+                    if self.b.truth.nodes[w as usize].end > start {
+                        self.b.edge(w, node, EdgeType::Sync);
+                    }
+                }
+                self.b.record(Some(node), |rid| Record::Sync {
+                    rid,
+                    sync_type,
+                    stream: sync_stream,
+                    event: if sync_type == SyncType::EventSynchronize { handle } else { 0 },
+                    event_sync_id: 0,
+                    correlation_id: corr,
+                    start,
+                    end: ret,
+                });
+                self.block(th, call_end, ret);
+                self.keys.insert(skey.clone(), node);
+                self.threads[th].clock = ret;
+            }
+            Step::HostWork { .. } | Step::Handoff { .. } | Step::NvtxPush { .. } | Step::NvtxPop | Step::Recreate { .. } => {
+                unreachable!("not an API step")
+            }
+        }
+        if let Some(node) = api_node {
+            if let Some(f) = fault {
+                self.b.edge(f, node, EdgeType::Fault);
+            }
+            if let Some(dev) = pending_sync {
+                self.b.edge(dev, node, EdgeType::Sync);
+            }
+            self.keys.insert(StepKey { api: true, ..skey }, node);
+        }
+    }
+
+    fn last_record_of(&mut self, node: NodeId, kind: &str) -> Option<&mut Record> {
+        let rids = self.b.truth.nodes[node as usize].rids.clone();
+        self.b.trace.iter_mut().rev().take(8).find(|r| rids.contains(&r.rid()) && r.kind_name() == kind)
+    }
+
+    /// A blocked host thread shows up to eBPF as a voluntary switch-out.
+    fn block(&mut self, th: usize, from: Ns, to: Ns) {
+        if to > from + 20_000 {
+            let tid = self.threads[th].tid;
+            let cpu = 3 + (tid % 13);
+            self.b.record(None, |rid| Record::Sched { rid, tid, cpu, switch_out: from, switch_in: to, reason: SwitchReason::Blocked });
+        }
+    }
+
+    /// Extra duration the plan adds to this device op (lengthening injections).
+    fn stretch(&mut self, skey: &StepKey) -> Ns {
+        match self.plan {
+            Some(p) if p.stretch_target.as_ref() == Some(skey) => {
+                self.injections.push(InjectionRecord {
+                    kind: p.kind.as_str().into(),
+                    mechanism: "sim:longer-device-work".into(),
+                    requested_us: p.magnitude_ns as f64 / 1000.0,
+                    measured_us: p.magnitude_ns as f64 / 1000.0,
+                    fault_node: None,
+                });
+                p.magnitude_ns
+            }
+            _ => 0,
+        }
+    }
+
+    fn lose_record(&self, skey: &StepKey) -> bool {
+        self.plan.is_some_and(|p| p.lose_target.as_ref() == Some(skey))
+    }
+
+    fn stream_order(&mut self, si: usize, dev: NodeId) {
+        let tail = std::mem::replace(&mut self.streams[si].tail, vec![dev]);
+        for p in tail {
+            self.b.edge(p, dev, EdgeType::StreamOrder);
+        }
+    }
+
+    /// Injector kernels: exact duration, never lost.
+    fn kernel_exact(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, dur: Ns) -> NodeId {
+        let nokey = StepKey { program: usize::MAX, request: 0, step: 0, graph_node: None, api: false };
+        self.place_kernel(si, spec, queued, corr, info, &nokey, dur)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn kernel(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) -> NodeId {
+        let dur = self.jitter(key ^ 0xD, (spec.duration_us * 1000.0) as Ns) + self.stretch(skey);
+        self.place_kernel(si, spec, queued, corr, info, skey, dur)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn place_kernel(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, dur: Ns) -> NodeId {
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = self.sms.place(ready + self.be.device.dispatch_ns, spec.grid, dur, self.be.device.sms, self.now);
+        let end = start + dur;
+        let stream_id = self.streams[si].cupti_id;
+        let dev = self.b.node(NodeKind::Kernel, spec.name.clone(), info, start, end);
+        self.b.set_device_times(dev, queued, ready, start, end);
+        self.stream_order(si, dev);
+        self.streams[si].tail_end = end;
+        let lost = self.lose_record(skey);
+        let (grid, block, name) = ([spec.grid, 1, 1], [spec.block, 1, 1], spec.name.clone());
+        if lost {
+            self.loss.cupti_dropped += 1;
+        } else {
+            self.b.record(Some(dev), |rid| Record::Kernel {
+                rid,
+                name,
+                stream: stream_id,
+                context: 1,
+                device: 0,
+                correlation_id: corr,
+                graph_id: 0,
+                graph_node_id: 0,
+                queued,
+                submitted: ready,
+                start,
+                end,
+                grid,
+                block,
+                channel: si as u32,
+            });
+        }
+        dev
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn memcpy(
+        &mut self,
+        si: usize,
+        direction: CopyDirection,
+        bytes: u64,
+        memory: HostMemory,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        skey: &StepKey,
+        key: u64,
+    ) -> NodeId {
+        let d = &self.be.device;
+        let bw = match (direction, memory) {
+            (CopyDirection::D2d, _) => d.d2d_bytes_per_ns,
+            (_, HostMemory::Pinned) => d.pinned_bytes_per_ns,
+            (_, HostMemory::Pageable) => d.pageable_bytes_per_ns,
+        };
+        let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns) + self.stretch(skey);
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = if direction == CopyDirection::D2d { ready + d.copy_setup_ns } else { self.copies.place(ready + d.copy_setup_ns, dur) };
+        let end = start + dur;
+        let stream_id = self.streams[si].cupti_id;
+        let dev = self.b.node(NodeKind::Memcpy, format!("memcpy {direction:?}").to_lowercase(), info, start, end);
+        self.b.set_device_times(dev, queued, ready, start, end);
+        self.stream_order(si, dev);
+        self.streams[si].tail_end = end;
+        if self.lose_record(skey) {
+            self.loss.cupti_dropped += 1;
+        } else {
+            self.b.record(Some(dev), |rid| Record::Memcpy {
+                rid,
+                direction,
+                memory,
+                bytes,
+                stream: stream_id,
+                context: 1,
+                device: 0,
+                correlation_id: corr,
+                graph_id: 0,
+                graph_node_id: 0,
+                queued,
+                submitted: ready,
+                start,
+                end,
+                channel: 100 + si as u32,
+            });
+        }
+        dev
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn memset(&mut self, si: usize, bytes: u64, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) -> NodeId {
+        let d = &self.be.device;
+        let dur = self.jitter(key ^ 0xE, 1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns) + self.stretch(skey);
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = ready + d.dispatch_ns;
+        let end = start + dur;
+        let stream_id = self.streams[si].cupti_id;
+        let dev = self.b.node(NodeKind::Memset, "memset", info, start, end);
+        self.b.set_device_times(dev, queued, ready, start, end);
+        self.stream_order(si, dev);
+        self.streams[si].tail_end = end;
+        if self.lose_record(skey) {
+            self.loss.cupti_dropped += 1;
+        } else {
+            self.b.record(Some(dev), |rid| Record::Memset {
+                rid,
+                bytes,
+                stream: stream_id,
+                context: 1,
+                device: 0,
+                correlation_id: corr,
+                queued,
+                submitted: ready,
+                start,
+                end,
+            });
+        }
+        dev
+    }
+
+    fn event_record(&mut self, si: usize, ei: usize, queued: Ns, corr: u32, info: NodeInfo) -> NodeId {
+        let done = queued.max(self.streams[si].tail_end);
+        let dev = self.b.node(NodeKind::EventRecord, "event record", info, done, done);
+        self.b.set_device_times(dev, queued, done, done, done);
+        self.stream_order(si, dev);
+        let sync_id = self.event_sync_id;
+        self.event_sync_id += 1;
+        let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
+        self.events[ei].last = Some((dev, done, sync_id));
+        self.b.record(Some(dev), |rid| Record::CudaEvent { rid, event, event_sync_id: sync_id, stream, correlation_id: corr, ts: done });
+        dev
+    }
+
+    fn stream_wait(&mut self, si: usize, ei: usize, queued: Ns, corr: u32, info: NodeInfo) -> NodeId {
+        let start = queued.max(self.streams[si].tail_end);
+        let last = self.events[ei].last;
+        let end = start.max(last.map(|l| l.1).unwrap_or(0));
+        let dev = self.b.node(NodeKind::StreamWait, "stream wait", info, start, end);
+        self.b.set_device_times(dev, queued, start, start, end);
+        self.stream_order(si, dev);
+        self.streams[si].tail_end = end;
+        if let Some((rec, _, _)) = last {
+            self.b.edge(rec, dev, EdgeType::Event);
+        }
+        let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
+        let event_sync_id = last.map(|l| l.2).unwrap_or(0);
+        self.b.record(Some(dev), |rid| Record::Sync {
+            rid,
+            sync_type: SyncType::StreamWaitEvent,
+            stream,
+            event,
+            event_sync_id,
+            correlation_id: corr,
+            start,
+            end,
+        });
+        dev
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn graph_launch(&mut self, si: usize, gi: usize, launch: NodeId, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) {
+        let decl = &self.sc.graphs[gi];
+        let base_ready = queued.max(self.streams[si].tail_end);
+        let tail = std::mem::take(&mut self.streams[si].tail);
+        let mut ids: HashMap<&str, NodeId> = HashMap::new();
+        let mut has_dependants: Vec<bool> = vec![false; decl.nodes.len()];
+        for n in &decl.nodes {
+            for a in &n.after {
+                if let Some(j) = decl.nodes.iter().position(|m| &m.id == a) {
+                    has_dependants[j] = true;
+                }
+            }
+        }
+        let exec_id = self.graphs[gi].exec_id;
+        let stream_id = self.streams[si].cupti_id;
+        let mut sinks = Vec::new();
+        let mut tail_end = base_ready;
+        for (ni, n) in decl.nodes.iter().enumerate() {
+            let nkey = StepKey { graph_node: Some(n.id.clone()), ..skey.clone() };
+            let ready = n.after.iter().map(|a| self.b.truth.nodes[ids[a.as_str()] as usize].end).max().unwrap_or(base_ready).max(base_ready);
+            let dur = self.jitter(key ^ crate::mix(ni as u64 + 77), (n.kernel.duration_us * 1000.0) as Ns) + self.stretch(&nkey);
+            let start = self.sms.place(ready + 1_000, n.kernel.grid, dur, self.be.device.sms, self.now);
+            let end = start + dur;
+            let mut inf = info.clone();
+            inf.step = Some(format!("{}/{}", skey_step_id(self.sc, skey).unwrap_or_default(), n.id));
+            let dev = self.b.node(NodeKind::GraphNode, n.kernel.name.clone(), inf, start, end);
+            self.b.set_device_times(dev, queued, ready, start, end);
+            self.b.edge(launch, dev, EdgeType::Launch);
+            if n.after.is_empty() {
+                for &p in &tail {
+                    self.b.edge(p, dev, EdgeType::StreamOrder);
+                }
+            }
+            for a in &n.after {
+                self.b.edge(ids[a.as_str()], dev, EdgeType::Graph);
+            }
+            ids.insert(&n.id, dev);
+            if !has_dependants[ni] {
+                sinks.push(dev);
+            }
+            tail_end = tail_end.max(end);
+            let graph_node_id = 0x10_0000 + ((self.graphs[gi].generation as u64) << 16) + ((gi as u64) << 8) + ni as u64;
+            let (name, grid, block) = (n.kernel.name.clone(), [n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
+            if self.lose_record(&nkey) {
+                self.loss.cupti_dropped += 1;
+            } else {
+                self.b.record(Some(dev), |rid| Record::Kernel {
+                    rid,
+                    name,
+                    stream: stream_id,
+                    context: 1,
+                    device: 0,
+                    correlation_id: corr,
+                    graph_id: exec_id,
+                    graph_node_id,
+                    queued: 0,
+                    submitted: 0,
+                    start,
+                    end,
+                    grid,
+                    block,
+                    channel: si as u32,
+                });
+            }
+            self.keys.insert(nkey, dev);
+        }
+        let _ = self.next_graph_node_id;
+        self.streams[si].tail = sinks;
+        self.streams[si].tail_end = tail_end;
+    }
+
+    /// Runs one injector action: real work issued by the injector thread.
+    fn inject_action(&mut self, th: usize, action: Action) {
+        let start = self.threads[th].clock;
+        let hp = self.be.host.clone();
+        let si_inj = self.stream_ix[INJECTOR_STREAM];
+        let info = |stream: u32| NodeInfo { stream: Some(stream), call_site: Some("causalbench-injector".into()), ..Default::default() };
+        match action {
+            Action::Kernel { stream, name, grid, until, delays_target } => {
+                let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
+                let end = start + hp.launch_ns;
+                let inf = info(self.streams[si].cupti_id);
+                let handle = self.streams[si].handle;
+                let api = ("cudaLaunchKernel", "cuLaunchKernel", 211, ApiDomain::Runtime);
+                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, None);
+                self.threads[th].prev = None;
+                let queued = start + (end - start) * 3 / 5;
+                let ready = queued.max(self.streams[si].tail_end);
+                let dispatch = self.be.device.dispatch_ns;
+                let total = self.be.device.sms;
+                let begin = self.sms.earliest(ready + dispatch, grid, total, self.now);
+                let dur = until.saturating_sub(begin).max(1_000);
+                let spec = KernelSpec { name, kind: Default::default(), duration_us: dur as f64 / 1000.0, grid, block: 256 };
+                let dev = self.kernel_exact(si, &spec, queued, corr, inf, dur);
+                self.b.edge(node, dev, EdgeType::Launch);
+                if delays_target {
+                    self.pending_fault_edges.push(dev);
+                }
+                self.threads[th].clock = end;
+            }
+            Action::Copies { count, until } => {
+                let mut t = start;
+                for i in 0..count {
+                    let end = t + hp.copy_call_ns;
+                    let inf = info(self.streams[si_inj].cupti_id);
+                    let handle = self.streams[si_inj].handle;
+                    let api = ("cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2", 41, ApiDomain::Runtime);
+                    let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), t, end, handle, None);
+                    self.threads[th].prev = None;
+                    let queued = t + (end - t) * 3 / 5;
+                    let d = &self.be.device;
+                    let ready = queued.max(self.streams[si_inj].tail_end) + d.copy_setup_ns;
+                    let begin = ready.max(self.copies.free_at);
+                    // Each copy holds the engine for an equal share of the remaining time.
+                    let share = until.saturating_sub(begin) / (count - i) as u64;
+                    let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64 * d.pinned_bytes_per_ns).max(4096.0) as u64;
+                    let nokey = StepKey { program: usize::MAX, request: 0, step: 0, graph_node: None, api: false };
+                    let dev = self.memcpy(si_inj, CopyDirection::H2d, bytes, HostMemory::Pinned, queued, corr, inf, &nokey, u64::MAX);
+                    self.b.edge(node, dev, EdgeType::Launch);
+                    self.pending_fault_edges.push(dev);
+                    t = end;
+                }
+                self.threads[th].clock = t;
+            }
+        }
+    }
+
+    /// Injected device work that delayed the target gets a `fault` edge to it,
+    /// and the injection's measured magnitude is filled in by the answers step.
+    fn finish_faults(&mut self) {
+        let Some(plan) = self.plan else { return };
+        let Some(target) = plan.device_target.as_ref().and_then(|k| self.keys.get(k)).copied() else {
+            if matches!(plan.kind, InjectionKind::RecordLoss | InjectionKind::UnrelatedWork) {
+                self.injections.push(InjectionRecord {
+                    kind: plan.kind.as_str().into(),
+                    mechanism: if plan.kind == InjectionKind::RecordLoss { "sim:dropped-record" } else { "sim:concurrent-kernel" }.into(),
+                    requested_us: plan.magnitude_ns as f64 / 1000.0,
+                    measured_us: plan.magnitude_ns as f64 / 1000.0,
+                    fault_node: None,
+                });
+            }
+            return;
+        };
+        let start = self.b.truth.nodes[target as usize].start;
+        // Only work that was still holding the resource when the target was ready delayed it.
+        let mut last: Option<NodeId> = None;
+        for &d in &self.pending_fault_edges {
+            let n = &self.b.truth.nodes[d as usize];
+            if n.end <= start + 1 && n.end > self.b.truth.nodes[target as usize].submitted {
+                if last.is_none_or(|l| self.b.truth.nodes[l as usize].end < n.end) {
+                    last = Some(d);
+                }
+            }
+        }
+        if let Some(d) = last {
+            if plan.kind != InjectionKind::StreamBacklog {
+                self.b.edge(d, target, EdgeType::Fault);
+            }
+        }
+        let mechanism = match plan.kind {
+            InjectionKind::OccupancyPressure => "sim:occupancy-hog-kernel",
+            InjectionKind::StreamBacklog => "sim:backlog-kernels",
+            InjectionKind::PcieContention => "sim:bulk-copies",
+            InjectionKind::UnrelatedWork => "sim:concurrent-kernel",
+            _ => return,
+        };
+        self.injections.push(InjectionRecord {
+            kind: plan.kind.as_str().into(),
+            mechanism: mechanism.into(),
+            requested_us: plan.magnitude_ns as f64 / 1000.0,
+            measured_us: f64::NAN,
+            fault_node: last,
+        });
+    }
+}
+
+fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
+    sc.programs.get(k.program)?.steps.get(k.step)?.id().map(str::to_string)
+}
