@@ -1,1 +1,206 @@
-fn main() {}
+//! `causalbench`: one binary for the whole pipeline (SPEC §10).
+//! Exit codes: 0 success; 1 a run completed but some case failed; 2 bad input or usage.
+
+mod catalog;
+mod commands;
+mod run;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "causalbench", version, about = "Adversarial host-device causality benchmark for GPU profilers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BackendArg {
+    /// The GPU when one is present, else the simulator (plus the shipped corpus for `run`).
+    Auto,
+    Cuda,
+    Sim,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CollectorsArg {
+    Cupti,
+    Host,
+    Combined,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Instrumented,
+    Closed,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The main job: record every scenario of the suite (or replay a corpus), derive the
+    /// standard views, run every built-in profiler, score and report.
+    Run {
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendArg,
+        /// `catalog` (the embedded suite) or a directory of scenario files.
+        #[arg(long, default_value = catalog::DEFAULT_SUITE)]
+        suite: String,
+        /// Replay the bundles of a recorded corpus directory (instead of, or with `auto`
+        /// besides, recording the suite).
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+        /// Repetitions per scenario (default: each scenario's own `repetitions`).
+        #[arg(long)]
+        reps: Option<u32>,
+        /// Overrides every scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Worker threads (default: available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Do not print the leaderboard at the end.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Record one run bundle.
+    Record {
+        #[arg(long)]
+        scenario: PathBuf,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 0)]
+        repetition: u32,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Derive a trace view from a bundle.
+    View {
+        #[arg(long)]
+        bundle: PathBuf,
+        #[arg(long, value_enum)]
+        collectors: CollectorsArg,
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+        /// Uniform synthetic loss rate in [0, 1].
+        #[arg(long)]
+        loss: Option<f64>,
+        /// Remove one record on each symptom's true path instead of uniform loss.
+        #[arg(long, conflicts_with = "loss")]
+        targeted_loss: bool,
+        #[arg(long, default_value_t = 0)]
+        loss_seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Run a built-in profiler or an external command on a view.
+    Profile {
+        #[arg(long, conflicts_with = "cmd", required_unless_present = "cmd")]
+        profiler: Option<String>,
+        /// External profiler: a command with `{view}` and `{out}` placeholders.
+        #[arg(long)]
+        cmd: Option<String>,
+        /// External profiler timeout in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        #[arg(long)]
+        view: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Score one explanation against a bundle and the view it answered.
+    Score {
+        #[arg(long)]
+        bundle: PathBuf,
+        #[arg(long)]
+        view: PathBuf,
+        #[arg(long)]
+        explanation: PathBuf,
+        /// Print the case score as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The reference profiler's answer for one late operation, as text.
+    WhyLate {
+        #[arg(long)]
+        view: PathBuf,
+        #[arg(long)]
+        rid: u64,
+    },
+    /// Rebuild leaderboard and plots from DIR/scores.jsonl.
+    Report {
+        #[arg(long)]
+        results: PathBuf,
+    },
+    /// What changed between two result sets.
+    Diff { dir_a: PathBuf, dir_b: PathBuf },
+    /// Print the JSON Schema of a format.
+    Schema {
+        /// scenario, bundle, view, explanation, scores, leaderboard
+        name: String,
+    },
+    /// List scenarios, families and profilers.
+    List {
+        #[arg(long, default_value = catalog::DEFAULT_SUITE)]
+        suite: String,
+    },
+}
+
+/// A failure with its exit code.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn input(message: impl std::fmt::Display) -> Self {
+        Failure { code: 2, message: message.to_string() }
+    }
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        Failure { code: 1, message: message.to_string() }
+    }
+}
+
+impl From<ground_truth::FormatError> for Failure {
+    fn from(e: ground_truth::FormatError) -> Self {
+        Failure::input(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Run { backend, suite, corpus, out, reps, seed, jobs, quiet } => {
+            run::run(run::RunArgs { backend, suite, corpus, out, reps, seed, jobs, quiet })
+        }
+        Command::Record { scenario, backend, repetition, seed, out } => commands::record(&scenario, backend, repetition, seed, &out),
+        Command::View { bundle, collectors, mode, loss, targeted_loss, loss_seed, out } => {
+            commands::view(&bundle, collectors, mode, loss, targeted_loss, loss_seed, &out)
+        }
+        Command::Profile { profiler, cmd, timeout, view, out } => commands::profile(profiler, cmd, timeout, &view, &out),
+        Command::Score { bundle, view, explanation, json } => commands::score(&bundle, &view, &explanation, json),
+        Command::WhyLate { view, rid } => commands::why_late(&view, rid),
+        Command::Report { results } => commands::report(&results),
+        Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
+        Command::Schema { name } => commands::schema(&name),
+        Command::List { suite } => commands::list(&suite),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("causalbench: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}

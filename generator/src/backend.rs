@@ -11,7 +11,7 @@ pub enum RecordError {
 }
 
 /// Executes scenarios and records bundles.
-pub trait Backend {
+pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Records one repetition of `scenario` (its no-injection twin is run too, so
     /// lateness is measured, not assumed).

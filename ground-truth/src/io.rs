@@ -79,7 +79,7 @@ fn is_yaml(file: &Path) -> bool {
 
 fn json_path(p: &serde_path_to_error::Path) -> String {
     let s = p.to_string();
-    if s == "." { String::new() } else if s.starts_with('[') { s } else { format!(".{s}") }
+    if s == "." || s == "?" { String::new() } else if s.starts_with('[') { s } else { format!(".{s}") }
 }
 
 /// Deserializes JSON, reporting the JSON path and line of the first error.

@@ -401,15 +401,11 @@ impl<'a> Engine<'a> {
         t.current = Some(item);
     }
 
+    /// Host tasks and requests are instants (when work began), so that as
+    /// predecessors they gate by their beginning, not by whatever they did later.
     fn end_task(&mut self, th: usize) {
-        let clock = self.threads[th].clock;
-        if let Some(task) = self.threads[th].task.take() {
-            self.b.truth.nodes[task as usize].end = clock;
-        }
-        let item = self.threads[th].current.take().expect("a task is running");
-        let req = self.requests[item.request].node;
-        let n = &mut self.b.truth.nodes[req as usize];
-        n.end = n.end.max(clock);
+        self.threads[th].task = None;
+        self.threads[th].current = None;
         self.threads[th].prev = None;
     }
 
@@ -502,7 +498,6 @@ impl<'a> Engine<'a> {
             self.b.record(Some(h), |rid| Record::Marker { rid, tid, phase: MarkerPhase::Enqueue, queue: q, token: t, ts: at });
         }
         if let Some(task) = self.threads[th].task {
-            self.b.truth.nodes[task as usize].end = at;
             self.b.edge(task, h, EdgeType::Handoff);
         }
         if let Some(dev) = item.pending_sync {
@@ -519,14 +514,7 @@ impl<'a> Engine<'a> {
             pending_sync: None,
         };
         // This thread's part of the request ends here.
-        let cur = self.threads[th].current.take();
-        if let Some(task) = self.threads[th].task.take() {
-            let clock = self.threads[th].clock;
-            let n = &mut self.b.truth.nodes[task as usize];
-            n.end = n.end.max(clock).min(at.max(n.start));
-        }
-        self.threads[th].prev = None;
-        drop(cur);
+        self.end_task(th);
         let consumer = self.pick_member(&decl.consumer, decl.randomized, arrival, key);
         self.threads[consumer].queue.push_back(next);
         let c = self.threads[consumer].clock;
