@@ -1,0 +1,313 @@
+//! Pieces of analysis several baselines share: peers (other instances of the
+//! same operation in the view, the only reference a profiler has since it never
+//! sees the no-injection twin), per-phase excess over peers, and cause ranking.
+
+use crate::index::{median, Index, Pos};
+use ground_truth::trace::{CopyDirection, HostMemory, Record};
+use ground_truth::{CauseLabel, Ns, Phases, RankedCause};
+use std::collections::HashMap;
+
+/// Lateness below this is noise (ns).
+pub const NOISE_NS: f64 = 20_000.0;
+
+/// What makes two device ops "the same operation" for peer comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerKey {
+    Kernel(String),
+    GraphNode(u32, u64),
+    Copy(CopyDirection, HostMemory, u64),
+    Memset(u64),
+}
+
+pub fn peer_key(r: &Record) -> Option<PeerKey> {
+    match r {
+        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.clone())),
+        Record::Memcpy {
+            direction,
+            memory,
+            bytes,
+            ..
+        } => Some(PeerKey::Copy(*direction, *memory, *bytes)),
+        Record::Memset { bytes, .. } => Some(PeerKey::Memset(*bytes)),
+        _ => None,
+    }
+}
+
+/// Device ops grouped by peer key (graph nodes also by (graph, node)).
+pub struct Peers {
+    by_key: HashMap<PeerKey, Vec<Pos>>,
+}
+
+impl Peers {
+    pub fn new(ix: &Index) -> Self {
+        let mut by_key: HashMap<PeerKey, Vec<Pos>> = HashMap::new();
+        for &p in &ix.device_ops {
+            let r = ix.rec(p);
+            if let Some(k) = peer_key(r) {
+                by_key.entry(k).or_default().push(p);
+            }
+            if let Record::Kernel {
+                graph_id,
+                graph_node_id,
+                ..
+            } = r
+            {
+                if *graph_node_id != 0 {
+                    by_key
+                        .entry(PeerKey::GraphNode(*graph_id, *graph_node_id))
+                        .or_default()
+                        .push(p);
+                }
+            }
+        }
+        Peers { by_key }
+    }
+
+    /// Other instances of the same operation (graph node replays first).
+    pub fn of(&self, ix: &Index, p: Pos) -> Vec<Pos> {
+        let r = ix.rec(p);
+        if let Record::Kernel {
+            graph_id,
+            graph_node_id,
+            ..
+        } = r
+        {
+            if *graph_node_id != 0 {
+                if let Some(v) = self
+                    .by_key
+                    .get(&PeerKey::GraphNode(*graph_id, *graph_node_id))
+                {
+                    if v.len() > 1 {
+                        return v.iter().copied().filter(|&q| q != p).collect();
+                    }
+                }
+            }
+        }
+        peer_key(r)
+            .and_then(|k| self.by_key.get(&k))
+            .map(|v| v.iter().copied().filter(|&q| q != p).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Device-side phases of one op as CUPTI reports them (None when a timestamp is 0).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DevPhases {
+    pub queued_to_submitted: Option<f64>,
+    pub submitted_to_start: Option<f64>,
+    pub execution: f64,
+}
+
+pub fn dev_phases(r: &Record) -> Option<DevPhases> {
+    let (q, s, st, e) = r.device_times()?;
+    Some(DevPhases {
+        queued_to_submitted: (q > 0 && s >= q).then(|| (s - q) as f64),
+        submitted_to_start: (s > 0 && st >= s).then(|| (st - s) as f64),
+        execution: e.saturating_sub(st) as f64,
+    })
+}
+
+/// Own value minus the peers' median, clamped at 0; the own value minus
+/// `default_base` when there are no peers.
+pub fn excess(own: Option<f64>, peer_vals: Vec<f64>, default_base: f64) -> f64 {
+    let Some(own) = own else { return 0.0 };
+    let base = median(peer_vals).unwrap_or(default_base);
+    (own - base).max(0.0)
+}
+
+/// Per-phase excess of a device op over its peers, from device timestamps only.
+pub fn device_excess(ix: &Index, peers: &[Pos], p: Pos) -> Phases {
+    let Some(own) = dev_phases(ix.rec(p)) else {
+        return Phases::default();
+    };
+    let pp: Vec<DevPhases> = peers
+        .iter()
+        .filter_map(|&q| dev_phases(ix.rec(q)))
+        .collect();
+    let has_peers = !pp.is_empty();
+    Phases {
+        host_enqueue: 0.0,
+        queued_to_submitted: excess(
+            own.queued_to_submitted,
+            pp.iter().filter_map(|d| d.queued_to_submitted).collect(),
+            0.0,
+        ),
+        submitted_to_start: excess(
+            own.submitted_to_start,
+            pp.iter().filter_map(|d| d.submitted_to_start).collect(),
+            0.0,
+        ),
+        // Without peers a profiler cannot tell a long op from a slow one.
+        execution: if has_peers {
+            excess(
+                Some(own.execution),
+                pp.iter().map(|d| d.execution).collect(),
+                0.0,
+            )
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Index of the largest phase (0 host, 1 queued→submitted, 2 submitted→start, 3 execution).
+pub fn dominant(ph: &Phases) -> (usize, f64) {
+    ph.as_array().iter().copied().enumerate().fold(
+        (0, 0.0),
+        |best, (i, v)| if v > best.1 { (i, v) } else { best },
+    )
+}
+
+/// Is `excess` more than noise, relative to a typical duration `typical`?
+pub fn significant(excess: f64, typical: f64) -> bool {
+    excess > NOISE_NS.max(0.25 * typical)
+}
+
+/// Other device ops on a different stream that ran during `[from, to]`,
+/// matching `pred`; returns the overlapped time.
+pub fn overlap_by_others(
+    ix: &Index,
+    me: Pos,
+    from: Ns,
+    to: Ns,
+    pred: impl Fn(&Record) -> bool,
+) -> f64 {
+    if to <= from {
+        return 0.0;
+    }
+    let my_stream = ix.rec(me).stream();
+    let mut total = 0.0;
+    // Ops are sorted by start; anything starting after `to` cannot overlap. Long
+    // ops starting well before `from` are found by scanning back a bounded window.
+    let k = ix.device_ops.partition_point(|&q| ix.start(q) < to);
+    for &q in ix.device_ops[..k].iter().rev().take(4096) {
+        if q == me {
+            continue;
+        }
+        let r = ix.rec(q);
+        if r.stream() == my_stream || !pred(r) {
+            continue;
+        }
+        let (s, e) = r.interval();
+        let lo = s.max(from);
+        let hi = e.min(to);
+        if hi > lo {
+            total += (hi - lo) as f64;
+        }
+    }
+    total
+}
+
+/// Cause ranking: merges duplicate labels (max), sorts by score, normalizes to sum 1.
+pub fn ranked(v: Vec<(CauseLabel, f64)>) -> Vec<RankedCause> {
+    let mut best: Vec<(CauseLabel, f64)> = Vec::new();
+    for (l, s) in v {
+        let s = if s.is_finite() { s.max(0.0) } else { 0.0 };
+        match best.iter_mut().find(|(b, _)| *b == l) {
+            Some(e) => e.1 = e.1.max(s),
+            None => best.push((l, s)),
+        }
+    }
+    best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total: f64 = best.iter().map(|x| x.1).sum();
+    best.into_iter()
+        .map(|(label, s)| RankedCause {
+            label,
+            score: if total > 0.0 {
+                (s / total * 1000.0).round() / 1000.0
+            } else {
+                0.0
+            },
+        })
+        .collect()
+}
+
+/// Device-side cause ranking used by the CUPTI-only baselines: the dominant
+/// device phase decides (no host evidence).
+pub fn device_phase_causes(
+    ix: &Index,
+    p: Pos,
+    ex: &Phases,
+    typical: f64,
+) -> Vec<(CauseLabel, f64)> {
+    let r = ix.rec(p);
+    let is_copy = matches!(r, Record::Memcpy { .. });
+    let (d, v) = dominant(ex);
+    if !significant(v, typical) {
+        return vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)];
+    }
+    let mut out = Vec::new();
+    match d {
+        1 => {
+            if matches!(
+                r,
+                Record::Memcpy {
+                    memory: HostMemory::Pageable,
+                    ..
+                }
+            ) {
+                out.push((CauseLabel::ImplicitSync, v));
+            }
+            out.push((CauseLabel::StreamBacklog, v));
+            out.push((CauseLabel::EventWait, v * 0.5));
+        }
+        2 => {
+            if is_copy {
+                out.push((CauseLabel::PcieContention, v));
+            } else {
+                out.push((CauseLabel::OccupancyPressure, v));
+            }
+            out.push((CauseLabel::StreamBacklog, v * 0.3));
+        }
+        _ => {
+            if is_copy {
+                out.push((CauseLabel::SlowCopy, v));
+                out.push((CauseLabel::PcieContention, v * 0.3));
+            } else {
+                out.push((CauseLabel::OccupancyPressure, v));
+            }
+        }
+    }
+    for (i, &x) in ex.as_array().iter().enumerate() {
+        if i != d && significant(x, typical) {
+            let l = match (i, is_copy) {
+                (1, _) => CauseLabel::StreamBacklog,
+                (2, true) => CauseLabel::PcieContention,
+                (2, false) | (3, false) => CauseLabel::OccupancyPressure,
+                (3, true) => CauseLabel::SlowCopy,
+                _ => continue,
+            };
+            out.push((l, x * 0.5));
+        }
+    }
+    out
+}
+
+/// Typical total latency of an op's peers (queued or start → end), for thresholds.
+pub fn typical_latency(ix: &Index, peers: &[Pos]) -> f64 {
+    median(
+        peers
+            .iter()
+            .filter_map(|&q| ix.rec(q).device_times())
+            .map(|(q, _, s, e)| e.saturating_sub(if q > 0 { q } else { s }) as f64)
+            .collect(),
+    )
+    .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranked_merges_sorts_and_normalizes() {
+        let r = ranked(vec![
+            (CauseLabel::SlowCopy, 1.0),
+            (CauseLabel::None, 3.0),
+            (CauseLabel::SlowCopy, 2.0),
+        ]);
+        assert_eq!(r[0].label, CauseLabel::None);
+        assert_eq!(r[1].label, CauseLabel::SlowCopy);
+        assert!((r[0].score - 0.6).abs() < 1e-9);
+    }
+}

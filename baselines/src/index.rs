@@ -1,0 +1,503 @@
+//! Lookup tables over one [`TraceView`], shared by every baseline.
+//!
+//! Built once per explanation in O(n log n): records are addressed by their
+//! position in `view.records` (a `u32`), never by rid order, since rids carry no
+//! meaning beyond identity.
+
+use ground_truth::trace::{MarkerPhase, Record, Rid, SwitchReason};
+use ground_truth::{Ns, TraceView};
+use std::collections::HashMap;
+
+/// Position of a record in `view.records`.
+pub type Pos = u32;
+
+/// What an API call (or a uprobe on a driver entry point) does, from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// Kernel launch: `cudaLaunchKernel`, `cuLaunchKernel`, `cuLaunchKernelEx`,
+    /// `cudaLaunchKernelExC`, cooperative launches...
+    KernelLaunch,
+    GraphLaunch,
+    Memcpy,
+    Memset,
+    EventRecord,
+    StreamWait,
+    /// Stream / event / context / device synchronize.
+    Synchronize,
+    Other,
+}
+
+impl CallKind {
+    /// Classifies a runtime or driver entry point by name. Every launch flavour
+    /// counts as a launch (HTA PR 271: `cuLaunchKernelEx` was missed).
+    pub fn of(name: &str) -> CallKind {
+        let n = name.to_ascii_lowercase();
+        if n.contains("graphlaunch") {
+            CallKind::GraphLaunch
+        } else if n.contains("launch") {
+            CallKind::KernelLaunch
+        } else if n.contains("memcpy") {
+            CallKind::Memcpy
+        } else if n.contains("memset") {
+            CallKind::Memset
+        } else if n.contains("eventrecord") {
+            CallKind::EventRecord
+        } else if n.contains("waitevent") {
+            CallKind::StreamWait
+        } else if n.contains("synchronize") {
+            CallKind::Synchronize
+        } else {
+            CallKind::Other
+        }
+    }
+
+    /// Does the call enqueue a kernel, copy or memset?
+    pub fn launches_work(self) -> bool {
+        matches!(
+            self,
+            CallKind::KernelLaunch | CallKind::GraphLaunch | CallKind::Memcpy | CallKind::Memset
+        )
+    }
+
+    /// Could this call have created the device record `r`?
+    pub fn can_create(self, r: &Record) -> bool {
+        match r {
+            Record::Kernel { .. } => matches!(self, CallKind::KernelLaunch | CallKind::GraphLaunch),
+            Record::Memcpy { .. } => matches!(self, CallKind::Memcpy | CallKind::GraphLaunch),
+            Record::Memset { .. } => matches!(self, CallKind::Memset | CallKind::GraphLaunch),
+            _ => false,
+        }
+    }
+}
+
+/// Per-thread host records, each list sorted by start time.
+#[derive(Debug, Default, Clone)]
+pub struct ThreadRecs {
+    /// Canonical host calls: `api` records, plus uprobes that no `api` record covers.
+    pub calls: Vec<Pos>,
+    pub apis: Vec<Pos>,
+    pub uprobes: Vec<Pos>,
+    pub sched: Vec<Pos>,
+    pub faults: Vec<Pos>,
+    pub markers: Vec<Pos>,
+    pub nvtx: Vec<Pos>,
+}
+
+#[derive(Debug)]
+pub struct Index<'a> {
+    pub view: &'a TraceView,
+    pub recs: &'a [Record],
+    pub pos_of: HashMap<Rid, Pos>,
+    pub api_by_corr: HashMap<u32, Pos>,
+    /// CUPTI activity records (device ops, cuda_event, sync) by correlation id.
+    pub acts_by_corr: HashMap<u32, Vec<Pos>>,
+    /// Request token from external correlation records, by correlation id.
+    pub token_by_corr: HashMap<u32, String>,
+    pub threads: HashMap<u32, ThreadRecs>,
+    /// api position → uprobe position, and back (same thread, uprobe inside the call).
+    pub uprobe_of_api: HashMap<Pos, Pos>,
+    pub api_of_uprobe: HashMap<Pos, Pos>,
+    /// Kernels, copies and memsets, sorted by start.
+    pub device_ops: Vec<Pos>,
+    /// All NVTX ranges, sorted by start.
+    pub nvtx: Vec<Pos>,
+    /// All markers, sorted by ts.
+    pub markers: Vec<Pos>,
+    /// Canonical host calls of every thread, sorted by start.
+    pub all_calls: Vec<Pos>,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(view: &'a TraceView) -> Self {
+        let recs = &view.records[..];
+        let mut ix = Index {
+            view,
+            recs,
+            pos_of: HashMap::with_capacity(recs.len()),
+            api_by_corr: HashMap::new(),
+            acts_by_corr: HashMap::new(),
+            token_by_corr: HashMap::new(),
+            threads: HashMap::new(),
+            uprobe_of_api: HashMap::new(),
+            api_of_uprobe: HashMap::new(),
+            device_ops: Vec::new(),
+            nvtx: Vec::new(),
+            markers: Vec::new(),
+            all_calls: Vec::new(),
+        };
+        for (i, r) in recs.iter().enumerate() {
+            let p = i as Pos;
+            ix.pos_of.insert(r.rid(), p);
+            match r {
+                Record::Api {
+                    correlation_id,
+                    tid,
+                    ..
+                } => {
+                    ix.api_by_corr.insert(*correlation_id, p);
+                    ix.threads.entry(*tid).or_default().apis.push(p);
+                }
+                Record::Kernel { correlation_id, .. }
+                | Record::Memcpy { correlation_id, .. }
+                | Record::Memset { correlation_id, .. } => {
+                    ix.acts_by_corr.entry(*correlation_id).or_default().push(p);
+                    ix.device_ops.push(p);
+                }
+                Record::Sync { correlation_id, .. } | Record::CudaEvent { correlation_id, .. } => {
+                    ix.acts_by_corr.entry(*correlation_id).or_default().push(p);
+                }
+                Record::ExternalCorrelation {
+                    external_id,
+                    correlation_id,
+                    external_kind,
+                    ..
+                } => {
+                    if external_kind.is_empty() || external_kind == "request" {
+                        ix.token_by_corr
+                            .insert(*correlation_id, external_id.to_string());
+                    }
+                }
+                Record::Nvtx { tid, .. } => {
+                    ix.nvtx.push(p);
+                    ix.threads.entry(*tid).or_default().nvtx.push(p);
+                }
+                Record::Marker { tid, .. } => {
+                    ix.markers.push(p);
+                    ix.threads.entry(*tid).or_default().markers.push(p);
+                }
+                Record::Uprobe { tid, .. } => ix.threads.entry(*tid).or_default().uprobes.push(p),
+                Record::Sched { tid, .. } => ix.threads.entry(*tid).or_default().sched.push(p),
+                Record::PageFault { tid, .. } => ix.threads.entry(*tid).or_default().faults.push(p),
+            }
+        }
+        let key = |p: &Pos| (recs[*p as usize].interval().0, recs[*p as usize].rid());
+        ix.device_ops.sort_by_key(key);
+        ix.nvtx.sort_by_key(key);
+        ix.markers.sort_by_key(key);
+        let mut pairs = Vec::new();
+        for t in ix.threads.values_mut() {
+            for v in [
+                &mut t.apis,
+                &mut t.uprobes,
+                &mut t.sched,
+                &mut t.faults,
+                &mut t.markers,
+                &mut t.nvtx,
+            ] {
+                v.sort_by_key(key);
+            }
+            // Pair each uprobe with the api call that contains it on the same thread.
+            let mut calls = t.apis.clone();
+            for &u in &t.uprobes {
+                let (enter, exit) = recs[u as usize].interval();
+                let k = t
+                    .apis
+                    .partition_point(|&a| recs[a as usize].interval().0 <= enter);
+                let paired = (k > 0)
+                    .then(|| t.apis[k - 1])
+                    .filter(|&a| recs[a as usize].interval().1 >= exit);
+                match paired {
+                    Some(a) => pairs.push((a, u)),
+                    None => calls.push(u),
+                }
+            }
+            calls.sort_by_key(key);
+            t.calls = calls;
+        }
+        for (a, u) in pairs {
+            ix.uprobe_of_api.insert(a, u);
+            ix.api_of_uprobe.insert(u, a);
+        }
+        let mut all: Vec<Pos> = ix
+            .threads
+            .values()
+            .flat_map(|t| t.calls.iter().copied())
+            .collect();
+        all.sort_by_key(key);
+        ix.all_calls = all;
+        ix
+    }
+
+    pub fn rec(&self, p: Pos) -> &'a Record {
+        &self.recs[p as usize]
+    }
+
+    pub fn rid(&self, p: Pos) -> Rid {
+        self.recs[p as usize].rid()
+    }
+
+    pub fn pos(&self, rid: Rid) -> Option<Pos> {
+        self.pos_of.get(&rid).copied()
+    }
+
+    pub fn start(&self, p: Pos) -> Ns {
+        self.rec(p).interval().0
+    }
+
+    pub fn end(&self, p: Pos) -> Ns {
+        self.rec(p).interval().1
+    }
+
+    /// The canonical host call for an api or uprobe record (the api when paired).
+    pub fn canonical_call(&self, p: Pos) -> Pos {
+        match self.rec(p) {
+            Record::Uprobe { .. } => self.api_of_uprobe.get(&p).copied().unwrap_or(p),
+            _ => p,
+        }
+    }
+
+    /// Name of a host call (api name or uprobe function).
+    pub fn call_name(&self, p: Pos) -> &'a str {
+        match self.rec(p) {
+            Record::Api { name, .. } => name,
+            Record::Uprobe { function, .. } => function,
+            _ => "",
+        }
+    }
+
+    pub fn call_kind(&self, p: Pos) -> CallKind {
+        CallKind::of(self.call_name(p))
+    }
+
+    /// The uprobe stack of a host call, if any collector saw one.
+    pub fn stack(&self, call: Pos) -> Option<&'a [String]> {
+        let u = match self.rec(call) {
+            Record::Uprobe { .. } => Some(call),
+            _ => self.uprobe_of_api.get(&call).copied(),
+        }?;
+        match self.rec(u) {
+            Record::Uprobe { stack, .. } => Some(stack),
+            _ => None,
+        }
+    }
+
+    /// The api record that created a CUPTI activity (by correlation id).
+    pub fn launch_api(&self, p: Pos) -> Option<Pos> {
+        let r = self.rec(p);
+        if matches!(r, Record::Api { .. }) {
+            return None;
+        }
+        r.correlation_id()
+            .and_then(|c| self.api_by_corr.get(&c).copied())
+    }
+
+    pub fn thread(&self, tid: u32) -> Option<&ThreadRecs> {
+        self.threads.get(&tid)
+    }
+
+    /// Does this view contain CUPTI API records at all?
+    pub fn has_api_records(&self) -> bool {
+        !self.api_by_corr.is_empty()
+    }
+
+    /// The innermost NVTX range on `tid` that encloses `t`.
+    pub fn nvtx_enclosing_on(&self, tid: u32, t: Ns) -> Option<Pos> {
+        let th = self.thread(tid)?;
+        innermost_enclosing(self, &th.nvtx, t)
+    }
+
+    /// The innermost NVTX range of any thread that encloses `t`.
+    pub fn nvtx_enclosing_any(&self, t: Ns) -> Option<Pos> {
+        innermost_enclosing(self, &self.nvtx, t)
+    }
+
+    /// The latest marker on `tid` with ts ≤ t matching `pred`.
+    pub fn last_marker_on(&self, tid: u32, t: Ns, pred: impl Fn(&Record) -> bool) -> Option<Pos> {
+        let th = self.thread(tid)?;
+        let k = th.markers.partition_point(|&m| self.start(m) <= t);
+        th.markers[..k]
+            .iter()
+            .rev()
+            .copied()
+            .find(|&m| pred(self.rec(m)))
+    }
+
+    /// The request token of the host task running on `tid` at time `t`, from
+    /// handoff markers (the latest `task_begin`/`request_begin` with a token).
+    pub fn task_token_on(&self, tid: u32, t: Ns) -> Option<String> {
+        let m = self.last_marker_on(tid, t, |r| {
+            matches!(
+                r,
+                Record::Marker {
+                    phase: MarkerPhase::TaskBegin | MarkerPhase::RequestBegin,
+                    ..
+                }
+            )
+        })?;
+        match self.rec(m) {
+            Record::Marker { token, .. } if !token.is_empty() => Some(token.clone()),
+            _ => None,
+        }
+    }
+
+    /// Host calls on the same thread, in order: the call made just before `call`.
+    pub fn prev_call(&self, call: Pos) -> Option<Pos> {
+        let tid = self.rec(call).tid()?;
+        let th = self.thread(tid)?;
+        let k = th.calls.partition_point(|&c| {
+            (self.start(c), self.rid(c)) < (self.start(call), self.rid(call))
+        });
+        (k > 0).then(|| th.calls[k - 1])
+    }
+
+    /// Preempted/traced scheduler intervals and page faults of the calling thread
+    /// in `[from, to]`: (total descheduled ns, total fault ns, last sched, last fault).
+    pub fn host_stalls(&self, tid: u32, from: Ns, to: Ns) -> HostStalls {
+        let mut out = HostStalls::default();
+        let Some(th) = self.thread(tid) else {
+            return out;
+        };
+        for &s in &th.sched {
+            if let Record::Sched {
+                switch_out,
+                switch_in,
+                reason,
+                ..
+            } = self.rec(s)
+            {
+                if matches!(reason, SwitchReason::Preempted | SwitchReason::Traced) {
+                    let lo = (*switch_out).max(from);
+                    let hi = (*switch_in).min(to);
+                    if hi > lo {
+                        out.desched_ns += (hi - lo) as f64;
+                        out.last_sched = Some(s);
+                    }
+                }
+            }
+        }
+        let k0 = th.faults.partition_point(|&f| self.end(f) < from);
+        for &f in &th.faults[k0..] {
+            let (s, e) = self.rec(f).interval();
+            if s > to {
+                break;
+            }
+            let lo = s.max(from);
+            let hi = e.min(to);
+            if hi >= lo {
+                out.fault_ns += (hi - lo) as f64;
+                out.faults += 1;
+                out.last_fault = Some(f);
+                if let Record::PageFault { major: true, .. } = self.rec(f) {
+                    out.major += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostStalls {
+    pub desched_ns: f64,
+    pub fault_ns: f64,
+    pub faults: u32,
+    pub major: u32,
+    pub last_sched: Option<Pos>,
+    pub last_fault: Option<Pos>,
+}
+
+fn innermost_enclosing(ix: &Index, sorted: &[Pos], t: Ns) -> Option<Pos> {
+    // Ranges starting at or before t; the innermost enclosing one starts latest.
+    let k = sorted.partition_point(|&p| ix.start(p) <= t);
+    sorted[..k].iter().rev().copied().find(|&p| ix.end(p) >= t)
+}
+
+/// The call-site frame of a user stack (innermost first): the first frame outside
+/// the CUDA libraries and the interposition layers.
+pub fn call_site_frame(stack: &[String]) -> Option<&str> {
+    stack
+        .iter()
+        .map(|s| s.as_str())
+        .find(|f| !is_library_frame(f))
+}
+
+fn is_library_frame(frame: &str) -> bool {
+    let f = frame.trim();
+    if f.is_empty()
+        || f == "[unknown]"
+        || f.starts_with("0x") && !f.contains(' ') && !f.contains(':')
+    {
+        return true;
+    }
+    let lower = f.to_ascii_lowercase();
+    const LIBS: [&str; 8] = [
+        "libcuda",
+        "libcudart",
+        "libcupti",
+        "libnvidia",
+        "libcublas",
+        "libnvrtc",
+        "libc.so",
+        "ld-linux",
+    ];
+    if LIBS.iter().any(|l| lower.contains(l)) {
+        return true;
+    }
+    // A bare CUDA entry point name (`cuLaunchKernel`, `cudaLaunchKernel`, `cuLaunchKernelEx`).
+    let sym = f
+        .split(['!', '(', ' ', '+'])
+        .find(|s| !s.is_empty())
+        .unwrap_or(f);
+    let is_cuda_symbol = |s: &str, prefix: &str| {
+        s.strip_prefix(prefix)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| c.is_ascii_uppercase())
+    };
+    is_cuda_symbol(sym, "cuda") || is_cuda_symbol(sym, "cu") || sym.starts_with("__cuda")
+}
+
+/// Median of a list (NaN-free); `None` for an empty list.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_launch_flavour() {
+        for n in [
+            "cudaLaunchKernel",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cudaLaunchKernelExC",
+            "cuLaunchCooperativeKernel",
+        ] {
+            assert_eq!(CallKind::of(n), CallKind::KernelLaunch, "{n}");
+        }
+        assert_eq!(CallKind::of("cudaGraphLaunch"), CallKind::GraphLaunch);
+        assert_eq!(CallKind::of("cuMemcpyHtoDAsync_v2"), CallKind::Memcpy);
+        assert_eq!(CallKind::of("cudaStreamWaitEvent"), CallKind::StreamWait);
+        assert_eq!(CallKind::of("cuStreamSynchronize"), CallKind::Synchronize);
+    }
+
+    #[test]
+    fn picks_the_first_frame_outside_cuda() {
+        let s: Vec<String> = [
+            "libcuda.so.1!cuLaunchKernel",
+            "cudaLaunchKernel",
+            "libcudart.so.13!0x1234",
+            "model.py:42 forward",
+            "main",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(call_site_frame(&s), Some("model.py:42 forward"));
+        let s: Vec<String> = ["cuLaunchKernelEx", "app::attention::launch"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(call_site_frame(&s), Some("app::attention::launch"));
+    }
+}
