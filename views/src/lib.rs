@@ -38,7 +38,15 @@ pub struct Derived {
 /// Derives the view `spec` of `bundle`.
 pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
     let truth = &bundle.ground_truth;
-    let protected: HashSet<Rid> = truth.symptoms.iter().map(|s| s.rid).collect();
+    // Loss never removes what a query may point at: the symptom's records and its launching call's.
+    let protected: HashSet<Rid> = truth
+        .symptoms
+        .iter()
+        .flat_map(|s| {
+            let launch = truth.edges.iter().filter(move |e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch).map(|e| e.src);
+            std::iter::once(s.node).chain(launch).flat_map(|n| truth.nodes[n as usize].rids.iter().copied())
+        })
+        .collect();
     let kept = |r: &Record| ViewSpec::keeps(spec.collectors, spec.mode, r);
     let removed: HashSet<Rid> = match spec.loss {
         LossSpec::None => HashSet::new(),
@@ -52,7 +60,12 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
         LossSpec::Targeted { seed } => targeted(bundle, truth, seed, &kept, &protected),
     };
     let records: Vec<Record> = bundle.trace.iter().filter(|r| kept(r) && !removed.contains(&r.rid())).cloned().collect();
-    let queries = truth.symptoms.iter().map(|s| Query { id: s.id.clone(), rid: s.rid, question: s.question }).collect();
+    let kept_rids: HashSet<Rid> = records.iter().map(|r| r.rid()).collect();
+    let queries = truth
+        .symptoms
+        .iter()
+        .filter_map(|s| Some(Query { id: s.id.clone(), rid: query_rid(truth, s, &kept_rids)?, question: s.question }))
+        .collect();
     let l = bundle.loss;
     let collector_loss = LossAccounting {
         cupti_dropped: if spec.collectors != Collectors::Host { l.cupti_dropped } else { 0 },
@@ -65,6 +78,20 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
         view: TraceView { schema_version: SCHEMA_VERSION, bundle: opaque_id(&bundle.id()), spec, queries, collector_loss, records },
         removed,
     }
+}
+
+/// The record a view asks about: the symptom's own record when the view has it;
+/// otherwise (a host-only view cannot see device activity) the record of the
+/// call that launched it, which is as close as that collector gets.
+fn query_rid(truth: &GroundTruth, s: &ground_truth::Symptom, kept: &HashSet<Rid>) -> Option<Rid> {
+    if kept.contains(&s.rid) {
+        return Some(s.rid);
+    }
+    let own = truth.nodes[s.node as usize].rids.iter().copied().find(|r| kept.contains(r));
+    own.or_else(|| {
+        let parent = truth.edges.iter().find(|e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)?.src;
+        truth.nodes[parent as usize].rids.iter().copied().find(|r| kept.contains(r))
+    })
 }
 
 /// Targeted loss: for each symptom, one record on its true critical path whose

@@ -87,6 +87,8 @@ struct Item {
     handoff: Option<(NodeId, String)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
+    /// The injected host stall before the current step already happened (its fault node, if any).
+    stalled: Option<Option<NodeId>>,
 }
 
 #[derive(Debug)]
@@ -306,7 +308,7 @@ impl<'a> Engine<'a> {
             }
             let r = self.requests.len();
             self.requests.push(RequestState { program: pi, index: i, token, node });
-            self.threads[th].queue.push_back(Item { request: r, step: 0, arrival: at, handoff: None, pending_sync: None });
+            self.threads[th].queue.push_back(Item { request: r, step: 0, arrival: at, handoff: None, pending_sync: None, stalled: None });
             let clock = self.threads[th].clock;
             self.schedule(th, clock.max(at));
         }
@@ -425,6 +427,13 @@ impl<'a> Engine<'a> {
         let step = &program.steps[item.step];
         let key = self.op_key(&item);
         let skey = StepKey { program: pi, request: ri, step: item.step, graph_node: None, api: false };
+        // An injected stall is a step of its own, so other threads' work in the
+        // meantime is placed before the delayed call (global time order).
+        if item.stalled.is_none() && self.plan.is_some_and(|p| p.host_target.as_ref() == Some(&skey)) {
+            let fault = self.host_stall(th, &skey);
+            self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
+            return;
+        }
         self.threads[th].current.as_mut().unwrap().step += 1;
         match step {
             Step::HostWork { duration_us, .. } => {
@@ -512,6 +521,7 @@ impl<'a> Engine<'a> {
             arrival,
             handoff: Some((h, queue.to_string())),
             pending_sync: None,
+            stalled: None,
         };
         // This thread's part of the request ends here.
         self.end_task(th);
@@ -656,7 +666,8 @@ impl<'a> Engine<'a> {
     }
 
     fn api_step(&mut self, th: usize, item: &Item, step: &Step, skey: StepKey, key: u64) {
-        let fault = self.host_stall(th, &skey);
+        let fault = item.stalled.flatten();
+        self.threads[th].current.as_mut().unwrap().stalled = None;
         let token = self.requests[item.request].token.clone();
         let tid = self.threads[th].tid;
         let operator = self.threads[th].nvtx.last().map(|n| n.0.clone());

@@ -79,3 +79,47 @@ impl Backend for SimBackend {
         })
     }
 }
+
+/// A launch-bound scenario of `ops` kernel launches (for benchmarks and the
+/// generator-overhead measurement): one thread, two streams, 1 µs kernels.
+pub fn launch_bound_scenario(ops: u32) -> Scenario {
+    use ground_truth::scenario::{Program, StreamDecl, Step, SymptomDecl, ThreadDecl};
+    let per_request = 100u32;
+    let kernel = |i: u32| Step::Kernel {
+        id: (i == 0).then(|| "first".to_string()),
+        stream: if i % 2 == 0 { "a".into() } else { "b".into() },
+        name: "tiny".into(),
+        kind: ground_truth::scenario::KernelKind::Empty,
+        duration_us: 1.0,
+        grid: 1,
+        block: 32,
+        launch: Default::default(),
+        call_site: None,
+    };
+    Scenario {
+        schema_version: SCHEMA_VERSION,
+        name: format!("launch-bound-{ops}"),
+        family: "benchmark".into(),
+        variant: "launch-bound".into(),
+        cause: ground_truth::CauseLabel::None,
+        description: "many tiny kernel launches".into(),
+        mode: ground_truth::Mode::Instrumented,
+        seed: 1,
+        repetitions: 1,
+        threads: vec![ThreadDecl { name: "host".into(), count: 1 }],
+        queues: vec![],
+        streams: vec![StreamDecl { name: "a".into(), priority: 0 }, StreamDecl { name: "b".into(), priority: 0 }],
+        events: vec![],
+        graphs: vec![],
+        programs: vec![Program {
+            name: "loop".into(),
+            start: "host".into(),
+            requests: ops.div_ceil(per_request),
+            interval_us: 0.0,
+            offset_us: 0.0,
+            steps: (0..per_request).map(kernel).collect(),
+        }],
+        injection: None,
+        symptom: SymptomDecl { step: "first".into(), graph_node: None, program: None, request: 0, question: Default::default(), answer: None },
+    }
+}
