@@ -78,6 +78,9 @@ pub struct Run {
 const INJECTOR_THREAD: &str = "causalbench-injector";
 const INJECTOR_STREAM: &str = "causalbench-injector";
 const TID_BASE: u32 = 4100;
+/// Where inside an API call its work is pushed to the stream. The same offset
+/// for every call keeps push order equal to call order, as a stream's lock would.
+const QUEUE_OFFSET_NS: Ns = 1_000;
 
 #[derive(Debug, Clone)]
 struct Item {
@@ -701,7 +704,7 @@ impl<'a> Engine<'a> {
                 let handle = s.handle;
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end - start) * 3 / 5;
+                let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.kernel(si, &spec, queued, corr, inf, &skey, key);
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.keys.insert(skey.clone(), dev);
@@ -721,7 +724,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaMemcpyAsync", driver_fn, 41, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end_call, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end_call - start) * 3 / 5;
+                let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.memcpy(si, *direction, *bytes, *memory, queued, corr, inf, &skey, key);
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.keys.insert(skey.clone(), dev);
@@ -750,7 +753,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaMemsetAsync", "cuMemsetD8Async", 48, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end - start) * 3 / 5;
+                let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.memset(si, *bytes, queued, corr, inf, &skey, key);
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.keys.insert(skey.clone(), dev);
@@ -765,7 +768,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaEventRecord", "cuEventRecord", 135, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end - start) / 2;
+                let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.event_record(si, ei, queued, corr, inf);
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.keys.insert(skey.clone(), dev);
@@ -780,7 +783,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end - start) / 2;
+                let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.stream_wait(si, ei, queued, corr, inf);
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.keys.insert(skey.clone(), dev);
@@ -795,7 +798,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaGraphLaunch", "cuGraphLaunch", 311, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::GraphLaunch, api, inf.clone(), start, end, handle, Some(&token));
                 api_node = Some(node);
-                let queued = start + (end - start) * 3 / 5;
+                let queued = start + QUEUE_OFFSET_NS;
                 self.graph_launch(si, gi, node, queued, corr, inf, &skey, key);
                 self.keys.insert(skey.clone(), node);
                 self.threads[th].clock = end;
@@ -1169,7 +1172,7 @@ impl<'a> Engine<'a> {
                 let api = ("cudaLaunchKernel", "cuLaunchKernel", 211, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, None);
                 self.threads[th].prev = None;
-                let queued = start + (end - start) * 3 / 5;
+                let queued = start + QUEUE_OFFSET_NS;
                 let ready = queued.max(self.streams[si].tail_end);
                 let dispatch = self.be.device.dispatch_ns;
                 let total = self.be.device.sms;
@@ -1192,7 +1195,7 @@ impl<'a> Engine<'a> {
                     let api = ("cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2", 41, ApiDomain::Runtime);
                     let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), t, end, handle, None);
                     self.threads[th].prev = None;
-                    let queued = t + (end - t) * 3 / 5;
+                    let queued = t + QUEUE_OFFSET_NS;
                     let d = &self.be.device;
                     let ready = queued.max(self.streams[si_inj].tail_end) + d.copy_setup_ns;
                     let begin = ready.max(self.copies.free_at);
