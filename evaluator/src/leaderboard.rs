@@ -1,0 +1,523 @@
+//! Aggregation of case scores into the leaderboard and its side tables.
+//! Rules are written out in `evaluator/METRICS.md` ("Aggregation").
+
+use crate::score::{ratio, type_index, CaseScore, EdgeCounts};
+use ground_truth::{Collectors, EdgeType, Mode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Columns of `leaderboard.csv`, in order. The first 19 are the SPEC §10 contract.
+pub const CSV_COLUMNS: &[&str] = &[
+    "profiler",
+    "collectors",
+    "mode",
+    "cases",
+    "pair_accuracy",
+    "root_cause_top1",
+    "root_cause_top3",
+    "edge_precision",
+    "edge_recall",
+    "edge_f1",
+    "false_causal_edges",
+    "request_correct",
+    "request_wrong",
+    "request_abstained",
+    "critical_path_fidelity",
+    "unresolved_recall",
+    "false_confidence_rate",
+    "brier",
+    "analysis_ms",
+    "pairs",
+    "symptoms",
+    "symptom_accuracy",
+    "phase_blame_error",
+    "lossy_cases",
+    "unresolved_symptoms",
+];
+
+/// Rounds to 6 decimals so that written numbers are stable and short.
+pub(crate) fn round6(x: f64) -> f64 {
+    let r = (x * 1e6).round() / 1e6;
+    if r == 0.0 {
+        0.0
+    } else {
+        r
+    }
+}
+
+fn r6(x: Option<f64>) -> Option<f64> {
+    x.map(round6)
+}
+
+/// One leaderboard row: one profiler × collectors × mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderboardRow {
+    pub profiler: String,
+    pub collectors: Collectors,
+    pub mode: Mode,
+    /// Loss-free cases (the ones accuracy metrics are computed on).
+    pub cases: u64,
+    pub pair_accuracy: Option<f64>,
+    pub root_cause_top1: Option<f64>,
+    pub root_cause_top3: Option<f64>,
+    pub edge_precision: Option<f64>,
+    pub edge_recall: Option<f64>,
+    pub edge_f1: Option<f64>,
+    /// Sum over loss-free cases.
+    pub false_causal_edges: u64,
+    pub request_correct: Option<f64>,
+    pub request_wrong: Option<f64>,
+    pub request_abstained: Option<f64>,
+    pub critical_path_fidelity: Option<f64>,
+    pub unresolved_recall: Option<f64>,
+    pub false_confidence_rate: Option<f64>,
+    pub brier: Option<f64>,
+    pub analysis_ms: Option<f64>,
+    /// Pair groups counted by `pair_accuracy`.
+    pub pairs: u64,
+    /// Loss-free symptoms.
+    pub symptoms: u64,
+    /// Loss-free symptoms answered correctly / all loss-free symptoms.
+    pub symptom_accuracy: Option<f64>,
+    pub phase_blame_error: Option<f64>,
+    /// Cases of lossy views (they count only for unresolved recall, false confidence, Brier, time).
+    pub lossy_cases: u64,
+    /// Unresolved symptoms over all views (the denominator of the two loss metrics).
+    pub unresolved_symptoms: u64,
+}
+
+/// Pair accuracy of one family for one profiler × collectors × mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyRow {
+    pub family: String,
+    pub profiler: String,
+    /// `null` in the pooled table (all collectors × modes together).
+    pub collectors: Option<Collectors>,
+    pub mode: Option<Mode>,
+    /// Pair groups counted.
+    pub pairs: u64,
+    pub pairs_correct: u64,
+    pub pair_accuracy: Option<f64>,
+}
+
+/// Edge metrics of one edge type (loss-free views).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeTypeRow {
+    pub profiler: String,
+    /// `null` in the pooled table.
+    pub collectors: Option<Collectors>,
+    pub mode: Option<Mode>,
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+    #[serde(flatten)]
+    pub counts: EdgeCounts,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+}
+
+/// Metrics of the views with one loss setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LossRow {
+    pub profiler: String,
+    /// `null` in the pooled table.
+    pub collectors: Option<Collectors>,
+    pub mode: Option<Mode>,
+    /// Loss label (`none`, `5pct`, `targeted`).
+    pub loss: String,
+    /// `null` for targeted loss.
+    pub loss_rate: Option<f64>,
+    pub cases: u64,
+    pub symptoms: u64,
+    pub unresolved_symptoms: u64,
+    pub unresolved_recall: Option<f64>,
+    pub false_confidence_rate: Option<f64>,
+    pub brier: Option<f64>,
+    pub edge_f1: Option<f64>,
+    pub root_cause_top1: Option<f64>,
+    pub symptom_accuracy: Option<f64>,
+}
+
+/// The leaderboard and its side tables (`leaderboard.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Leaderboard {
+    pub rows: Vec<LeaderboardRow>,
+    /// Per family × profiler × collectors × mode.
+    pub families: Vec<FamilyRow>,
+    /// Per family × profiler, all collectors × modes pooled (the plot's data).
+    pub families_pooled: Vec<FamilyRow>,
+    pub edge_types: Vec<EdgeTypeRow>,
+    /// Per profiler × edge type, all loss-free views pooled (the plot's data).
+    pub edge_types_pooled: Vec<EdgeTypeRow>,
+    pub loss: Vec<LossRow>,
+    /// Per profiler × loss setting, all collectors × modes pooled (the plot's data).
+    pub loss_pooled: Vec<LossRow>,
+}
+
+/// Accumulator for one group of cases.
+#[derive(Default, Clone)]
+struct Agg {
+    cases: u64,
+    lossy_cases: u64,
+    // Accuracy part (cases added with `accuracy = true`).
+    symptoms: u64,
+    correct: u64,
+    top1: u64,
+    top3: u64,
+    fidelity_sum: f64,
+    phase_sum: f64,
+    edges: EdgeCounts,
+    by_type: [EdgeCounts; EdgeType::ALL.len()],
+    false_causal: u64,
+    req_eligible: u64,
+    req_correct: u64,
+    req_wrong: u64,
+    req_abstained: u64,
+    // Pooled part (every case).
+    unresolved: u64,
+    hits: u64,
+    false_confident: u64,
+    brier_sum: f64,
+    brier_n: u64,
+    ms_sum: f64,
+    all_cases: u64,
+}
+
+impl Agg {
+    fn add(&mut self, c: &CaseScore, accuracy: bool) {
+        self.all_cases += 1;
+        self.ms_sum += c.analysis_ms;
+        self.brier_sum += c.edges.brier_sum;
+        self.brier_n += c.edges.counts.claims;
+        for s in c.symptoms.iter().filter(|s| s.unresolved) {
+            self.unresolved += 1;
+            self.hits += u64::from(s.unresolved_hit);
+            self.false_confident += u64::from(s.false_confident);
+        }
+        if !accuracy {
+            self.lossy_cases += 1;
+            return;
+        }
+        self.cases += 1;
+        for s in &c.symptoms {
+            self.symptoms += 1;
+            self.correct += u64::from(s.correct);
+            self.top1 += u64::from(s.top1);
+            self.top3 += u64::from(s.top3);
+            self.fidelity_sum += s.path_fidelity;
+            self.phase_sum += s.phase_error;
+        }
+        self.edges.add(&c.edges.counts);
+        for t in &c.edges.by_type {
+            self.by_type[type_index(t.kind)].add(&t.counts);
+        }
+        self.false_causal += c.edges.false_causal_edges;
+        self.req_eligible += c.request.eligible;
+        self.req_correct += c.request.correct;
+        self.req_wrong += c.request.wrong;
+        self.req_abstained += c.request.abstained;
+    }
+
+    fn mean(sum: f64, n: u64) -> Option<f64> {
+        (n > 0).then(|| sum / n as f64)
+    }
+}
+
+/// Pair-group accumulator: variant → (cases with symptoms, all of them correct).
+#[derive(Default)]
+struct PairGroup {
+    variants: BTreeMap<String, bool>,
+}
+
+impl PairGroup {
+    fn add(&mut self, c: &CaseScore) {
+        if c.symptoms.is_empty() {
+            return;
+        }
+        let ok = self.variants.entry(c.variant.clone()).or_insert(true);
+        *ok &= c.all_correct();
+    }
+    /// `Some(correct)` when the group is a pair (≥ 2 variants with symptoms).
+    fn verdict(&self) -> Option<bool> {
+        (self.variants.len() >= 2).then(|| self.variants.values().all(|&v| v))
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct PairCount {
+    pairs: u64,
+    correct: u64,
+}
+
+impl PairCount {
+    fn add(&mut self, verdict: Option<bool>) {
+        if let Some(ok) = verdict {
+            self.pairs += 1;
+            self.correct += u64::from(ok);
+        }
+    }
+    fn accuracy(&self) -> Option<f64> {
+        ratio(self.correct, self.pairs)
+    }
+}
+
+type RowKey = (String, Collectors, Mode);
+
+/// Sort key for loss settings: by rate (targeted last), then label.
+fn loss_order(rate: Option<f64>, label: &str) -> (u64, String) {
+    (
+        rate.map(|r| (r * 1e9).round() as u64).unwrap_or(u64::MAX),
+        label.to_string(),
+    )
+}
+
+impl Leaderboard {
+    /// Aggregates case scores. The result depends only on the multiset of scores
+    /// (rows are sorted; sums run in a canonical order), so the written files are
+    /// byte-for-byte reproducible.
+    pub fn from_scores(scores: &[CaseScore]) -> Leaderboard {
+        // Canonical order, so float sums do not depend on input order.
+        let mut order: Vec<&CaseScore> = scores.iter().collect();
+        order.sort_by(|a, b| {
+            (
+                &a.profiler,
+                a.collectors,
+                a.mode,
+                &a.bundle,
+                &a.view,
+                &a.backend,
+            )
+                .cmp(&(
+                    &b.profiler,
+                    b.collectors,
+                    b.mode,
+                    &b.bundle,
+                    &b.view,
+                    &b.backend,
+                ))
+                .then(a.analysis_ms.total_cmp(&b.analysis_ms))
+        });
+
+        let mut rows: BTreeMap<RowKey, Agg> = BTreeMap::new();
+        let mut pooled_types: BTreeMap<String, [EdgeCounts; EdgeType::ALL.len()]> = BTreeMap::new();
+        // (profiler, collectors?, mode?, (rate order, label)) → (Agg, rate)
+        type LossKey = (String, Option<Collectors>, Option<Mode>, (u64, String));
+        let mut loss: BTreeMap<LossKey, (Agg, Option<f64>)> = BTreeMap::new();
+        // Pair groups: (family, backend, repetition, collectors, mode, profiler).
+        let mut groups: BTreeMap<(String, String, u32, Collectors, Mode, String), PairGroup> =
+            BTreeMap::new();
+
+        for c in &order {
+            let lf = c.is_loss_free();
+            rows.entry((c.profiler.clone(), c.collectors, c.mode))
+                .or_default()
+                .add(c, lf);
+            if lf {
+                let t = pooled_types.entry(c.profiler.clone()).or_default();
+                for ts in &c.edges.by_type {
+                    t[type_index(ts.kind)].add(&ts.counts);
+                }
+                groups
+                    .entry((
+                        c.family.clone(),
+                        c.backend.clone(),
+                        c.repetition,
+                        c.collectors,
+                        c.mode,
+                        c.profiler.clone(),
+                    ))
+                    .or_default()
+                    .add(c);
+            }
+            let lo = loss_order(c.loss_rate, &c.loss);
+            for (col, mode) in [(Some(c.collectors), Some(c.mode)), (None, None)] {
+                let e = loss
+                    .entry((c.profiler.clone(), col, mode, lo.clone()))
+                    .or_insert_with(|| (Agg::default(), c.loss_rate));
+                e.0.add(c, true);
+            }
+        }
+
+        // Pair accuracy per row, per family × row, per family pooled.
+        let mut row_pairs: BTreeMap<RowKey, PairCount> = BTreeMap::new();
+        let mut fam_pairs: BTreeMap<(String, String, Collectors, Mode), PairCount> =
+            BTreeMap::new();
+        let mut fam_pooled: BTreeMap<(String, String), PairCount> = BTreeMap::new();
+        for ((family, _backend, _rep, col, mode, profiler), g) in &groups {
+            let v = g.verdict();
+            row_pairs
+                .entry((profiler.clone(), *col, *mode))
+                .or_default()
+                .add(v);
+            fam_pairs
+                .entry((family.clone(), profiler.clone(), *col, *mode))
+                .or_default()
+                .add(v);
+            fam_pooled
+                .entry((family.clone(), profiler.clone()))
+                .or_default()
+                .add(v);
+        }
+
+        let mut lb = Leaderboard::default();
+        for ((profiler, collectors, mode), a) in &rows {
+            let p = row_pairs
+                .get(&(profiler.clone(), *collectors, *mode))
+                .copied()
+                .unwrap_or_default();
+            lb.rows.push(LeaderboardRow {
+                profiler: profiler.clone(),
+                collectors: *collectors,
+                mode: *mode,
+                cases: a.cases,
+                pair_accuracy: r6(p.accuracy()),
+                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
+                root_cause_top3: r6(ratio(a.top3, a.symptoms)),
+                edge_precision: r6(a.edges.precision()),
+                edge_recall: r6(a.edges.recall()),
+                edge_f1: r6(a.edges.f1()),
+                false_causal_edges: a.false_causal,
+                request_correct: r6(ratio(a.req_correct, a.req_eligible)),
+                request_wrong: r6(ratio(a.req_wrong, a.req_eligible)),
+                request_abstained: r6(ratio(a.req_abstained, a.req_eligible)),
+                critical_path_fidelity: r6(Agg::mean(a.fidelity_sum, a.symptoms)),
+                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
+                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
+                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
+                analysis_ms: r6(Agg::mean(a.ms_sum, a.all_cases)),
+                pairs: p.pairs,
+                symptoms: a.symptoms,
+                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
+                phase_blame_error: r6(Agg::mean(a.phase_sum, a.symptoms)),
+                lossy_cases: a.lossy_cases,
+                unresolved_symptoms: a.unresolved,
+            });
+            for (i, &t) in EdgeType::ALL.iter().enumerate() {
+                let c = a.by_type[i];
+                if c.claims > 0 || c.truth > 0 {
+                    lb.edge_types
+                        .push(type_row(profiler, Some(*collectors), Some(*mode), t, c));
+                }
+            }
+        }
+        for (profiler, counts) in &pooled_types {
+            for (i, &t) in EdgeType::ALL.iter().enumerate() {
+                let c = counts[i];
+                if c.claims > 0 || c.truth > 0 {
+                    lb.edge_types_pooled
+                        .push(type_row(profiler, None, None, t, c));
+                }
+            }
+        }
+        for ((family, profiler, col, mode), p) in &fam_pairs {
+            lb.families.push(FamilyRow {
+                family: family.clone(),
+                profiler: profiler.clone(),
+                collectors: Some(*col),
+                mode: Some(*mode),
+                pairs: p.pairs,
+                pairs_correct: p.correct,
+                pair_accuracy: r6(p.accuracy()),
+            });
+        }
+        for ((family, profiler), p) in &fam_pooled {
+            lb.families_pooled.push(FamilyRow {
+                family: family.clone(),
+                profiler: profiler.clone(),
+                collectors: None,
+                mode: None,
+                pairs: p.pairs,
+                pairs_correct: p.correct,
+                pair_accuracy: r6(p.accuracy()),
+            });
+        }
+        for ((profiler, col, mode, (_, label)), (a, rate)) in &loss {
+            let row = LossRow {
+                profiler: profiler.clone(),
+                collectors: *col,
+                mode: *mode,
+                loss: label.clone(),
+                loss_rate: r6(*rate),
+                cases: a.cases,
+                symptoms: a.symptoms,
+                unresolved_symptoms: a.unresolved,
+                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
+                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
+                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
+                edge_f1: r6(a.edges.f1()),
+                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
+                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
+            };
+            if col.is_some() {
+                lb.loss.push(row);
+            } else {
+                lb.loss_pooled.push(row);
+            }
+        }
+        lb
+    }
+
+    /// Profilers in the leaderboard, sorted.
+    pub fn profilers(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .map(|r| r.profiler.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// The value of a numeric leaderboard column (`None` if undefined or not numeric).
+    pub fn metric(row: &LeaderboardRow, column: &str) -> Option<f64> {
+        match column {
+            "cases" => Some(row.cases as f64),
+            "pair_accuracy" => row.pair_accuracy,
+            "root_cause_top1" => row.root_cause_top1,
+            "root_cause_top3" => row.root_cause_top3,
+            "edge_precision" => row.edge_precision,
+            "edge_recall" => row.edge_recall,
+            "edge_f1" => row.edge_f1,
+            "false_causal_edges" => Some(row.false_causal_edges as f64),
+            "request_correct" => row.request_correct,
+            "request_wrong" => row.request_wrong,
+            "request_abstained" => row.request_abstained,
+            "critical_path_fidelity" => row.critical_path_fidelity,
+            "unresolved_recall" => row.unresolved_recall,
+            "false_confidence_rate" => row.false_confidence_rate,
+            "brier" => row.brier,
+            "analysis_ms" => row.analysis_ms,
+            "pairs" => Some(row.pairs as f64),
+            "symptoms" => Some(row.symptoms as f64),
+            "symptom_accuracy" => row.symptom_accuracy,
+            "phase_blame_error" => row.phase_blame_error,
+            "lossy_cases" => Some(row.lossy_cases as f64),
+            "unresolved_symptoms" => Some(row.unresolved_symptoms as f64),
+            _ => None,
+        }
+    }
+}
+
+fn type_row(
+    profiler: &str,
+    collectors: Option<Collectors>,
+    mode: Option<Mode>,
+    kind: EdgeType,
+    c: EdgeCounts,
+) -> EdgeTypeRow {
+    EdgeTypeRow {
+        profiler: profiler.to_string(),
+        collectors,
+        mode,
+        kind,
+        counts: c,
+        precision: r6(c.precision()),
+        recall: r6(c.recall()),
+        f1: r6(c.f1()),
+    }
+}

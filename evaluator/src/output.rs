@@ -1,0 +1,235 @@
+//! Files: `scores.jsonl` (read and write), `leaderboard.{md,csv,json}` (write).
+//! Every write is atomic (`ground_truth::io::write_atomic`); every read returns a
+//! [`FormatError`] naming the file and line instead of panicking.
+
+use crate::leaderboard::{Leaderboard, LeaderboardRow, CSV_COLUMNS};
+use crate::score::CaseScore;
+use crate::EvalError;
+use ground_truth::io::write_atomic;
+use ground_truth::FormatError;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// File names inside a results directory.
+pub const SCORES_FILE: &str = "scores.jsonl";
+pub const LEADERBOARD_MD: &str = "leaderboard.md";
+pub const LEADERBOARD_CSV: &str = "leaderboard.csv";
+pub const LEADERBOARD_JSON: &str = "leaderboard.json";
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvalError + '_ {
+    move |source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `scores.jsonl` text: one compact JSON object per line, each line ending in `\n`.
+pub fn scores_to_jsonl(scores: &[CaseScore]) -> String {
+    let mut out = String::new();
+    for s in scores {
+        out.push_str(&serde_json::to_string(s).expect("case scores serialize"));
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes `scores.jsonl` atomically.
+pub fn write_scores(path: &Path, scores: &[CaseScore]) -> Result<(), EvalError> {
+    write_atomic(path, scores_to_jsonl(scores).as_bytes()).map_err(io_err(path))
+}
+
+/// Reads `scores.jsonl`. Blank lines are skipped; the first bad line is reported
+/// as `FILE:line N, column C: at PATH: message`.
+pub fn read_scores(path: &Path) -> Result<Vec<CaseScore>, FormatError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| FormatError::new(path, "", format!("cannot read case scores: {e}")))?;
+    parse_scores(path, &bytes)
+}
+
+/// Parses `scores.jsonl` bytes as if they came from `file`.
+pub fn parse_scores(file: &Path, bytes: &[u8]) -> Result<Vec<CaseScore>, FormatError> {
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let lineno = i + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let de = &mut serde_json::Deserializer::from_slice(line);
+        let score: CaseScore = serde_path_to_error::deserialize(de).map_err(|e| {
+            let p = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.to_string();
+            let msg = msg
+                .rfind(" at line ")
+                .map_or(msg.clone(), |k| msg[..k].to_string());
+            FormatError {
+                file: file.to_path_buf(),
+                path: if p == "." {
+                    String::new()
+                } else {
+                    format!(".{p}")
+                },
+                line: Some(format!("line {lineno}, column {}", inner.column())),
+                message: format!("expected one case score (a JSON object) per line: {msg}"),
+            }
+        })?;
+        out.push(score);
+    }
+    Ok(out)
+}
+
+fn fixed(x: Option<f64>, decimals: usize, none: &str) -> String {
+    match x {
+        Some(v) if v.is_finite() => {
+            let s = format!("{v:.decimals$}");
+            // Never print "-0.000".
+            if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
+                s[1..].to_string()
+            } else {
+                s
+            }
+        }
+        _ => none.to_string(),
+    }
+}
+
+fn row_cells(r: &LeaderboardRow, decimals: usize, none: &str) -> Vec<String> {
+    let f = |x: Option<f64>| fixed(x, decimals, none);
+    vec![
+        r.profiler.clone(),
+        r.collectors.as_str().to_string(),
+        r.mode.as_str().to_string(),
+        r.cases.to_string(),
+        f(r.pair_accuracy),
+        f(r.root_cause_top1),
+        f(r.root_cause_top3),
+        f(r.edge_precision),
+        f(r.edge_recall),
+        f(r.edge_f1),
+        r.false_causal_edges.to_string(),
+        f(r.request_correct),
+        f(r.request_wrong),
+        f(r.request_abstained),
+        f(r.critical_path_fidelity),
+        f(r.unresolved_recall),
+        f(r.false_confidence_rate),
+        f(r.brier),
+        f(r.analysis_ms),
+        r.pairs.to_string(),
+        r.symptoms.to_string(),
+        f(r.symptom_accuracy),
+        f(r.phase_blame_error),
+        r.lossy_cases.to_string(),
+        r.unresolved_symptoms.to_string(),
+    ]
+}
+
+impl Leaderboard {
+    /// `leaderboard.csv`: header [`CSV_COLUMNS`], one row per profiler × collectors ×
+    /// mode; numbers with 6 decimals; undefined values as empty cells.
+    pub fn to_csv(&self) -> String {
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new());
+        w.write_record(CSV_COLUMNS).expect("writing to memory");
+        for r in &self.rows {
+            w.write_record(row_cells(r, 6, ""))
+                .expect("writing to memory");
+        }
+        String::from_utf8(w.into_inner().expect("writing to memory")).expect("CSV of UTF-8 strings")
+    }
+
+    /// `leaderboard.json`, pretty-printed, ending in a newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("leaderboard serializes");
+        s.push('\n');
+        s
+    }
+
+    /// `leaderboard.md`: the leaderboard table and the per-family pair-accuracy table.
+    pub fn to_markdown(&self) -> String {
+        let mut md = String::new();
+        let cases: u64 = self.rows.iter().map(|r| r.cases + r.lossy_cases).sum();
+        let _ = writeln!(md, "# causalbench leaderboard\n");
+        let _ = writeln!(
+            md,
+            "{} profiler × collectors × mode rows from {} scored cases. Accuracy columns use loss-free \
+             views; `unresolved_recall`, `false_confidence_rate` and `brier` pool every view. \
+             Definitions: `evaluator/METRICS.md`. `n/a`: undefined (nothing to measure).\n",
+            self.rows.len(),
+            cases
+        );
+        let cols = &CSV_COLUMNS[..19];
+        let _ = writeln!(md, "| {} |", cols.join(" | "));
+        let _ = writeln!(
+            md,
+            "|{}|",
+            cols.iter()
+                .enumerate()
+                .map(|(i, _)| if i < 3 { " --- " } else { " ---: " })
+                .collect::<Vec<_>>()
+                .join("|")
+        );
+        for r in &self.rows {
+            let cells = row_cells(r, 3, "n/a");
+            let _ = writeln!(md, "| {} |", cells[..19].join(" | "));
+        }
+
+        let _ = writeln!(md, "\n## Pair accuracy by family\n");
+        let _ = writeln!(
+            md,
+            "Share of pair groups (family × repetition × view) in which every variant was diagnosed \
+             correctly; all collectors and modes pooled. Cells: accuracy (correct/pairs).\n"
+        );
+        let profilers = self.profilers();
+        let mut fams: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
+        for f in &self.families_pooled {
+            fams.entry(&f.family).or_default().insert(
+                &f.profiler,
+                format!(
+                    "{} ({}/{})",
+                    fixed(f.pair_accuracy, 3, "n/a"),
+                    f.pairs_correct,
+                    f.pairs
+                ),
+            );
+        }
+        if fams.is_empty() {
+            let _ = writeln!(
+                md,
+                "No pair groups (a family needs two variants scored on the same view)."
+            );
+        } else {
+            let _ = writeln!(md, "| family | {} |", profilers.join(" | "));
+            let _ = writeln!(md, "| --- |{}", " ---: |".repeat(profilers.len()));
+            for (fam, cells) in &fams {
+                let row: Vec<String> = profilers
+                    .iter()
+                    .map(|p| {
+                        cells
+                            .get(p.as_str())
+                            .cloned()
+                            .unwrap_or_else(|| "n/a".into())
+                    })
+                    .collect();
+                let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
+            }
+        }
+        md
+    }
+
+    /// Writes `leaderboard.md`, `leaderboard.csv` and `leaderboard.json` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), EvalError> {
+        for (name, text) in [
+            (LEADERBOARD_MD, self.to_markdown()),
+            (LEADERBOARD_CSV, self.to_csv()),
+            (LEADERBOARD_JSON, self.to_json()),
+        ] {
+            let p = dir.join(name);
+            write_atomic(&p, text.as_bytes()).map_err(io_err(&p))?;
+        }
+        Ok(())
+    }
+}

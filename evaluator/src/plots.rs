@@ -1,0 +1,604 @@
+//! PNG plots of a result set (`DIR/plots/`), drawn with plotters and an embedded
+//! DejaVu Sans font (Bitstream Vera license, `assets/DejaVuSans-LICENSE.txt`).
+
+use crate::leaderboard::Leaderboard;
+use crate::score::CaseScore;
+use crate::EvalError;
+use ground_truth::EdgeType;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+/// Plot file names written by [`write_plots`].
+pub const PLOTS: &[&str] = &[
+    "pair_accuracy_by_family.png",
+    "edge_f1_by_type.png",
+    "loss_sweep.png",
+    "case_heatmap.png",
+];
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is a valid TTF; a failure here would only mean no text.
+        let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT);
+    });
+}
+
+/// Tableau-10 colours, one per profiler (cycled).
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn font(size: u32) -> TextStyle<'static> {
+    (FAMILY, size).into_font().color(&BLACK)
+}
+
+fn plot_err(path: &Path) -> impl Fn(String) -> EvalError + '_ {
+    move |message| EvalError::Plot {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+macro_rules! tri {
+    ($e:expr, $path:expr) => {
+        $e.map_err(|e| plot_err($path)(e.to_string()))?
+    };
+}
+
+/// Approximate width in pixels of `s` at `size` (DejaVu Sans averages ~0.6 em).
+fn text_width(s: &str, size: u32) -> u32 {
+    (s.chars().count() as f64 * size as f64 * 0.6).ceil() as u32
+}
+
+/// Writes every plot into `dir/plots/`; returns the files written.
+pub fn write_plots(
+    dir: &Path,
+    scores: &[CaseScore],
+    lb: &Leaderboard,
+) -> Result<Vec<PathBuf>, EvalError> {
+    register_font();
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&plots).map_err(|source| EvalError::Io {
+        path: plots.clone(),
+        source,
+    })?;
+    let profilers = lb.profilers();
+    let mut out = Vec::new();
+
+    // Pair accuracy by family (pooled over collectors × modes).
+    let families: Vec<String> = lb
+        .families_pooled
+        .iter()
+        .map(|f| f.family.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let values: Vec<Vec<Option<f64>>> = families
+        .iter()
+        .map(|fam| {
+            profilers
+                .iter()
+                .map(|p| {
+                    lb.families_pooled
+                        .iter()
+                        .find(|f| &f.family == fam && &f.profiler == p)
+                        .and_then(|f| f.pair_accuracy)
+                })
+                .collect()
+        })
+        .collect();
+    let p = plots.join(PLOTS[0]);
+    grouped_hbar(
+        &p,
+        "Pair accuracy by family (loss-free views, all collectors and modes)",
+        "pair accuracy (every variant of a pair correct)",
+        &families,
+        &profilers,
+        &values,
+    )?;
+    out.push(p);
+
+    // Edge F1 by type (pooled over loss-free views).
+    let types: Vec<EdgeType> = EdgeType::ALL
+        .iter()
+        .copied()
+        .filter(|t| lb.edge_types_pooled.iter().any(|r| r.kind == *t))
+        .collect();
+    let values: Vec<Vec<Option<f64>>> = types
+        .iter()
+        .map(|t| {
+            profilers
+                .iter()
+                .map(|p| {
+                    lb.edge_types_pooled
+                        .iter()
+                        .find(|r| r.kind == *t && &r.profiler == p)
+                        .and_then(|r| r.f1)
+                })
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = types.iter().map(|t| t.as_str().to_string()).collect();
+    let p = plots.join(PLOTS[1]);
+    grouped_hbar(
+        &p,
+        "Edge F1 by edge type (loss-free views, all collectors and modes)",
+        "edge F1",
+        &names,
+        &profilers,
+        &values,
+    )?;
+    out.push(p);
+
+    let p = plots.join(PLOTS[2]);
+    loss_sweep(&p, lb, &profilers)?;
+    out.push(p);
+
+    let p = plots.join(PLOTS[3]);
+    case_heatmap(&p, scores, &profilers)?;
+    out.push(p);
+    Ok(out)
+}
+
+/// Horizontal grouped bars: one group per category, one bar per series, values in [0, 1].
+fn grouped_hbar(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    categories: &[String],
+    series: &[String],
+    values: &[Vec<Option<f64>>],
+) -> Result<(), EvalError> {
+    let bar = 14u32;
+    let group = (series.len().max(1) as u32) * bar + 12;
+    let label_w = categories
+        .iter()
+        .map(|c| text_width(c, 14))
+        .max()
+        .unwrap_or(0)
+        .max(60)
+        + 16;
+    let legend_h = 24 * ((series.len() as u32).div_ceil(4)).max(1);
+    let width = 1100u32.max(label_w + 700);
+    let height = 110 + legend_h + group * (categories.len().max(1) as u32);
+    let full = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    tri!(full.fill(&WHITE), path);
+    let root = tri!(full.titled(title, font(20)), path);
+    let (legend_area, chart_area) = root.split_vertically(legend_h);
+    draw_legend(&legend_area, series, path)?;
+
+    let n = categories.len().max(1) as f64;
+    let mut chart = tri!(
+        ChartBuilder::on(&chart_area)
+            .margin_right(30)
+            .margin_top(6)
+            .x_label_area_size(44)
+            .y_label_area_size(label_w)
+            .build_cartesian_2d(0f64..1f64, 0f64..n),
+        path
+    );
+    tri!(
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_labels(11)
+            .x_desc(x_desc)
+            .x_label_style(font(14))
+            .axis_desc_style(font(15))
+            .x_label_formatter(&|x| format!("{x:.1}"))
+            .light_line_style(RGBColor(238, 238, 238))
+            .draw(),
+        path
+    );
+    if categories.is_empty() {
+        let c = chart.backend_coord(&(0.5, n / 2.0));
+        tri!(
+            full.draw_text(
+                "no data",
+                &font(18).pos(Pos::new(HPos::Center, VPos::Center)),
+                c
+            ),
+            path
+        );
+        tri!(full.present(), path);
+        return Ok(());
+    }
+    let unit = 1.0 / (series.len().max(1) as f64 + 0.8);
+    for (ci, cat) in categories.iter().enumerate() {
+        // Category ci occupies [n-ci-1, n-ci) so the first is at the top.
+        let top = n - ci as f64;
+        let (lx, ly) = chart.backend_coord(&(0.0, top - 0.5));
+        tri!(
+            full.draw_text(
+                cat,
+                &font(14).pos(Pos::new(HPos::Right, VPos::Center)),
+                (lx - 8, ly)
+            ),
+            path
+        );
+        for (si, _) in series.iter().enumerate() {
+            let y1 = top - 0.4 * unit - si as f64 * unit;
+            let y0 = y1 - unit * 0.9;
+            match values.get(ci).and_then(|v| v.get(si)).copied().flatten() {
+                Some(v) => {
+                    let v = v.clamp(0.0, 1.0);
+                    tri!(
+                        chart.draw_series(std::iter::once(Rectangle::new(
+                            [(0.0, y0), (v, y1)],
+                            colour(si).filled()
+                        ))),
+                        path
+                    );
+                    let (x, y) = chart.backend_coord(&(v, (y0 + y1) / 2.0));
+                    tri!(
+                        full.draw_text(
+                            &format!("{v:.2}"),
+                            &font(11).pos(Pos::new(HPos::Left, VPos::Center)),
+                            (x + 4, y)
+                        ),
+                        path
+                    );
+                }
+                None => {
+                    let (x, y) = chart.backend_coord(&(0.0, (y0 + y1) / 2.0));
+                    let style = font(11)
+                        .color(&RGBColor(120, 120, 120))
+                        .pos(Pos::new(HPos::Left, VPos::Center));
+                    tri!(full.draw_text("n/a", &style, (x + 4, y)), path);
+                }
+            }
+        }
+    }
+    tri!(full.present(), path);
+    Ok(())
+}
+
+/// A row of coloured squares with profiler names.
+fn draw_legend(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    series: &[String],
+    path: &Path,
+) -> Result<(), EvalError> {
+    let (w, _) = area.dim_in_pixel();
+    let per_row = 4usize;
+    let slot = (w as i32 - 40) / per_row as i32;
+    for (i, s) in series.iter().enumerate() {
+        let x = 20 + (i % per_row) as i32 * slot;
+        let y = 4 + (i / per_row) as i32 * 24;
+        tri!(
+            area.draw(&Rectangle::new(
+                [(x, y + 2), (x + 14, y + 16)],
+                colour(i).filled()
+            )),
+            path
+        );
+        tri!(
+            area.draw_text(
+                s,
+                &font(15).pos(Pos::new(HPos::Left, VPos::Top)),
+                (x + 20, y + 1)
+            ),
+            path
+        );
+    }
+    Ok(())
+}
+
+/// False-confidence rate and unresolved recall against loss rate, one line per profiler.
+fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(), EvalError> {
+    // Loss levels with a rate (targeted loss has none), in increasing order.
+    let mut rates: Vec<f64> = lb.loss_pooled.iter().filter_map(|r| r.loss_rate).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let legend_h = 24 * ((profilers.len() as u32).div_ceil(4)).max(1);
+    let full = BitMapBackend::new(path, (1300, 560 + legend_h)).into_drawing_area();
+    tri!(full.fill(&WHITE), path);
+    let root = tri!(
+        full.titled(
+            "Behaviour under record loss (all collectors and modes pooled)",
+            font(20)
+        ),
+        path
+    );
+    let (legend_area, rest) = root.split_vertically(legend_h);
+    draw_legend(&legend_area, profilers, path)?;
+    let (rest, foot) = rest.split_vertically(rest.dim_in_pixel().1 - 24);
+    let note =
+        "A missing point: no symptom was unresolved at that loss rate (the rate is undefined).";
+    tri!(
+        foot.draw_text(note, &font(13).color(&RGBColor(90, 90, 90)), (20, 2)),
+        path
+    );
+    let (left, right) = rest.split_horizontally(650);
+    type Pick = fn(&crate::leaderboard::LossRow) -> Option<f64>;
+    let panels: [(&DrawingArea<_, _>, &str, Pick); 2] = [
+        (&left, "false-confidence rate (lower is better)", |r| {
+            r.false_confidence_rate
+        }),
+        (&right, "unresolved-path recall (higher is better)", |r| {
+            r.unresolved_recall
+        }),
+    ];
+    let k = rates.len().max(1);
+    for (area, desc, pick) in panels {
+        let mut chart = tri!(
+            ChartBuilder::on(area)
+                .margin(20)
+                .caption(desc, font(16))
+                .x_label_area_size(50)
+                .y_label_area_size(60)
+                .build_cartesian_2d(-0.3f64..(k as f64 - 0.7), 0f64..1.05f64),
+            path
+        );
+        tri!(
+            chart
+                .configure_mesh()
+                .x_labels(0)
+                .disable_x_mesh()
+                .y_labels(11)
+                .y_label_formatter(&|y| format!("{y:.1}"))
+                .y_label_style(font(13))
+                .light_line_style(RGBColor(238, 238, 238))
+                .x_desc("synthetic loss rate")
+                .axis_desc_style(font(14))
+                .draw(),
+            path
+        );
+        for (i, r) in rates.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+            let label = format!("{}%", (r * 100.0 * 100.0).round() / 100.0);
+            tri!(
+                full.draw_text(
+                    &label,
+                    &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
+                    (x, y + 6)
+                ),
+                path
+            );
+        }
+        if rates.is_empty() {
+            let (x, y) = chart.backend_coord(&((k as f64 - 1.0) / 2.0, 0.5));
+            tri!(
+                full.draw_text(
+                    "no loss sweep in this result set",
+                    &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
+                    (x, y)
+                ),
+                path
+            );
+        }
+        for (pi, p) in profilers.iter().enumerate() {
+            let pts: Vec<Option<(f64, f64)>> = rates
+                .iter()
+                .enumerate()
+                .map(|(i, rate)| {
+                    lb.loss_pooled
+                        .iter()
+                        .find(|r| &r.profiler == p && r.loss_rate == Some(*rate))
+                        .and_then(pick)
+                        .map(|v| (i as f64, v.clamp(0.0, 1.0)))
+                })
+                .collect();
+            // Undefined points (no unresolved symptom at that loss) break the line.
+            for seg in pts.split(Option::is_none) {
+                let seg: Vec<(f64, f64)> = seg.iter().flatten().copied().collect();
+                if seg.len() > 1 {
+                    tri!(
+                        chart.draw_series(LineSeries::new(seg.clone(), colour(pi).stroke_width(3))),
+                        path
+                    );
+                }
+            }
+            let dots = pts
+                .iter()
+                .flatten()
+                .map(|&(x, y)| Circle::new((x, y), 5, colour(pi).filled()));
+            tri!(chart.draw_series(dots), path);
+        }
+    }
+    tri!(full.present(), path);
+    Ok(())
+}
+
+/// Short code of a view for the heatmap header: collectors/mode.
+fn view_code(c: &CaseScore) -> String {
+    let col = match c.collectors {
+        ground_truth::Collectors::Cupti => "cu",
+        ground_truth::Collectors::Host => "ho",
+        ground_truth::Collectors::Combined => "co",
+    };
+    let mode = match c.mode {
+        ground_truth::Mode::Instrumented => "i",
+        ground_truth::Mode::Closed => "c",
+    };
+    format!("{col}/{mode}")
+}
+
+/// Loss-free cases: rows = bundles, columns = profiler × view; green = every symptom
+/// correct, red = some symptom wrong, grey = no symptom asked in that view.
+fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Result<(), EvalError> {
+    // (bundle/backend) → (profiler, collectors, mode) → verdict
+    type Column = (String, ground_truth::Collectors, ground_truth::Mode);
+    let mut cells: BTreeMap<String, BTreeMap<Column, Option<bool>>> = BTreeMap::new();
+    let mut columns: BTreeSet<Column> = BTreeSet::new();
+    let mut codes: BTreeMap<(ground_truth::Collectors, ground_truth::Mode), String> =
+        BTreeMap::new();
+    let backends: BTreeSet<&str> = scores.iter().map(|s| s.backend.as_str()).collect();
+    for s in scores.iter().filter(|s| s.is_loss_free()) {
+        let row = if backends.len() > 1 {
+            format!("{} ({})", s.bundle, s.backend)
+        } else {
+            s.bundle.clone()
+        };
+        let col = (s.profiler.clone(), s.collectors, s.mode);
+        codes.insert((s.collectors, s.mode), view_code(s));
+        columns.insert(col.clone());
+        let v = (!s.symptoms.is_empty()).then(|| s.all_correct());
+        let cell = cells.entry(row).or_default().entry(col).or_insert(v);
+        // Several cases in one cell (e.g. repeated scoring): wrong if any is wrong.
+        *cell = match (*cell, v) {
+            (Some(a), Some(b)) => Some(a && b),
+            (a, b) => a.or(b),
+        };
+    }
+    let columns: Vec<_> = columns.into_iter().collect();
+    let rows: Vec<&String> = cells.keys().collect();
+    let label_w = rows
+        .iter()
+        .map(|r| text_width(r, 12))
+        .max()
+        .unwrap_or(0)
+        .max(80)
+        + 20;
+    let cw = 34u32;
+    let ch = if rows.len() <= 120 {
+        18u32
+    } else {
+        (2400 / rows.len() as u32).max(3)
+    };
+    let label_every = if ch >= 10 { 1 } else { (12 / ch) as usize + 1 };
+    let header = 110u32;
+    let width = (label_w + cw * columns.len().max(1) as u32 + 40).max(900);
+    let height = header + ch * rows.len().max(1) as u32 + 60;
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    tri!(root.fill(&WHITE), path);
+    let title =
+        "Loss-free cases: every symptom correct (green), some wrong (red), nothing asked (grey)";
+    tri!(
+        root.draw_text(
+            title,
+            &font(18).pos(Pos::new(HPos::Left, VPos::Top)),
+            (10, 8)
+        ),
+        path
+    );
+    let legend: Vec<String> = codes
+        .iter()
+        .map(|((c, m), code)| format!("{code} = {}/{}", c.as_str(), m.as_str()))
+        .collect();
+    tri!(
+        root.draw_text(
+            &format!("views: {}", legend.join(", ")),
+            &font(12).pos(Pos::new(HPos::Left, VPos::Top)),
+            (10, 34)
+        ),
+        path
+    );
+    if rows.is_empty() {
+        tri!(
+            root.draw_text(
+                "no loss-free cases",
+                &font(16).pos(Pos::new(HPos::Left, VPos::Top)),
+                (10, 60)
+            ),
+            path
+        );
+        tri!(root.present(), path);
+        return Ok(());
+    }
+    let x0 = label_w as i32;
+    // Profiler headers spanning their columns, then view codes.
+    for p in profilers {
+        let idx: Vec<usize> = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| &c.0 == p)
+            .map(|(i, _)| i)
+            .collect();
+        if let (Some(&a), Some(&b)) = (idx.first(), idx.last()) {
+            let xa = x0 + (a as u32 * cw) as i32;
+            let xb = x0 + ((b + 1) as u32 * cw) as i32;
+            tri!(
+                root.draw(&Rectangle::new(
+                    [(xa + 1, 62), (xb - 1, 80)],
+                    RGBColor(230, 230, 230).filled()
+                )),
+                path
+            );
+            let span = (xb - xa) as u32;
+            let mut name = p.clone();
+            while text_width(&name, 12) > span.saturating_sub(4) && name.chars().count() > 2 {
+                name.pop();
+            }
+            tri!(
+                root.draw_text(
+                    &name,
+                    &font(12).pos(Pos::new(HPos::Center, VPos::Center)),
+                    ((xa + xb) / 2, 71)
+                ),
+                path
+            );
+        }
+    }
+    for (i, c) in columns.iter().enumerate() {
+        let x = x0 + (i as u32 * cw) as i32 + cw as i32 / 2;
+        let code = codes.get(&(c.1, c.2)).cloned().unwrap_or_default();
+        tri!(
+            root.draw_text(
+                &code,
+                &font(11).pos(Pos::new(HPos::Center, VPos::Center)),
+                (x, header as i32 - 18)
+            ),
+            path
+        );
+    }
+    let (green, red, grey) = (
+        RGBColor(60, 170, 80),
+        RGBColor(215, 60, 50),
+        RGBColor(200, 200, 200),
+    );
+    for (ri, r) in rows.iter().enumerate() {
+        let y = (header + ri as u32 * ch) as i32;
+        if ri % label_every == 0 {
+            tri!(
+                root.draw_text(
+                    r,
+                    &font(12.min(ch.max(8))).pos(Pos::new(HPos::Right, VPos::Center)),
+                    (x0 - 6, y + ch as i32 / 2)
+                ),
+                path
+            );
+        }
+        for (ci, c) in columns.iter().enumerate() {
+            let x = x0 + (ci as u32 * cw) as i32;
+            let fill = match cells[*r].get(c) {
+                Some(Some(true)) => green,
+                Some(Some(false)) => red,
+                Some(None) => grey,
+                None => WHITE,
+            };
+            let gap = i32::from(ch >= 6);
+            tri!(
+                root.draw(&Rectangle::new(
+                    [(x + 1, y + gap), (x + cw as i32 - 1, y + ch as i32 - gap)],
+                    fill.filled()
+                )),
+                path
+            );
+        }
+    }
+    tri!(root.present(), path);
+    Ok(())
+}

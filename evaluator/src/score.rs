@@ -1,0 +1,707 @@
+//! Per-case scoring: one bundle × one view × one profiler's explanation.
+//! Every definition here is written out in `evaluator/METRICS.md`.
+
+use crate::index::{fast_map, FastMap, RidIndex, MAX_NODES};
+use ground_truth::{
+    Bundle, CauseLabel, Collectors, Edge, EdgeType, Evidence, Explanation, GroundTruth, Mode,
+    NodeId, Phases, Question, Rid, TraceView,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
+/// Confidence at or above which a claimed edge counts as confident (false-confidence rule).
+pub const CONFIDENT: f64 = 0.8;
+
+/// The score of one case: one line of `scores.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaseScore {
+    /// `Bundle::id()`: `scenario.rN`.
+    pub bundle: String,
+    pub scenario: String,
+    pub family: String,
+    pub variant: String,
+    pub repetition: u32,
+    /// `sim` or `cuda`.
+    pub backend: String,
+    /// `explanation.meta.profiler`.
+    pub profiler: String,
+    #[serde(default)]
+    pub profiler_version: String,
+    /// The view's collectors.
+    pub collectors: Collectors,
+    /// The view's mode.
+    pub mode: Mode,
+    /// `LossSpec::label()` of the view: `none`, `5pct`, `targeted`.
+    pub loss: String,
+    /// Loss rate in [0, 1]; `null` for targeted loss.
+    pub loss_rate: Option<f64>,
+    /// `ViewSpec::label()`: `combined-instrumented-none`.
+    pub view: String,
+    /// Truth nodes with at least one record in the view / all truth nodes.
+    pub nodes_present: u64,
+    pub nodes_total: u64,
+    pub edges: EdgeScore,
+    pub request: RequestScore,
+    /// One entry per ground-truth symptom the view asks about, in ground-truth order.
+    pub symptoms: Vec<SymptomScore>,
+    /// `explanation.meta.wall_ms`.
+    pub analysis_ms: f64,
+}
+
+impl CaseScore {
+    /// Key identifying the case in a result set: bundle × profiler × view.
+    pub fn key(&self) -> (String, String, String) {
+        (
+            self.bundle.clone(),
+            self.profiler.clone(),
+            self.view.clone(),
+        )
+    }
+    pub fn is_loss_free(&self) -> bool {
+        self.loss == "none"
+    }
+    /// Every scored symptom correct (vacuously true with none).
+    pub fn all_correct(&self) -> bool {
+        self.symptoms.iter().all(|s| s.correct)
+    }
+}
+
+/// Claim / true-positive / truth counts, overall or for one edge type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeCounts {
+    /// Deduplicated non-`missing` claims.
+    pub claims: u64,
+    /// Claims that are truth edges.
+    pub true_positives: u64,
+    /// Truth edges between nodes present in the view.
+    pub truth: u64,
+}
+
+impl EdgeCounts {
+    /// TP / claims; `None` without claims.
+    pub fn precision(&self) -> Option<f64> {
+        ratio(self.true_positives, self.claims)
+    }
+    /// TP / truth; `None` without truth edges.
+    pub fn recall(&self) -> Option<f64> {
+        ratio(self.true_positives, self.truth)
+    }
+    /// 2·TP / (claims + truth); `None` when both are 0. Equals the harmonic mean
+    /// of precision and recall when both are defined, and is 0 when there are
+    /// truth edges but no claims.
+    pub fn f1(&self) -> Option<f64> {
+        ratio(2 * self.true_positives, self.claims + self.truth)
+    }
+    pub fn add(&mut self, o: &EdgeCounts) {
+        self.claims += o.claims;
+        self.true_positives += o.true_positives;
+        self.truth += o.truth;
+    }
+}
+
+pub(crate) fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TypeScore {
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+    #[serde(flatten)]
+    pub counts: EdgeCounts,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeScore {
+    #[serde(flatten)]
+    pub counts: EdgeCounts,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+    /// Deduplicated claims with evidence `explicit`/`observed` that are not truth edges.
+    pub false_causal_edges: u64,
+    /// Mean of (confidence − 1[claim is a truth edge])² over deduplicated claims.
+    pub brier: Option<f64>,
+    /// The sum behind `brier` (for pooled aggregation).
+    pub brier_sum: f64,
+    /// Claimed edges as written, all evidence classes.
+    pub raw_claims: u64,
+    /// Non-`missing` claims dropped as duplicates of another (same src node, dst node, type).
+    pub duplicate_claims: u64,
+    /// Deduplicated claims naming a rid that is not a record of the view or is owned by no node.
+    pub unmapped_claims: u64,
+    /// Claims with evidence `missing` (not edge assertions).
+    pub missing_claims: u64,
+    /// Edge types with at least one claim or truth edge, in `EdgeType::ALL` order.
+    pub by_type: Vec<TypeScore>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestScore {
+    /// Device activities of the view (kernel, memcpy, memset) whose node belongs to a request.
+    pub eligible: u64,
+    pub correct: u64,
+    pub wrong: u64,
+    pub abstained: u64,
+    pub correct_rate: Option<f64>,
+    pub wrong_rate: Option<f64>,
+    pub abstained_rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SymptomScore {
+    /// Symptom / query id.
+    pub id: String,
+    pub question: Question,
+    pub true_cause: CauseLabel,
+    /// Top-ranked cause of the diagnosis, if any.
+    pub claimed_cause: Option<CauseLabel>,
+    /// Whether the explanation had a diagnosis for this query.
+    pub diagnosed: bool,
+    /// Expected answer (request token, call site, operator); `null` for cause questions.
+    pub expected_answer: Option<String>,
+    /// The profiler's answer to a request / call-site / operator question.
+    pub claimed_answer: Option<String>,
+    /// The verdict for the symptom's question.
+    pub correct: bool,
+    pub top1: bool,
+    pub top3: bool,
+    /// LCS(claimed path, true path) / |union|, in [0, 1].
+    pub path_fidelity: f64,
+    /// Share of lateness put on the wrong phase, in [0, 1].
+    pub phase_error: f64,
+    /// The true path has an unresolved boundary in this view.
+    pub unresolved: bool,
+    /// That boundary (truth node ids), when `unresolved`.
+    pub boundary: Option<Edge>,
+    /// Flagged incomplete at the right boundary (only when `unresolved`).
+    pub unresolved_hit: bool,
+    /// Claimed complete, or a confident edge across the boundary (only when `unresolved`).
+    pub false_confident: bool,
+}
+
+/// Position of an edge type in `EdgeType::ALL`.
+pub(crate) fn type_index(t: EdgeType) -> usize {
+    match t {
+        EdgeType::Launch => 0,
+        EdgeType::StreamOrder => 1,
+        EdgeType::Event => 2,
+        EdgeType::Graph => 3,
+        EdgeType::Handoff => 4,
+        EdgeType::Request => 5,
+        EdgeType::Sync => 6,
+        EdgeType::Fault => 7,
+        EdgeType::HostOrder => 8,
+    }
+}
+const NTYPES: usize = EdgeType::ALL.len();
+
+/// Confidence as scored: clamped to [0, 1], NaN as 0.
+fn clamp_conf(c: f64) -> f64 {
+    if c.is_nan() {
+        0.0
+    } else {
+        c.clamp(0.0, 1.0)
+    }
+}
+
+/// A claim reduced to what the edge metrics need.
+#[derive(Clone, Copy)]
+struct Claim<K> {
+    key: K,
+    conf: f64,
+    asserted: bool,
+    kind: u8,
+}
+
+/// Sorts claims by key and merges duplicates: max confidence, asserted if any was.
+/// Returns the number of duplicates removed.
+fn dedup_claims<K: Ord + Copy>(claims: &mut Vec<Claim<K>>) -> u64 {
+    claims.sort_unstable_by_key(|c| c.key);
+    let before = claims.len();
+    claims.dedup_by(|next, kept| {
+        if next.key == kept.key {
+            kept.conf = kept.conf.max(next.conf);
+            kept.asserted |= next.asserted;
+            true
+        } else {
+            false
+        }
+    });
+    (before - claims.len()) as u64
+}
+
+/// Edge metric accumulators.
+#[derive(Default)]
+struct EdgeAcc {
+    claims: [u64; NTYPES],
+    tp: [u64; NTYPES],
+    truth: [u64; NTYPES],
+    false_causal: u64,
+    brier_sum: f64,
+    duplicates: u64,
+}
+
+impl EdgeAcc {
+    fn claim(&mut self, kind: u8, conf: f64, hit: bool, asserted: bool) {
+        let k = kind as usize;
+        self.claims[k] += 1;
+        let y = if hit { 1.0 } else { 0.0 };
+        self.brier_sum += (conf - y) * (conf - y);
+        if hit {
+            self.tp[k] += 1;
+        } else if asserted {
+            self.false_causal += 1;
+        }
+    }
+}
+
+/// Matches sorted, deduplicated claims against sorted, deduplicated truth keys.
+fn match_sorted<K: Ord + Copy>(claims: &[Claim<K>], truth: &[K], acc: &mut EdgeAcc) {
+    let mut t = 0usize;
+    for c in claims {
+        while t < truth.len() && truth[t] < c.key {
+            t += 1;
+        }
+        let hit = t < truth.len() && truth[t] == c.key;
+        acc.claim(c.kind, c.conf, hit, c.asserted);
+    }
+}
+
+/// Scores edges with keys packed by `pack(src, dst, type index)`; `kind_of`
+/// recovers the type index from a key.
+fn score_edges_with<K: Ord + Copy>(
+    gt: &GroundTruth,
+    present: &[bool],
+    mapped: Vec<(NodeId, NodeId, u8, f64, bool)>,
+    acc: &mut EdgeAcc,
+    pack: impl Fn(NodeId, NodeId, u8) -> K,
+    kind_of: impl Fn(K) -> u8,
+) {
+    let is_present = |n: NodeId| present.get(n as usize).copied().unwrap_or(false);
+    let mut truth: Vec<K> = gt
+        .edges
+        .iter()
+        .filter(|e| is_present(e.src) && is_present(e.dst))
+        .map(|e| pack(e.src, e.dst, type_index(e.kind) as u8))
+        .collect();
+    truth.sort_unstable();
+    truth.dedup();
+    for &k in &truth {
+        acc.truth[kind_of(k) as usize] += 1;
+    }
+    let mut claims: Vec<Claim<K>> = mapped
+        .into_iter()
+        .map(|(s, d, k, conf, asserted)| Claim {
+            key: pack(s, d, k),
+            conf,
+            asserted,
+            kind: k,
+        })
+        .collect();
+    acc.duplicates += dedup_claims(&mut claims);
+    match_sorted(&claims, &truth, acc);
+}
+
+/// Scores one case. Never panics on any combination of inputs: rids, node ids and
+/// numbers that make no sense are scored as wrong, not trusted.
+pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) -> CaseScore {
+    let gt = &bundle.ground_truth;
+    let n_nodes = gt.nodes.len().min(MAX_NODES);
+
+    // 1. Rid index and node visibility.
+    let mut index = RidIndex::new(gt);
+    let mut present = vec![false; n_nodes];
+    for r in &view.records {
+        if let Some(n) = index.mark_in_view(r.rid()) {
+            if let Some(p) = present.get_mut(n as usize) {
+                *p = true;
+            }
+        }
+    }
+    let is_present = |n: NodeId| present.get(n as usize).copied().unwrap_or(false);
+    let nodes_present = present.iter().filter(|&&p| p).count() as u64;
+
+    // 2. Symptoms the view asks about, and their boundary candidates.
+    let queried: HashSet<&str> = view.queries.iter().map(|q| q.id.as_str()).collect();
+    let symptoms: Vec<&ground_truth::Symptom> = gt
+        .symptoms
+        .iter()
+        .filter(|s| queried.contains(s.id.as_str()))
+        .collect();
+    // Same walk as GroundTruth::first_unresolved: the first window (from the late end)
+    // whose source is not visible; the edge kind is the first truth edge src→dst.
+    let candidates: Vec<Option<(NodeId, NodeId)>> = symptoms
+        .iter()
+        .map(|s| {
+            s.critical_path
+                .windows(2)
+                .rev()
+                .find(|w| !is_present(w[0]))
+                .map(|w| (w[0], w[1]))
+        })
+        .collect();
+    let mut pair_kind: HashMap<(NodeId, NodeId), Option<EdgeType>> =
+        candidates.iter().flatten().map(|&p| (p, None)).collect();
+    // Truth edges into a boundary candidate's dst: a confident claim that is one of
+    // them is correct, not false confidence.
+    let mut into_boundary: HashSet<(NodeId, NodeId, EdgeType)> = HashSet::new();
+    if !pair_kind.is_empty() {
+        let dsts: HashSet<NodeId> = pair_kind.keys().map(|&(_, d)| d).collect();
+        for e in &gt.edges {
+            if let Some(k @ None) = pair_kind.get_mut(&(e.src, e.dst)) {
+                *k = Some(e.kind);
+            }
+            if dsts.contains(&e.dst) {
+                into_boundary.insert((e.src, e.dst, e.kind));
+            }
+        }
+    }
+    let boundaries: Vec<Option<Edge>> = candidates
+        .iter()
+        .map(|c| {
+            c.and_then(|(src, dst)| pair_kind[&(src, dst)].map(|kind| Edge { src, dst, kind }))
+        })
+        .collect();
+    // Boundary dst node → indices of symptoms with that boundary.
+    let mut by_dst: FastMap<NodeId, Vec<usize>> = fast_map(boundaries.len());
+    for (i, b) in boundaries.iter().enumerate() {
+        if let Some(e) = b {
+            by_dst.entry(e.dst).or_default().push(i);
+        }
+    }
+    let mut missing_hit = vec![false; symptoms.len()];
+    let mut confident_across = vec![false; symptoms.len()];
+
+    // 3. Claims: map to nodes, split missing / mapped / unmapped.
+    let mut acc = EdgeAcc::default();
+    let mut mapped: Vec<(NodeId, NodeId, u8, f64, bool)> =
+        Vec::with_capacity(explanation.edges.len());
+    let mut unmapped: Vec<Claim<(Rid, Rid, u8)>> = Vec::new();
+    let mut missing_claims = 0u64;
+    for c in &explanation.edges {
+        let conf = clamp_conf(c.confidence);
+        let kind = type_index(c.kind) as u8;
+        if c.evidence == Evidence::Missing {
+            missing_claims += 1;
+            if !by_dst.is_empty() {
+                if let Some(list) = index.owner(c.dst).and_then(|d| by_dst.get(&d)) {
+                    for &i in list {
+                        missing_hit[i] = true;
+                    }
+                }
+            }
+            continue;
+        }
+        if conf >= CONFIDENT && !by_dst.is_empty() {
+            if let Some((d, list)) = index
+                .owner(c.dst)
+                .and_then(|d| by_dst.get(&d).map(|l| (d, l)))
+            {
+                let src = index.owner(c.src);
+                let true_edge = src.is_some_and(|s| into_boundary.contains(&(s, d, c.kind)));
+                for &i in list {
+                    if let Some(b) = boundaries[i] {
+                        if src != Some(b.src) && !true_edge {
+                            confident_across[i] = true;
+                        }
+                    }
+                }
+            }
+        }
+        let asserted = c.evidence.is_asserted();
+        match (index.visible_owner(c.src), index.visible_owner(c.dst)) {
+            (Some(s), Some(d)) => mapped.push((s, d, kind, conf, asserted)),
+            _ => unmapped.push(Claim {
+                key: (c.src, c.dst, kind),
+                conf,
+                asserted,
+                kind,
+            }),
+        }
+    }
+    acc.duplicates += dedup_claims(&mut unmapped);
+    let unmapped_claims = unmapped.len() as u64;
+    for c in &unmapped {
+        acc.claim(c.kind, c.conf, false, c.asserted);
+    }
+    drop(unmapped);
+
+    // 4. Edge matching. Pack (dst, src·9 + type) into a u64 when it fits, else u128.
+    if (n_nodes as u64) * (NTYPES as u64) < (1u64 << 32) {
+        score_edges_with(
+            gt,
+            &present,
+            mapped,
+            &mut acc,
+            |s, d, k| (u64::from(d) << 32) | (u64::from(s) * NTYPES as u64 + u64::from(k)),
+            |key| ((key & 0xffff_ffff) % NTYPES as u64) as u8,
+        );
+    } else {
+        score_edges_with(
+            gt,
+            &present,
+            mapped,
+            &mut acc,
+            |s, d, k| (u128::from(d) << 64) | (u128::from(s) << 8) | u128::from(k),
+            |key| (key & 0xff) as u8,
+        );
+    }
+    let mut total = EdgeCounts::default();
+    let mut by_type = Vec::new();
+    for (i, &t) in EdgeType::ALL.iter().enumerate() {
+        let c = EdgeCounts {
+            claims: acc.claims[i],
+            true_positives: acc.tp[i],
+            truth: acc.truth[i],
+        };
+        total.add(&c);
+        if c.claims > 0 || c.truth > 0 {
+            by_type.push(TypeScore {
+                kind: t,
+                counts: c,
+                precision: c.precision(),
+                recall: c.recall(),
+                f1: c.f1(),
+            });
+        }
+    }
+    let edges = EdgeScore {
+        counts: total,
+        precision: total.precision(),
+        recall: total.recall(),
+        f1: total.f1(),
+        false_causal_edges: acc.false_causal,
+        brier: (total.claims > 0).then(|| acc.brier_sum / total.claims as f64),
+        brier_sum: acc.brier_sum,
+        raw_claims: explanation.edges.len() as u64,
+        duplicate_claims: acc.duplicates,
+        unmapped_claims,
+        missing_claims,
+        by_type,
+    };
+
+    // 5. Request attribution (first attribution of a rid wins).
+    let mut attribution: FastMap<Rid, &str> = fast_map(explanation.attribution.len());
+    for a in &explanation.attribution {
+        attribution.entry(a.rid).or_insert(a.request.as_str());
+    }
+    let claimed_token = |rid: Rid| -> Option<&str> {
+        attribution
+            .get(&rid)
+            .copied()
+            .filter(|t| *t != ground_truth::Attribution::UNKNOWN)
+    };
+    let (mut eligible, mut correct, mut wrong) = (0u64, 0u64, 0u64);
+    for r in view.records.iter().filter(|r| r.is_device_op()) {
+        let Some(token) = index
+            .owner(r.rid())
+            .and_then(|n| gt.nodes.get(n as usize))
+            .and_then(|n| n.request.as_deref())
+        else {
+            continue;
+        };
+        eligible += 1;
+        match claimed_token(r.rid()) {
+            Some(t) if t == token => correct += 1,
+            Some(_) => wrong += 1,
+            None => {}
+        }
+    }
+    let abstained = eligible - correct - wrong;
+    let request = RequestScore {
+        eligible,
+        correct,
+        wrong,
+        abstained,
+        correct_rate: ratio(correct, eligible),
+        wrong_rate: ratio(wrong, eligible),
+        abstained_rate: ratio(abstained, eligible),
+    };
+
+    // 6. Symptoms.
+    let mut out_symptoms = Vec::with_capacity(symptoms.len());
+    for (i, s) in symptoms.iter().enumerate() {
+        let diag = explanation.diagnoses.iter().find(|d| d.query == s.id);
+        let labels: Vec<CauseLabel> = diag
+            .map(|d| d.causes.iter().map(|c| c.label).collect())
+            .unwrap_or_default();
+        let top1 = labels.first() == Some(&s.cause);
+        let top3 = labels.iter().take(3).any(|&l| l == s.cause);
+        let (expected_answer, claimed_answer, correct) = match s.question {
+            Question::Cause => (None, None, top1),
+            Question::Request => {
+                let expected = s.answer.clone().or_else(|| {
+                    gt.nodes
+                        .get(s.node as usize)
+                        .and_then(|n| n.request.clone())
+                });
+                let claimed = attribution.get(&s.rid).map(|t| t.to_string());
+                let ok = matches!((&expected, claimed_token(s.rid)), (Some(e), Some(c)) if e == c);
+                (expected, claimed, ok)
+            }
+            Question::CallSite | Question::Operator => {
+                let claimed = diag.and_then(|d| d.answer.clone());
+                let ok = matches!((&s.answer, &claimed), (Some(e), Some(c)) if e == c);
+                (s.answer.clone(), claimed, ok)
+            }
+        };
+        let path_fidelity = match diag {
+            Some(d) => {
+                let claimed: Vec<NodeId> = d
+                    .critical_path
+                    .iter()
+                    .filter_map(|&r| index.visible_owner(r))
+                    .collect();
+                let truth: Vec<NodeId> = s
+                    .critical_path
+                    .iter()
+                    .copied()
+                    .filter(|&n| is_present(n))
+                    .collect();
+                path_fidelity(&claimed, &truth)
+            }
+            None => path_fidelity(
+                &[],
+                &s.critical_path
+                    .iter()
+                    .copied()
+                    .filter(|&n| is_present(n))
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        let phase_error = phase_error(&diag.map(|d| d.phases).unwrap_or_default(), &s.phases);
+        let boundary = boundaries[i];
+        let (unresolved_hit, false_confident) = match boundary {
+            Some(b) => {
+                let complete = diag.is_some_and(|d| d.complete);
+                let flagged = diag
+                    .and_then(|d| d.first_unresolved)
+                    .and_then(|r| index.owner(r))
+                    == Some(b.dst);
+                let hit = diag.is_some() && !complete && (flagged || missing_hit[i]);
+                (hit, complete || confident_across[i])
+            }
+            None => (false, false),
+        };
+        out_symptoms.push(SymptomScore {
+            id: s.id.clone(),
+            question: s.question,
+            true_cause: s.cause,
+            claimed_cause: labels.first().copied(),
+            diagnosed: diag.is_some(),
+            expected_answer,
+            claimed_answer,
+            correct,
+            top1,
+            top3,
+            path_fidelity,
+            phase_error,
+            unresolved: boundary.is_some(),
+            boundary,
+            unresolved_hit,
+            false_confident,
+        });
+    }
+
+    let m = &bundle.manifest;
+    let spec = &view.spec;
+    let rate = spec.loss.rate();
+    CaseScore {
+        bundle: bundle.id(),
+        scenario: m.scenario.name.clone(),
+        family: m.scenario.family.clone(),
+        variant: m.scenario.variant.clone(),
+        repetition: m.repetition,
+        backend: m.backend.clone(),
+        profiler: explanation.meta.profiler.clone(),
+        profiler_version: explanation.meta.version.clone(),
+        collectors: spec.collectors,
+        mode: spec.mode,
+        loss: spec.loss.label(),
+        loss_rate: rate.is_finite().then_some(rate),
+        view: spec.label(),
+        nodes_present,
+        nodes_total: gt.nodes.len() as u64,
+        edges,
+        request,
+        symptoms: out_symptoms,
+        analysis_ms: if explanation.meta.wall_ms.is_finite() {
+            explanation.meta.wall_ms
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Critical-path fidelity: LCS(claimed, truth) / |set(claimed) ∪ set(truth)|, 1 when
+/// both are empty. Consecutive repeats in `claimed` (two records of one node) are
+/// collapsed; `truth` keeps the first occurrence of each node. Because the truth
+/// elements are then distinct, the LCS is the longest strictly increasing run of
+/// truth positions among the claimed nodes (O(n log n)).
+pub fn path_fidelity(claimed: &[NodeId], truth: &[NodeId]) -> f64 {
+    let mut pos: HashMap<NodeId, usize> = HashMap::with_capacity(truth.len());
+    for &n in truth {
+        let next = pos.len();
+        pos.entry(n).or_insert(next);
+    }
+    let mut claimed_set: HashSet<NodeId> = HashSet::new();
+    let mut tails: Vec<usize> = Vec::new();
+    let mut prev: Option<NodeId> = None;
+    for &n in claimed {
+        if prev == Some(n) {
+            continue;
+        }
+        prev = Some(n);
+        claimed_set.insert(n);
+        if let Some(&p) = pos.get(&n) {
+            let i = tails.partition_point(|&t| t < p);
+            if i == tails.len() {
+                tails.push(p);
+            } else {
+                tails[i] = p;
+            }
+        }
+    }
+    let union = pos.len() + claimed_set.iter().filter(|n| !pos.contains_key(n)).count();
+    if union == 0 {
+        1.0
+    } else {
+        tails.len() as f64 / union as f64
+    }
+}
+
+/// Phase-blame error: half the L1 distance between the claimed and true phase
+/// shares (positive parts, normalized). True total 0: 0 if the claimed total is 0,
+/// else 1. Claimed total 0 with a nonzero true total: 1. Non-finite values count as 0.
+pub fn phase_error(claimed: &Phases, truth: &Phases) -> f64 {
+    let pos = |p: &Phases| {
+        p.as_array()
+            .map(|v| if v.is_finite() && v > 0.0 { v } else { 0.0 })
+    };
+    let (p, q) = (pos(claimed), pos(truth));
+    let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
+    if !(sq > 0.0 && sq.is_finite()) {
+        return if sp > 0.0 { 1.0 } else { 0.0 };
+    }
+    if !(sp > 0.0 && sp.is_finite()) {
+        return 1.0;
+    }
+    let e: f64 = p
+        .iter()
+        .zip(q.iter())
+        .map(|(a, b)| (a / sp - b / sq).abs())
+        .sum::<f64>()
+        * 0.5;
+    e.clamp(0.0, 1.0)
+}
