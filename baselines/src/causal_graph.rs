@@ -207,6 +207,9 @@ pub(crate) struct Graph<'a> {
     in_idx: Vec<u32>,
     missing_at: HashMap<Pos, usize>,
     pub loss_plausible: bool,
+    /// Per stream: (enqueue key, the unit's exits) in order; a graph launch exits
+    /// through its sinks.
+    stream_units: HashMap<u32, Vec<(Ns, Vec<Pos>)>>,
 }
 
 /// Unit of a stream's order: one record, or the kernels of one graph launch.
@@ -232,10 +235,12 @@ impl<'a> Graph<'a> {
             in_idx: Vec::new(),
             missing_at: HashMap::new(),
             loss_plausible,
+            stream_units: HashMap::new(),
         };
         g.launch_edges();
         g.stream_edges();
         g.event_and_sync_edges();
+        g.interference_edges();
         g.host_edges();
         g.index_edges();
         g
@@ -339,9 +344,11 @@ impl<'a> Graph<'a> {
         let orphans = self.orphan_launches();
         let graph_edges = self.infer_graph_edges();
         let mut graph_preds: HashMap<Pos, ()> = HashMap::new();
+        let mut graph_succs: HashMap<Pos, ()> = HashMap::new();
         for &(a, b, conf) in &graph_edges {
             self.add(a, b, EdgeType::Graph, Evidence::Inferred, conf);
             graph_preds.insert(b, ());
+            graph_succs.insert(a, ());
         }
         let mut streams: Vec<u32> = by_stream.keys().copied().collect();
         streams.sort_unstable();
@@ -378,7 +385,8 @@ impl<'a> Graph<'a> {
                 ));
             }
             let orphan_keys = orphans.get(&s);
-            let mut prev: Option<(Ns, Pos)> = None;
+            let mut prev: Option<(Ns, Vec<Pos>)> = None;
+            let mut order: Vec<(Ns, Vec<Pos>)> = Vec::with_capacity(units.len());
             for (key, u) in &units {
                 let entries: Vec<Pos> = match u {
                     Unit::One(p) => vec![*p],
@@ -391,7 +399,7 @@ impl<'a> Graph<'a> {
                 // An API launch on this stream between prev and this unit left no activity record.
                 let orphan_between = orphan_keys
                     .map(|ks| {
-                        let lo = prev.map(|(k, _)| k).unwrap_or(0);
+                        let lo = prev.as_ref().map(|(k, _)| *k).unwrap_or(0);
                         ks.iter()
                             .filter(|(k, _)| *k > lo && *k <= *key)
                             .map(|(_, c)| *c)
@@ -399,7 +407,8 @@ impl<'a> Graph<'a> {
                     })
                     .unwrap_or(0.0);
                 for &x in &entries {
-                    let unexplained = self.unexplained_gating(x, prev.map(|(_, p)| p));
+                    let pred_exits: &[Pos] = prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                    let unexplained = self.unexplained_gating(x, pred_exits);
                     let mut conf = base_conf;
                     if orphan_between > 0.0 {
                         self.add_missing(x, EdgeType::StreamOrder, orphan_between);
@@ -408,24 +417,26 @@ impl<'a> Graph<'a> {
                         self.add_missing(x, EdgeType::StreamOrder, mc);
                         conf = 0.4;
                     }
-                    if let Some((_, pp)) = prev {
-                        self.add(pp, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+                    if let Some((_, pp)) = &prev {
+                        for &e in pp {
+                            self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+                        }
                     }
                 }
-                let exit = match u {
-                    Unit::One(p) => *p,
-                    Unit::Graph(v) => *v
-                        .iter()
-                        .max_by_key(|&&p| (self.ix.end(p), self.ix.rid(p)))
-                        .expect("non-empty"),
+                // A graph launch completes through its sinks (nodes nothing depends on).
+                let exits: Vec<Pos> = match u {
+                    Unit::One(p) => vec![*p],
+                    Unit::Graph(v) => v.iter().copied().filter(|p| !graph_succs.contains_key(p)).collect(),
                 };
-                prev = Some((*key, exit));
+                prev = Some((*key, exits.clone()));
+                order.push((*key, exits));
             }
+            self.stream_units.insert(s, order);
         }
     }
 
     /// Was `x` held back (submitted well after queued) by something not visible?
-    fn unexplained_gating(&self, x: Pos, pred: Option<Pos>) -> bool {
+    fn unexplained_gating(&self, x: Pos, preds: &[Pos]) -> bool {
         let r = self.ix.rec(x);
         let Some((q, s, _, _)) = r.device_times() else {
             return false;
@@ -442,7 +453,7 @@ impl<'a> Graph<'a> {
             let done = self.done(p) as f64;
             done + tol >= s as f64
         };
-        if pred.is_some_and(explained_by) {
+        if preds.iter().any(|&p| explained_by(p)) {
             return false;
         }
         // A blocking (pageable) copy fences against device work on other streams too.
@@ -645,16 +656,11 @@ impl<'a> Graph<'a> {
         let ix = &self.ix;
         let mut by_esid: HashMap<u64, Pos> = HashMap::new();
         let mut by_handle: HashMap<u64, Vec<Pos>> = HashMap::new();
-        let mut by_stream: HashMap<u32, Vec<(Ns, Pos)>> = HashMap::new();
         let mut syncs = Vec::new();
         for (i, r) in ix.recs.iter().enumerate() {
             let p = i as Pos;
             match r {
-                Record::CudaEvent {
-                    event_sync_id,
-                    event,
-                    ..
-                } => {
+                Record::CudaEvent { event_sync_id, event, .. } => {
                     if *event_sync_id != 0 {
                         by_esid.insert(*event_sync_id, p);
                     }
@@ -663,79 +669,84 @@ impl<'a> Graph<'a> {
                 Record::Sync { .. } => syncs.push(p),
                 _ => {}
             }
-            if r.is_device_op() || matches!(r, Record::CudaEvent { .. }) {
-                by_stream
-                    .entry(r.stream().unwrap_or(0))
-                    .or_default()
-                    .push((self.enqueue_key(p), p));
-            }
         }
         for v in by_handle.values_mut() {
             v.sort_by_key(|&p| self.enqueue_key(p));
         }
-        for v in by_stream.values_mut() {
-            v.sort_unstable();
-        }
         let mc = self.missing_conf();
         let mut add = Vec::new();
         let mut miss = Vec::new();
-        // Last item of a stream enqueued before t.
-        let last_before = |s: u32, t: Ns| -> Option<Pos> {
-            let v = by_stream.get(&s)?;
-            let k = v.partition_point(|&(key, _)| key < t);
-            (k > 0).then(|| v[k - 1].1)
+        // The exits of the last unit of a stream enqueued before t that were still
+        // running at t (only those made the call wait).
+        let waited_on = |s: u32, t: Ns, from: Ns| -> Vec<Pos> {
+            let Some(v) = self.stream_units.get(&s) else { return vec![] };
+            let k = v.partition_point(|(key, _)| *key < t);
+            if k == 0 {
+                return vec![];
+            }
+            v[k - 1].1.iter().copied().filter(|&e| ix.end(e) > from).collect()
         };
         for p in syncs {
-            let Record::Sync {
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                ..
-            } = ix.rec(p)
-            else {
+            let Record::Sync { sync_type, stream, event, event_sync_id, correlation_id, start, .. } = ix.rec(p) else {
                 continue;
             };
             let host_call = ix.api_by_corr.get(correlation_id).copied().unwrap_or(p);
+            let call_start = ix.start(host_call).min(*start);
             match sync_type {
                 SyncType::StreamWaitEvent | SyncType::EventSynchronize => {
-                    let (kind, dst) = if *sync_type == SyncType::StreamWaitEvent {
-                        (EdgeType::Event, p)
-                    } else {
-                        (EdgeType::Sync, host_call)
-                    };
+                    let wait = *sync_type == SyncType::StreamWaitEvent;
+                    let (kind, dst) = if wait { (EdgeType::Event, p) } else { (EdgeType::Sync, host_call) };
                     if *event_sync_id != 0 {
                         match by_esid.get(event_sync_id) {
                             Some(&e) => add.push((e, dst, kind, Evidence::Explicit, 1.0)),
                             None => miss.push((p, kind)),
                         }
                     } else if let Some(v) = by_handle.get(event) {
-                        // No sync id: fall back to the latest record of the raw handle (guess).
-                        let k = v.partition_point(|&e| self.enqueue_key(e) <= *start);
+                        // No sync id: the most recent record of the handle before the
+                        // call is the one CUDA waits for (right unless a record of it
+                        // was lost, hence not explicit).
+                        let k = v.partition_point(|&e| self.enqueue_key(e) <= call_start);
                         if k > 0 {
-                            add.push((v[k - 1], dst, kind, Evidence::Inferred, 0.6));
-                        }
-                    }
-                }
-                SyncType::StreamSynchronize | SyncType::ImplicitCopyFence => {
-                    let t = ix.launch_api(p).map(|a| ix.start(a)).unwrap_or(*start);
-                    if let Some(d) = last_before(*stream, t) {
-                        add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
-                    }
-                }
-                SyncType::ContextSynchronize => {
-                    let mut ss: Vec<u32> = by_stream.keys().copied().collect();
-                    ss.sort_unstable();
-                    for s in ss {
-                        if let Some(d) = last_before(s, *start) {
-                            if ix.end(d) > *start {
-                                add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
+                            let e = v[k - 1];
+                            if wait {
+                                add.push((e, dst, kind, Evidence::Inferred, 0.6));
+                            } else if ix.end(e) > call_start {
+                                add.push((e, dst, kind, Evidence::Observed, 0.8));
                             }
                         }
                     }
                 }
+                SyncType::StreamSynchronize | SyncType::ImplicitCopyFence => {
+                    let t = ix.launch_api(p).map(|a| ix.start(a)).unwrap_or(call_start);
+                    for d in waited_on(*stream, t, call_start) {
+                        add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
+                    }
+                }
+                SyncType::ContextSynchronize => {
+                    let mut ss: Vec<u32> = self.stream_units.keys().copied().collect();
+                    ss.sort_unstable();
+                    for s in ss {
+                        for d in waited_on(s, call_start, call_start) {
+                            add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
+                        }
+                    }
+                }
+            }
+        }
+        // A blocking (pageable) copy: the host could not go on until it finished,
+        // so it gates the thread's next host operation.
+        for &d in &ix.device_ops {
+            let r = ix.rec(d);
+            if !matches!(r, Record::Memcpy { memory: HostMemory::Pageable, direction, .. } if *direction != ground_truth::trace::CopyDirection::D2d) {
+                continue;
+            }
+            let Some(api) = ix.launch_api(d) else { continue };
+            if ix.end(api) + 1_000 < ix.end(d) {
+                continue;
+            }
+            let Some(tid) = ix.rec(api).tid() else { continue };
+            if let Some(next) = self.next_host_op(tid, api) {
+                add.push((d, next, EdgeType::Sync, Evidence::Observed, 0.8));
             }
         }
         for (a, b, k, ev, c) in add {
@@ -743,6 +754,58 @@ impl<'a> Graph<'a> {
         }
         for (p, k) in miss {
             self.add_missing(p, k, mc);
+        }
+    }
+
+    /// The next host call or enqueue on `tid` after `call`, in the same task.
+    fn next_host_op(&self, tid: u32, call: Pos) -> Option<Pos> {
+        let ix = &self.ix;
+        let th = ix.thread(tid)?;
+        let t = ix.start(call);
+        let k = th.calls.partition_point(|&c| ix.start(c) <= t);
+        let next_call = th.calls.get(k).copied();
+        let km = th.markers.partition_point(|&m| ix.start(m) < ix.end(call));
+        let next_marker = th.markers.get(km).copied();
+        match (next_call, next_marker) {
+            (Some(c), Some(m)) if ix.start(m) <= ix.start(c) => {
+                matches!(ix.rec(m), Record::Marker { phase: MarkerPhase::Enqueue, .. }).then_some(m)
+            }
+            (Some(c), _) => Some(c),
+            (None, Some(m)) => matches!(ix.rec(m), Record::Marker { phase: MarkerPhase::Enqueue, .. }).then_some(m),
+            (None, None) => None,
+        }
+    }
+
+    /// Device work on another stream that held the resource (SMs for kernels,
+    /// the copy engine for copies) while an op waited to start: the latest such
+    /// op ending inside the wait (inferred `fault`).
+    fn interference_edges(&mut self) {
+        let ix = &self.ix;
+        let mut by_end: Vec<Pos> = ix.device_ops.clone();
+        by_end.sort_by_key(|&p| (ix.end(p), ix.rid(p)));
+        let mut add = Vec::new();
+        for &x in &ix.device_ops {
+            let r = ix.rec(x);
+            let Some((q, s, st, _)) = r.device_times() else { continue };
+            if q == 0 || s == 0 || st < s || ((st - s) as f64) < NOISE_NS {
+                continue;
+            }
+            let copy = matches!(r, Record::Memcpy { .. });
+            if !copy && !matches!(r, Record::Kernel { .. }) {
+                continue;
+            }
+            let lo = by_end.partition_point(|&p| ix.end(p) <= s);
+            let hi = by_end.partition_point(|&p| ix.end(p) <= st + 1_000);
+            let culprit = by_end[lo..hi].iter().rev().copied().find(|&o| {
+                let ro = ix.rec(o);
+                o != x && ro.stream() != r.stream() && matches!(ro, Record::Memcpy { .. }) == copy && ix.start(o) < st
+            });
+            if let Some(o) = culprit {
+                add.push((o, x));
+            }
+        }
+        for (o, x) in add {
+            self.add(o, x, EdgeType::Fault, Evidence::Inferred, 0.7);
         }
     }
 
@@ -784,16 +847,11 @@ impl<'a> Graph<'a> {
                 ..
             } = ix.rec(m)
             {
+                // Every host task of a request hangs off the request (explicit token).
+                if let Some(&r) = req.get(token.as_str()) {
+                    add.push(E { src: r, dst: m, kind: EdgeType::Request, ev: Evidence::Explicit, conf: 1.0 });
+                }
                 if queue.is_empty() {
-                    if let Some(&r) = req.get(token.as_str()) {
-                        add.push(E {
-                            src: r,
-                            dst: m,
-                            kind: EdgeType::Request,
-                            ev: Evidence::Explicit,
-                            conf: 1.0,
-                        });
-                    }
                     continue;
                 }
                 let found = enq.get(&(queue.as_str(), token.as_str())).and_then(|v| {
@@ -817,7 +875,7 @@ impl<'a> Graph<'a> {
         for tid in tids {
             let th = &ix.threads[&tid];
             // Host operations of the thread in program order: calls and markers.
-            let mut ops: Vec<(Ns, u64, Pos)> = th
+            let mut ops: Vec<(Ns, u8, u64, Pos)> = th
                 .calls
                 .iter()
                 .chain(th.markers.iter().filter(|&&m| {
@@ -829,21 +887,30 @@ impl<'a> Graph<'a> {
                         }
                     )
                 }))
-                .map(|&p| (ix.start(p), ix.rid(p), p))
+                // A task begins before the calls it makes at the same instant.
+                .map(|&p| {
+                    let rank = u8::from(!matches!(ix.rec(p), Record::Marker { phase: MarkerPhase::TaskBegin, .. }));
+                    (ix.start(p), rank, ix.rid(p), p)
+                })
                 .collect();
             ops.sort_unstable();
             let mut prev: Option<Pos> = None;
-            for &(_, _, p) in &ops {
-                let is_task_begin = matches!(
-                    ix.rec(p),
-                    Record::Marker {
-                        phase: MarkerPhase::TaskBegin,
-                        ..
+            let mut task: Option<Pos> = None;
+            for &(_, _, _, p) in &ops {
+                match ix.rec(p) {
+                    Record::Marker { phase: MarkerPhase::TaskBegin, .. } => {
+                        prev = Some(p);
+                        task = Some(p);
+                        continue;
                     }
-                );
-                if is_task_begin {
-                    prev = Some(p);
-                    continue;
+                    Record::Marker { phase: MarkerPhase::Enqueue, .. } => {
+                        // The task hands its request on; program order continues past it.
+                        if let Some(t) = task {
+                            add.push(E { src: t, dst: p, kind: EdgeType::Handoff, ev: Evidence::Observed, conf: 1.0 });
+                        }
+                        continue;
+                    }
+                    _ => {}
                 }
                 if let Some(pp) = prev {
                     let (ev, conf) = if markers_present {
@@ -1101,25 +1168,7 @@ impl<'a> Graph<'a> {
         // Follow the handoff chain back through task_begin markers.
         let mut cur = call;
         for _ in 0..64 {
-            // Walk host order back to the task's begin.
-            let mut t = cur;
-            let mut guard = 0;
-            while let Some(e) = self.incoming_of(t, EdgeType::HostOrder) {
-                t = e.src;
-                guard += 1;
-                if guard > 100_000 {
-                    break;
-                }
-            }
-            if !matches!(
-                ix.rec(t),
-                Record::Marker {
-                    phase: MarkerPhase::TaskBegin,
-                    ..
-                }
-            ) {
-                break;
-            }
+            let Some(t) = self.task_of(cur) else { break };
             if let Some(e) = self.incoming_of(t, EdgeType::Handoff) {
                 m.queue_wait = Some(
                     m.queue_wait.unwrap_or(0.0)
@@ -1134,6 +1183,18 @@ impl<'a> Graph<'a> {
             break;
         }
         m
+    }
+
+    /// The task_begin marker of the host task a host operation belongs to.
+    fn task_of(&self, mut x: Pos) -> Option<Pos> {
+        for _ in 0..100_000 {
+            match self.ix.rec(x) {
+                Record::Marker { phase: MarkerPhase::TaskBegin, .. } => return Some(x),
+                Record::Marker { phase: MarkerPhase::Enqueue, .. } => x = self.incoming_of(x, EdgeType::Handoff)?.src,
+                _ => x = self.incoming_of(x, EdgeType::HostOrder)?.src,
+            }
+        }
+        None
     }
 
     /// Diagnoses one query.
@@ -1154,7 +1215,7 @@ impl<'a> Graph<'a> {
             };
         };
         let (path, unresolved) = self.critical_path(p);
-        let (causes, phases, npeers) = self.causes(p, unresolved.is_some(), 0);
+        let (causes, phases, npeers) = self.causes(p, 0);
         let answer = match q.question {
             Question::CallSite => self
                 .call_of(p)
@@ -1186,17 +1247,12 @@ impl<'a> Graph<'a> {
     }
 
     /// Ranked causes, phase excess and peer count for record `p`.
-    fn causes(
-        &self,
-        p: Pos,
-        unresolved: bool,
-        depth: u32,
-    ) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+    fn causes(&self, p: Pos, depth: u32) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
         let ix = &self.ix;
         let r = ix.rec(p);
         match r {
             Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
-                self.device_causes(p, unresolved)
+                self.device_causes(p, 0)
             }
             Record::Sync { sync_type, .. } if *sync_type != SyncType::StreamWaitEvent => {
                 self.blocking_causes(p, depth)
@@ -1212,7 +1268,7 @@ impl<'a> Graph<'a> {
                 if let Some(d) =
                     acts.and_then(|v| v.iter().copied().find(|&a| ix.rec(a).is_device_op()))
                 {
-                    return self.device_causes(d, unresolved);
+                    return self.device_causes(d, 0);
                 }
                 self.host_causes(p)
             }
@@ -1313,118 +1369,191 @@ impl<'a> Graph<'a> {
         (total.max(st.desched_ns + st.fault_ns), v)
     }
 
-    fn device_causes(&self, p: Pos, unresolved: bool) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+    /// Peers of a device op: the same operation (kernel name / copy shape, and
+    /// the same call site when stacks show it) in other requests of the view.
+    fn device_peers(&self, p: Pos) -> Vec<Pos> {
+        let ix = &self.ix;
+        let all = self.peers.of(ix, p);
+        let site = |k: Pos| ix.launch_api(k).and_then(|a| ix.stack(a)).and_then(call_site_frame);
+        let tok = |k: Pos| self.token(k);
+        let (my_site, my_tok) = (site(p), tok(p));
+        let same_site: Vec<Pos> = all.iter().copied().filter(|&k| site(k) == my_site).collect();
+        let pool = if same_site.is_empty() { all } else { same_site };
+        let other_req: Vec<Pos> = pool.iter().copied().filter(|&k| my_tok.is_none() || tok(k) != my_tok).collect();
+        if other_req.is_empty() {
+            pool
+        } else {
+            other_req
+        }
+    }
+
+    /// Per-phase excess of a device op over its peers, host side included.
+    fn device_phases(&self, p: Pos, peers: &[Pos]) -> (Phases, Vec<(CauseLabel, f64)>) {
         let ix = &self.ix;
         let r = ix.rec(p);
-        let peers = self.peers.of(ix, p);
-        let typical = analysis::typical_latency(ix, &peers);
-        let mut ph = analysis::device_excess(ix, &peers, p);
-        let api = ix.launch_api(p);
-        let is_copy = matches!(r, Record::Memcpy { .. });
-        let graph_node = matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0);
-        // Graph nodes have no queued/submitted: the wait after the launch call is the
-        // dependency wait.
-        if graph_node {
-            let wait = |k: Pos| {
-                ix.launch_api(k)
-                    .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)
-            };
-            ph.queued_to_submitted = analysis::excess(
-                wait(p),
-                peers.iter().filter_map(|&k| wait(k)).collect(),
-                0.0,
-            );
+        let mut ph = analysis::device_excess(ix, peers, p);
+        // Graph nodes have no queued/submitted: the wait after the launch call is
+        // the dependency wait.
+        if matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0) {
+            let wait = |k: Pos| ix.launch_api(k).map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64);
+            ph.queued_to_submitted = analysis::excess(wait(p), peers.iter().filter_map(|&k| wait(k)).collect(), 0.0);
             ph.submitted_to_start = 0.0;
         }
         let mut host_causes = Vec::new();
-        if let Some(a) = api {
+        if let Some(a) = ix.launch_api(p) {
             let peer_calls: Vec<Pos> = peers.iter().filter_map(|&k| ix.launch_api(k)).collect();
             let (hx, hv) = self.host_excess(a, &peer_calls);
             ph.host_enqueue = hx;
             host_causes = hv;
         }
-        let (d, v) = dominant(&ph);
-        let mut out: Vec<(CauseLabel, f64)> = Vec::new();
-        if !significant(v, typical) {
-            if unresolved {
-                return (
-                    vec![
-                        (CauseLabel::StreamBacklog, 0.4),
-                        (CauseLabel::None, 0.35),
-                        (CauseLabel::EventWait, 0.25),
-                    ],
-                    ph,
-                    peers.len(),
-                );
+        (ph, host_causes)
+    }
+
+    /// The predecessor whose completion let `p` proceed.
+    fn gating_edge(&self, p: Pos) -> Option<E> {
+        self.incoming(p).into_iter().max_by(|a, b| {
+            (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(self.effective(b), strength(b.ev), self.ix.rid(b.src)))
+        })
+    }
+
+    /// Walks the gating chain back from a device op through waits and event
+    /// records to the first device op or host call that held it back:
+    /// (that record, edge kinds crossed, whether a required record is missing).
+    fn gating_chain(&self, p: Pos) -> (Option<Pos>, Vec<EdgeType>, bool) {
+        let ix = &self.ix;
+        let mut kinds = Vec::new();
+        let mut cur = p;
+        for _ in 0..64 {
+            if cur != p && self.missing_at.contains_key(&cur) {
+                return (Some(cur), kinds, true);
             }
-            return (
-                vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.1)],
-                ph,
-                peers.len(),
-            );
+            let Some(e) = self.gating_edge(cur) else { return (None, kinds, false) };
+            kinds.push(e.kind);
+            cur = e.src;
+            match ix.rec(cur) {
+                Record::CudaEvent { .. } | Record::Sync { sync_type: SyncType::StreamWaitEvent, .. } => continue,
+                _ => return (Some(cur), kinds, false),
+            }
         }
-        match d {
-            0 => out.extend(host_causes.iter().copied()),
-            1 => {
-                if graph_node {
-                    match self
-                        .incoming(p)
-                        .iter()
-                        .filter(|e| matches!(e.kind, EdgeType::Graph | EdgeType::StreamOrder))
-                        .max_by_key(|e| self.done(e.src))
-                    {
-                        Some(e) if e.kind == EdgeType::StreamOrder => {
-                            out.push((CauseLabel::StreamBacklog, v));
-                            out.push((CauseLabel::GraphDependency, v * 0.4));
-                        }
-                        _ => {
-                            out.push((CauseLabel::GraphDependency, v));
-                            out.push((CauseLabel::StreamBacklog, v * 0.3));
-                        }
-                    }
-                } else if self.is_fenced_copy(p) {
-                    out.push((CauseLabel::ImplicitSync, v));
-                    out.push((CauseLabel::StreamBacklog, v * 0.4));
-                } else if unresolved {
-                    // Gated by something this view lost: both are plausible.
-                    out.push((CauseLabel::StreamBacklog, v * 0.6));
-                    out.push((CauseLabel::EventWait, v * 0.4));
-                } else {
-                    match self
-                        .incoming_of(p, EdgeType::StreamOrder)
-                        .map(|e| ix.rec(e.src))
-                    {
-                        Some(Record::Sync { .. }) => {
-                            out.push((CauseLabel::EventWait, v));
-                            out.push((CauseLabel::StreamBacklog, v * 0.3));
-                        }
-                        _ => {
-                            out.push((CauseLabel::StreamBacklog, v));
-                            out.push((CauseLabel::EventWait, v * 0.2));
-                        }
+        (Some(cur), kinds, false)
+    }
+
+    /// What held a device op back, from the kind of its gating chain and, when
+    /// the gate was itself late, the upstream op's own cause.
+    fn gating_causes(&self, p: Pos, v: f64, depth: u32) -> Vec<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let r = ix.rec(p);
+        let is_copy = matches!(r, Record::Memcpy { .. });
+        let (up, kinds, lost) = self.gating_chain(p);
+        let first = kinds.first().copied();
+        let base = if kinds.contains(&EdgeType::Event) {
+            CauseLabel::EventWait
+        } else if first == Some(EdgeType::Graph) {
+            CauseLabel::GraphDependency
+        } else if first == Some(EdgeType::Fault) {
+            if is_copy {
+                CauseLabel::PcieContention
+            } else {
+                CauseLabel::OccupancyPressure
+            }
+        } else if first == Some(EdgeType::Launch) || first.is_none() {
+            // Started as soon as it was launched: the host decided its timing.
+            return match ix.launch_api(p) {
+                Some(a) => self.host_structural(a).into_iter().map(|(l, x)| (l, x * v.max(1.0))).collect(),
+                None => vec![(CauseLabel::StreamBacklog, v * 0.5), (CauseLabel::EventWait, v * 0.5)],
+            };
+        } else if self.is_fenced_copy(p) {
+            CauseLabel::ImplicitSync
+        } else {
+            CauseLabel::StreamBacklog
+        };
+        let mut out = vec![(base, v)];
+        if self.missing_at.contains_key(&p) || lost {
+            // The gate is behind a lost record: its kind is a guess.
+            let alt = if base == CauseLabel::EventWait { CauseLabel::StreamBacklog } else { CauseLabel::EventWait };
+            out.push((alt, v * 0.4));
+        }
+        // A gate that was itself late for a reason of its own passes that reason on.
+        if let Some(u) = up.filter(|&u| ix.rec(u).is_device_op() && depth < 3 && !lost) {
+            let upeers = self.device_peers(u);
+            let utyp = analysis::typical_latency(ix, &upeers);
+            let (uph, uhost) = self.device_phases(u, &upeers);
+            let (ud, uv) = dominant(&uph);
+            if significant(uv, utyp) && !upeers.is_empty() {
+                let ucopy = matches!(ix.rec(u), Record::Memcpy { .. });
+                let passed: Vec<(CauseLabel, f64)> = match ud {
+                    0 => uhost,
+                    2 if ucopy => vec![(CauseLabel::PcieContention, 1.0)],
+                    2 => vec![(CauseLabel::OccupancyPressure, 1.0)],
+                    3 if ucopy => vec![(CauseLabel::SlowCopy, 1.0)],
+                    1 => self.gating_causes(u, 1.0, depth + 1),
+                    _ => vec![],
+                };
+                let total: f64 = passed.iter().map(|x| x.1).sum::<f64>().max(1e-9);
+                if let Some(&(l, _)) = passed.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+                    if l != base {
+                        out.insert(0, (l, v * 1.2));
+                        let _ = total;
                     }
                 }
             }
+        }
+        out
+    }
+
+    /// Why a call happened when it did, from its host-side chain (no peers).
+    fn host_structural(&self, call: Pos) -> Vec<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let m = self.host_measure(call);
+        let tid = ix.rec(call).tid().unwrap_or(0);
+        let st = ix.host_stalls(tid, m.ready.min(ix.start(call)), ix.start(call));
+        let wait = m.queue_wait.unwrap_or(0.0);
+        let since = m.since_request.unwrap_or(0.0);
+        let in_task = (since - wait).max(m.gap.unwrap_or(0.0)).max(0.0);
+        let mut v = vec![
+            (CauseLabel::CpuDeschedule, st.desched_ns),
+            (CauseLabel::HostPageFault, st.fault_ns),
+            (CauseLabel::HandoffQueueing, wait),
+            (CauseLabel::HostCompute, (in_task - st.desched_ns - st.fault_ns).max(0.0)),
+        ];
+        v.retain(|x| x.1 > 0.0);
+        let total: f64 = v.iter().map(|x| x.1).sum();
+        if total <= 0.0 {
+            return vec![(CauseLabel::HostCompute, 1.0)];
+        }
+        v.into_iter().map(|(l, x)| (l, x / total)).collect()
+    }
+
+    fn device_causes(&self, p: Pos, depth: u32) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+        let ix = &self.ix;
+        let r = ix.rec(p);
+        let peers = self.device_peers(p);
+        let typical = analysis::typical_latency(ix, &peers);
+        let (ph, host_causes) = self.device_phases(p, &peers);
+        let is_copy = matches!(r, Record::Memcpy { .. });
+        let (d, v) = dominant(&ph);
+        if !significant(v, typical) {
+            // Nothing is late against its peers: explain the op's timing by what
+            // gated it, and keep `none` as the close alternative.
+            let mut out: Vec<(CauseLabel, f64)> =
+                self.gating_causes(p, 1.0, depth).into_iter().map(|(l, x)| (l, 0.6 * x)).collect();
+            out.push((CauseLabel::None, 0.45));
+            return (out, ph, peers.len());
+        }
+        let mut out: Vec<(CauseLabel, f64)> = Vec::new();
+        match d {
+            0 => out.extend(host_causes.iter().copied()),
+            1 => out.extend(self.gating_causes(p, v, depth)),
             2 => {
                 let (q, s, st, _) = r.device_times().expect("device op");
                 let from = if s > 0 { s } else { q };
                 if is_copy {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
-                        matches!(o, Record::Memcpy { .. })
-                    });
-                    out.push((
-                        CauseLabel::PcieContention,
-                        v * if o > 0.0 { 1.0 } else { 0.5 },
-                    ));
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| matches!(o, Record::Memcpy { .. }));
+                    out.push((CauseLabel::PcieContention, v * if o > 0.0 { 1.0 } else { 0.5 }));
                     out.push((CauseLabel::SlowCopy, v * if o > 0.0 { 0.2 } else { 0.4 }));
                 } else {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
-                        matches!(o, Record::Kernel { .. })
-                    });
-                    out.push((
-                        CauseLabel::OccupancyPressure,
-                        v * if o > 0.0 { 1.0 } else { 0.6 },
-                    ));
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| matches!(o, Record::Kernel { .. }));
+                    out.push((CauseLabel::OccupancyPressure, v * if o > 0.0 { 1.0 } else { 0.6 }));
                     out.push((CauseLabel::StreamBacklog, v * 0.3));
                 }
             }
@@ -1439,11 +1568,11 @@ impl<'a> Graph<'a> {
             }
         }
         // Secondary significant phases as lower-ranked alternatives.
-        if d != 0 {
-            let h = ph.host_enqueue;
-            if significant(h, typical) {
-                out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
-            }
+        if d != 0 && significant(ph.host_enqueue, typical) {
+            out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
+        }
+        if d != 1 && significant(ph.queued_to_submitted, typical) {
+            out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
         }
         (out, ph, peers.len())
     }
@@ -1468,7 +1597,7 @@ impl<'a> Graph<'a> {
             let mut ph = Phases::default();
             let mut n = 0;
             if let Some(c) = copy {
-                let (cv, cph, cn) = self.device_causes(c, false);
+                let (cv, cph, cn) = self.device_causes(c, 1);
                 ph = cph;
                 n = cn;
                 v.extend(
@@ -1485,7 +1614,7 @@ impl<'a> Graph<'a> {
         match gating {
             Some(e) if depth < 2 && ix.rec(e.src).is_device_op() => {
                 let (v, ph, n) =
-                    self.causes(e.src, self.missing_at.contains_key(&e.src), depth + 1);
+                    self.causes(e.src, depth + 1);
                 (v, ph, n)
             }
             Some(_) => (

@@ -101,7 +101,12 @@ pub fn from_yaml<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, Fo
         let path = json_path(e.path());
         let inner = e.into_inner();
         let line = inner.location().map(|l| format!("line {}, column {}", l.line(), l.column()));
-        FormatError { file: file.to_path_buf(), path, line, message: strip_position(&inner.to_string()) }
+        let mut message = strip_position(&inner.to_string());
+        // The YAML parser prefixes its own path; we report the path separately.
+        if let Some(rest) = message.strip_prefix(&format!("{}: ", path.trim_start_matches('.'))) {
+            message = rest.to_string();
+        }
+        FormatError { file: file.to_path_buf(), path, line, message }
     })
 }
 
