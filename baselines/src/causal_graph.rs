@@ -47,7 +47,7 @@
 //! host-only view, and anything not written in some record.
 
 use crate::analysis::{self, dominant, ranked, significant, Peers, NOISE_NS};
-use crate::index::{call_site_frame, Index, Pos};
+use crate::index::{call_site_frame, median, Index, Pos};
 use crate::{attribution, attribution_targets, finish, Output, Profiler};
 use ground_truth::trace::{HostMemory, MarkerPhase, Record, SyncType};
 use ground_truth::view::LossSpec;
@@ -407,7 +407,8 @@ impl<'a> Graph<'a> {
                     })
                     .unwrap_or(0.0);
                 for &x in &entries {
-                    let pred_exits: &[Pos] = prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                    let pred_exits: &[Pos] =
+                        prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
                     let unexplained = self.unexplained_gating(x, pred_exits);
                     let mut conf = base_conf;
                     if orphan_between > 0.0 {
@@ -426,7 +427,11 @@ impl<'a> Graph<'a> {
                 // A graph launch completes through its sinks (nodes nothing depends on).
                 let exits: Vec<Pos> = match u {
                     Unit::One(p) => vec![*p],
-                    Unit::Graph(v) => v.iter().copied().filter(|p| !graph_succs.contains_key(p)).collect(),
+                    Unit::Graph(v) => v
+                        .iter()
+                        .copied()
+                        .filter(|p| !graph_succs.contains_key(p))
+                        .collect(),
                 };
                 prev = Some((*key, exits.clone()));
                 order.push((*key, exits));
@@ -660,7 +665,11 @@ impl<'a> Graph<'a> {
         for (i, r) in ix.recs.iter().enumerate() {
             let p = i as Pos;
             match r {
-                Record::CudaEvent { event_sync_id, event, .. } => {
+                Record::CudaEvent {
+                    event_sync_id,
+                    event,
+                    ..
+                } => {
                     if *event_sync_id != 0 {
                         by_esid.insert(*event_sync_id, p);
                     }
@@ -679,15 +688,31 @@ impl<'a> Graph<'a> {
         // The exits of the last unit of a stream enqueued before t that were still
         // running at t (only those made the call wait).
         let waited_on = |s: u32, t: Ns, from: Ns| -> Vec<Pos> {
-            let Some(v) = self.stream_units.get(&s) else { return vec![] };
+            let Some(v) = self.stream_units.get(&s) else {
+                return vec![];
+            };
             let k = v.partition_point(|(key, _)| *key < t);
             if k == 0 {
                 return vec![];
             }
-            v[k - 1].1.iter().copied().filter(|&e| ix.end(e) > from).collect()
+            v[k - 1]
+                .1
+                .iter()
+                .copied()
+                .filter(|&e| ix.end(e) > from)
+                .collect()
         };
         for p in syncs {
-            let Record::Sync { sync_type, stream, event, event_sync_id, correlation_id, start, .. } = ix.rec(p) else {
+            let Record::Sync {
+                sync_type,
+                stream,
+                event,
+                event_sync_id,
+                correlation_id,
+                start,
+                ..
+            } = ix.rec(p)
+            else {
                 continue;
             };
             let host_call = ix.api_by_corr.get(correlation_id).copied().unwrap_or(p);
@@ -695,7 +720,11 @@ impl<'a> Graph<'a> {
             match sync_type {
                 SyncType::StreamWaitEvent | SyncType::EventSynchronize => {
                     let wait = *sync_type == SyncType::StreamWaitEvent;
-                    let (kind, dst) = if wait { (EdgeType::Event, p) } else { (EdgeType::Sync, host_call) };
+                    let (kind, dst) = if wait {
+                        (EdgeType::Event, p)
+                    } else {
+                        (EdgeType::Sync, host_call)
+                    };
                     if *event_sync_id != 0 {
                         match by_esid.get(event_sync_id) {
                             Some(&e) => add.push((e, dst, kind, Evidence::Explicit, 1.0)),
@@ -737,14 +766,19 @@ impl<'a> Graph<'a> {
         // so it gates the thread's next host operation.
         for &d in &ix.device_ops {
             let r = ix.rec(d);
-            if !matches!(r, Record::Memcpy { memory: HostMemory::Pageable, direction, .. } if *direction != ground_truth::trace::CopyDirection::D2d) {
+            if !matches!(r, Record::Memcpy { memory: HostMemory::Pageable, direction, .. } if *direction != ground_truth::trace::CopyDirection::D2d)
+            {
                 continue;
             }
-            let Some(api) = ix.launch_api(d) else { continue };
+            let Some(api) = ix.launch_api(d) else {
+                continue;
+            };
             if ix.end(api) + 1_000 < ix.end(d) {
                 continue;
             }
-            let Some(tid) = ix.rec(api).tid() else { continue };
+            let Some(tid) = ix.rec(api).tid() else {
+                continue;
+            };
             if let Some(next) = self.next_host_op(tid, api) {
                 add.push((d, next, EdgeType::Sync, Evidence::Observed, 0.8));
             }
@@ -767,11 +801,23 @@ impl<'a> Graph<'a> {
         let km = th.markers.partition_point(|&m| ix.start(m) < ix.end(call));
         let next_marker = th.markers.get(km).copied();
         match (next_call, next_marker) {
-            (Some(c), Some(m)) if ix.start(m) <= ix.start(c) => {
-                matches!(ix.rec(m), Record::Marker { phase: MarkerPhase::Enqueue, .. }).then_some(m)
-            }
+            (Some(c), Some(m)) if ix.start(m) <= ix.start(c) => matches!(
+                ix.rec(m),
+                Record::Marker {
+                    phase: MarkerPhase::Enqueue,
+                    ..
+                }
+            )
+            .then_some(m),
             (Some(c), _) => Some(c),
-            (None, Some(m)) => matches!(ix.rec(m), Record::Marker { phase: MarkerPhase::Enqueue, .. }).then_some(m),
+            (None, Some(m)) => matches!(
+                ix.rec(m),
+                Record::Marker {
+                    phase: MarkerPhase::Enqueue,
+                    ..
+                }
+            )
+            .then_some(m),
             (None, None) => None,
         }
     }
@@ -783,10 +829,28 @@ impl<'a> Graph<'a> {
         let ix = &self.ix;
         let mut by_end: Vec<Pos> = ix.device_ops.clone();
         by_end.sort_by_key(|&p| (ix.end(p), ix.rid(p)));
+        // Typical submitted→start wait of each operation: only an op that waited
+        // much longer than its peers was held back by someone else's work.
+        let mut waits: HashMap<analysis::PeerKey, Vec<f64>> = HashMap::new();
+        for &p in &ix.device_ops {
+            let r = ix.rec(p);
+            if let (Some(k), Some((_, s, st, _))) = (analysis::peer_key(r), r.device_times()) {
+                if s > 0 && st >= s {
+                    waits.entry(k).or_default().push((st - s) as f64);
+                }
+            }
+        }
+        let typical_wait: HashMap<analysis::PeerKey, f64> = waits
+            .into_iter()
+            .filter(|(_, v)| v.len() >= 2)
+            .filter_map(|(k, v)| median(v).map(|m| (k, m)))
+            .collect();
         let mut add = Vec::new();
         for &x in &ix.device_ops {
             let r = ix.rec(x);
-            let Some((q, s, st, _)) = r.device_times() else { continue };
+            let Some((q, s, st, _)) = r.device_times() else {
+                continue;
+            };
             if q == 0 || s == 0 || st < s || ((st - s) as f64) < NOISE_NS {
                 continue;
             }
@@ -794,11 +858,20 @@ impl<'a> Graph<'a> {
             if !copy && !matches!(r, Record::Kernel { .. }) {
                 continue;
             }
+            let Some(&base) = analysis::peer_key(r).and_then(|k| typical_wait.get(&k)) else {
+                continue;
+            };
+            if ((st - s) as f64 - base) <= NOISE_NS.max(base) {
+                continue;
+            }
             let lo = by_end.partition_point(|&p| ix.end(p) <= s);
             let hi = by_end.partition_point(|&p| ix.end(p) <= st + 1_000);
             let culprit = by_end[lo..hi].iter().rev().copied().find(|&o| {
                 let ro = ix.rec(o);
-                o != x && ro.stream() != r.stream() && matches!(ro, Record::Memcpy { .. }) == copy && ix.start(o) < st
+                o != x
+                    && ro.stream() != r.stream()
+                    && matches!(ro, Record::Memcpy { .. }) == copy
+                    && ix.start(o) < st
             });
             if let Some(o) = culprit {
                 add.push((o, x));
@@ -849,7 +922,13 @@ impl<'a> Graph<'a> {
             {
                 // Every host task of a request hangs off the request (explicit token).
                 if let Some(&r) = req.get(token.as_str()) {
-                    add.push(E { src: r, dst: m, kind: EdgeType::Request, ev: Evidence::Explicit, conf: 1.0 });
+                    add.push(E {
+                        src: r,
+                        dst: m,
+                        kind: EdgeType::Request,
+                        ev: Evidence::Explicit,
+                        conf: 1.0,
+                    });
                 }
                 if queue.is_empty() {
                     continue;
@@ -889,7 +968,13 @@ impl<'a> Graph<'a> {
                 }))
                 // A task begins before the calls it makes at the same instant.
                 .map(|&p| {
-                    let rank = u8::from(!matches!(ix.rec(p), Record::Marker { phase: MarkerPhase::TaskBegin, .. }));
+                    let rank = u8::from(!matches!(
+                        ix.rec(p),
+                        Record::Marker {
+                            phase: MarkerPhase::TaskBegin,
+                            ..
+                        }
+                    ));
                     (ix.start(p), rank, ix.rid(p), p)
                 })
                 .collect();
@@ -898,15 +983,27 @@ impl<'a> Graph<'a> {
             let mut task: Option<Pos> = None;
             for &(_, _, _, p) in &ops {
                 match ix.rec(p) {
-                    Record::Marker { phase: MarkerPhase::TaskBegin, .. } => {
+                    Record::Marker {
+                        phase: MarkerPhase::TaskBegin,
+                        ..
+                    } => {
                         prev = Some(p);
                         task = Some(p);
                         continue;
                     }
-                    Record::Marker { phase: MarkerPhase::Enqueue, .. } => {
+                    Record::Marker {
+                        phase: MarkerPhase::Enqueue,
+                        ..
+                    } => {
                         // The task hands its request on; program order continues past it.
                         if let Some(t) = task {
-                            add.push(E { src: t, dst: p, kind: EdgeType::Handoff, ev: Evidence::Observed, conf: 1.0 });
+                            add.push(E {
+                                src: t,
+                                dst: p,
+                                kind: EdgeType::Handoff,
+                                ev: Evidence::Observed,
+                                conf: 1.0,
+                            });
                         }
                         continue;
                     }
@@ -1189,8 +1286,14 @@ impl<'a> Graph<'a> {
     fn task_of(&self, mut x: Pos) -> Option<Pos> {
         for _ in 0..100_000 {
             match self.ix.rec(x) {
-                Record::Marker { phase: MarkerPhase::TaskBegin, .. } => return Some(x),
-                Record::Marker { phase: MarkerPhase::Enqueue, .. } => x = self.incoming_of(x, EdgeType::Handoff)?.src,
+                Record::Marker {
+                    phase: MarkerPhase::TaskBegin,
+                    ..
+                } => return Some(x),
+                Record::Marker {
+                    phase: MarkerPhase::Enqueue,
+                    ..
+                } => x = self.incoming_of(x, EdgeType::Handoff)?.src,
                 _ => x = self.incoming_of(x, EdgeType::HostOrder)?.src,
             }
         }
@@ -1306,7 +1409,7 @@ impl<'a> Graph<'a> {
         if !significant(host, 0.0) {
             return (
                 vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)],
-                ph,
+                Phases::default(),
                 peers.len(),
             );
         }
@@ -1374,12 +1477,24 @@ impl<'a> Graph<'a> {
     fn device_peers(&self, p: Pos) -> Vec<Pos> {
         let ix = &self.ix;
         let all = self.peers.of(ix, p);
-        let site = |k: Pos| ix.launch_api(k).and_then(|a| ix.stack(a)).and_then(call_site_frame);
+        let site = |k: Pos| {
+            ix.launch_api(k)
+                .and_then(|a| ix.stack(a))
+                .and_then(call_site_frame)
+        };
         let tok = |k: Pos| self.token(k);
         let (my_site, my_tok) = (site(p), tok(p));
-        let same_site: Vec<Pos> = all.iter().copied().filter(|&k| site(k) == my_site).collect();
+        let same_site: Vec<Pos> = all
+            .iter()
+            .copied()
+            .filter(|&k| site(k) == my_site)
+            .collect();
         let pool = if same_site.is_empty() { all } else { same_site };
-        let other_req: Vec<Pos> = pool.iter().copied().filter(|&k| my_tok.is_none() || tok(k) != my_tok).collect();
+        let other_req: Vec<Pos> = pool
+            .iter()
+            .copied()
+            .filter(|&k| my_tok.is_none() || tok(k) != my_tok)
+            .collect();
         if other_req.is_empty() {
             pool
         } else {
@@ -1395,8 +1510,15 @@ impl<'a> Graph<'a> {
         // Graph nodes have no queued/submitted: the wait after the launch call is
         // the dependency wait.
         if matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0) {
-            let wait = |k: Pos| ix.launch_api(k).map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64);
-            ph.queued_to_submitted = analysis::excess(wait(p), peers.iter().filter_map(|&k| wait(k)).collect(), 0.0);
+            let wait = |k: Pos| {
+                ix.launch_api(k)
+                    .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)
+            };
+            ph.queued_to_submitted = analysis::excess(
+                wait(p),
+                peers.iter().filter_map(|&k| wait(k)).collect(),
+                0.0,
+            );
             ph.submitted_to_start = 0.0;
         }
         let mut host_causes = Vec::new();
@@ -1412,7 +1534,11 @@ impl<'a> Graph<'a> {
     /// The predecessor whose completion let `p` proceed.
     fn gating_edge(&self, p: Pos) -> Option<E> {
         self.incoming(p).into_iter().max_by(|a, b| {
-            (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(self.effective(b), strength(b.ev), self.ix.rid(b.src)))
+            (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(
+                self.effective(b),
+                strength(b.ev),
+                self.ix.rid(b.src),
+            ))
         })
     }
 
@@ -1427,11 +1553,17 @@ impl<'a> Graph<'a> {
             if cur != p && self.missing_at.contains_key(&cur) {
                 return (Some(cur), kinds, true);
             }
-            let Some(e) = self.gating_edge(cur) else { return (None, kinds, false) };
+            let Some(e) = self.gating_edge(cur) else {
+                return (None, kinds, false);
+            };
             kinds.push(e.kind);
             cur = e.src;
             match ix.rec(cur) {
-                Record::CudaEvent { .. } | Record::Sync { sync_type: SyncType::StreamWaitEvent, .. } => continue,
+                Record::CudaEvent { .. }
+                | Record::Sync {
+                    sync_type: SyncType::StreamWaitEvent,
+                    ..
+                } => continue,
                 _ => return (Some(cur), kinds, false),
             }
         }
@@ -1459,8 +1591,15 @@ impl<'a> Graph<'a> {
         } else if first == Some(EdgeType::Launch) || first.is_none() {
             // Started as soon as it was launched: the host decided its timing.
             return match ix.launch_api(p) {
-                Some(a) => self.host_structural(a).into_iter().map(|(l, x)| (l, x * v.max(1.0))).collect(),
-                None => vec![(CauseLabel::StreamBacklog, v * 0.5), (CauseLabel::EventWait, v * 0.5)],
+                Some(a) => self
+                    .host_structural(a)
+                    .into_iter()
+                    .map(|(l, x)| (l, x * v.max(1.0)))
+                    .collect(),
+                None => vec![
+                    (CauseLabel::StreamBacklog, v * 0.5),
+                    (CauseLabel::EventWait, v * 0.5),
+                ],
             };
         } else if self.is_fenced_copy(p) {
             CauseLabel::ImplicitSync
@@ -1470,7 +1609,11 @@ impl<'a> Graph<'a> {
         let mut out = vec![(base, v)];
         if self.missing_at.contains_key(&p) || lost {
             // The gate is behind a lost record: its kind is a guess.
-            let alt = if base == CauseLabel::EventWait { CauseLabel::StreamBacklog } else { CauseLabel::EventWait };
+            let alt = if base == CauseLabel::EventWait {
+                CauseLabel::StreamBacklog
+            } else {
+                CauseLabel::EventWait
+            };
             out.push((alt, v * 0.4));
         }
         // A gate that was itself late for a reason of its own passes that reason on.
@@ -1514,7 +1657,10 @@ impl<'a> Graph<'a> {
             (CauseLabel::CpuDeschedule, st.desched_ns),
             (CauseLabel::HostPageFault, st.fault_ns),
             (CauseLabel::HandoffQueueing, wait),
-            (CauseLabel::HostCompute, (in_task - st.desched_ns - st.fault_ns).max(0.0)),
+            (
+                CauseLabel::HostCompute,
+                (in_task - st.desched_ns - st.fault_ns).max(0.0),
+            ),
         ];
         v.retain(|x| x.1 > 0.0);
         let total: f64 = v.iter().map(|x| x.1).sum();
@@ -1535,10 +1681,14 @@ impl<'a> Graph<'a> {
         if !significant(v, typical) {
             // Nothing is late against its peers: explain the op's timing by what
             // gated it, and keep `none` as the close alternative.
-            let mut out: Vec<(CauseLabel, f64)> =
-                self.gating_causes(p, 1.0, depth).into_iter().map(|(l, x)| (l, 0.6 * x)).collect();
+            let mut out: Vec<(CauseLabel, f64)> = self
+                .gating_causes(p, 1.0, depth)
+                .into_iter()
+                .map(|(l, x)| (l, 0.6 * x))
+                .collect();
             out.push((CauseLabel::None, 0.45));
-            return (out, ph, peers.len());
+            // Not late: no lateness to split.
+            return (out, Phases::default(), peers.len());
         }
         let mut out: Vec<(CauseLabel, f64)> = Vec::new();
         match d {
@@ -1548,12 +1698,22 @@ impl<'a> Graph<'a> {
                 let (q, s, st, _) = r.device_times().expect("device op");
                 let from = if s > 0 { s } else { q };
                 if is_copy {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| matches!(o, Record::Memcpy { .. }));
-                    out.push((CauseLabel::PcieContention, v * if o > 0.0 { 1.0 } else { 0.5 }));
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
+                        matches!(o, Record::Memcpy { .. })
+                    });
+                    out.push((
+                        CauseLabel::PcieContention,
+                        v * if o > 0.0 { 1.0 } else { 0.5 },
+                    ));
                     out.push((CauseLabel::SlowCopy, v * if o > 0.0 { 0.2 } else { 0.4 }));
                 } else {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| matches!(o, Record::Kernel { .. }));
-                    out.push((CauseLabel::OccupancyPressure, v * if o > 0.0 { 1.0 } else { 0.6 }));
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
+                        matches!(o, Record::Kernel { .. })
+                    });
+                    out.push((
+                        CauseLabel::OccupancyPressure,
+                        v * if o > 0.0 { 1.0 } else { 0.6 },
+                    ));
                     out.push((CauseLabel::StreamBacklog, v * 0.3));
                 }
             }
@@ -1613,8 +1773,7 @@ impl<'a> Graph<'a> {
         let gating = self.incoming_of(host_call, EdgeType::Sync);
         match gating {
             Some(e) if depth < 2 && ix.rec(e.src).is_device_op() => {
-                let (v, ph, n) =
-                    self.causes(e.src, depth + 1);
+                let (v, ph, n) = self.causes(e.src, depth + 1);
                 (v, ph, n)
             }
             Some(_) => (

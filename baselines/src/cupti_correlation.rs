@@ -82,8 +82,11 @@ pub(crate) fn device_phase_diagnosis(
     };
     let pe = peers.of(ix, op);
     let typical = analysis::typical_latency(ix, &pe);
-    let ph = analysis::device_excess(ix, &pe, op);
+    let mut ph = analysis::device_excess(ix, &pe, op);
     let causes = analysis::device_phase_causes(ix, op, &ph, typical);
+    if causes.first().is_some_and(|c| c.0 == CauseLabel::None) {
+        ph = Default::default();
+    }
     let api = ix.launch_api(op);
     let mut path = Vec::new();
     if causes

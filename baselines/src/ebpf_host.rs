@@ -289,7 +289,8 @@ impl Profiler for EbpfHost {
             ];
             causes.retain(|c| significant(c.1, 0.0));
             let host = gap_x + wait_x;
-            if causes.is_empty() {
+            let late = !causes.is_empty();
+            if !late {
                 causes = vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)];
             }
             let mut path = Vec::new();
@@ -316,7 +317,11 @@ impl Profiler for EbpfHost {
                 causes: ranked(causes),
                 critical_path: path,
                 phases: Phases {
-                    host_enqueue: host.max(st.desched_ns + st.fault_ns),
+                    host_enqueue: if late {
+                        host.max(st.desched_ns + st.fault_ns)
+                    } else {
+                        0.0
+                    },
                     ..Phases::default()
                 },
                 complete: true,

@@ -187,6 +187,7 @@ impl Profiler for TimestampJoin {
             let is_copy = matches!(ix.rec(p), Record::Memcpy { .. });
             let (d, v) = analysis::dominant(&ph);
             if !significant(v, typical) {
+                ph = Phases::default();
                 causes.push((CauseLabel::None, 1.0));
                 causes.push((CauseLabel::HostCompute, 0.2));
             } else {

@@ -219,8 +219,17 @@ fn launch_kernel_ex_is_a_launch_hta_271() {
         // No fake device delay: nothing is late, so `none` leads or (causal-graph,
         // which also explains timing by its gate) follows the host-side cause.
         let c = &e.diagnoses[0].causes;
-        assert!(c.iter().take(2).any(|x| x.label == CauseLabel::None), "{n}: {c:?}");
-        assert!(!matches!(c[0].label, CauseLabel::StreamBacklog | CauseLabel::OccupancyPressure), "{n}: {c:?}");
+        assert!(
+            c.iter().take(2).any(|x| x.label == CauseLabel::None),
+            "{n}: {c:?}"
+        );
+        assert!(
+            !matches!(
+                c[0].label,
+                CauseLabel::StreamBacklog | CauseLabel::OccupancyPressure
+            ),
+            "{n}: {c:?}"
+        );
     }
     let e = run("timestamp-join", &v);
     for l in &ops {
@@ -513,7 +522,12 @@ fn causal_graph_tells_late_launch_from_device_queueing() {
         let d = &e.diagnoses[0];
         if want == CauseLabel::None {
             // Nothing late vs peers: the timing is explained by its gate, `none` close behind.
-            assert_eq!(d.causes[1].label, CauseLabel::None, "{variant}: {:?}", d.causes);
+            assert_eq!(
+                d.causes[1].label,
+                CauseLabel::None,
+                "{variant}: {:?}",
+                d.causes
+            );
         } else {
             assert_eq!(d.causes[0].label, want, "{variant}: {:?}", d.causes);
         }
