@@ -12,7 +12,9 @@ fn bench(c: &mut Criterion) {
         let sc = generator::sim::launch_bound_scenario(ops);
         let be = SimBackend::default();
         g.throughput(Throughput::Elements(ops as u64));
-        g.bench_function(format!("record_{ops}_ops"), |b| b.iter(|| be.record(&sc, 0).expect("records")));
+        g.bench_function(format!("record_{ops}_ops"), |b| {
+            b.iter(|| be.record(&sc, 0).expect("records"))
+        });
     }
     g.finish();
 }

@@ -10,29 +10,58 @@ use ground_truth::Scenario;
 use std::collections::HashMap;
 
 /// Builds the symptom for `node` (injected run) given the same node in the twin.
-pub fn symptom(sc: &Scenario, truth: &GroundTruth, trace: &[Record], node: NodeId, twin: &Node) -> Result<Symptom, String> {
+pub fn symptom(
+    sc: &Scenario,
+    truth: &GroundTruth,
+    trace: &[Record],
+    node: NodeId,
+    twin: &Node,
+) -> Result<Symptom, String> {
     let n = &truth.nodes[node as usize];
-    let by_rid: HashMap<Rid, &Record> = trace.iter().map(|r| (r.rid(), r)).collect();
+    let critical_path = truth.critical_path(node);
+    // Only the records of the symptom and of its path matter here.
+    let wanted: std::collections::HashSet<Rid> = critical_path
+        .iter()
+        .flat_map(|&p| truth.nodes[p as usize].rids.iter().copied())
+        .collect();
+    let by_rid: HashMap<Rid, &Record> = trace
+        .iter()
+        .filter(|r| wanted.contains(&r.rid()))
+        .map(|r| (r.rid(), r))
+        .collect();
     let primary = n
         .rids
         .iter()
         .copied()
-        .find(|r| by_rid.get(r).is_some_and(|rec| rec.is_device_op() || matches!(rec, Record::Sync { .. })))
-        .ok_or_else(|| format!("the symptom `{}` has no device or sync record (was it the lost record?)", sc.symptom.step))?;
+        .find(|r| {
+            by_rid
+                .get(r)
+                .is_some_and(|rec| rec.is_device_op() || matches!(rec, Record::Sync { .. }))
+        })
+        .ok_or_else(|| {
+            format!(
+                "the symptom `{}` has no device or sync record (was it the lost record?)",
+                sc.symptom.step
+            )
+        })?;
     let phases = phase_delta(n, twin);
     let lateness_ns = n.end as f64 - twin.end as f64;
-    let critical_path = truth.critical_path(node);
     let kept = |collectors: Collectors, mode: Mode, id: NodeId| {
-        truth.nodes[id as usize]
-            .rids
-            .iter()
-            .any(|r| by_rid.get(r).is_some_and(|rec| ViewSpec::keeps(collectors, mode, rec)))
+        truth.nodes[id as usize].rids.iter().any(|r| {
+            by_rid
+                .get(r)
+                .is_some_and(|rec| ViewSpec::keeps(collectors, mode, rec))
+        })
     };
     let mut boundaries = Vec::new();
     for collectors in Collectors::ALL {
         for mode in [Mode::Instrumented, Mode::Closed] {
             let edge = truth.first_unresolved(&critical_path, |id| kept(collectors, mode, id));
-            boundaries.push(Boundary { collectors, mode, edge });
+            boundaries.push(Boundary {
+                collectors,
+                mode,
+                edge,
+            });
         }
     }
     let answer = match sc.symptom.question {
@@ -80,8 +109,14 @@ pub fn phase_delta(n: &Node, twin: &Node) -> Phases {
     match n.kind {
         NodeKind::Kernel | NodeKind::Memcpy | NodeKind::Memset | NodeKind::GraphNode => Phases {
             host_enqueue: d(n.queued, twin.queued),
-            queued_to_submitted: d(n.submitted - n.queued.min(n.submitted), twin.submitted - twin.queued.min(twin.submitted)),
-            submitted_to_start: d(n.start - n.submitted.min(n.start), twin.start - twin.submitted.min(twin.start)),
+            queued_to_submitted: d(
+                n.submitted - n.queued.min(n.submitted),
+                twin.submitted - twin.queued.min(twin.submitted),
+            ),
+            submitted_to_start: d(
+                n.start - n.submitted.min(n.start),
+                twin.start - twin.submitted.min(twin.start),
+            ),
             execution: d(n.end - n.start, twin.end - twin.start),
         },
         _ => Phases {

@@ -29,10 +29,29 @@ pub struct RunBuilder {
 
 impl RunBuilder {
     pub fn new(keep_records: bool) -> Self {
-        RunBuilder { keep_records, ..Default::default() }
+        RunBuilder {
+            keep_records,
+            ..Default::default()
+        }
     }
 
-    pub fn node(&mut self, kind: NodeKind, name: impl Into<String>, info: NodeInfo, start: Ns, end: Ns) -> NodeId {
+    /// Reserves room for about `ops` scenario operations (saves regrowing huge vectors).
+    pub fn reserve(&mut self, ops: usize) {
+        self.truth.nodes.reserve(ops * 2 + 16);
+        self.truth.edges.reserve(ops * 3 + 16);
+        if self.keep_records {
+            self.trace.reserve(ops * 4 + 16);
+        }
+    }
+
+    pub fn node(
+        &mut self,
+        kind: NodeKind,
+        name: impl Into<String>,
+        info: NodeInfo,
+        start: Ns,
+        end: Ns,
+    ) -> NodeId {
         let id = self.truth.nodes.len() as NodeId;
         self.truth.nodes.push(Node {
             id,
@@ -67,7 +86,11 @@ impl RunBuilder {
     }
 
     /// Adds a record observing `owner` (or no node). `make` receives the rid.
-    pub fn record(&mut self, owner: Option<NodeId>, make: impl FnOnce(Rid) -> Record) -> Option<Rid> {
+    pub fn record(
+        &mut self,
+        owner: Option<NodeId>,
+        make: impl FnOnce(Rid) -> Record,
+    ) -> Option<Rid> {
         if !self.keep_records {
             return None;
         }
@@ -94,7 +117,27 @@ impl RunBuilder {
         for rec in &mut self.trace {
             set_rid(rec, perm(rec.rid()));
         }
-        self.trace.sort_by_key(|r| (r.interval().0, r.rid()));
+        // Rids are unique, so the unstable sort is deterministic.
+        let mut order: Vec<(u64, u64, u32)> = self
+            .trace
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.interval().0, r.rid(), i as u32))
+            .collect();
+        order.sort_unstable();
+        // Apply the permutation in place, cycle by cycle: no second copy of a huge trace.
+        let mut src: Vec<u32> = order.iter().map(|&(_, _, i)| i).collect();
+        drop(order);
+        for start in 0..src.len() {
+            let mut cur = start;
+            while src[cur] as usize != start && src[cur] != u32::MAX {
+                let next = src[cur] as usize;
+                self.trace.swap(cur, next);
+                src[cur] = u32::MAX;
+                cur = next;
+            }
+            src[cur] = u32::MAX;
+        }
         (self.truth, self.trace)
     }
 }
@@ -116,23 +159,24 @@ fn set_rid(rec: &mut Record, new: Rid) {
     }
 }
 
-/// A keyed permutation of [0, n) shifted to start at 1: a 4-round Feistel network
-/// on the next power of two, cycle-walked back into range.
+/// A keyed permutation of [0, n) shifted to start at 1: two rounds of
+/// multiply-by-odd and xorshift (each a bijection modulo a power of two),
+/// cycle-walked back into range. Cheap, and consecutive inputs land far apart.
 pub fn scramble(r: Rid, n: u64, key: u64) -> Rid {
-    let bits = (64 - n.max(4).saturating_sub(1).leading_zeros()).max(2);
-    let bits = bits + (bits & 1); // even, so the halves are equal
-    let half = bits / 2;
-    let mask = (1u64 << half) - 1;
+    let bits = 64 - n.max(2).saturating_sub(1).leading_zeros();
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let half = bits.div_ceil(2);
+    let (k1, k2) = (crate::mix(key) & mask, crate::mix(key ^ 0xA5A5) & mask);
     let mut x = r;
     loop {
-        let (mut l, mut rr) = (x >> half, x & mask);
-        for round in 0..4u64 {
-            let f = crate::mix(rr ^ key.rotate_left(round as u32 * 16) ^ round) & mask;
-            let t = l ^ f;
-            l = rr;
-            rr = t;
-        }
-        x = (l << half) | rr;
+        x = (x ^ k1).wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask;
+        x ^= x >> half;
+        x = (x ^ k2).wrapping_mul(0xD6E8_FEB8_6659_FD93) & mask;
+        x ^= x >> half;
         if x < n {
             return x + 1;
         }

@@ -23,24 +23,65 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             launch: LaunchApi::Runtime,
             call_site: None
         }),
-        (stream.clone(), 1u64..(64 << 20), any::<bool>()).prop_map(|(stream, bytes, pageable)| Step::Copy {
+        (stream.clone(), 1u64..(64 << 20), any::<bool>()).prop_map(|(stream, bytes, pageable)| {
+            Step::Copy {
+                id: None,
+                stream,
+                direction: CopyDirection::H2d,
+                bytes,
+                memory: if pageable {
+                    HostMemory::Pageable
+                } else {
+                    HostMemory::Pinned
+                },
+                call_site: None,
+            }
+        }),
+        stream.clone().prop_map(|stream| Step::Memset {
             id: None,
             stream,
-            direction: CopyDirection::H2d,
-            bytes,
-            memory: if pageable { HostMemory::Pageable } else { HostMemory::Pinned },
-            call_site: None
+            bytes: 4096
         }),
-        stream.clone().prop_map(|stream| Step::Memset { id: None, stream, bytes: 4096 }),
-        stream.clone().prop_map(|stream| Step::EventRecord { id: None, event: "e".into(), stream }),
-        stream.clone().prop_map(|stream| Step::StreamWait { id: None, stream, event: "e".into() }),
-        stream.clone().prop_map(|stream| Step::GraphLaunch { id: None, graph: "g".into(), stream }),
-        stream.clone().prop_map(|s| Step::Sync { id: None, target: SyncTarget::Stream, stream: Some(s), event: None }),
-        Just(Step::Sync { id: None, target: SyncTarget::Device, stream: None, event: None }),
-        (0.0f64..100.0).prop_map(|d| Step::HostWork { id: None, duration_us: d }),
+        stream.clone().prop_map(|stream| Step::EventRecord {
+            id: None,
+            event: "e".into(),
+            stream
+        }),
+        stream.clone().prop_map(|stream| Step::StreamWait {
+            id: None,
+            stream,
+            event: "e".into()
+        }),
+        stream.clone().prop_map(|stream| Step::GraphLaunch {
+            id: None,
+            graph: "g".into(),
+            stream
+        }),
+        stream.clone().prop_map(|s| Step::Sync {
+            id: None,
+            target: SyncTarget::Stream,
+            stream: Some(s),
+            event: None
+        }),
+        Just(Step::Sync {
+            id: None,
+            target: SyncTarget::Device,
+            stream: None,
+            event: None
+        }),
+        (0.0f64..100.0).prop_map(|d| Step::HostWork {
+            id: None,
+            duration_us: d
+        }),
         Just(Step::Handoff { queue: "q".into() }),
-        Just(Step::Recreate { object: ObjectKind::Event, name: "e".into() }),
-        Just(Step::Recreate { object: ObjectKind::Stream, name: "s1".into() }),
+        Just(Step::Recreate {
+            object: ObjectKind::Event,
+            name: "e".into()
+        }),
+        Just(Step::Recreate {
+            object: ObjectKind::Stream,
+            name: "s1".into()
+        }),
     ]
 }
 
@@ -57,8 +98,14 @@ fn injection_strategy() -> impl Strategy<Value = Option<InjectionKind>> {
 }
 
 fn scenario_strategy() -> impl Strategy<Value = Scenario> {
-    (prop::collection::vec(step_strategy(), 0..25), 1u32..4, injection_strategy(), 0.0f64..3000.0, any::<u64>()).prop_map(
-        |(mut steps, requests, inj, mag, seed)| {
+    (
+        prop::collection::vec(step_strategy(), 0..25),
+        1u32..4,
+        injection_strategy(),
+        0.0f64..3000.0,
+        any::<u64>(),
+    )
+        .prop_map(|(mut steps, requests, inj, mag, seed)| {
             // The symptom: a kernel with an id, somewhere in the program.
             let at = (seed as usize) % (steps.len() + 1);
             steps.insert(
@@ -85,17 +132,49 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                 mode: Mode::Instrumented,
                 seed,
                 repetitions: 1,
-                threads: vec![ThreadDecl { name: "main".into(), count: 1 }, ThreadDecl { name: "pool".into(), count: 3 }],
-                queues: vec![QueueDecl { name: "q".into(), kind: QueueKind::ThreadPool, consumer: "pool".into(), randomized: true }],
-                streams: ["s0", "s1", "s2"].iter().map(|s| StreamDecl { name: s.to_string(), priority: 0 }).collect(),
+                threads: vec![
+                    ThreadDecl {
+                        name: "main".into(),
+                        count: 1,
+                    },
+                    ThreadDecl {
+                        name: "pool".into(),
+                        count: 3,
+                    },
+                ],
+                queues: vec![QueueDecl {
+                    name: "q".into(),
+                    kind: QueueKind::ThreadPool,
+                    consumer: "pool".into(),
+                    randomized: true,
+                }],
+                streams: ["s0", "s1", "s2"]
+                    .iter()
+                    .map(|s| StreamDecl {
+                        name: s.to_string(),
+                        priority: 0,
+                    })
+                    .collect(),
                 events: vec![EventDecl { name: "e".into() }],
                 graphs: vec![GraphDecl {
                     name: "g".into(),
                     build: GraphBuild::Captured,
                     nodes: vec![
-                        GraphNodeDecl { id: "a".into(), kernel: spec(50.0), after: vec![] },
-                        GraphNodeDecl { id: "b".into(), kernel: spec(20.0), after: vec!["a".into()] },
-                        GraphNodeDecl { id: "c".into(), kernel: spec(20.0), after: vec!["a".into()] },
+                        GraphNodeDecl {
+                            id: "a".into(),
+                            kernel: spec(50.0),
+                            after: vec![],
+                        },
+                        GraphNodeDecl {
+                            id: "b".into(),
+                            kernel: spec(20.0),
+                            after: vec!["a".into()],
+                        },
+                        GraphNodeDecl {
+                            id: "c".into(),
+                            kernel: spec(20.0),
+                            after: vec!["a".into()],
+                        },
                     ],
                 }],
                 programs: vec![Program {
@@ -106,15 +185,33 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                     offset_us: 0.0,
                     steps,
                 }],
-                injection: inj.map(|kind| Injection { kind, target: "target".into(), program: None, request: 0, magnitude_us: mag }),
-                symptom: SymptomDecl { step: "target".into(), graph_node: None, program: None, request: 0, question: Default::default(), answer: None },
+                injection: inj.map(|kind| Injection {
+                    kind,
+                    target: "target".into(),
+                    program: None,
+                    request: 0,
+                    magnitude_us: mag,
+                }),
+                symptom: SymptomDecl {
+                    step: "target".into(),
+                    graph_node: None,
+                    program: None,
+                    request: 0,
+                    question: Default::default(),
+                    answer: None,
+                },
             }
-        },
-    )
+        })
 }
 
 fn spec(d: f64) -> KernelSpec {
-    KernelSpec { name: "gk".into(), kind: KernelKind::Spin, duration_us: d, grid: 32, block: 128 }
+    KernelSpec {
+        name: "gk".into(),
+        kind: KernelKind::Spin,
+        duration_us: d,
+        grid: 32,
+        block: 128,
+    }
 }
 
 proptest! {
@@ -143,6 +240,8 @@ proptest! {
             }
             prop_assert!(u.end <= v.start.max(v.submitted), "FIFO {:?} -> {:?}", u, v);
         }
+        // The trace is ordered by time, as merged recorder buffers are.
+        prop_assert!(b.trace.windows(2).all(|w| w[0].interval().0 <= w[1].interval().0));
         // The bundle validates against its own reader.
         let bytes = serde_json::to_vec(&b).unwrap();
         ground_truth::Bundle::parse(std::path::Path::new("generated.json"), &bytes).expect("valid bundle");

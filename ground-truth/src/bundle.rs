@@ -52,7 +52,10 @@ pub struct Bundle {
 impl Bundle {
     /// A stable id for file names: `scenario.rN`.
     pub fn id(&self) -> String {
-        format!("{}.r{}", self.manifest.scenario.name, self.manifest.repetition)
+        format!(
+            "{}.r{}",
+            self.manifest.scenario.name, self.manifest.repetition
+        )
     }
 
     pub fn truth(&self) -> &GroundTruth {

@@ -31,11 +31,16 @@ pub enum NodeKind {
 impl NodeKind {
     /// Device-side operations: each has exactly one `launch` parent.
     pub fn is_device_op(self) -> bool {
-        matches!(self, NodeKind::Kernel | NodeKind::Memcpy | NodeKind::Memset | NodeKind::GraphNode)
+        matches!(
+            self,
+            NodeKind::Kernel | NodeKind::Memcpy | NodeKind::Memset | NodeKind::GraphNode
+        )
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeType {
     /// API call → device activity it created.
@@ -145,7 +150,12 @@ pub struct Phases {
 
 impl Phases {
     pub fn as_array(&self) -> [f64; 4] {
-        [self.host_enqueue, self.queued_to_submitted, self.submitted_to_start, self.execution]
+        [
+            self.host_enqueue,
+            self.queued_to_submitted,
+            self.submitted_to_start,
+            self.execution,
+        ]
     }
     pub fn total(&self) -> f64 {
         self.as_array().iter().sum()
@@ -268,12 +278,21 @@ impl GroundTruth {
     }
 
     /// The first unresolved boundary of `path` given which nodes a view shows.
-    pub fn first_unresolved(&self, path: &[NodeId], visible: impl Fn(NodeId) -> bool) -> Option<Edge> {
-        let preds = self.predecessors();
+    pub fn first_unresolved(
+        &self,
+        path: &[NodeId],
+        visible: impl Fn(NodeId) -> bool,
+    ) -> Option<Edge> {
         for w in path.windows(2).rev() {
             let (src, dst) = (w[0], w[1]);
             if !visible(src) {
-                let kind = preds[dst as usize].iter().find(|(p, _)| *p == src).map(|(_, k)| *k)?;
+                // Of several edges between the two, the one that gated (as in `critical_path`).
+                let kind = self
+                    .edges
+                    .iter()
+                    .filter(|e| e.src == src && e.dst == dst)
+                    .max_by_key(|e| self.gating_time(src, dst, e.kind))
+                    .map(|e| e.kind)?;
                 return Some(Edge { src, dst, kind });
             }
         }

@@ -40,7 +40,12 @@ impl std::error::Error for FormatError {}
 
 impl FormatError {
     pub fn new(file: &Path, path: impl Into<String>, message: impl Into<String>) -> Self {
-        FormatError { file: file.to_path_buf(), path: path.into(), line: None, message: message.into() }
+        FormatError {
+            file: file.to_path_buf(),
+            path: path.into(),
+            line: None,
+            message: message.into(),
+        }
     }
 }
 
@@ -60,7 +65,11 @@ pub trait Readable: DeserializeOwned + Serialize {
 
     /// Parses bytes as if they came from `file`.
     fn parse(file: &Path, bytes: &[u8]) -> Result<Self, FormatError> {
-        let value: Self = if is_yaml(file) { from_yaml(file, bytes)? } else { from_json(file, bytes)? };
+        let value: Self = if is_yaml(file) {
+            from_yaml(file, bytes)?
+        } else {
+            from_json(file, bytes)?
+        };
         if let Some((path, message)) = value.problems().into_iter().next() {
             return Err(FormatError::new(file, format!(".{path}"), message));
         }
@@ -74,12 +83,21 @@ pub trait Readable: DeserializeOwned + Serialize {
 }
 
 fn is_yaml(file: &Path) -> bool {
-    matches!(file.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+    matches!(
+        file.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
 }
 
 fn json_path(p: &serde_path_to_error::Path) -> String {
     let s = p.to_string();
-    if s == "." || s == "?" { String::new() } else if s.starts_with('[') { s } else { format!(".{s}") }
+    if s == "." || s == "?" {
+        String::new()
+    } else if s.starts_with('[') {
+        s
+    } else {
+        format!(".{s}")
+    }
 }
 
 /// Deserializes JSON, reporting the JSON path and line of the first error.
@@ -88,25 +106,39 @@ pub fn from_json<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, Fo
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = json_path(e.path());
         let inner = e.into_inner();
-        let line = (inner.line() > 0).then(|| format!("line {}, column {}", inner.line(), inner.column()));
-        FormatError { file: file.to_path_buf(), path, line, message: strip_position(&inner.to_string()) }
+        let line =
+            (inner.line() > 0).then(|| format!("line {}, column {}", inner.line(), inner.column()));
+        FormatError {
+            file: file.to_path_buf(),
+            path,
+            line,
+            message: strip_position(&inner.to_string()),
+        }
     })
 }
 
 /// Deserializes YAML, reporting the path and line of the first error.
 pub fn from_yaml<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, FormatError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| FormatError::new(file, "", format!("not UTF-8 text: {e}")))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| FormatError::new(file, "", format!("not UTF-8 text: {e}")))?;
     let de = serde_norway::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = json_path(e.path());
         let inner = e.into_inner();
-        let line = inner.location().map(|l| format!("line {}, column {}", l.line(), l.column()));
+        let line = inner
+            .location()
+            .map(|l| format!("line {}, column {}", l.line(), l.column()));
         let mut message = strip_position(&inner.to_string());
         // The YAML parser prefixes its own path; we report the path separately.
         if let Some(rest) = message.strip_prefix(&format!("{}: ", path.trim_start_matches('.'))) {
             message = rest.to_string();
         }
-        FormatError { file: file.to_path_buf(), path, line, message }
+        FormatError {
+            file: file.to_path_buf(),
+            path,
+            line,
+            message,
+        }
     })
 }
 
@@ -143,25 +175,43 @@ pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn version_problem(v: u32) -> Option<(String, String)> {
-    (v != SCHEMA_VERSION).then(|| ("schema_version".into(), format!("expected schema_version {SCHEMA_VERSION}, found {v}")))
+    (v != SCHEMA_VERSION).then(|| {
+        (
+            "schema_version".into(),
+            format!("expected schema_version {SCHEMA_VERSION}, found {v}"),
+        )
+    })
 }
 
 impl Readable for Scenario {
     const WHAT: &'static str = "scenario";
     fn problems(&self) -> Vec<(String, String)> {
-        self.check().into_iter().map(|p| (p.path, p.message)).collect()
+        self.check()
+            .into_iter()
+            .map(|p| (p.path, p.message))
+            .collect()
     }
 }
 
 impl Readable for Bundle {
     const WHAT: &'static str = "run bundle";
     fn problems(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = version_problem(self.schema_version).into_iter().collect();
-        out.extend(self.manifest.scenario.check().into_iter().map(|p| (format!("manifest.scenario.{}", p.path), p.message)));
+        let mut out: Vec<(String, String)> =
+            version_problem(self.schema_version).into_iter().collect();
+        out.extend(
+            self.manifest
+                .scenario
+                .check()
+                .into_iter()
+                .map(|p| (format!("manifest.scenario.{}", p.path), p.message)),
+        );
         let mut rids = HashSet::with_capacity(self.trace.len());
         for (i, r) in self.trace.iter().enumerate() {
             if !rids.insert(r.rid()) {
-                out.push((format!("trace[{i}].rid"), format!("duplicate rid {}", r.rid())));
+                out.push((
+                    format!("trace[{i}].rid"),
+                    format!("duplicate rid {}", r.rid()),
+                ));
                 return out;
             }
         }
@@ -176,7 +226,13 @@ fn truth_problems(gt: &crate::GroundTruth, trace_rids: &HashSet<u64>) -> Vec<(St
     let n = gt.nodes.len();
     for (i, node) in gt.nodes.iter().enumerate() {
         if node.id as usize != i {
-            out.push((format!("ground_truth.nodes[{i}].id"), format!("expected node id {i} (ids are positions), found {}", node.id)));
+            out.push((
+                format!("ground_truth.nodes[{i}].id"),
+                format!(
+                    "expected node id {i} (ids are positions), found {}",
+                    node.id
+                ),
+            ));
             return out;
         }
         for (j, r) in node.rids.iter().enumerate() {
@@ -187,13 +243,19 @@ fn truth_problems(gt: &crate::GroundTruth, trace_rids: &HashSet<u64>) -> Vec<(St
     for (i, e) in gt.edges.iter().enumerate() {
         for (end, id) in [("src", e.src), ("dst", e.dst)] {
             if id as usize >= n {
-                out.push((format!("ground_truth.edges[{i}].{end}"), format!("dangling reference to node {id} (there are {n} nodes)")));
+                out.push((
+                    format!("ground_truth.edges[{i}].{end}"),
+                    format!("dangling reference to node {id} (there are {n} nodes)"),
+                ));
                 return out;
             }
         }
     }
     if let Some(cycle_at) = find_cycle(n, &gt.edges) {
-        out.push(("ground_truth.edges".into(), format!("the graph has a cycle through node {cycle_at}")));
+        out.push((
+            "ground_truth.edges".into(),
+            format!("the graph has a cycle through node {cycle_at}"),
+        ));
         return out;
     }
     let mut launch_parents = vec![0u32; n];
@@ -206,19 +268,31 @@ fn truth_problems(gt: &crate::GroundTruth, trace_rids: &HashSet<u64>) -> Vec<(St
         if node.kind.is_device_op() && launch_parents[i] != 1 {
             out.push((
                 format!("ground_truth.nodes[{i}]"),
-                format!("device op must have exactly one launch parent, found {}", launch_parents[i]),
+                format!(
+                    "device op must have exactly one launch parent, found {}",
+                    launch_parents[i]
+                ),
             ));
         }
         if node.kind == NodeKind::Request && launch_parents[i] != 0 {
-            out.push((format!("ground_truth.nodes[{i}]"), "a request cannot be launched".into()));
+            out.push((
+                format!("ground_truth.nodes[{i}]"),
+                "a request cannot be launched".into(),
+            ));
         }
     }
     for (i, s) in gt.symptoms.iter().enumerate() {
         if s.node as usize >= n {
-            out.push((format!("ground_truth.symptoms[{i}].node"), format!("dangling reference to node {}", s.node)));
+            out.push((
+                format!("ground_truth.symptoms[{i}].node"),
+                format!("dangling reference to node {}", s.node),
+            ));
         }
         if let Some(bad) = s.critical_path.iter().find(|&&p| p as usize >= n) {
-            out.push((format!("ground_truth.symptoms[{i}].critical_path"), format!("dangling reference to node {bad}")));
+            out.push((
+                format!("ground_truth.symptoms[{i}].critical_path"),
+                format!("dangling reference to node {bad}"),
+            ));
         }
     }
     out
@@ -261,21 +335,31 @@ pub fn find_cycle(n: usize, edges: &[crate::Edge]) -> Option<u32> {
 impl Readable for TraceView {
     const WHAT: &'static str = "trace view";
     fn problems(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = version_problem(self.schema_version).into_iter().collect();
+        let mut out: Vec<(String, String)> =
+            version_problem(self.schema_version).into_iter().collect();
         let mut rids = HashSet::with_capacity(self.records.len());
         for (i, r) in self.records.iter().enumerate() {
             if !rids.insert(r.rid()) {
-                out.push((format!("records[{i}].rid"), format!("duplicate rid {}", r.rid())));
+                out.push((
+                    format!("records[{i}].rid"),
+                    format!("duplicate rid {}", r.rid()),
+                ));
                 return out;
             }
         }
         let mut ids = HashSet::new();
         for (i, q) in self.queries.iter().enumerate() {
             if !ids.insert(&q.id) {
-                out.push((format!("queries[{i}].id"), format!("duplicate query id `{}`", q.id)));
+                out.push((
+                    format!("queries[{i}].id"),
+                    format!("duplicate query id `{}`", q.id),
+                ));
             }
             if !rids.contains(&q.rid) {
-                out.push((format!("queries[{i}].rid"), format!("rid {} is not a record of this view", q.rid)));
+                out.push((
+                    format!("queries[{i}].rid"),
+                    format!("rid {} is not a record of this view", q.rid),
+                ));
             }
         }
         out
@@ -285,20 +369,30 @@ impl Readable for TraceView {
 impl Readable for Explanation {
     const WHAT: &'static str = "explanation";
     fn problems(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = version_problem(self.schema_version).into_iter().collect();
+        let mut out: Vec<(String, String)> =
+            version_problem(self.schema_version).into_iter().collect();
         for (i, e) in self.edges.iter().enumerate() {
             if !(0.0..=1.0).contains(&e.confidence) {
-                out.push((format!("edges[{i}].confidence"), format!("expected a number in [0, 1], found {}", e.confidence)));
+                out.push((
+                    format!("edges[{i}].confidence"),
+                    format!("expected a number in [0, 1], found {}", e.confidence),
+                ));
             }
         }
         let mut queries: HashMap<&str, usize> = HashMap::new();
         for (i, d) in self.diagnoses.iter().enumerate() {
             if let Some(prev) = queries.insert(&d.query, i) {
-                out.push((format!("diagnoses[{i}].query"), format!("query `{}` already answered by diagnoses[{prev}]", d.query)));
+                out.push((
+                    format!("diagnoses[{i}].query"),
+                    format!("query `{}` already answered by diagnoses[{prev}]", d.query),
+                ));
             }
             for (j, c) in d.causes.iter().enumerate() {
                 if !c.score.is_finite() {
-                    out.push((format!("diagnoses[{i}].causes[{j}].score"), "expected a finite number".into()));
+                    out.push((
+                        format!("diagnoses[{i}].causes[{j}].score"),
+                        "expected a finite number".into(),
+                    ));
                 }
             }
         }

@@ -6,7 +6,9 @@ use std::fmt;
 
 /// The true cause of a symptom's lateness (or, for structural questions, of the
 /// symptom's timing). Every variant of a family has a different label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseLabel {
     /// The launching host thread was descheduled (preempted) before the API call.
@@ -92,7 +94,20 @@ pub enum Question {
 
 /// Whether application identity (request tokens, external correlation, NVTX,
 /// handoff markers) is present in what a profiler sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    Default,
+    PartialOrd,
+    Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     #[default]
@@ -110,7 +125,9 @@ impl Mode {
 }
 
 /// Which collectors' records a view keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Collectors {
     /// CUPTI activity and API records only.
@@ -133,7 +150,9 @@ impl Collectors {
 }
 
 /// How a profiler knows an edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Evidence {
     /// Stated by a record's semantics (correlation id, event sync id, graph node id, token).

@@ -17,7 +17,9 @@ pub mod trace;
 pub mod view;
 
 pub use bundle::{Bundle, LossAccounting, Manifest};
-pub use explanation::{Attribution, ClaimedEdge, Diagnosis, Explanation, ExplanationMeta, RankedCause};
+pub use explanation::{
+    Attribution, ClaimedEdge, Diagnosis, Explanation, ExplanationMeta, RankedCause,
+};
 pub use graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind, Phases, Symptom};
 pub use io::{FormatError, Readable};
 pub use labels::{CauseLabel, Collectors, Evidence, Mode, Question};

@@ -195,7 +195,9 @@ pub enum Step {
         duration_us: f64,
     },
     /// Hand the request to a queue; its consumer thread continues the program.
-    Handoff { queue: String },
+    Handoff {
+        queue: String,
+    },
     Kernel {
         #[serde(default)]
         id: Option<String>,
@@ -257,10 +259,15 @@ pub enum Step {
         #[serde(default)]
         event: Option<String>,
     },
-    NvtxPush { name: String },
+    NvtxPush {
+        name: String,
+    },
     NvtxPop,
     /// Destroy and recreate an object: its raw handle repeats, its generation advances.
-    Recreate { object: ObjectKind, name: String },
+    Recreate {
+        object: ObjectKind,
+        name: String,
+    },
 }
 
 impl Step {
@@ -298,16 +305,33 @@ impl Step {
     /// The kernel a kernel step launches.
     pub fn kernel_spec(&self) -> Option<KernelSpec> {
         match self {
-            Step::Kernel { name, kind, duration_us, grid, block, .. } => {
-                Some(KernelSpec { name: name.clone(), kind: *kind, duration_us: *duration_us, grid: *grid, block: *block })
-            }
+            Step::Kernel {
+                name,
+                kind,
+                duration_us,
+                grid,
+                block,
+                ..
+            } => Some(KernelSpec {
+                name: name.clone(),
+                kind: *kind,
+                duration_us: *duration_us,
+                grid: *grid,
+                block: *block,
+            }),
             _ => None,
         }
     }
 
     /// Does the step issue a device operation (and so have a launch edge)?
     pub fn is_device_op(&self) -> bool {
-        matches!(self, Step::Kernel { .. } | Step::Copy { .. } | Step::Memset { .. } | Step::GraphLaunch { .. })
+        matches!(
+            self,
+            Step::Kernel { .. }
+                | Step::Copy { .. }
+                | Step::Memset { .. }
+                | Step::GraphLaunch { .. }
+        )
     }
 }
 
@@ -442,24 +466,64 @@ impl Scenario {
         if self.schema_version != crate::SCHEMA_VERSION {
             bad(
                 "schema_version".into(),
-                format!("expected {}, found {}", crate::SCHEMA_VERSION, self.schema_version),
+                format!(
+                    "expected {}, found {}",
+                    crate::SCHEMA_VERSION,
+                    self.schema_version
+                ),
             );
         }
-        let names = |it: &mut dyn Iterator<Item = &str>, what: &str, path: &str, bad: &mut dyn FnMut(String, String)| {
+        let names = |it: &mut dyn Iterator<Item = &str>,
+                     what: &str,
+                     path: &str,
+                     bad: &mut dyn FnMut(String, String)| {
             let mut seen = HashSet::new();
             for (i, n) in it.enumerate() {
                 if !seen.insert(n.to_string()) {
-                    bad(format!("{path}[{i}].name"), format!("duplicate {what} name `{n}`"));
+                    bad(
+                        format!("{path}[{i}].name"),
+                        format!("duplicate {what} name `{n}`"),
+                    );
                 }
             }
             seen
         };
-        let threads = names(&mut self.threads.iter().map(|t| t.name.as_str()), "thread", "threads", &mut bad);
-        let queues = names(&mut self.queues.iter().map(|t| t.name.as_str()), "queue", "queues", &mut bad);
-        let streams = names(&mut self.streams.iter().map(|t| t.name.as_str()), "stream", "streams", &mut bad);
-        let events = names(&mut self.events.iter().map(|t| t.name.as_str()), "event", "events", &mut bad);
-        let graphs = names(&mut self.graphs.iter().map(|t| t.name.as_str()), "graph", "graphs", &mut bad);
-        let programs = names(&mut self.programs.iter().map(|t| t.name.as_str()), "program", "programs", &mut bad);
+        let threads = names(
+            &mut self.threads.iter().map(|t| t.name.as_str()),
+            "thread",
+            "threads",
+            &mut bad,
+        );
+        let queues = names(
+            &mut self.queues.iter().map(|t| t.name.as_str()),
+            "queue",
+            "queues",
+            &mut bad,
+        );
+        let streams = names(
+            &mut self.streams.iter().map(|t| t.name.as_str()),
+            "stream",
+            "streams",
+            &mut bad,
+        );
+        let events = names(
+            &mut self.events.iter().map(|t| t.name.as_str()),
+            "event",
+            "events",
+            &mut bad,
+        );
+        let graphs = names(
+            &mut self.graphs.iter().map(|t| t.name.as_str()),
+            "graph",
+            "graphs",
+            &mut bad,
+        );
+        let programs = names(
+            &mut self.programs.iter().map(|t| t.name.as_str()),
+            "program",
+            "programs",
+            &mut bad,
+        );
         if self.repetitions == 0 {
             bad("repetitions".into(), "must be at least 1".into());
         }
@@ -468,19 +532,28 @@ impl Scenario {
         }
         for (i, t) in self.threads.iter().enumerate() {
             if t.count == 0 {
-                bad(format!("threads[{i}].count"), "a thread pool needs at least one thread".into());
+                bad(
+                    format!("threads[{i}].count"),
+                    "a thread pool needs at least one thread".into(),
+                );
             }
         }
         for (i, q) in self.queues.iter().enumerate() {
             if !threads.contains(&q.consumer) {
-                bad(format!("queues[{i}].consumer"), format!("no thread named `{}`", q.consumer));
+                bad(
+                    format!("queues[{i}].consumer"),
+                    format!("no thread named `{}`", q.consumer),
+                );
             }
         }
         for (gi, g) in self.graphs.iter().enumerate() {
             let mut ids: Vec<&str> = Vec::new();
             for (ni, n) in g.nodes.iter().enumerate() {
                 if ids.contains(&n.id.as_str()) {
-                    bad(format!("graphs[{gi}].nodes[{ni}].id"), format!("duplicate graph node id `{}`", n.id));
+                    bad(
+                        format!("graphs[{gi}].nodes[{ni}].id"),
+                        format!("duplicate graph node id `{}`", n.id),
+                    );
                 }
                 for (ai, a) in n.after.iter().enumerate() {
                     // Dependencies must name earlier nodes: this makes cycles impossible.
@@ -491,27 +564,46 @@ impl Scenario {
                         );
                     }
                 }
-                check_kernel(&n.kernel, &format!("graphs[{gi}].nodes[{ni}].kernel"), &mut bad);
+                check_kernel(
+                    &n.kernel,
+                    &format!("graphs[{gi}].nodes[{ni}].kernel"),
+                    &mut bad,
+                );
                 ids.push(&n.id);
             }
             if g.nodes.is_empty() {
-                bad(format!("graphs[{gi}].nodes"), "a graph needs at least one node".into());
+                bad(
+                    format!("graphs[{gi}].nodes"),
+                    "a graph needs at least one node".into(),
+                );
             }
         }
         let mut step_ids: Vec<(String, String)> = Vec::new();
         for (pi, p) in self.programs.iter().enumerate() {
             if !threads.contains(&p.start) {
-                bad(format!("programs[{pi}].start"), format!("no thread named `{}`", p.start));
+                bad(
+                    format!("programs[{pi}].start"),
+                    format!("no thread named `{}`", p.start),
+                );
             }
             if p.requests == 0 {
-                bad(format!("programs[{pi}].requests"), "must be at least 1".into());
+                bad(
+                    format!("programs[{pi}].requests"),
+                    "must be at least 1".into(),
+                );
             }
             let mut depth = 0i32;
             for (si, s) in p.steps.iter().enumerate() {
                 let path = format!("programs[{pi}].steps[{si}]");
                 if let Some(id) = s.id() {
-                    if step_ids.iter().any(|(prog, sid)| prog == &p.name && sid == id) {
-                        bad(format!("{path}.id"), format!("duplicate step id `{id}` in program `{}`", p.name));
+                    if step_ids
+                        .iter()
+                        .any(|(prog, sid)| prog == &p.name && sid == id)
+                    {
+                        bad(
+                            format!("{path}.id"),
+                            format!("duplicate step id `{id}` in program `{}`", p.name),
+                        );
                     }
                     step_ids.push((p.name.clone(), id.to_string()));
                 }
@@ -526,7 +618,9 @@ impl Scenario {
                     }
                 };
                 match s {
-                    Step::HostWork { duration_us, .. } => non_negative(*duration_us, &format!("{path}.duration_us"), &mut bad),
+                    Step::HostWork { duration_us, .. } => {
+                        non_negative(*duration_us, &format!("{path}.duration_us"), &mut bad)
+                    }
                     Step::Handoff { queue } => {
                         if !queues.contains(queue) {
                             bad(format!("{path}.queue"), format!("no queue named `{queue}`"));
@@ -539,11 +633,15 @@ impl Scenario {
                     Step::Copy { stream, bytes, .. } => {
                         stream_ref(stream, &mut bad);
                         if *bytes == 0 {
-                            bad(format!("{path}.bytes"), "a copy needs at least one byte".into());
+                            bad(
+                                format!("{path}.bytes"),
+                                "a copy needs at least one byte".into(),
+                            );
                         }
                     }
                     Step::Memset { stream, .. } => stream_ref(stream, &mut bad),
-                    Step::EventRecord { event, stream, .. } | Step::StreamWait { event, stream, .. } => {
+                    Step::EventRecord { event, stream, .. }
+                    | Step::StreamWait { event, stream, .. } => {
                         stream_ref(stream, &mut bad);
                         event_ref(event, &mut bad);
                     }
@@ -553,14 +651,25 @@ impl Scenario {
                             bad(format!("{path}.graph"), format!("no graph named `{graph}`"));
                         }
                     }
-                    Step::Sync { target, stream, event, .. } => match target {
+                    Step::Sync {
+                        target,
+                        stream,
+                        event,
+                        ..
+                    } => match target {
                         SyncTarget::Stream => match stream {
                             Some(s) => stream_ref(s, &mut bad),
-                            None => bad(format!("{path}.stream"), "a stream sync needs `stream`".into()),
+                            None => bad(
+                                format!("{path}.stream"),
+                                "a stream sync needs `stream`".into(),
+                            ),
                         },
                         SyncTarget::Event => match event {
                             Some(e) => event_ref(e, &mut bad),
-                            None => bad(format!("{path}.event"), "an event sync needs `event`".into()),
+                            None => bad(
+                                format!("{path}.event"),
+                                "an event sync needs `event`".into(),
+                            ),
                         },
                         SyncTarget::Device => {}
                     },
@@ -578,36 +687,69 @@ impl Scenario {
                             ObjectKind::Graph => &graphs,
                         };
                         if !known.contains(name) {
-                            bad(format!("{path}.name"), format!("no {object:?} named `{name}`").to_lowercase());
+                            bad(
+                                format!("{path}.name"),
+                                format!("no {object:?} named `{name}`").to_lowercase(),
+                            );
                         }
                     }
                 }
             }
         }
-        let find_step = |program: &Option<String>, step: &str, request: u32| -> Result<&Step, String> {
-            let p = self.program(program.as_deref()).ok_or_else(|| {
-                format!("no program named `{}`", program.as_deref().unwrap_or("<first>"))
-            })?;
-            if request >= p.requests {
-                return Err(format!("program `{}` has {} requests; request {request} does not exist", p.name, p.requests));
-            }
-            p.steps.iter().find(|s| s.id() == Some(step)).ok_or_else(|| format!("no step with id `{step}` in program `{}`", p.name))
-        };
-        match find_step(&self.symptom.program, &self.symptom.step, self.symptom.request) {
+        let find_step =
+            |program: &Option<String>, step: &str, request: u32| -> Result<&Step, String> {
+                let p = self.program(program.as_deref()).ok_or_else(|| {
+                    format!(
+                        "no program named `{}`",
+                        program.as_deref().unwrap_or("<first>")
+                    )
+                })?;
+                if request >= p.requests {
+                    return Err(format!(
+                        "program `{}` has {} requests; request {request} does not exist",
+                        p.name, p.requests
+                    ));
+                }
+                p.steps
+                    .iter()
+                    .find(|s| s.id() == Some(step))
+                    .ok_or_else(|| format!("no step with id `{step}` in program `{}`", p.name))
+            };
+        match find_step(
+            &self.symptom.program,
+            &self.symptom.step,
+            self.symptom.request,
+        ) {
             Ok(s) => {
                 if !(s.is_device_op() || matches!(s, Step::Sync { .. } | Step::Copy { .. })) {
-                    bad("symptom.step".into(), format!("a symptom must be a device operation or a blocking call, not `{}`", s.op_name()));
+                    bad(
+                        "symptom.step".into(),
+                        format!(
+                            "a symptom must be a device operation or a blocking call, not `{}`",
+                            s.op_name()
+                        ),
+                    );
                 }
             }
             Err(m) => bad("symptom.step".into(), m),
         }
-        if matches!(self.symptom.question, Question::CallSite | Question::Operator) && self.symptom.answer.is_none() {
-            bad("symptom.answer".into(), "call_site and operator questions need an expected `answer`".into());
+        if matches!(
+            self.symptom.question,
+            Question::CallSite | Question::Operator
+        ) && self.symptom.answer.is_none()
+        {
+            bad(
+                "symptom.answer".into(),
+                "call_site and operator questions need an expected `answer`".into(),
+            );
         }
         if let Some(inj) = &self.injection {
             non_negative(inj.magnitude_us, "injection.magnitude_us", &mut bad);
             let in_graph = inj.kind == InjectionKind::GraphDependency
-                && self.graphs.iter().any(|g| g.nodes.iter().any(|n| n.id == inj.target));
+                && self
+                    .graphs
+                    .iter()
+                    .any(|g| g.nodes.iter().any(|n| n.id == inj.target));
             if !in_graph {
                 if let Err(m) = find_step(&inj.program, &inj.target, inj.request) {
                     bad("injection.target".into(), m);
@@ -621,13 +763,19 @@ impl Scenario {
 
 fn non_negative(v: f64, path: &str, bad: &mut dyn FnMut(String, String)) {
     if !(v.is_finite() && v >= 0.0) {
-        bad(path.to_string(), format!("expected a finite, non-negative number, found {v}"));
+        bad(
+            path.to_string(),
+            format!("expected a finite, non-negative number, found {v}"),
+        );
     }
 }
 
 fn check_kernel(k: &KernelSpec, path: &str, bad: &mut dyn FnMut(String, String)) {
     non_negative(k.duration_us, &format!("{path}.duration_us"), bad);
     if k.grid == 0 || k.block == 0 {
-        bad(format!("{path}.grid"), "grid and block must be at least 1".into());
+        bad(
+            format!("{path}.grid"),
+            "grid and block must be at least 1".into(),
+        );
     }
 }

@@ -5,7 +5,10 @@ use schemars::schema_for;
 /// Names accepted by [`schema`], with what each documents.
 pub const NAMES: &[(&str, &str)] = &[
     ("scenario", "scenario file (YAML or JSON)"),
-    ("bundle", "run bundle: manifest, ground truth, trace, loss accounting"),
+    (
+        "bundle",
+        "run bundle: manifest, ground truth, trace, loss accounting",
+    ),
     ("view", "trace view given to a profiler"),
     ("explanation", "profiler output"),
 ];

@@ -169,11 +169,29 @@ pub enum Record {
         ts: Ns,
     },
     /// EXTERNAL_CORRELATION: ties an API call to an application id (request token).
-    ExternalCorrelation { rid: Rid, external_kind: String, external_id: u64, correlation_id: u32 },
+    ExternalCorrelation {
+        rid: Rid,
+        external_kind: String,
+        external_id: u64,
+        correlation_id: u32,
+    },
     /// NVTX push/pop range on a host thread.
-    Nvtx { rid: Rid, tid: u32, name: String, start: Ns, end: Ns },
+    Nvtx {
+        rid: Rid,
+        tid: u32,
+        name: String,
+        start: Ns,
+        end: Ns,
+    },
     /// Host handoff marker written by the instrumented application.
-    Marker { rid: Rid, tid: u32, phase: MarkerPhase, queue: String, token: String, ts: Ns },
+    Marker {
+        rid: Rid,
+        tid: u32,
+        phase: MarkerPhase,
+        queue: String,
+        token: String,
+        ts: Ns,
+    },
     /// eBPF uprobe entry/return on a libcuda entry point, with the user stack.
     Uprobe {
         rid: Rid,
@@ -188,9 +206,23 @@ pub enum Record {
         stack: Vec<String>,
     },
     /// Scheduler switch-out/in interval of one thread.
-    Sched { rid: Rid, tid: u32, cpu: u32, switch_out: Ns, switch_in: Ns, reason: SwitchReason },
+    Sched {
+        rid: Rid,
+        tid: u32,
+        cpu: u32,
+        switch_out: Ns,
+        switch_in: Ns,
+        reason: SwitchReason,
+    },
     /// A user page fault.
-    PageFault { rid: Rid, tid: u32, ts: Ns, duration: Ns, address: u64, major: bool },
+    PageFault {
+        rid: Rid,
+        tid: u32,
+        ts: Ns,
+        duration: Ns,
+        address: u64,
+        major: bool,
+    },
 }
 
 impl Record {
@@ -220,7 +252,9 @@ impl Record {
             | Record::Memset { .. }
             | Record::Sync { .. }
             | Record::CudaEvent { .. } => Source::Cupti,
-            Record::ExternalCorrelation { .. } | Record::Nvtx { .. } | Record::Marker { .. } => Source::App,
+            Record::ExternalCorrelation { .. } | Record::Nvtx { .. } | Record::Marker { .. } => {
+                Source::App
+            }
             Record::Uprobe { .. } | Record::Sched { .. } | Record::PageFault { .. } => Source::Ebpf,
         }
     }
@@ -270,15 +304,36 @@ impl Record {
 
     /// Is this a device activity (kernel, copy, memset)?
     pub fn is_device_op(&self) -> bool {
-        matches!(self, Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. })
+        matches!(
+            self,
+            Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. }
+        )
     }
 
     /// (queued, submitted, start, end) of a device activity.
     pub fn device_times(&self) -> Option<(Ns, Ns, Ns, Ns)> {
         match self {
-            Record::Kernel { queued, submitted, start, end, .. }
-            | Record::Memcpy { queued, submitted, start, end, .. }
-            | Record::Memset { queued, submitted, start, end, .. } => Some((*queued, *submitted, *start, *end)),
+            Record::Kernel {
+                queued,
+                submitted,
+                start,
+                end,
+                ..
+            }
+            | Record::Memcpy {
+                queued,
+                submitted,
+                start,
+                end,
+                ..
+            }
+            | Record::Memset {
+                queued,
+                submitted,
+                start,
+                end,
+                ..
+            } => Some((*queued, *submitted, *start, *end)),
             _ => None,
         }
     }
@@ -295,7 +350,11 @@ impl Record {
             Record::CudaEvent { ts, .. } | Record::Marker { ts, .. } => (*ts, *ts),
             Record::ExternalCorrelation { .. } => (0, 0),
             Record::Uprobe { enter, exit, .. } => (*enter, *exit),
-            Record::Sched { switch_out, switch_in, .. } => (*switch_out, *switch_in),
+            Record::Sched {
+                switch_out,
+                switch_in,
+                ..
+            } => (*switch_out, *switch_in),
             Record::PageFault { ts, duration, .. } => (*ts, ts + duration),
         }
     }

@@ -50,7 +50,12 @@ pub struct ViewSpec {
 impl ViewSpec {
     /// File-name-safe label: `combined-instrumented-none`.
     pub fn label(&self) -> String {
-        format!("{}-{}-{}", self.collectors.as_str(), self.mode.as_str(), self.loss.label())
+        format!(
+            "{}-{}-{}",
+            self.collectors.as_str(),
+            self.mode.as_str(),
+            self.loss.label()
+        )
     }
 }
 

@@ -49,11 +49,22 @@ impl SmPool {
         let need = need.min(total);
         let mut t = ready;
         loop {
-            let used: u32 = self.running.iter().filter(|&&(end, _)| end > t).map(|&(_, s)| s).sum();
+            let used: u32 = self
+                .running
+                .iter()
+                .filter(|&&(end, _)| end > t)
+                .map(|&(_, s)| s)
+                .sum();
             if used + need <= total {
                 return t;
             }
-            match self.running.iter().filter(|&&(end, _)| end > t).map(|&(end, _)| end).min() {
+            match self
+                .running
+                .iter()
+                .filter(|&&(end, _)| end > t)
+                .map(|&(end, _)| end)
+                .min()
+            {
                 Some(next) => t = next,
                 None => return t,
             }

@@ -12,7 +12,9 @@ use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
     InjectionKind, KernelSpec, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
 };
-use ground_truth::trace::{ApiDomain, CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType};
+use ground_truth::trace::{
+    ApiDomain, CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType,
+};
 use ground_truth::{Mode, Ns};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -171,8 +173,20 @@ struct Engine<'a> {
     instrumented: bool,
 }
 
-pub fn run(sc: &Scenario, be: &SimBackend, seed: u64, plan: Option<&Plan>, keep_records: bool) -> Run {
+pub fn run(
+    sc: &Scenario,
+    be: &SimBackend,
+    seed: u64,
+    plan: Option<&Plan>,
+    keep_records: bool,
+) -> Run {
     let mut e = Engine::new(sc, be, seed, plan, keep_records);
+    let ops: usize = sc
+        .programs
+        .iter()
+        .map(|p| p.requests as usize * (p.steps.len() + 2))
+        .sum();
+    e.b.reserve(ops);
     e.arrive_requests();
     e.schedule_injector();
     while let Some(Reverse((t, _, th))) = e.heap.pop() {
@@ -181,14 +195,30 @@ pub fn run(sc: &Scenario, be: &SimBackend, seed: u64, plan: Option<&Plan>, keep_
         e.tick(th);
     }
     e.finish_faults();
-    Run { builder: e.b, keys: e.keys, loss: e.loss, injections: e.injections }
+    Run {
+        builder: e.b,
+        keys: e.keys,
+        loss: e.loss,
+        injections: e.injections,
+    }
 }
 
 impl<'a> Engine<'a> {
-    fn new(sc: &'a Scenario, be: &'a SimBackend, seed: u64, plan: Option<&'a Plan>, keep: bool) -> Self {
+    fn new(
+        sc: &'a Scenario,
+        be: &'a SimBackend,
+        seed: u64,
+        plan: Option<&'a Plan>,
+        keep: bool,
+    ) -> Self {
         let mut threads = Vec::new();
         let mut pools = HashMap::new();
-        for decl in sc.threads.iter().map(|t| (t.name.as_str(), t.count)).chain([(INJECTOR_THREAD, 1)]) {
+        for decl in sc
+            .threads
+            .iter()
+            .map(|t| (t.name.as_str(), t.count))
+            .chain([(INJECTOR_THREAD, 1)])
+        {
             let mut members = Vec::new();
             for _ in 0..decl.1 {
                 members.push(threads.len());
@@ -215,7 +245,11 @@ impl<'a> Engine<'a> {
             keys: HashMap::new(),
             threads,
             pools,
-            queues: sc.queues.iter().map(|q| (q.name.clone(), q.clone())).collect(),
+            queues: sc
+                .queues
+                .iter()
+                .map(|q| (q.name.clone(), q.clone()))
+                .collect(),
             streams: Vec::new(),
             stream_ix: HashMap::new(),
             events: Vec::new(),
@@ -238,7 +272,13 @@ impl<'a> Engine<'a> {
             pending_fault_edges: Vec::new(),
             instrumented: sc.mode == Mode::Instrumented,
         };
-        for (i, s) in sc.streams.iter().map(|s| s.name.as_str()).chain([INJECTOR_STREAM]).enumerate() {
+        for (i, s) in sc
+            .streams
+            .iter()
+            .map(|s| s.name.as_str())
+            .chain([INJECTOR_STREAM])
+            .enumerate()
+        {
             let cupti_id = e.next_cupti_stream;
             e.next_cupti_stream += 1;
             e.streams.push(Stream {
@@ -251,13 +291,20 @@ impl<'a> Engine<'a> {
             e.stream_ix.insert(s.to_string(), i);
         }
         for (i, ev) in sc.events.iter().enumerate() {
-            e.events.push(Event { handle: 0x5700_0000_2000 + 0x40 * i as u64, generation: 0, last: None });
+            e.events.push(Event {
+                handle: 0x5700_0000_2000 + 0x40 * i as u64,
+                generation: 0,
+                last: None,
+            });
             e.event_ix.insert(ev.name.clone(), i);
         }
         for (i, g) in sc.graphs.iter().enumerate() {
             let exec_id = e.next_graph_exec;
             e.next_graph_exec += 1;
-            e.graphs.push(GraphExec { exec_id, generation: 0 });
+            e.graphs.push(GraphExec {
+                exec_id,
+                generation: 0,
+            });
             e.graph_ix.insert(g.name.clone(), i);
         }
         e
@@ -294,7 +341,11 @@ impl<'a> Engine<'a> {
             let node = self.b.node(
                 NodeKind::Request,
                 format!("{}#{}", p.name, i),
-                NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+                NodeInfo {
+                    request: Some(token.clone()),
+                    thread: Some(tid),
+                    ..Default::default()
+                },
                 at,
                 at,
             );
@@ -310,8 +361,20 @@ impl<'a> Engine<'a> {
                 });
             }
             let r = self.requests.len();
-            self.requests.push(RequestState { program: pi, index: i, token, node });
-            self.threads[th].queue.push_back(Item { request: r, step: 0, arrival: at, handoff: None, pending_sync: None, stalled: None });
+            self.requests.push(RequestState {
+                program: pi,
+                index: i,
+                token,
+                node,
+            });
+            self.threads[th].queue.push_back(Item {
+                request: r,
+                step: 0,
+                arrival: at,
+                handoff: None,
+                pending_sync: None,
+                stalled: None,
+            });
             let clock = self.threads[th].clock;
             self.schedule(th, clock.max(at));
         }
@@ -336,17 +399,36 @@ impl<'a> Engine<'a> {
         let idle: Vec<usize> = members
             .iter()
             .copied()
-            .filter(|&m| self.threads[m].current.is_none() && self.threads[m].queue.is_empty() && self.threads[m].clock <= at)
+            .filter(|&m| {
+                self.threads[m].current.is_none()
+                    && self.threads[m].queue.is_empty()
+                    && self.threads[m].clock <= at
+            })
             .collect();
         if !idle.is_empty() {
-            return if randomized { idle[(crate::mix(self.seed ^ key ^ 0x9001) % idle.len() as u64) as usize] } else { idle[0] };
+            return if randomized {
+                idle[(crate::mix(self.seed ^ key ^ 0x9001) % idle.len() as u64) as usize]
+            } else {
+                idle[0]
+            };
         }
-        let min = members.iter().map(|&m| self.threads[m].queue.len()).min().unwrap_or(0);
-        let shortest: Vec<usize> = members.iter().copied().filter(|&m| self.threads[m].queue.len() == min).collect();
+        let min = members
+            .iter()
+            .map(|&m| self.threads[m].queue.len())
+            .min()
+            .unwrap_or(0);
+        let shortest: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&m| self.threads[m].queue.len() == min)
+            .collect();
         if randomized {
             shortest[(crate::mix(self.seed ^ key ^ 0x9002) % shortest.len() as u64) as usize]
         } else {
-            *shortest.iter().min_by_key(|&&m| self.threads[m].clock).unwrap()
+            *shortest
+                .iter()
+                .min_by_key(|&&m| self.threads[m].clock)
+                .unwrap()
         }
     }
 
@@ -364,7 +446,9 @@ impl<'a> Engine<'a> {
             }
         }
         if self.threads[th].current.is_none() {
-            let Some(item) = self.threads[th].queue.pop_front() else { return };
+            let Some(item) = self.threads[th].queue.pop_front() else {
+                return;
+            };
             self.begin_task(th, item);
         }
         self.run_step(th);
@@ -384,16 +468,35 @@ impl<'a> Engine<'a> {
         let req = &self.requests[item.request];
         let (token, req_node) = (req.token.clone(), req.node);
         let tid = self.threads[th].tid;
-        let queue = item.handoff.as_ref().map(|h| h.1.clone()).unwrap_or_default();
+        let queue = item
+            .handoff
+            .as_ref()
+            .map(|h| h.1.clone())
+            .unwrap_or_default();
         let task = self.b.node(
             NodeKind::HostTask,
-            if queue.is_empty() { "task".to_string() } else { format!("task after {queue}") },
-            NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+            if queue.is_empty() {
+                "task".to_string()
+            } else {
+                format!("task after {queue}")
+            },
+            NodeInfo {
+                request: Some(token.clone()),
+                thread: Some(tid),
+                ..Default::default()
+            },
             start,
             start,
         );
         if self.instrumented {
-            self.b.record(Some(task), |rid| Record::Marker { rid, tid, phase: MarkerPhase::TaskBegin, queue, token, ts: start });
+            self.b.record(Some(task), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::TaskBegin,
+                queue,
+                token,
+                ts: start,
+            });
         }
         self.b.edge(req_node, task, EdgeType::Request);
         if let Some((h, _)) = &item.handoff {
@@ -429,10 +532,20 @@ impl<'a> Engine<'a> {
         }
         let step = &program.steps[item.step];
         let key = self.op_key(&item);
-        let skey = StepKey { program: pi, request: ri, step: item.step, graph_node: None, api: false };
+        let skey = StepKey {
+            program: pi,
+            request: ri,
+            step: item.step,
+            graph_node: None,
+            api: false,
+        };
         // An injected stall is a step of its own, so other threads' work in the
         // meantime is placed before the delayed call (global time order).
-        if item.stalled.is_none() && self.plan.is_some_and(|p| p.host_target.as_ref() == Some(&skey)) {
+        if item.stalled.is_none()
+            && self
+                .plan
+                .is_some_and(|p| p.host_target.as_ref() == Some(&skey))
+        {
             let fault = self.host_stall(th, &skey);
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
@@ -454,7 +567,13 @@ impl<'a> Engine<'a> {
                 let tid = self.threads[th].tid;
                 if let Some((name, start)) = self.threads[th].nvtx.pop() {
                     if self.instrumented {
-                        self.b.record(None, |rid| Record::Nvtx { rid, tid, name, start, end: c });
+                        self.b.record(None, |rid| Record::Nvtx {
+                            rid,
+                            tid,
+                            name,
+                            start,
+                            end: c,
+                        });
                     }
                 }
                 self.threads[th].clock += 300;
@@ -465,7 +584,11 @@ impl<'a> Engine<'a> {
             }
             _ => self.api_step(th, &item, step, skey, key),
         }
-        if self.threads[th].current.as_ref().is_some_and(|c| c.step >= program.steps.len()) {
+        if self.threads[th]
+            .current
+            .as_ref()
+            .is_some_and(|c| c.step >= program.steps.len())
+        {
             self.end_task(th);
         }
     }
@@ -501,13 +624,24 @@ impl<'a> Engine<'a> {
         let h = self.b.node(
             NodeKind::QueueHandoff,
             queue.to_string(),
-            NodeInfo { request: Some(token.clone()), thread: Some(tid), ..Default::default() },
+            NodeInfo {
+                request: Some(token.clone()),
+                thread: Some(tid),
+                ..Default::default()
+            },
             at,
             at,
         );
         if self.instrumented {
             let (q, t) = (queue.to_string(), token.clone());
-            self.b.record(Some(h), |rid| Record::Marker { rid, tid, phase: MarkerPhase::Enqueue, queue: q, token: t, ts: at });
+            self.b.record(Some(h), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::Enqueue,
+                queue: q,
+                token: t,
+                ts: at,
+            });
         }
         if let Some(task) = self.threads[th].task {
             self.b.edge(task, h, EdgeType::Handoff);
@@ -561,16 +695,32 @@ impl<'a> Engine<'a> {
             InjectionKind::CpuDeschedule => ("cpu_deschedule", "sim:preemption", mag),
             InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
                 let major = plan.kind == InjectionKind::HostPageFaultMajor;
-                let cost = if major { self.be.host.major_fault_ns } else { self.be.host.minor_fault_ns };
+                let cost = if major {
+                    self.be.host.major_fault_ns
+                } else {
+                    self.be.host.minor_fault_ns
+                };
                 let n = (mag as f64 / cost as f64).round().max(1.0) as u64;
-                (if major { "host_page_fault_major" } else { "host_page_fault_minor" }, "sim:page-faults", n * cost)
+                (
+                    if major {
+                        "host_page_fault_major"
+                    } else {
+                        "host_page_fault_minor"
+                    },
+                    "sim:page-faults",
+                    n * cost,
+                )
             }
             _ => return None,
         };
         let fault = self.b.node(
             NodeKind::InjectedFault,
             name,
-            NodeInfo { thread: Some(tid), step: skey_step_id(self.sc, skey), ..Default::default() },
+            NodeInfo {
+                thread: Some(tid),
+                step: skey_step_id(self.sc, skey),
+                ..Default::default()
+            },
             start,
             start + dur,
         );
@@ -588,10 +738,15 @@ impl<'a> Engine<'a> {
             }
             _ => {
                 let major = plan.kind == InjectionKind::HostPageFaultMajor;
-                let cost = if major { self.be.host.major_fault_ns } else { self.be.host.minor_fault_ns };
+                let cost = if major {
+                    self.be.host.major_fault_ns
+                } else {
+                    self.be.host.minor_fault_ns
+                };
                 let n = dur / cost;
                 for i in 0..n {
-                    let address = 0x7f3a_0000_0000 + (crate::mix(self.seed ^ i) % (1 << 30)) / 4096 * 4096;
+                    let address =
+                        0x7f3a_0000_0000 + (crate::mix(self.seed ^ i) % (1 << 30)) / 4096 * 4096;
                     self.b.record(Some(fault), |rid| Record::PageFault {
                         rid,
                         tid,
@@ -651,7 +806,15 @@ impl<'a> Engine<'a> {
         }
         stack.push(call_site.unwrap_or_else(|| "app!worker_loop".into()));
         stack.push("app!main".into());
-        self.b.record(Some(node), |rid| Record::Uprobe { rid, tid, function: driver_fn.to_string(), enter, exit, handle, stack });
+        self.b.record(Some(node), |rid| Record::Uprobe {
+            rid,
+            tid,
+            function: driver_fn.to_string(),
+            enter,
+            exit,
+            handle,
+            stack,
+        });
         if let (true, Some(tok)) = (self.instrumented, token) {
             let external_id = tok.parse().unwrap_or(0);
             self.b.record(None, |rid| Record::ExternalCorrelation {
@@ -690,27 +853,60 @@ impl<'a> Engine<'a> {
         let hp = self.be.host.clone();
         let api_node: Option<NodeId>;
         match step {
-            Step::Kernel { stream, launch, call_site, .. } => {
+            Step::Kernel {
+                stream,
+                launch,
+                call_site,
+                ..
+            } => {
                 let spec = step.kernel_spec().expect("kernel");
                 let si = self.stream_ix[stream];
                 let end = start + self.jitter(key, hp.launch_ns);
                 let api = match launch {
-                    LaunchApi::Runtime => ("cudaLaunchKernel", "cuLaunchKernel", 211, ApiDomain::Runtime),
-                    LaunchApi::Driver => ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver),
-                    LaunchApi::DriverEx => ("cuLaunchKernelEx", "cuLaunchKernelEx", 652, ApiDomain::Driver),
+                    LaunchApi::Runtime => (
+                        "cudaLaunchKernel",
+                        "cuLaunchKernel",
+                        211,
+                        ApiDomain::Runtime,
+                    ),
+                    LaunchApi::Driver => {
+                        ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver)
+                    }
+                    LaunchApi::DriverEx => (
+                        "cuLaunchKernelEx",
+                        "cuLaunchKernelEx",
+                        652,
+                        ApiDomain::Driver,
+                    ),
                 };
                 let s = &self.streams[si];
                 let inf = info(call_site.clone(), Some(s.cupti_id), s.generation);
                 let handle = s.handle;
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.kernel(si, &spec, queued, corr, inf, &skey, key);
                 self.b.edge(node, dev, EdgeType::Launch);
-                self.keys.insert(skey.clone(), dev);
+                self.remember(&skey, dev);
                 self.threads[th].clock = end;
             }
-            Step::Copy { stream, direction, bytes, memory, call_site, .. } => {
+            Step::Copy {
+                stream,
+                direction,
+                bytes,
+                memory,
+                call_site,
+                ..
+            } => {
                 let si = self.stream_ix[stream];
                 let end_call = start + self.jitter(key, hp.copy_call_ns);
                 let s = &self.streams[si];
@@ -722,12 +918,23 @@ impl<'a> Engine<'a> {
                     CopyDirection::D2d => "cuMemcpyDtoDAsync_v2",
                 };
                 let api = ("cudaMemcpyAsync", driver_fn, 41, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end_call, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end_call,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.memcpy(si, *direction, *bytes, *memory, queued, corr, inf, &skey, key);
+                let dev = self.memcpy(
+                    si, *direction, *bytes, *memory, queued, corr, inf, &skey, key,
+                );
                 self.b.edge(node, dev, EdgeType::Launch);
-                self.keys.insert(skey.clone(), dev);
+                self.remember(&skey, dev);
                 // Pageable copies are staged through the host: the call returns only
                 // when the copy is done (an implicit synchronization).
                 let blocking = *memory == HostMemory::Pageable && *direction != CopyDirection::D2d;
@@ -751,12 +958,21 @@ impl<'a> Engine<'a> {
                 let inf = info(None, Some(s.cupti_id), s.generation);
                 let handle = s.handle;
                 let api = ("cudaMemsetAsync", "cuMemsetD8Async", 48, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.memset(si, *bytes, queued, corr, inf, &skey, key);
                 self.b.edge(node, dev, EdgeType::Launch);
-                self.keys.insert(skey.clone(), dev);
+                self.remember(&skey, dev);
                 self.threads[th].clock = end;
             }
             Step::EventRecord { event, stream, .. } => {
@@ -766,12 +982,21 @@ impl<'a> Engine<'a> {
                 let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
                 let handle = self.events[ei].handle;
                 let api = ("cudaEventRecord", "cuEventRecord", 135, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.event_record(si, ei, queued, corr, inf);
                 self.b.edge(node, dev, EdgeType::Launch);
-                self.keys.insert(skey.clone(), dev);
+                self.remember(&skey, dev);
                 self.threads[th].clock = end;
             }
             Step::StreamWait { stream, event, .. } => {
@@ -780,13 +1005,27 @@ impl<'a> Engine<'a> {
                 let s = &self.streams[si];
                 let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
                 let handle = self.events[ei].handle;
-                let api = ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, Some(&token));
+                let api = (
+                    "cudaStreamWaitEvent",
+                    "cuStreamWaitEvent",
+                    146,
+                    ApiDomain::Runtime,
+                );
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 let dev = self.stream_wait(si, ei, queued, corr, inf);
                 self.b.edge(node, dev, EdgeType::Launch);
-                self.keys.insert(skey.clone(), dev);
+                self.remember(&skey, dev);
                 self.threads[th].clock = end;
             }
             Step::GraphLaunch { graph, stream, .. } => {
@@ -796,19 +1035,38 @@ impl<'a> Engine<'a> {
                 let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
                 let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
                 let api = ("cudaGraphLaunch", "cuGraphLaunch", 311, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::GraphLaunch, api, inf.clone(), start, end, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::GraphLaunch,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 self.graph_launch(si, gi, node, queued, corr, inf, &skey, key);
-                self.keys.insert(skey.clone(), node);
+                self.remember(&skey, node);
                 self.threads[th].clock = end;
             }
-            Step::Sync { target, stream, event, .. } => {
+            Step::Sync {
+                target,
+                stream,
+                event,
+                ..
+            } => {
                 let (api, sync_type, handle, waited, sync_stream) = match target {
                     SyncTarget::Stream => {
                         let s = &self.streams[self.stream_ix[stream.as_deref().unwrap()]];
                         (
-                            ("cudaStreamSynchronize", "cuStreamSynchronize", 131, ApiDomain::Runtime),
+                            (
+                                "cudaStreamSynchronize",
+                                "cuStreamSynchronize",
+                                131,
+                                ApiDomain::Runtime,
+                            ),
                             SyncType::StreamSynchronize,
                             s.handle,
                             s.tail.clone(),
@@ -818,7 +1076,12 @@ impl<'a> Engine<'a> {
                     SyncTarget::Event => {
                         let e = &self.events[self.event_ix[event.as_deref().unwrap()]];
                         (
-                            ("cudaEventSynchronize", "cuEventSynchronize", 133, ApiDomain::Runtime),
+                            (
+                                "cudaEventSynchronize",
+                                "cuEventSynchronize",
+                                133,
+                                ApiDomain::Runtime,
+                            ),
                             SyncType::EventSynchronize,
                             e.handle,
                             e.last.map(|l| vec![l.0]).unwrap_or_default(),
@@ -826,18 +1089,43 @@ impl<'a> Engine<'a> {
                         )
                     }
                     SyncTarget::Device => (
-                        ("cudaDeviceSynchronize", "cuCtxSynchronize", 165, ApiDomain::Runtime),
+                        (
+                            "cudaDeviceSynchronize",
+                            "cuCtxSynchronize",
+                            165,
+                            ApiDomain::Runtime,
+                        ),
                         SyncType::ContextSynchronize,
                         0,
-                        self.streams.iter().flat_map(|s| s.tail.iter().copied()).collect(),
+                        self.streams
+                            .iter()
+                            .flat_map(|s| s.tail.iter().copied())
+                            .collect(),
                         0,
                     ),
                 };
                 let call_end = start + self.jitter(key, hp.sync_call_ns);
-                let done = waited.iter().map(|&n| self.b.truth.nodes[n as usize].end).max().unwrap_or(0);
-                let ret = if done > call_end { done + self.jitter(key ^ 7, hp.resume_ns) } else { call_end };
+                let done = waited
+                    .iter()
+                    .map(|&n| self.b.truth.nodes[n as usize].end)
+                    .max()
+                    .unwrap_or(0);
+                let ret = if done > call_end {
+                    done + self.jitter(key ^ 7, hp.resume_ns)
+                } else {
+                    call_end
+                };
                 let inf = info(None, None, 0);
-                let (node, corr) = self.api_call(th, NodeKind::Synchronization, api, inf, start, ret, handle, Some(&token));
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::Synchronization,
+                    api,
+                    inf,
+                    start,
+                    ret,
+                    handle,
+                    Some(&token),
+                );
                 api_node = Some(node);
                 for &w in &waited {
                     if self.b.truth.nodes[w as usize].end > start {
@@ -848,17 +1136,25 @@ impl<'a> Engine<'a> {
                     rid,
                     sync_type,
                     stream: sync_stream,
-                    event: if sync_type == SyncType::EventSynchronize { handle } else { 0 },
+                    event: if sync_type == SyncType::EventSynchronize {
+                        handle
+                    } else {
+                        0
+                    },
                     event_sync_id: 0,
                     correlation_id: corr,
                     start,
                     end: ret,
                 });
                 self.block(th, call_end, ret);
-                self.keys.insert(skey.clone(), node);
+                self.remember(&skey, node);
                 self.threads[th].clock = ret;
             }
-            Step::HostWork { .. } | Step::Handoff { .. } | Step::NvtxPush { .. } | Step::NvtxPop | Step::Recreate { .. } => {
+            Step::HostWork { .. }
+            | Step::Handoff { .. }
+            | Step::NvtxPush { .. }
+            | Step::NvtxPop
+            | Step::Recreate { .. } => {
                 unreachable!("not an API step")
             }
         }
@@ -869,13 +1165,27 @@ impl<'a> Engine<'a> {
             if let Some(dev) = pending_sync {
                 self.b.edge(dev, node, EdgeType::Sync);
             }
-            self.keys.insert(StepKey { api: true, ..skey }, node);
+            if step_id.is_some() {
+                self.keys.insert(StepKey { api: true, ..skey }, node);
+            }
+        }
+    }
+
+    /// Only steps with an id can be targets or symptoms, so only they are remembered.
+    fn remember(&mut self, skey: &StepKey, node: NodeId) {
+        if skey_step_id(self.sc, skey).is_some() {
+            self.keys.insert(skey.clone(), node);
         }
     }
 
     fn last_record_of(&mut self, node: NodeId, kind: &str) -> Option<&mut Record> {
         let rids = self.b.truth.nodes[node as usize].rids.clone();
-        self.b.trace.iter_mut().rev().take(8).find(|r| rids.contains(&r.rid()) && r.kind_name() == kind)
+        self.b
+            .trace
+            .iter_mut()
+            .rev()
+            .take(8)
+            .find(|r| rids.contains(&r.rid()) && r.kind_name() == kind)
     }
 
     /// A blocked host thread shows up to eBPF as a voluntary switch-out.
@@ -883,7 +1193,14 @@ impl<'a> Engine<'a> {
         if to > from + 20_000 {
             let tid = self.threads[th].tid;
             let cpu = 3 + (tid % 13);
-            self.b.record(None, |rid| Record::Sched { rid, tid, cpu, switch_out: from, switch_in: to, reason: SwitchReason::Blocked });
+            self.b.record(None, |rid| Record::Sched {
+                rid,
+                tid,
+                cpu,
+                switch_out: from,
+                switch_in: to,
+                reason: SwitchReason::Blocked,
+            });
         }
     }
 
@@ -905,7 +1222,8 @@ impl<'a> Engine<'a> {
     }
 
     fn lose_record(&self, skey: &StepKey) -> bool {
-        self.plan.is_some_and(|p| p.lose_target.as_ref() == Some(skey))
+        self.plan
+            .is_some_and(|p| p.lose_target.as_ref() == Some(skey))
     }
 
     fn stream_order(&mut self, si: usize, dev: NodeId) {
@@ -916,24 +1234,64 @@ impl<'a> Engine<'a> {
     }
 
     /// Injector kernels: exact duration, never lost.
-    fn kernel_exact(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, dur: Ns) -> NodeId {
-        let nokey = StepKey { program: usize::MAX, request: 0, step: 0, graph_node: None, api: false };
+    fn kernel_exact(
+        &mut self,
+        si: usize,
+        spec: &KernelSpec,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        dur: Ns,
+    ) -> NodeId {
+        let nokey = StepKey {
+            program: usize::MAX,
+            request: 0,
+            step: 0,
+            graph_node: None,
+            api: false,
+        };
         self.place_kernel(si, spec, queued, corr, info, &nokey, dur)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn kernel(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) -> NodeId {
+    fn kernel(
+        &mut self,
+        si: usize,
+        spec: &KernelSpec,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        skey: &StepKey,
+        key: u64,
+    ) -> NodeId {
         let dur = self.jitter(key ^ 0xD, (spec.duration_us * 1000.0) as Ns) + self.stretch(skey);
         self.place_kernel(si, spec, queued, corr, info, skey, dur)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn place_kernel(&mut self, si: usize, spec: &KernelSpec, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, dur: Ns) -> NodeId {
+    fn place_kernel(
+        &mut self,
+        si: usize,
+        spec: &KernelSpec,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        skey: &StepKey,
+        dur: Ns,
+    ) -> NodeId {
         let ready = queued.max(self.streams[si].tail_end);
-        let start = self.sms.place(ready + self.be.device.dispatch_ns, spec.grid, dur, self.be.device.sms, self.now);
+        let start = self.sms.place(
+            ready + self.be.device.dispatch_ns,
+            spec.grid,
+            dur,
+            self.be.device.sms,
+            self.now,
+        );
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self.b.node(NodeKind::Kernel, spec.name.clone(), info, start, end);
+        let dev = self
+            .b
+            .node(NodeKind::Kernel, spec.name.clone(), info, start, end);
         self.b.set_device_times(dev, queued, ready, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -982,12 +1340,23 @@ impl<'a> Engine<'a> {
             (_, HostMemory::Pinned) => d.pinned_bytes_per_ns,
             (_, HostMemory::Pageable) => d.pageable_bytes_per_ns,
         };
-        let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns) + self.stretch(skey);
+        let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns)
+            + self.stretch(skey);
         let ready = queued.max(self.streams[si].tail_end);
-        let start = if direction == CopyDirection::D2d { ready + d.copy_setup_ns } else { self.copies.place(ready + d.copy_setup_ns, dur) };
+        let start = if direction == CopyDirection::D2d {
+            ready + d.copy_setup_ns
+        } else {
+            self.copies.place(ready + d.copy_setup_ns, dur)
+        };
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self.b.node(NodeKind::Memcpy, format!("memcpy {direction:?}").to_lowercase(), info, start, end);
+        let dev = self.b.node(
+            NodeKind::Memcpy,
+            format!("memcpy {direction:?}").to_lowercase(),
+            info,
+            start,
+            end,
+        );
         self.b.set_device_times(dev, queued, ready, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -1016,9 +1385,21 @@ impl<'a> Engine<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn memset(&mut self, si: usize, bytes: u64, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) -> NodeId {
+    fn memset(
+        &mut self,
+        si: usize,
+        bytes: u64,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        skey: &StepKey,
+        key: u64,
+    ) -> NodeId {
         let d = &self.be.device;
-        let dur = self.jitter(key ^ 0xE, 1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns) + self.stretch(skey);
+        let dur = self.jitter(
+            key ^ 0xE,
+            1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns,
+        ) + self.stretch(skey);
         let ready = queued.max(self.streams[si].tail_end);
         let start = ready + d.dispatch_ns;
         let end = start + dur;
@@ -1046,24 +1427,49 @@ impl<'a> Engine<'a> {
         dev
     }
 
-    fn event_record(&mut self, si: usize, ei: usize, queued: Ns, corr: u32, info: NodeInfo) -> NodeId {
+    fn event_record(
+        &mut self,
+        si: usize,
+        ei: usize,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+    ) -> NodeId {
         let done = queued.max(self.streams[si].tail_end);
-        let dev = self.b.node(NodeKind::EventRecord, "event record", info, done, done);
+        let dev = self
+            .b
+            .node(NodeKind::EventRecord, "event record", info, done, done);
         self.b.set_device_times(dev, queued, done, done, done);
         self.stream_order(si, dev);
         let sync_id = self.event_sync_id;
         self.event_sync_id += 1;
         let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
         self.events[ei].last = Some((dev, done, sync_id));
-        self.b.record(Some(dev), |rid| Record::CudaEvent { rid, event, event_sync_id: sync_id, stream, correlation_id: corr, ts: done });
+        self.b.record(Some(dev), |rid| Record::CudaEvent {
+            rid,
+            event,
+            event_sync_id: sync_id,
+            stream,
+            correlation_id: corr,
+            ts: done,
+        });
         dev
     }
 
-    fn stream_wait(&mut self, si: usize, ei: usize, queued: Ns, corr: u32, info: NodeInfo) -> NodeId {
+    fn stream_wait(
+        &mut self,
+        si: usize,
+        ei: usize,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+    ) -> NodeId {
         let start = queued.max(self.streams[si].tail_end);
         let last = self.events[ei].last;
         let end = start.max(last.map(|l| l.1).unwrap_or(0));
-        let dev = self.b.node(NodeKind::StreamWait, "stream wait", info, start, end);
+        let dev = self
+            .b
+            .node(NodeKind::StreamWait, "stream wait", info, start, end);
         self.b.set_device_times(dev, queued, start, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -1086,7 +1492,17 @@ impl<'a> Engine<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn graph_launch(&mut self, si: usize, gi: usize, launch: NodeId, queued: Ns, corr: u32, info: NodeInfo, skey: &StepKey, key: u64) {
+    fn graph_launch(
+        &mut self,
+        si: usize,
+        gi: usize,
+        launch: NodeId,
+        queued: Ns,
+        corr: u32,
+        info: NodeInfo,
+        skey: &StepKey,
+        key: u64,
+    ) {
         let decl = &self.sc.graphs[gi];
         let base_ready = queued.max(self.streams[si].tail_end);
         let tail = std::mem::take(&mut self.streams[si].tail);
@@ -1101,17 +1517,42 @@ impl<'a> Engine<'a> {
         }
         let exec_id = self.graphs[gi].exec_id;
         let stream_id = self.streams[si].cupti_id;
+        let step_has_id = skey_step_id(self.sc, skey).is_some();
         let mut sinks = Vec::new();
         let mut tail_end = base_ready;
         for (ni, n) in decl.nodes.iter().enumerate() {
-            let nkey = StepKey { graph_node: Some(n.id.clone()), ..skey.clone() };
-            let ready = n.after.iter().map(|a| self.b.truth.nodes[ids[a.as_str()] as usize].end).max().unwrap_or(base_ready).max(base_ready);
-            let dur = self.jitter(key ^ crate::mix(ni as u64 + 77), (n.kernel.duration_us * 1000.0) as Ns) + self.stretch(&nkey);
-            let start = self.sms.place(ready + 1_000, n.kernel.grid, dur, self.be.device.sms, self.now);
+            let nkey = StepKey {
+                graph_node: Some(n.id.clone()),
+                ..skey.clone()
+            };
+            let ready = n
+                .after
+                .iter()
+                .map(|a| self.b.truth.nodes[ids[a.as_str()] as usize].end)
+                .max()
+                .unwrap_or(base_ready)
+                .max(base_ready);
+            let dur = self.jitter(
+                key ^ crate::mix(ni as u64 + 77),
+                (n.kernel.duration_us * 1000.0) as Ns,
+            ) + self.stretch(&nkey);
+            let start = self.sms.place(
+                ready + 1_000,
+                n.kernel.grid,
+                dur,
+                self.be.device.sms,
+                self.now,
+            );
             let end = start + dur;
             let mut inf = info.clone();
-            inf.step = Some(format!("{}/{}", skey_step_id(self.sc, skey).unwrap_or_default(), n.id));
-            let dev = self.b.node(NodeKind::GraphNode, n.kernel.name.clone(), inf, start, end);
+            inf.step = Some(format!(
+                "{}/{}",
+                skey_step_id(self.sc, skey).unwrap_or_default(),
+                n.id
+            ));
+            let dev = self
+                .b
+                .node(NodeKind::GraphNode, n.kernel.name.clone(), inf, start, end);
             self.b.set_device_times(dev, queued, ready, start, end);
             self.b.edge(launch, dev, EdgeType::Launch);
             if n.after.is_empty() {
@@ -1127,8 +1568,15 @@ impl<'a> Engine<'a> {
                 sinks.push(dev);
             }
             tail_end = tail_end.max(end);
-            let graph_node_id = 0x10_0000 + ((self.graphs[gi].generation as u64) << 16) + ((gi as u64) << 8) + ni as u64;
-            let (name, grid, block) = (n.kernel.name.clone(), [n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
+            let graph_node_id = 0x10_0000
+                + ((self.graphs[gi].generation as u64) << 16)
+                + ((gi as u64) << 8)
+                + ni as u64;
+            let (name, grid, block) = (
+                n.kernel.name.clone(),
+                [n.kernel.grid, 1, 1],
+                [n.kernel.block, 1, 1],
+            );
             if self.lose_record(&nkey) {
                 self.loss.cupti_dropped += 1;
             } else {
@@ -1150,7 +1598,9 @@ impl<'a> Engine<'a> {
                     channel: si as u32,
                 });
             }
-            self.keys.insert(nkey, dev);
+            if step_has_id {
+                self.keys.insert(nkey, dev);
+            }
         }
         let _ = self.next_graph_node_id;
         self.streams[si].tail = sinks;
@@ -1162,15 +1612,39 @@ impl<'a> Engine<'a> {
         let start = self.threads[th].clock;
         let hp = self.be.host.clone();
         let si_inj = self.stream_ix[INJECTOR_STREAM];
-        let info = |stream: u32| NodeInfo { stream: Some(stream), call_site: Some("causalbench-injector".into()), ..Default::default() };
+        let info = |stream: u32| NodeInfo {
+            stream: Some(stream),
+            call_site: Some("causalbench-injector".into()),
+            ..Default::default()
+        };
         match action {
-            Action::Kernel { stream, name, grid, until, delays_target } => {
+            Action::Kernel {
+                stream,
+                name,
+                grid,
+                until,
+                delays_target,
+            } => {
                 let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
                 let end = start + hp.launch_ns;
                 let inf = info(self.streams[si].cupti_id);
                 let handle = self.streams[si].handle;
-                let api = ("cudaLaunchKernel", "cuLaunchKernel", 211, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), start, end, handle, None);
+                let api = (
+                    "cudaLaunchKernel",
+                    "cuLaunchKernel",
+                    211,
+                    ApiDomain::Runtime,
+                );
+                let (node, corr) = self.api_call(
+                    th,
+                    NodeKind::ApiCall,
+                    api,
+                    inf.clone(),
+                    start,
+                    end,
+                    handle,
+                    None,
+                );
                 self.threads[th].prev = None;
                 let queued = start + QUEUE_OFFSET_NS;
                 let ready = queued.max(self.streams[si].tail_end);
@@ -1178,7 +1652,13 @@ impl<'a> Engine<'a> {
                 let total = self.be.device.sms;
                 let begin = self.sms.earliest(ready + dispatch, grid, total, self.now);
                 let dur = until.saturating_sub(begin).max(1_000);
-                let spec = KernelSpec { name, kind: Default::default(), duration_us: dur as f64 / 1000.0, grid, block: 256 };
+                let spec = KernelSpec {
+                    name,
+                    kind: Default::default(),
+                    duration_us: dur as f64 / 1000.0,
+                    grid,
+                    block: 256,
+                };
                 let dev = self.kernel_exact(si, &spec, queued, corr, inf, dur);
                 self.b.edge(node, dev, EdgeType::Launch);
                 if delays_target {
@@ -1192,8 +1672,22 @@ impl<'a> Engine<'a> {
                     let end = t + hp.copy_call_ns;
                     let inf = info(self.streams[si_inj].cupti_id);
                     let handle = self.streams[si_inj].handle;
-                    let api = ("cudaMemcpyAsync", "cuMemcpyHtoDAsync_v2", 41, ApiDomain::Runtime);
-                    let (node, corr) = self.api_call(th, NodeKind::ApiCall, api, inf.clone(), t, end, handle, None);
+                    let api = (
+                        "cudaMemcpyAsync",
+                        "cuMemcpyHtoDAsync_v2",
+                        41,
+                        ApiDomain::Runtime,
+                    );
+                    let (node, corr) = self.api_call(
+                        th,
+                        NodeKind::ApiCall,
+                        api,
+                        inf.clone(),
+                        t,
+                        end,
+                        handle,
+                        None,
+                    );
                     self.threads[th].prev = None;
                     let queued = t + QUEUE_OFFSET_NS;
                     let d = &self.be.device;
@@ -1201,9 +1695,27 @@ impl<'a> Engine<'a> {
                     let begin = ready.max(self.copies.free_at);
                     // Each copy holds the engine for an equal share of the remaining time.
                     let share = until.saturating_sub(begin) / (count - i) as u64;
-                    let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64 * d.pinned_bytes_per_ns).max(4096.0) as u64;
-                    let nokey = StepKey { program: usize::MAX, request: 0, step: 0, graph_node: None, api: false };
-                    let dev = self.memcpy(si_inj, CopyDirection::H2d, bytes, HostMemory::Pinned, queued, corr, inf, &nokey, u64::MAX);
+                    let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64
+                        * d.pinned_bytes_per_ns)
+                        .max(4096.0) as u64;
+                    let nokey = StepKey {
+                        program: usize::MAX,
+                        request: 0,
+                        step: 0,
+                        graph_node: None,
+                        api: false,
+                    };
+                    let dev = self.memcpy(
+                        si_inj,
+                        CopyDirection::H2d,
+                        bytes,
+                        HostMemory::Pinned,
+                        queued,
+                        corr,
+                        inf,
+                        &nokey,
+                        u64::MAX,
+                    );
                     self.b.edge(node, dev, EdgeType::Launch);
                     self.pending_fault_edges.push(dev);
                     t = end;
@@ -1217,11 +1729,24 @@ impl<'a> Engine<'a> {
     /// and the injection's measured magnitude is filled in by the answers step.
     fn finish_faults(&mut self) {
         let Some(plan) = self.plan else { return };
-        let Some(target) = plan.device_target.as_ref().and_then(|k| self.keys.get(k)).copied() else {
-            if matches!(plan.kind, InjectionKind::RecordLoss | InjectionKind::UnrelatedWork) {
+        let Some(target) = plan
+            .device_target
+            .as_ref()
+            .and_then(|k| self.keys.get(k))
+            .copied()
+        else {
+            if matches!(
+                plan.kind,
+                InjectionKind::RecordLoss | InjectionKind::UnrelatedWork
+            ) {
                 self.injections.push(InjectionRecord {
                     kind: plan.kind.as_str().into(),
-                    mechanism: if plan.kind == InjectionKind::RecordLoss { "sim:dropped-record" } else { "sim:concurrent-kernel" }.into(),
+                    mechanism: if plan.kind == InjectionKind::RecordLoss {
+                        "sim:dropped-record"
+                    } else {
+                        "sim:concurrent-kernel"
+                    }
+                    .into(),
                     requested_us: plan.magnitude_ns as f64 / 1000.0,
                     measured_us: plan.magnitude_ns as f64 / 1000.0,
                     fault_node: None,
@@ -1263,5 +1788,10 @@ impl<'a> Engine<'a> {
 }
 
 fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
-    sc.programs.get(k.program)?.steps.get(k.step)?.id().map(str::to_string)
+    sc.programs
+        .get(k.program)?
+        .steps
+        .get(k.step)?
+        .id()
+        .map(str::to_string)
 }

@@ -11,7 +11,13 @@ use ground_truth::Ns;
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Launch a kernel that runs until `until` (duration fitted at placement).
-    Kernel { stream: Option<String>, name: String, grid: u32, until: Ns, delays_target: bool },
+    Kernel {
+        stream: Option<String>,
+        name: String,
+        grid: u32,
+        until: Ns,
+        delays_target: bool,
+    },
     /// Bulk pinned H2D copies on the injector's stream that keep the copy engine busy until `until`.
     Copies { count: u32, until: Ns },
 }
@@ -32,19 +38,41 @@ pub struct Plan {
 }
 
 /// Resolves an injection's target to the key of the step (or graph node) it names.
-pub fn target_key(sc: &Scenario, program: Option<&str>, target: &str, request: u32) -> Option<StepKey> {
+pub fn target_key(
+    sc: &Scenario,
+    program: Option<&str>,
+    target: &str,
+    request: u32,
+) -> Option<StepKey> {
     let pi = match program {
         Some(name) => sc.programs.iter().position(|p| p.name == name)?,
         None => 0,
     };
     let steps = &sc.programs[pi].steps;
     if let Some(si) = steps.iter().position(|s| s.id() == Some(target)) {
-        return Some(StepKey { program: pi, request, step: si, graph_node: None, api: false });
+        return Some(StepKey {
+            program: pi,
+            request,
+            step: si,
+            graph_node: None,
+            api: false,
+        });
     }
     // A graph node: the first launch of the graph that contains it.
-    let graph = sc.graphs.iter().find(|g| g.nodes.iter().any(|n| n.id == target))?;
-    let si = steps.iter().position(|s| matches!(s, Step::GraphLaunch { graph: g, .. } if *g == graph.name))?;
-    Some(StepKey { program: pi, request, step: si, graph_node: Some(target.to_string()), api: false })
+    let graph = sc
+        .graphs
+        .iter()
+        .find(|g| g.nodes.iter().any(|n| n.id == target))?;
+    let si = steps
+        .iter()
+        .position(|s| matches!(s, Step::GraphLaunch { graph: g, .. } if *g == graph.name))?;
+    Some(StepKey {
+        program: pi,
+        request,
+        step: si,
+        graph_node: Some(target.to_string()),
+        api: false,
+    })
 }
 
 pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
@@ -62,22 +90,32 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
     let Some(key) = key else { return p };
     let nodes = &twin.builder.truth.nodes;
     let device = twin.keys.get(&key).map(|&n| &nodes[n as usize]);
-    let api_key = StepKey { api: true, graph_node: None, ..key.clone() };
+    let api_key = StepKey {
+        api: true,
+        graph_node: None,
+        ..key.clone()
+    };
     let api = twin.keys.get(&api_key).map(|&n| &nodes[n as usize]);
     // Injector work is issued shortly before the target's own call, so it is ahead of it in every queue.
     let issue_at = api.map(|a| a.start.saturating_sub(40_000)).unwrap_or(0);
     let until = device.map(|d| d.start + mag).unwrap_or(0);
     let target_stream = |sc: &Scenario| match &sc.programs[key.program].steps[key.step] {
-        Step::Kernel { stream, .. } | Step::Copy { stream, .. } | Step::Memset { stream, .. } | Step::GraphLaunch { stream, .. } => {
-            Some(stream.clone())
-        }
+        Step::Kernel { stream, .. }
+        | Step::Copy { stream, .. }
+        | Step::Memset { stream, .. }
+        | Step::GraphLaunch { stream, .. } => Some(stream.clone()),
         _ => None,
     };
     match inj.kind {
-        InjectionKind::CpuDeschedule | InjectionKind::HostDelay | InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
+        InjectionKind::CpuDeschedule
+        | InjectionKind::HostDelay
+        | InjectionKind::HostPageFaultMinor
+        | InjectionKind::HostPageFaultMajor => {
             p.host_target = Some(key);
         }
-        InjectionKind::EventWait | InjectionKind::GraphDependency | InjectionKind::SyncWait
+        InjectionKind::EventWait
+        | InjectionKind::GraphDependency
+        | InjectionKind::SyncWait
         | InjectionKind::DelayedMemcpy
         | InjectionKind::KernelSlowdown => {
             p.stretch_target = Some(key);
@@ -98,7 +136,13 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
             p.device_target = Some(key);
         }
         InjectionKind::StreamBacklog => {
-            let dispatch = if device.is_some_and(|d| d.kind == NodeKind::Kernel || d.kind == NodeKind::Memset) { 3_000 } else { 2_000 };
+            let dispatch = if device
+                .is_some_and(|d| d.kind == NodeKind::Kernel || d.kind == NodeKind::Memset)
+            {
+                3_000
+            } else {
+                2_000
+            };
             p.actions.push((
                 issue_at,
                 Action::Kernel {
@@ -112,14 +156,23 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
             p.device_target = Some(key);
         }
         InjectionKind::PcieContention => {
-            p.actions.push((issue_at, Action::Copies { count: 2, until }));
+            p.actions
+                .push((issue_at, Action::Copies { count: 2, until }));
             p.device_target = Some(key);
         }
         InjectionKind::UnrelatedWork => {
-            let at = device.map(|d| d.start.saturating_sub(20_000)).unwrap_or(issue_at);
+            let at = device
+                .map(|d| d.start.saturating_sub(20_000))
+                .unwrap_or(issue_at);
             p.actions.push((
                 at.min(issue_at.max(at)),
-                Action::Kernel { stream: None, name: "unrelated_work".into(), grid: 8, until: at + mag, delays_target: false },
+                Action::Kernel {
+                    stream: None,
+                    name: "unrelated_work".into(),
+                    grid: 8,
+                    until: at + mag,
+                    delays_target: false,
+                },
             ));
             p.device_target = Some(key);
         }

@@ -29,24 +29,44 @@ impl Backend for SimBackend {
 
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
         if let Some(p) = scenario.check().first() {
-            return Err(RecordError::Invalid(scenario.name.clone(), format!("{}: {}", p.path, p.message)));
+            return Err(RecordError::Invalid(
+                scenario.name.clone(),
+                format!("{}: {}", p.path, p.message),
+            ));
         }
         let seed = crate::mix(scenario.seed ^ crate::mix(repetition as u64 + 1));
-        let twin = engine::run(scenario, self, seed, None, false);
-        let plan = scenario.injection.as_ref().map(|inj| inject::plan(scenario, inj, &twin));
-        let run = engine::run(scenario, self, seed, plan.as_ref(), true);
+        // Without an injection the twin is the run itself: simulate once.
+        let (run, twin) = match &scenario.injection {
+            Some(inj) => {
+                let twin = engine::run(scenario, self, seed, None, false);
+                let plan = inject::plan(scenario, inj, &twin);
+                (
+                    engine::run(scenario, self, seed, Some(&plan), true),
+                    Some(twin),
+                )
+            }
+            None => (engine::run(scenario, self, seed, None, true), None),
+        };
         let loss = run.loss;
         let injections = run.injections.clone();
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
         let sd = &scenario.symptom;
         let mut key = inject::target_key(scenario, sd.program.as_deref(), &sd.step, sd.request)
-            .ok_or_else(|| RecordError::Invalid(scenario.name.clone(), "symptom.step names no step".into()))?;
+            .ok_or_else(|| {
+                RecordError::Invalid(scenario.name.clone(), "symptom.step names no step".into())
+            })?;
         key.graph_node = sd.graph_node.clone();
-        let missing = || RecordError::Invalid(scenario.name.clone(), "the symptom step never ran".into());
+        let missing =
+            || RecordError::Invalid(scenario.name.clone(), "the symptom step never ran".into());
         let node = *run.keys.get(&key).ok_or_else(missing)?;
-        let twin_node = &twin.builder.truth.nodes[*twin.keys.get(&key).ok_or_else(missing)? as usize];
-        let symptom = answers::symptom(scenario, &truth, &trace, node, twin_node)
+        let twin_node = match &twin {
+            Some(t) => {
+                t.builder.truth.nodes[*t.keys.get(&key).ok_or_else(missing)? as usize].clone()
+            }
+            None => truth.nodes[node as usize].clone(),
+        };
+        let symptom = answers::symptom(scenario, &truth, &trace, node, &twin_node)
             .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
         for inj in &mut truth.injections {
             if inj.measured_us.is_nan() {
@@ -83,7 +103,7 @@ impl Backend for SimBackend {
 /// A launch-bound scenario of `ops` kernel launches (for benchmarks and the
 /// generator-overhead measurement): one thread, two streams, 1 µs kernels.
 pub fn launch_bound_scenario(ops: u32) -> Scenario {
-    use ground_truth::scenario::{Program, StreamDecl, Step, SymptomDecl, ThreadDecl};
+    use ground_truth::scenario::{Program, Step, StreamDecl, SymptomDecl, ThreadDecl};
     let per_request = 100u32;
     let kernel = |i: u32| Step::Kernel {
         id: (i == 0).then(|| "first".to_string()),
@@ -106,9 +126,21 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
         mode: ground_truth::Mode::Instrumented,
         seed: 1,
         repetitions: 1,
-        threads: vec![ThreadDecl { name: "host".into(), count: 1 }],
+        threads: vec![ThreadDecl {
+            name: "host".into(),
+            count: 1,
+        }],
         queues: vec![],
-        streams: vec![StreamDecl { name: "a".into(), priority: 0 }, StreamDecl { name: "b".into(), priority: 0 }],
+        streams: vec![
+            StreamDecl {
+                name: "a".into(),
+                priority: 0,
+            },
+            StreamDecl {
+                name: "b".into(),
+                priority: 0,
+            },
+        ],
         events: vec![],
         graphs: vec![],
         programs: vec![Program {
@@ -120,6 +152,24 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
             steps: (0..per_request).map(kernel).collect(),
         }],
         injection: None,
-        symptom: SymptomDecl { step: "first".into(), graph_node: None, program: None, request: 0, question: Default::default(), answer: None },
+        symptom: SymptomDecl {
+            step: "first".into(),
+            graph_node: None,
+            program: None,
+            request: 0,
+            question: Default::default(),
+            answer: None,
+        },
     }
+}
+
+/// Runs the simulation once without recording (the model alone, as the twin
+/// run does) and returns how many ground-truth nodes it produced. This is what
+/// "simulated operations per second" measures.
+pub fn simulate_only(backend: &SimBackend, scenario: &Scenario) -> usize {
+    engine::run(scenario, backend, scenario.seed, None, false)
+        .builder
+        .truth
+        .nodes
+        .len()
 }
