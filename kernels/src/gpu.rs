@@ -26,8 +26,8 @@ pub fn gpu_available() -> Result<(), KernelError> {
         return Err(KernelError::NoGpu(format!("{NVIDIACTL} does not exist")));
     }
     // SAFETY: only dlopen/dlclose of candidate names.
-    let present =
-        std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() }).unwrap_or(false);
+    let present = std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() })
+        .unwrap_or(false);
     if !present {
         return Err(KernelError::NoGpu(
             "libcuda.so (the NVIDIA driver library) cannot be loaded".into(),
@@ -66,10 +66,17 @@ pub struct LogSlot {
 
 impl LogSlot {
     /// No logging.
-    pub const NONE: LogSlot = LogSlot { log_ptr: 0, slot: 0 };
+    pub const NONE: LogSlot = LogSlot {
+        log_ptr: 0,
+        slot: 0,
+    };
 
     /// Slot `slot` of `log` (the pointer stays valid as long as `log` lives).
-    pub fn of(log: &CudaSlice<LogEntry>, stream: &CudaStream, slot: u32) -> Result<Self, KernelError> {
+    pub fn of(
+        log: &CudaSlice<LogEntry>,
+        stream: &CudaStream,
+        slot: u32,
+    ) -> Result<Self, KernelError> {
         if slot as usize >= log.len() {
             return Err(KernelError::BadLaunch(format!(
                 "log slot {slot} out of range (log has {} entries)",
@@ -121,7 +128,9 @@ impl Kernels {
         )? as u32;
         let optin = drv(
             "reading the opt-in shared memory per block",
-            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            ctx.attribute(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            ),
         )?;
         let mut me = Kernels {
             ctx: ctx.clone(),
@@ -196,7 +205,10 @@ impl Kernels {
         stream: &Arc<CudaStream>,
         slots: usize,
     ) -> Result<CudaSlice<LogEntry>, KernelError> {
-        drv("allocating the device log", stream.alloc_zeros::<LogEntry>(slots))
+        drv(
+            "allocating the device log",
+            stream.alloc_zeros::<LogEntry>(slots),
+        )
     }
 
     /// Copy the log back (synchronizes `stream`).
@@ -221,7 +233,10 @@ impl Kernels {
         cfg: LaunchConfig,
     ) -> Result<(), KernelError> {
         let mut b = stream.launch_builder(self.function(Kernel::Spin));
-        b.arg(&op_id).arg(&log.log_ptr).arg(&log.slot).arg(&duration_ns);
+        b.arg(&op_id)
+            .arg(&log.log_ptr)
+            .arg(&log.slot)
+            .arg(&duration_ns);
         drv("launching cb_spin", b.launch(cfg).map(|_| ()))
     }
 
@@ -243,7 +258,7 @@ impl Kernels {
         iterations: u32,
         cfg: LaunchConfig,
     ) -> Result<(), KernelError> {
-        if n_bytes % 16 != 0 {
+        if n_bytes & 15 != 0 {
             return Err(KernelError::BadLaunch(format!(
                 "cb_memory copies 16-byte elements; {n_bytes} bytes is not a multiple of 16"
             )));
@@ -311,7 +326,10 @@ impl Kernels {
             shared_mem_bytes: self.hog_dynamic_smem,
         };
         let mut b = stream.launch_builder(self.function(Kernel::OccupancyHog));
-        b.arg(&op_id).arg(&log.log_ptr).arg(&log.slot).arg(&duration_ns);
+        b.arg(&op_id)
+            .arg(&log.log_ptr)
+            .arg(&log.slot)
+            .arg(&duration_ns);
         drv("launching cb_occupancy_hog", b.launch(cfg).map(|_| ()))
     }
 

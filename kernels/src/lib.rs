@@ -206,10 +206,11 @@ pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
     let res = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts));
     match res {
         Ok(Ok(ptx)) => {
-            let src = std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
-                arch: arch.to_string(),
-                detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
-            })?;
+            let src =
+                std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
+                    arch: arch.to_string(),
+                    detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
+                })?;
             Ok(src)
         }
         Ok(Err(e)) => Err(KernelError::Compile {
@@ -224,7 +225,11 @@ pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
 
 fn describe_compile_error(e: &cudarc::nvrtc::CompileError) -> String {
     match e {
-        cudarc::nvrtc::CompileError::CompileError { nvrtc, options, log } => format!(
+        cudarc::nvrtc::CompileError::CompileError {
+            nvrtc,
+            options,
+            log,
+        } => format!(
             "{nvrtc:?} with options {options:?}; log:\n{}",
             log.to_string_lossy()
         ),
@@ -285,8 +290,14 @@ mod tests {
 
     #[test]
     fn arch_is_validated_before_loading_nvrtc() {
-        assert!(matches!(compile_ptx(Some("hopper")), Err(KernelError::BadArch(_))));
-        assert!(matches!(compile_ptx(Some("compute_")), Err(KernelError::BadArch(_))));
+        assert!(matches!(
+            compile_ptx(Some("hopper")),
+            Err(KernelError::BadArch(_))
+        ));
+        assert!(matches!(
+            compile_ptx(Some("compute_")),
+            Err(KernelError::BadArch(_))
+        ));
         assert!(check_arch("compute_90").is_ok());
         assert!(check_arch("sm_90a").is_ok());
         assert!(check_arch("compute_100f").is_ok());

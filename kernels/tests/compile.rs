@@ -25,7 +25,11 @@ fn every_kernel_compiles_to_ptx_for_hopper() {
         return;
     }
     let ptx = compile_ptx(None).expect("NVRTC compiles the causalbench kernels");
-    assert!(ptx.contains(".target sm_90"), "PTX targets sm_90:\n{}", &ptx[..ptx.len().min(800)]);
+    assert!(
+        ptx.contains(".target sm_90"),
+        "PTX targets sm_90:\n{}",
+        &ptx[..ptx.len().min(800)]
+    );
     for k in Kernel::ALL {
         let entry = format!(".entry {}(", k.entry_point());
         assert!(ptx.contains(&entry), "{entry} missing from the PTX");

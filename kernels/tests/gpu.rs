@@ -81,7 +81,9 @@ fn every_kernel_launches_and_logs() {
     let n_bytes: usize = 64 << 20;
     let src = stream.alloc_zeros::<u8>(n_bytes).unwrap();
     let dst = stream.alloc_zeros::<u8>(n_bytes).unwrap();
-    let out = stream.alloc_zeros::<f32>((k.num_sms() * 256) as usize).unwrap();
+    let out = stream
+        .alloc_zeros::<f32>((k.num_sms() * 256) as usize)
+        .unwrap();
     let (src_p, _a) = src.device_ptr(&stream);
     let (dst_p, _b) = dst.device_ptr(&stream);
     let (out_p, _c) = out.device_ptr(&stream);
@@ -89,27 +91,70 @@ fn every_kernel_launches_and_logs() {
     unsafe {
         k.launch_empty(&stream, 1, LogSlot::of(&log, &stream, 0).unwrap(), cfg)
             .unwrap();
-        k.launch_memory(&stream, 2, LogSlot::of(&log, &stream, 1).unwrap(), src_p, dst_p, n_bytes as u64, 4, cfg)
+        k.launch_memory(
+            &stream,
+            2,
+            LogSlot::of(&log, &stream, 1).unwrap(),
+            src_p,
+            dst_p,
+            n_bytes as u64,
+            4,
+            cfg,
+        )
+        .unwrap();
+        k.launch_compute(
+            &stream,
+            3,
+            LogSlot::of(&log, &stream, 2).unwrap(),
+            out_p,
+            100_000,
+            cfg,
+        )
+        .unwrap();
+        k.launch_compute(
+            &stream,
+            4,
+            LogSlot::of(&log, &stream, 3).unwrap(),
+            0,
+            100_000,
+            cfg,
+        )
+        .unwrap();
+        k.launch_occupancy_hog(
+            &stream,
+            5,
+            LogSlot::of(&log, &stream, 4).unwrap(),
+            100_000,
+            8,
+        )
+        .unwrap();
+        k.launch_spin(&stream, 6, LogSlot::NONE, 10_000, cfg)
             .unwrap();
-        k.launch_compute(&stream, 3, LogSlot::of(&log, &stream, 2).unwrap(), out_p, 100_000, cfg)
-            .unwrap();
-        k.launch_compute(&stream, 4, LogSlot::of(&log, &stream, 3).unwrap(), 0, 100_000, cfg)
-            .unwrap();
-        k.launch_occupancy_hog(&stream, 5, LogSlot::of(&log, &stream, 4).unwrap(), 100_000, 8)
-            .unwrap();
-        k.launch_spin(&stream, 6, LogSlot::NONE, 10_000, cfg).unwrap();
     }
     let entries = k.read_log(&stream, &log).unwrap();
-    for (i, name) in ["empty", "memory 4x64MiB", "compute 100k (out)", "compute 100k (no out)", "hog 8 SMs 100us"]
-        .iter()
-        .enumerate()
+    for (i, name) in [
+        "empty",
+        "memory 4x64MiB",
+        "compute 100k (out)",
+        "compute 100k (no out)",
+        "hog 8 SMs 100us",
+    ]
+    .iter()
+    .enumerate()
     {
         show(name, &entries[i]);
-        assert!(entries[i].is_written_for(i as u64 + 1), "{name}: {:?}", entries[i]);
+        assert!(
+            entries[i].is_written_for(i as u64 + 1),
+            "{name}: {:?}",
+            entries[i]
+        );
     }
     assert_eq!(entries[0].blocks, 1);
     assert_eq!(entries[1].blocks, k.num_sms());
-    assert!(entries[3].duration_ns() > 1_000, "compute loop was eliminated");
+    assert!(
+        entries[3].duration_ns() > 1_000,
+        "compute loop was eliminated"
+    );
     assert_eq!(entries[4].blocks, 8);
     assert!(entries[4].duration_ns() >= 100_000);
     let gb_s = (2 * 4 * n_bytes) as f64 / entries[1].duration_ns() as f64;
@@ -136,27 +181,56 @@ fn occupancy_hog_holds_the_sms_it_is_asked_to() {
     // 1. The hog holds every SM: a victim launched just after cannot start
     //    until the hog's blocks end.
     unsafe {
-        k.launch_occupancy_hog(&hog_stream, 10, LogSlot::of(&log, &hog_stream, 0).unwrap(), hold, n)
-            .unwrap();
+        k.launch_occupancy_hog(
+            &hog_stream,
+            10,
+            LogSlot::of(&log, &hog_stream, 0).unwrap(),
+            hold,
+            n,
+        )
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_micros(300));
-        k.launch_spin(&victim_stream, 11, LogSlot::of(&log, &victim_stream, 1).unwrap(), 50_000, launch_config(n, 128))
-            .unwrap();
+        k.launch_spin(
+            &victim_stream,
+            11,
+            LogSlot::of(&log, &victim_stream, 1).unwrap(),
+            50_000,
+            launch_config(n, 128),
+        )
+        .unwrap();
     }
     ctx.synchronize().unwrap();
     // 2. The hog holds half the SMs: a victim of half the SMs' blocks runs
     //    beside it at once.
     unsafe {
-        k.launch_occupancy_hog(&hog_stream, 12, LogSlot::of(&log, &hog_stream, 2).unwrap(), hold, n / 2)
-            .unwrap();
+        k.launch_occupancy_hog(
+            &hog_stream,
+            12,
+            LogSlot::of(&log, &hog_stream, 2).unwrap(),
+            hold,
+            n / 2,
+        )
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_micros(300));
-        k.launch_spin(&victim_stream, 13, LogSlot::of(&log, &victim_stream, 3).unwrap(), 50_000, launch_config(n / 2, 128))
-            .unwrap();
+        k.launch_spin(
+            &victim_stream,
+            13,
+            LogSlot::of(&log, &victim_stream, 3).unwrap(),
+            50_000,
+            launch_config(n / 2, 128),
+        )
+        .unwrap();
     }
     ctx.synchronize().unwrap();
     let e = k.read_log(&hog_stream, &log).unwrap();
-    for (i, name) in ["hog all SMs", "victim (all held)", "hog half SMs", "victim (half held)"]
-        .iter()
-        .enumerate()
+    for (i, name) in [
+        "hog all SMs",
+        "victim (all held)",
+        "hog half SMs",
+        "victim (half held)",
+    ]
+    .iter()
+    .enumerate()
     {
         show(name, &e[i]);
         assert!(e[i].is_written_for(10 + i as u64), "{name}: {:?}", e[i]);

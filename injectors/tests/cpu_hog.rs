@@ -1,0 +1,145 @@
+//! CpuHog against a victim thread of this process that records gaps in its
+//! own CLOCK_MONOTONIC readings. Both are pinned to the last allowed CPU.
+//! Skips with a message when the privilege is missing or only one CPU exists.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use injectors::clock::longest_gap_within;
+use injectors::{
+    allowed_cpus, gettid, spin_recording_gaps, CpuHog, HogMechanism, HogReport, InjectorError,
+};
+
+const REQUESTED: Duration = Duration::from_millis(5);
+
+/// The hog tests share one CPU: run them one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One hog run against a fresh spinning victim: the report and the victim's
+/// longest self-observed gap around the hog.
+fn attempt(allow_fifo: bool) -> Result<(HogReport, Duration), InjectorError> {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpu = *allowed_cpus().last().expect("some CPU");
+    let (tx, rx) = mpsc::channel();
+    let victim = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        spin_recording_gaps(
+            Duration::from_millis(250),
+            Duration::from_micros(200),
+            4096,
+            || false,
+        )
+    });
+    let tid = rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(40));
+    let res = CpuHog::new(std::process::id() as i32, tid)
+        .on_cpu(cpu)
+        .with_fifo(allow_fifo)
+        .run(REQUESTED);
+    let gaps = victim.join().unwrap();
+    let report = res?;
+    let gap = longest_gap_within(
+        &gaps,
+        report.hog_start_ns.saturating_sub(1_000_000),
+        report.hog_end_ns + 1_000_000,
+    )
+    .map(|g| g.duration())
+    .unwrap_or_default();
+    eprintln!(
+        "hog {:?} on CPU {}: spun {:?}, victim gap {:?}, victim run_delay {:?}, victim state {:?}",
+        report.mechanism,
+        report.cpu,
+        report.hog_spin(),
+        gap,
+        report.victim_run_delay,
+        report.victim_state
+    );
+    Ok((report, gap))
+}
+
+fn skip(test: &str, why: impl std::fmt::Display) {
+    eprintln!("SKIP {test}: {why}");
+}
+
+fn within(d: Duration, target: Duration, tol: f64) -> bool {
+    let (d, t) = (d.as_secs_f64(), target.as_secs_f64());
+    (d - t).abs() <= tol * t
+}
+
+#[test]
+fn hog_deschedules_the_victim_for_the_requested_time() {
+    const T: &str = "hog_deschedules_the_victim_for_the_requested_time";
+    if allowed_cpus().len() < 2 {
+        return skip(T, "needs at least 2 CPUs");
+    }
+    // Best of 3: another process on the machine may take the CPU right after
+    // the hog and lengthen one gap.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        match attempt(true) {
+            Err(e @ InjectorError::PrivilegeMissing { .. }) => return skip(T, e),
+            Err(e) => panic!("{e}"),
+            Ok((r, gap)) => {
+                assert!(r.hog_spin() >= REQUESTED);
+                assert_eq!(r.requested, REQUESTED);
+                if within(gap, REQUESTED, 0.30) {
+                    if r.mechanism == HogMechanism::Fifo {
+                        // The victim was switched out runnable: its runqueue wait grew.
+                        if let Some(rd) = r.victim_run_delay {
+                            assert!(rd >= REQUESTED.mul_f64(0.7), "run_delay {rd:?}");
+                        }
+                    }
+                    return;
+                }
+                seen.push((r.mechanism, gap));
+            }
+        }
+    }
+    panic!("victim gap never within ±30 % of {REQUESTED:?}: {seen:?}");
+}
+
+#[test]
+fn nice_fallback_deschedules_the_victim() {
+    const T: &str = "nice_fallback_deschedules_the_victim";
+    if allowed_cpus().len() < 2 {
+        return skip(T, "needs at least 2 CPUs");
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        match attempt(false) {
+            Err(e @ InjectorError::PrivilegeMissing { .. }) => return skip(T, e),
+            Err(e) => panic!("{e}"),
+            Ok((r, gap)) => {
+                assert_eq!(r.mechanism, HogMechanism::Nice);
+                // Under nice −20 the victim keeps ~1 % of the CPU, so it may
+                // run a short slice inside the window: the longest gap is at
+                // least half the request.
+                if gap >= REQUESTED / 2 && gap <= REQUESTED.mul_f64(1.3) {
+                    return;
+                }
+                seen.push(gap);
+            }
+        }
+    }
+    panic!("nice hog never switched the victim out for ≥ half of {REQUESTED:?}: {seen:?}");
+}
+
+#[test]
+fn bad_requests_are_errors() {
+    let me = std::process::id() as i32;
+    let tid = gettid();
+    assert!(matches!(
+        CpuHog::new(me, tid).run(Duration::ZERO),
+        Err(InjectorError::Invalid(_))
+    ));
+    assert!(matches!(
+        CpuHog::new(me, 999_999_999).run(Duration::from_millis(1)),
+        Err(InjectorError::NoSuchThread { .. })
+    ));
+    assert!(matches!(
+        CpuHog::new(me, tid)
+            .on_cpu(100_000)
+            .run(Duration::from_millis(1)),
+        Err(InjectorError::BadCpu { .. })
+    ));
+}
