@@ -49,7 +49,7 @@
 use crate::analysis::{self, dominant, ranked, significant, Peers, NOISE_NS};
 use crate::index::{call_site_frame, median, Index, Pos};
 use crate::{attribution, attribution_targets, finish, Output, Profiler};
-use ground_truth::trace::{HostMemory, MarkerPhase, Record, SyncType};
+use ground_truth::trace::{HostMemory, MarkerPhase, Record, Source, SyncType};
 use ground_truth::view::LossSpec;
 use ground_truth::{
     CauseLabel, Diagnosis, EdgeType, Evidence, Explanation, Ns, Phases, Query, Question, TraceView,
@@ -210,6 +210,13 @@ pub(crate) struct Graph<'a> {
     /// Per stream: (enqueue key, the unit's exits) in order; a graph launch exits
     /// through its sinks.
     stream_units: HashMap<u32, Vec<(Ns, Vec<Pos>)>>,
+    /// Launch calls known to be lost (their activity survived): (request token, when).
+    lost_calls: Vec<(Option<String>, Ns)>,
+    /// Whether the view has CUPTI records / eBPF host records at all.
+    has_cupti: bool,
+    has_ebpf: bool,
+    /// Graph nodes whose usual graph predecessor is absent from their launch.
+    graph_lost: std::cell::RefCell<Vec<Pos>>,
 }
 
 /// Unit of a stream's order: one record, or the kernels of one graph launch.
@@ -236,12 +243,17 @@ impl<'a> Graph<'a> {
             missing_at: HashMap::new(),
             loss_plausible,
             stream_units: HashMap::new(),
+            lost_calls: Vec::new(),
+            has_cupti: view.records.iter().any(|r| r.source() == Source::Cupti),
+            has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
+            graph_lost: Default::default(),
         };
         g.launch_edges();
         g.stream_edges();
         g.event_and_sync_edges();
         g.interference_edges();
         g.host_edges();
+        g.distrust_edges_into_gaps();
         g.index_edges();
         g
     }
@@ -293,9 +305,56 @@ impl<'a> Graph<'a> {
                 }
                 match api {
                     Some(api) => self.add(api, a, EdgeType::Launch, Evidence::Explicit, 1.0),
-                    None if has_api => self.add_missing(a, EdgeType::Launch, mc),
+                    None if has_api => {
+                        // The API record is gone; its uprobe may survive (eBPF saw the call).
+                        match self.uprobe_for_lost_launch(a) {
+                            Some(u) => self.add(u, a, EdgeType::Launch, Evidence::Inferred, 0.75),
+                            None => {
+                                self.add_missing(a, EdgeType::Launch, mc);
+                                if let Some((q, _, _, _)) =
+                                    self.ix.rec(a).device_times().filter(|t| t.0 > 0)
+                                {
+                                    self.lost_calls
+                                        .push((self.ix.token_by_corr.get(&c).cloned(), q));
+                                }
+                            }
+                        }
+                    }
                     None => {}
                 }
+            }
+        }
+    }
+
+    /// An unpaired launch uprobe whose call contains the op's `queued` time.
+    fn uprobe_for_lost_launch(&self, a: Pos) -> Option<Pos> {
+        let ix = &self.ix;
+        let r = ix.rec(a);
+        let (q, _, _, _) = r.device_times().filter(|t| t.0 > 0)?;
+        let k = ix.all_calls.partition_point(|&c| ix.start(c) <= q + 2_000);
+        ix.all_calls[..k]
+            .iter()
+            .rev()
+            .take(256)
+            .copied()
+            .find(|&c| {
+                matches!(ix.rec(c), Record::Uprobe { .. })
+                    && ix.end(c) + 2_000 >= q
+                    && ix.call_kind(c).can_create(r)
+            })
+    }
+
+    /// Lowers the confidence of visible edges into a record whose predecessor of
+    /// the same kind is claimed missing: the visible one is likely not the gate.
+    fn distrust_edges_into_gaps(&mut self) {
+        if self.missing.is_empty() {
+            return;
+        }
+        let gaps: HashMap<(Pos, EdgeType), ()> =
+            self.missing.iter().map(|m| ((m.at, m.kind), ())).collect();
+        for e in &mut self.edges {
+            if gaps.contains_key(&(e.dst, e.kind)) {
+                e.conf = e.conf.min(0.5);
             }
         }
     }
@@ -343,6 +402,10 @@ impl<'a> Graph<'a> {
         }
         let orphans = self.orphan_launches();
         let graph_edges = self.infer_graph_edges();
+        let mc0 = self.missing_conf();
+        for b in self.graph_lost.take() {
+            self.add_missing(b, EdgeType::Graph, mc0);
+        }
         let mut graph_preds: HashMap<Pos, ()> = HashMap::new();
         let mut graph_succs: HashMap<Pos, ()> = HashMap::new();
         for &(a, b, conf) in &graph_edges {
@@ -647,6 +710,26 @@ impl<'a> Graph<'a> {
                 }
             }
         }
+        // A node whose usual predecessor (in other replays) is absent from this
+        // launch lost that predecessor's record.
+        let mut preds_of: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
+        for (&(gid, a, b), &(v, bad)) in &votes {
+            if v > 0 && bad == 0 {
+                preds_of.entry((gid, b)).or_default().push(a);
+            }
+        }
+        for k in &keys {
+            let nodes = &launches[k];
+            let present: Vec<u64> = nodes.iter().map(|&p| node_id(p)).collect();
+            for &b in nodes {
+                if preds_of
+                    .get(&(k.0, node_id(b)))
+                    .is_some_and(|ps| ps.iter().any(|a| !present.contains(a)))
+                {
+                    self.graph_lost.borrow_mut().push(b);
+                }
+            }
+        }
         picks
             .into_iter()
             .filter_map(|(gid, a, b)| {
@@ -846,6 +929,7 @@ impl<'a> Graph<'a> {
             .filter_map(|(k, v)| median(v).map(|m| (k, m)))
             .collect();
         let mut add = Vec::new();
+        let mut lost = Vec::new();
         for &x in &ix.device_ops {
             let r = ix.rec(x);
             let Some((q, s, st, _)) = r.device_times() else {
@@ -873,12 +957,25 @@ impl<'a> Graph<'a> {
                     && matches!(ro, Record::Memcpy { .. }) == copy
                     && ix.start(o) < st
             });
-            if let Some(o) = culprit {
-                add.push((o, x));
+            // The engine/SMs are handed over at once: a culprit that ended well
+            // before the victim started was not the last one holding it.
+            let tol = 10_000 + (st - s) / 50;
+            match culprit {
+                Some(o) if ix.end(o) + tol >= st => add.push((o, x)),
+                Some(o) => {
+                    add.push((o, x));
+                    lost.push(x);
+                }
+                // Held back on the device by nothing visible: that work was lost.
+                None => lost.push(x),
             }
         }
         for (o, x) in add {
             self.add(o, x, EdgeType::Fault, Evidence::Inferred, 0.7);
+        }
+        let mc = self.missing_conf();
+        for x in lost {
+            self.add_missing(x, EdgeType::Fault, mc);
         }
     }
 
@@ -887,6 +984,7 @@ impl<'a> Graph<'a> {
         let ix = &self.ix;
         let mut add: Vec<E> = Vec::new();
         let mut miss = Vec::new();
+        let mut miss_kind: Vec<(Pos, EdgeType)> = Vec::new();
         let markers_present = !ix.markers.is_empty();
         // Enqueue markers by (queue, token), in time order.
         let mut enq: HashMap<(&str, &str), Vec<Pos>> = HashMap::new();
@@ -949,10 +1047,37 @@ impl<'a> Graph<'a> {
                 }
             }
         }
+        // Where lost launch calls were made: the thread running their request then.
+        let mut tasks_of_token: HashMap<&str, Vec<(Ns, u32)>> = HashMap::new();
+        for &m in &ix.markers {
+            if let Record::Marker {
+                phase: MarkerPhase::TaskBegin,
+                token,
+                ts,
+                tid,
+                ..
+            } = ix.rec(m)
+            {
+                tasks_of_token
+                    .entry(token.as_str())
+                    .or_default()
+                    .push((*ts, *tid));
+            }
+        }
+        let mut lost_on: HashMap<u32, Vec<Ns>> = HashMap::new();
+        for (tok, q) in &self.lost_calls {
+            let Some(v) = tok.as_deref().and_then(|t| tasks_of_token.get(t)) else {
+                continue;
+            };
+            if let Some(&(_, tid)) = v.iter().filter(|(ts, _)| ts <= q).max() {
+                lost_on.entry(tid).or_default().push(*q);
+            }
+        }
         let mut tids: Vec<u32> = ix.threads.keys().copied().collect();
         tids.sort_unstable();
         for tid in tids {
             let th = &ix.threads[&tid];
+            let lost_here = lost_on.get(&tid);
             // Host operations of the thread in program order: calls and markers.
             let mut ops: Vec<(Ns, u8, u64, Pos)> = th
                 .calls
@@ -985,16 +1110,32 @@ impl<'a> Graph<'a> {
                 match ix.rec(p) {
                     Record::Marker {
                         phase: MarkerPhase::TaskBegin,
+                        token,
+                        queue,
                         ..
                     } => {
+                        if queue.is_empty() && !req.contains_key(token.as_str()) {
+                            // A request's first task without its request_begin.
+                            miss_kind.push((p, EdgeType::Request));
+                        }
                         prev = Some(p);
                         task = Some(p);
                         continue;
                     }
                     Record::Marker {
                         phase: MarkerPhase::Enqueue,
+                        token: etok,
                         ..
                     } => {
+                        let task_tok = task.and_then(|tb| match ix.rec(tb) {
+                            Record::Marker { token, .. } => Some(token),
+                            _ => None,
+                        });
+                        if task_tok != Some(etok) {
+                            // Handed on by a task whose begin marker is missing.
+                            miss_kind.push((p, EdgeType::Handoff));
+                            continue;
+                        }
                         // The task hands its request on; program order continues past it.
                         if let Some(t) = task {
                             add.push(E {
@@ -1022,6 +1163,31 @@ impl<'a> Graph<'a> {
                         ev,
                         conf,
                     });
+                }
+                // A call of request T must run in a task of request T: otherwise that
+                // task's begin marker is missing. A lost launch call of this thread
+                // between the previous op and this one is a missing program-order
+                // predecessor.
+                if markers_present {
+                    if let Some(t) = ix
+                        .rec(p)
+                        .correlation_id()
+                        .and_then(|c| ix.token_by_corr.get(&c))
+                    {
+                        let task_tok = task.and_then(|tb| match ix.rec(tb) {
+                            Record::Marker { token, .. } => Some(token),
+                            _ => None,
+                        });
+                        if task_tok != Some(t) {
+                            miss_kind.push((p, EdgeType::HostOrder));
+                        }
+                    }
+                }
+                if let Some(qs) = lost_here {
+                    let lo = prev.map(|pp| ix.end(pp)).unwrap_or(0);
+                    if qs.iter().any(|&q| q >= lo && q <= ix.start(p)) {
+                        miss_kind.push((p, EdgeType::HostOrder));
+                    }
                 }
                 // Scheduler / page-fault evidence between the previous op and this call.
                 if !matches!(ix.rec(p), Record::Marker { .. }) {
@@ -1059,6 +1225,9 @@ impl<'a> Graph<'a> {
         let mc = self.missing_conf();
         for m in miss {
             self.add_missing(m, EdgeType::Handoff, mc);
+        }
+        for (m, k) in miss_kind {
+            self.add_missing(m, k, mc);
         }
     }
 
@@ -1137,11 +1306,25 @@ impl<'a> Graph<'a> {
                 break;
             }
             match best {
+                Some(e) if e.kind == EdgeType::HostOrder && e.ev == Evidence::Inferred => {
+                    // Closed mode: which host task this call belongs to is not in the
+                    // view; the path cannot be followed back with certainty.
+                    unresolved = Some(cur);
+                    break;
+                }
                 Some(e) => {
                     path.push(e.src);
                     cur = e.src;
                 }
-                None => break,
+                None => {
+                    // Without task markers a host chain's root is never visible.
+                    if self.ix.markers.is_empty()
+                        && matches!(self.ix.rec(cur), Record::Api { .. } | Record::Uprobe { .. })
+                    {
+                        unresolved = Some(cur);
+                    }
+                    break;
+                }
             }
         }
         path.reverse();
@@ -1276,6 +1459,11 @@ impl<'a> Graph<'a> {
             }
             if let Some(e) = self.incoming_of(t, EdgeType::Request) {
                 m.since_request = Some(start.saturating_sub(ix.start(e.src)) as f64);
+                // Arrival → first task: the request waited to be picked up.
+                m.queue_wait = Some(
+                    m.queue_wait.unwrap_or(0.0)
+                        + ix.start(t).saturating_sub(ix.start(e.src)) as f64,
+                );
             }
             break;
         }
@@ -1317,8 +1505,42 @@ impl<'a> Graph<'a> {
                 peers: 0,
             };
         };
-        let (path, unresolved) = self.critical_path(p);
-        let (causes, phases, npeers) = self.causes(p, 0);
+        let (mut path, mut unresolved) = self.critical_path(p);
+        let (mut causes, phases, npeers) = self.causes(p, 0);
+        let call = self.call_of(p);
+        // The launch call was late and nothing visible on the host explains it:
+        // without the eBPF collector (or with host records lost) the stall that
+        // delayed it is not in this view.
+        let (d, v) = dominant(&phases);
+        let host_late = d == 0
+            && significant(v, 0.0)
+            && causes
+                .first()
+                .is_some_and(|c| c.0 == CauseLabel::HostCompute);
+        if host_late && (!self.has_ebpf || self.loss_plausible) {
+            if let Some(c) = call {
+                if unresolved.is_none() {
+                    unresolved = Some(c);
+                    if let Some(i) = path.iter().position(|&x| x == c) {
+                        path.drain(..i);
+                    }
+                }
+                if !self.has_ebpf {
+                    causes.push((CauseLabel::CpuDeschedule, v * 0.5));
+                    causes.push((CauseLabel::HostPageFault, v * 0.4));
+                }
+            }
+        }
+        // Host-only view: the device side of a call's work is never visible.
+        if !self.has_cupti
+            && unresolved.is_none()
+            && call.is_some_and(|c| {
+                let k = ix.call_kind(c);
+                k.launches_work() || k == crate::index::CallKind::Synchronize
+            })
+        {
+            unresolved = Some(p);
+        }
         let answer = match q.question {
             Question::CallSite => self
                 .call_of(p)
