@@ -1318,7 +1318,7 @@ impl<'a> Graph<'a> {
                 }
                 None => {
                     // Without task markers a host chain's root is never visible.
-                    if self.ix.markers.is_empty()
+                    if self.ix.view.spec.mode == ground_truth::Mode::Closed
                         && matches!(self.ix.rec(cur), Record::Api { .. } | Record::Uprobe { .. })
                     {
                         unresolved = Some(cur);

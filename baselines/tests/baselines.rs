@@ -190,6 +190,13 @@ fn launch_kernel_ex_is_a_launch_hta_271() {
     let mut ops = vec![];
     for r in 0..4u64 {
         let t = 10 * MS + r * 2 * MS;
+        b.marker(
+            10,
+            MarkerPhase::RequestBegin,
+            "",
+            &r.to_string(),
+            t - 30 * US,
+        );
         b.marker(10, MarkerPhase::TaskBegin, "", &r.to_string(), t - 30 * US);
         let l = b.launch_at(
             10,
@@ -385,7 +392,18 @@ fn missing_launch_record_is_claimed_missing() {
     let lost = b.launch(10, t + 200 * US, 1, "k", 100 * US);
     b.query("q", lost.op, Question::Cause);
     b.loss.cupti_dropped = 1;
-    b.records.retain(|r| r.rid() != lost.api);
+    // With its uprobe surviving, eBPF still saw the call: an inferred launch.
+    let mut with_uprobe = b.clone();
+    with_uprobe.records.retain(|r| r.rid() != lost.api);
+    let e = run("causal-graph", &with_uprobe.build());
+    assert_eq!(
+        has_edge(&e, lost.uprobe, lost.op, EdgeType::Launch)
+            .expect("uprobe launch")
+            .evidence,
+        Evidence::Inferred
+    );
+    b.records
+        .retain(|r| r.rid() != lost.api && r.rid() != lost.uprobe);
     let v = b.build();
     let e = run("causal-graph", &v);
     let m = has_edge(&e, lost.op, lost.op, EdgeType::Launch).expect("missing claim");
@@ -478,7 +496,8 @@ fn late_kernel(variant: &str) -> (TraceView, Vec<u64>) {
                     t += 5 * MS;
                 }
                 "occupancy" => {
-                    let h = b.launch(20, t - 100 * US, 2, "hog", 5 * MS + 200 * US);
+                    // Holds the SMs until the victim starts.
+                    let h = b.launch(20, t - 100 * US, 2, "hog", 5 * MS + 93 * US);
                     let _ = h;
                     start = Some(t + 5 * MS);
                 }
@@ -808,4 +827,60 @@ fn why_late_prints_the_chain_and_boundary() {
     assert!(s.contains("complete"), "{s}");
     assert!(s.contains("event_wait"), "{s}");
     assert!(why_late(&v, 999_999_999).contains("not a record"));
+}
+
+/// Lost host markers: a call of request 2 running where no task of request 2
+/// began (its task_begin was lost) has a missing program-order predecessor; in
+/// closed mode the root of every host chain is unresolved.
+#[test]
+fn lost_task_marker_and_closed_mode_roots() {
+    let mut b = ViewBuilder::new();
+    let mut ls = vec![];
+    for r in 1..=2u64 {
+        let t = 10 * MS + r * MS;
+        let tok = r.to_string();
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, t);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, t);
+        let l = b.launch(10, t + 10 * US, 1, "k", 50 * US);
+        b.ext(l.corr, r);
+        ls.push(l);
+    }
+    b.query("q", ls[1].op, Question::Cause);
+    let full = b.build();
+    let e = run("causal-graph", &full);
+    assert!(e.diagnoses[0].complete, "{:?}", e.diagnoses[0]);
+    let mut lossy = full.clone();
+    let lost_tb = lossy
+        .records
+        .iter()
+        .find(|r| matches!(r, ground_truth::trace::Record::Marker { phase: MarkerPhase::TaskBegin, token, .. } if token == "2"))
+        .unwrap()
+        .rid();
+    lossy.records.retain(|r| r.rid() != lost_tb);
+    lossy.spec.loss = LossSpec::Uniform {
+        rate: 0.05,
+        seed: 3,
+    };
+    let e = run("causal-graph", &lossy);
+    assert_eq!(
+        has_edge(&e, ls[1].api, ls[1].api, EdgeType::HostOrder)
+            .expect("missing task")
+            .evidence,
+        Evidence::Missing
+    );
+    let d = &e.diagnoses[0];
+    assert!(!d.complete);
+    assert_eq!(d.first_unresolved, Some(ls[1].api));
+    let mut closed = full.clone();
+    closed.spec.mode = Mode::Closed;
+    closed
+        .records
+        .retain(|r| r.source() != ground_truth::trace::Source::App);
+    let e = run("causal-graph", &closed);
+    let d = &e.diagnoses[0];
+    assert!(
+        !d.complete,
+        "closed mode cannot see the task a call belongs to"
+    );
+    assert_eq!(d.first_unresolved, Some(ls[1].api));
 }
