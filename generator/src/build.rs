@@ -115,7 +115,7 @@ impl RunBuilder {
             }
         }
         for rec in &mut self.trace {
-            set_rid(rec, perm(rec.rid()));
+            *rec.rid_mut() = perm(rec.rid());
         }
         // Rids are unique, so the unstable sort is deterministic.
         let mut order: Vec<(u64, u64, u32)> = self
@@ -139,23 +139,6 @@ impl RunBuilder {
             src[cur] = u32::MAX;
         }
         (self.truth, self.trace)
-    }
-}
-
-fn set_rid(rec: &mut Record, new: Rid) {
-    match rec {
-        Record::Api { rid, .. }
-        | Record::Kernel { rid, .. }
-        | Record::Memcpy { rid, .. }
-        | Record::Memset { rid, .. }
-        | Record::Sync { rid, .. }
-        | Record::CudaEvent { rid, .. }
-        | Record::ExternalCorrelation { rid, .. }
-        | Record::Nvtx { rid, .. }
-        | Record::Marker { rid, .. }
-        | Record::Uprobe { rid, .. }
-        | Record::Sched { rid, .. }
-        | Record::PageFault { rid, .. } => *rid = new,
     }
 }
 

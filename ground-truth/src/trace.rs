@@ -243,6 +243,24 @@ impl Record {
         }
     }
 
+    /// The rid, for recorders that assign rids after collecting records.
+    pub fn rid_mut(&mut self) -> &mut Rid {
+        match self {
+            Record::Api { rid, .. }
+            | Record::Kernel { rid, .. }
+            | Record::Memcpy { rid, .. }
+            | Record::Memset { rid, .. }
+            | Record::Sync { rid, .. }
+            | Record::CudaEvent { rid, .. }
+            | Record::ExternalCorrelation { rid, .. }
+            | Record::Nvtx { rid, .. }
+            | Record::Marker { rid, .. }
+            | Record::Uprobe { rid, .. }
+            | Record::Sched { rid, .. }
+            | Record::PageFault { rid, .. } => rid,
+        }
+    }
+
     /// The collector that produced this record.
     pub fn source(&self) -> Source {
         match self {

@@ -84,6 +84,17 @@ const TID_BASE: u32 = 4100;
 /// for every call keeps push order equal to call order, as a stream's lock would.
 const QUEUE_OFFSET_NS: Ns = 1_000;
 
+/// (runtime name, driver entry point, cbid, domain) of an API call.
+type ApiName = (&'static str, &'static str, u32, ApiDomain);
+
+struct StreamCall {
+    api: ApiName,
+    latency_ns: Ns,
+    handle: u64,
+    generation: u32,
+    call_site: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 struct Item {
     request: usize,
@@ -853,180 +864,79 @@ impl<'a> Engine<'a> {
         let hp = self.be.host.clone();
         let api_node: Option<NodeId>;
         match step {
-            Step::Kernel {
-                stream,
-                launch,
-                call_site,
-                ..
-            } => {
-                let spec = step.kernel_spec().expect("kernel");
+            Step::Kernel { stream, .. }
+            | Step::Copy { stream, .. }
+            | Step::Memset { stream, .. }
+            | Step::EventRecord { stream, .. }
+            | Step::StreamWait { stream, .. } => {
+                // Calls that enqueue one op on one stream share everything but the op itself.
                 let si = self.stream_ix[stream];
-                let end = start + self.jitter(key, hp.launch_ns);
-                let api = match launch {
-                    LaunchApi::Runtime => (
-                        "cudaLaunchKernel",
-                        "cuLaunchKernel",
-                        211,
-                        ApiDomain::Runtime,
-                    ),
-                    LaunchApi::Driver => {
-                        ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver)
-                    }
-                    LaunchApi::DriverEx => (
-                        "cuLaunchKernelEx",
-                        "cuLaunchKernelEx",
-                        652,
-                        ApiDomain::Driver,
-                    ),
-                };
-                let s = &self.streams[si];
-                let inf = info(call_site.clone(), Some(s.cupti_id), s.generation);
-                let handle = s.handle;
+                let call = self.stream_call(step, si);
+                let end = start + self.jitter(key, call.latency_ns);
+                let inf = info(
+                    call.call_site,
+                    Some(self.streams[si].cupti_id),
+                    call.generation,
+                );
                 let (node, corr) = self.api_call(
                     th,
                     NodeKind::ApiCall,
-                    api,
+                    call.api,
                     inf.clone(),
                     start,
                     end,
-                    handle,
+                    call.handle,
                     Some(&token),
                 );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.kernel(si, &spec, queued, corr, inf, &skey, key);
-                self.b.edge(node, dev, EdgeType::Launch);
-                self.remember(&skey, dev);
-                self.threads[th].clock = end;
-            }
-            Step::Copy {
-                stream,
-                direction,
-                bytes,
-                memory,
-                call_site,
-                ..
-            } => {
-                let si = self.stream_ix[stream];
-                let end_call = start + self.jitter(key, hp.copy_call_ns);
-                let s = &self.streams[si];
-                let inf = info(call_site.clone(), Some(s.cupti_id), s.generation);
-                let handle = s.handle;
-                let driver_fn = match direction {
-                    CopyDirection::H2d => "cuMemcpyHtoDAsync_v2",
-                    CopyDirection::D2h => "cuMemcpyDtoHAsync_v2",
-                    CopyDirection::D2d => "cuMemcpyDtoDAsync_v2",
+                let dev = match step {
+                    Step::Kernel { .. } => {
+                        let spec = step.kernel_spec().expect("kernel step");
+                        self.kernel(si, &spec, queued, corr, inf, &skey, key)
+                    }
+                    Step::Copy {
+                        direction,
+                        bytes,
+                        memory,
+                        ..
+                    } => self.memcpy(
+                        si, *direction, *bytes, *memory, queued, corr, inf, &skey, key,
+                    ),
+                    Step::Memset { bytes, .. } => {
+                        self.memset(si, *bytes, queued, corr, inf, &skey, key)
+                    }
+                    Step::EventRecord { event, .. } => {
+                        self.event_record(si, self.event_ix[event], queued, corr, inf)
+                    }
+                    Step::StreamWait { event, .. } => {
+                        self.stream_wait(si, self.event_ix[event], queued, corr, inf)
+                    }
+                    _ => unreachable!("matched above"),
                 };
-                let api = ("cudaMemcpyAsync", driver_fn, 41, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    api,
-                    inf.clone(),
-                    start,
-                    end_call,
-                    handle,
-                    Some(&token),
-                );
-                api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.memcpy(
-                    si, *direction, *bytes, *memory, queued, corr, inf, &skey, key,
-                );
                 self.b.edge(node, dev, EdgeType::Launch);
                 self.remember(&skey, dev);
+                let mut ret = end;
                 // Pageable copies are staged through the host: the call returns only
                 // when the copy is done (an implicit synchronization).
-                let blocking = *memory == HostMemory::Pageable && *direction != CopyDirection::D2d;
-                let mut ret = end_call;
-                if blocking {
-                    let done = self.b.truth.nodes[dev as usize].end;
-                    ret = end_call.max(done + self.jitter(key ^ 7, hp.resume_ns));
-                    self.block(th, end_call, ret);
-                    self.b.truth.nodes[node as usize].end = ret;
-                    if let Some(Record::Api { end, .. }) = self.last_record_of(node, "api") {
-                        *end = ret;
+                if let Step::Copy {
+                    memory: HostMemory::Pageable,
+                    direction,
+                    ..
+                } = step
+                {
+                    if *direction != CopyDirection::D2d {
+                        let done = self.b.truth.nodes[dev as usize].end;
+                        ret = end.max(done + self.jitter(key ^ 7, hp.resume_ns));
+                        self.block(th, end, ret);
+                        self.b.truth.nodes[node as usize].end = ret;
+                        if let Some(Record::Api { end, .. }) = self.last_record_of(node, "api") {
+                            *end = ret;
+                        }
+                        self.threads[th].current.as_mut().unwrap().pending_sync = Some(dev);
                     }
-                    self.threads[th].current.as_mut().unwrap().pending_sync = Some(dev);
                 }
                 self.threads[th].clock = ret;
-            }
-            Step::Memset { stream, bytes, .. } => {
-                let si = self.stream_ix[stream];
-                let end = start + self.jitter(key, hp.launch_ns);
-                let s = &self.streams[si];
-                let inf = info(None, Some(s.cupti_id), s.generation);
-                let handle = s.handle;
-                let api = ("cudaMemsetAsync", "cuMemsetD8Async", 48, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    api,
-                    inf.clone(),
-                    start,
-                    end,
-                    handle,
-                    Some(&token),
-                );
-                api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.memset(si, *bytes, queued, corr, inf, &skey, key);
-                self.b.edge(node, dev, EdgeType::Launch);
-                self.remember(&skey, dev);
-                self.threads[th].clock = end;
-            }
-            Step::EventRecord { event, stream, .. } => {
-                let (si, ei) = (self.stream_ix[stream], self.event_ix[event]);
-                let end = start + self.jitter(key, hp.event_call_ns);
-                let s = &self.streams[si];
-                let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
-                let handle = self.events[ei].handle;
-                let api = ("cudaEventRecord", "cuEventRecord", 135, ApiDomain::Runtime);
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    api,
-                    inf.clone(),
-                    start,
-                    end,
-                    handle,
-                    Some(&token),
-                );
-                api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.event_record(si, ei, queued, corr, inf);
-                self.b.edge(node, dev, EdgeType::Launch);
-                self.remember(&skey, dev);
-                self.threads[th].clock = end;
-            }
-            Step::StreamWait { stream, event, .. } => {
-                let (si, ei) = (self.stream_ix[stream], self.event_ix[event]);
-                let end = start + self.jitter(key, hp.event_call_ns);
-                let s = &self.streams[si];
-                let inf = info(None, Some(s.cupti_id), self.events[ei].generation);
-                let handle = self.events[ei].handle;
-                let api = (
-                    "cudaStreamWaitEvent",
-                    "cuStreamWaitEvent",
-                    146,
-                    ApiDomain::Runtime,
-                );
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    api,
-                    inf.clone(),
-                    start,
-                    end,
-                    handle,
-                    Some(&token),
-                );
-                api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
-                let dev = self.stream_wait(si, ei, queued, corr, inf);
-                self.b.edge(node, dev, EdgeType::Launch);
-                self.remember(&skey, dev);
-                self.threads[th].clock = end;
             }
             Step::GraphLaunch { graph, stream, .. } => {
                 let (si, gi) = (self.stream_ix[stream], self.graph_ix[graph]);
@@ -1168,6 +1078,85 @@ impl<'a> Engine<'a> {
             if step_id.is_some() {
                 self.keys.insert(StepKey { api: true, ..skey }, node);
             }
+        }
+    }
+
+    /// The API call a stream step makes: names, latency, the raw handle its first argument carries.
+    fn stream_call(&self, step: &Step, si: usize) -> StreamCall {
+        let hp = &self.be.host;
+        let s = &self.streams[si];
+        let rt = ApiDomain::Runtime;
+        let (api, latency_ns, handle, generation, call_site) = match step {
+            Step::Kernel {
+                launch, call_site, ..
+            } => {
+                let api = match launch {
+                    LaunchApi::Runtime => ("cudaLaunchKernel", "cuLaunchKernel", 211, rt),
+                    LaunchApi::Driver => {
+                        ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver)
+                    }
+                    LaunchApi::DriverEx => (
+                        "cuLaunchKernelEx",
+                        "cuLaunchKernelEx",
+                        652,
+                        ApiDomain::Driver,
+                    ),
+                };
+                (api, hp.launch_ns, s.handle, s.generation, call_site.clone())
+            }
+            Step::Copy {
+                direction,
+                call_site,
+                ..
+            } => {
+                let driver_fn = match direction {
+                    CopyDirection::H2d => "cuMemcpyHtoDAsync_v2",
+                    CopyDirection::D2h => "cuMemcpyDtoHAsync_v2",
+                    CopyDirection::D2d => "cuMemcpyDtoDAsync_v2",
+                };
+                (
+                    ("cudaMemcpyAsync", driver_fn, 41, rt),
+                    hp.copy_call_ns,
+                    s.handle,
+                    s.generation,
+                    call_site.clone(),
+                )
+            }
+            Step::Memset { .. } => (
+                ("cudaMemsetAsync", "cuMemsetD8Async", 48, rt),
+                hp.launch_ns,
+                s.handle,
+                s.generation,
+                None,
+            ),
+            Step::EventRecord { event, .. } => {
+                let e = &self.events[self.event_ix[event]];
+                (
+                    ("cudaEventRecord", "cuEventRecord", 135, rt),
+                    hp.event_call_ns,
+                    e.handle,
+                    e.generation,
+                    None,
+                )
+            }
+            Step::StreamWait { event, .. } => {
+                let e = &self.events[self.event_ix[event]];
+                (
+                    ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, rt),
+                    hp.event_call_ns,
+                    e.handle,
+                    e.generation,
+                    None,
+                )
+            }
+            _ => unreachable!("not a stream step"),
+        };
+        StreamCall {
+            api,
+            latency_ns,
+            handle,
+            generation,
+            call_site,
         }
     }
 
