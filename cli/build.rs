@@ -16,8 +16,17 @@ fn main() {
     for f in files {
         println!("cargo:rerun-if-changed={}", f.display());
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        writeln!(out, "    ({name:?}, include_str!({:?})),", f.canonicalize().unwrap().display().to_string()).unwrap();
+        writeln!(
+            out,
+            "    ({name:?}, include_str!({:?})),",
+            f.canonicalize().unwrap().display().to_string()
+        )
+        .unwrap();
     }
     out.push_str("];\n");
-    std::fs::write(std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("catalog.rs"), out).unwrap();
+    std::fs::write(
+        std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("catalog.rs"),
+        out,
+    )
+    .unwrap();
 }

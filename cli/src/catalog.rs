@@ -15,7 +15,9 @@ pub fn load_suite(suite: &str) -> Result<Vec<Scenario>, FormatError> {
     if suite == DEFAULT_SUITE {
         return CATALOG
             .iter()
-            .map(|(name, text)| Scenario::parse(&PathBuf::from(format!("catalog/{name}")), text.as_bytes()))
+            .map(|(name, text)| {
+                Scenario::parse(&PathBuf::from(format!("catalog/{name}")), text.as_bytes())
+            })
             .collect();
     }
     let dir = Path::new(suite);
@@ -24,7 +26,12 @@ pub fn load_suite(suite: &str) -> Result<Vec<Scenario>, FormatError> {
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
         .collect();
     files.sort();
     let mut out = Vec::new();
@@ -34,7 +41,11 @@ pub fn load_suite(suite: &str) -> Result<Vec<Scenario>, FormatError> {
     let mut names = std::collections::HashSet::new();
     for s in &out {
         if !names.insert(s.name.clone()) {
-            return Err(FormatError::new(dir, ".name", format!("two scenarios are named `{}`", s.name)));
+            return Err(FormatError::new(
+                dir,
+                ".name",
+                format!("two scenarios are named `{}`", s.name),
+            ));
         }
     }
     Ok(out)

@@ -16,10 +16,18 @@ pub fn backend_kind(b: BackendArg) -> generator::BackendKind {
 }
 
 fn write<T: Readable>(value: &T, out: &Path) -> Result<(), Failure> {
-    value.write(out).map_err(|e| Failure::failed(format!("cannot write {}: {e}", out.display())))
+    value
+        .write(out)
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", out.display())))
 }
 
-pub fn record(scenario: &Path, backend: BackendArg, repetition: u32, seed: Option<u64>, out: &Path) -> Result<(), Failure> {
+pub fn record(
+    scenario: &Path,
+    backend: BackendArg,
+    repetition: u32,
+    seed: Option<u64>,
+    out: &Path,
+) -> Result<(), Failure> {
     let mut sc = Scenario::read(scenario)?;
     if let Some(s) = seed {
         sc.seed = s;
@@ -41,7 +49,13 @@ pub fn record(scenario: &Path, backend: BackendArg, repetition: u32, seed: Optio
     Ok(())
 }
 
-pub fn view_spec(collectors: CollectorsArg, mode: ModeArg, loss: Option<f64>, targeted: bool, seed: u64) -> Result<ViewSpec, Failure> {
+pub fn view_spec(
+    collectors: CollectorsArg,
+    mode: ModeArg,
+    loss: Option<f64>,
+    targeted: bool,
+    seed: u64,
+) -> Result<ViewSpec, Failure> {
     let collectors = match collectors {
         CollectorsArg::Cupti => Collectors::Cupti,
         CollectorsArg::Host => Collectors::Host,
@@ -54,12 +68,24 @@ pub fn view_spec(collectors: CollectorsArg, mode: ModeArg, loss: Option<f64>, ta
     let loss = match (loss, targeted) {
         (_, true) => LossSpec::Targeted { seed },
         (Some(rate), false) if (0.0..=1.0).contains(&rate) => {
-            if rate == 0.0 { LossSpec::None } else { LossSpec::Uniform { rate, seed } }
+            if rate == 0.0 {
+                LossSpec::None
+            } else {
+                LossSpec::Uniform { rate, seed }
+            }
         }
-        (Some(rate), false) => return Err(Failure::input(format!("--loss: expected a rate in [0, 1], found {rate}"))),
+        (Some(rate), false) => {
+            return Err(Failure::input(format!(
+                "--loss: expected a rate in [0, 1], found {rate}"
+            )))
+        }
         (None, false) => LossSpec::None,
     };
-    Ok(ViewSpec { collectors, mode, loss })
+    Ok(ViewSpec {
+        collectors,
+        mode,
+        loss,
+    })
 }
 
 pub fn view(
@@ -75,15 +101,31 @@ pub fn view(
     let b = Bundle::read(bundle)?;
     let d = views::derive(&b, spec);
     write(&d.view, out)?;
-    eprintln!("view {} of {}: {} records ({} removed by loss) -> {}", spec.label(), b.id(), d.view.records.len(), d.removed.len(), out.display());
+    eprintln!(
+        "view {} of {}: {} records ({} removed by loss) -> {}",
+        spec.label(),
+        b.id(),
+        d.view.records.len(),
+        d.removed.len(),
+        out.display()
+    );
     Ok(())
 }
 
-pub fn profile(profiler: Option<String>, cmd: Option<String>, timeout: u64, view: &Path, out: &Path) -> Result<(), Failure> {
+pub fn profile(
+    profiler: Option<String>,
+    cmd: Option<String>,
+    timeout: u64,
+    view: &Path,
+    out: &Path,
+) -> Result<(), Failure> {
     let explanation = match (profiler, cmd) {
         (Some(name), _) => {
             let p = baselines::builtin(&name).ok_or_else(|| {
-                Failure::input(format!("no built-in profiler named `{name}` (known: {})", baselines::builtin_names().join(", ")))
+                Failure::input(format!(
+                    "no built-in profiler named `{name}` (known: {})",
+                    baselines::builtin_names().join(", ")
+                ))
             })?;
             let v = TraceView::read(view)?;
             p.explain(&v)
@@ -91,10 +133,16 @@ pub fn profile(profiler: Option<String>, cmd: Option<String>, timeout: u64, view
         (None, Some(cmd)) => {
             // Validate the view first so a bad input is reported as ours, not the tool's.
             TraceView::read(view)?;
-            let ext = baselines::ExternalCommand::new(&cmd).with_timeout(std::time::Duration::from_secs(timeout));
-            ext.run(view, out).map_err(|e| Failure::failed(format!("external profiler `{cmd}`: {e}")))?
+            let ext = baselines::ExternalCommand::new(&cmd)
+                .with_timeout(std::time::Duration::from_secs(timeout));
+            ext.run(view, out)
+                .map_err(|e| Failure::failed(format!("external profiler `{cmd}`: {e}")))?
         }
-        (None, None) => return Err(Failure::input("give --profiler NAME or --cmd 'PROGRAM {view} {out}'")),
+        (None, None) => {
+            return Err(Failure::input(
+                "give --profiler NAME or --cmd 'PROGRAM {view} {out}'",
+            ))
+        }
     };
     write(&explanation, out)?;
     eprintln!(
@@ -113,13 +161,23 @@ pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Resu
     let v = TraceView::read(view)?;
     let e = Explanation::read(explanation)?;
     if v.bundle != views::opaque_id(&b.id()) {
-        return Err(Failure::input(format!("{}: this view was not derived from bundle {}", view.display(), bundle.display())));
+        return Err(Failure::input(format!(
+            "{}: this view was not derived from bundle {}",
+            view.display(),
+            bundle.display()
+        )));
     }
     let s = evaluator::score_case(&b, &v, &e);
     if json {
-        println!("{}", serde_json::to_string_pretty(&s).expect("scores serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).expect("scores serialize")
+        );
     } else {
-        println!("{}", evaluator::scores_to_jsonl(std::slice::from_ref(&s)).trim_end());
+        println!(
+            "{}",
+            evaluator::scores_to_jsonl(std::slice::from_ref(&s)).trim_end()
+        );
     }
     Ok(())
 }
@@ -127,7 +185,10 @@ pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Resu
 pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
     let v = TraceView::read(view)?;
     if !v.records.iter().any(|r| r.rid() == rid) {
-        return Err(Failure::input(format!("{}: rid {rid} is not a record of this view", view.display())));
+        return Err(Failure::input(format!(
+            "{}: rid {rid} is not a record of this view",
+            view.display()
+        )));
     }
     println!("{}", baselines::why_late(&v, rid));
     Ok(())
@@ -136,7 +197,12 @@ pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
 pub fn report(results: &Path) -> Result<(), Failure> {
     let r = evaluator::report(results).map_err(eval_failure)?;
     println!("{}", r.leaderboard.to_markdown());
-    eprintln!("{} case scores; wrote {} files under {}", r.cases, r.files.len(), results.display());
+    eprintln!(
+        "{} case scores; wrote {} files under {}",
+        r.cases,
+        r.files.len(),
+        results.display()
+    );
     Ok(())
 }
 
@@ -154,10 +220,19 @@ pub fn diff(a: &Path, b: &Path) -> Result<(), Failure> {
 }
 
 pub fn schema(name: &str) -> Result<(), Failure> {
-    let text = ground_truth::schema::schema(name).or_else(|| evaluator::schema(name)).ok_or_else(|| {
-        let names: Vec<&str> = ground_truth::schema::NAMES.iter().chain(evaluator::SCHEMA_NAMES).map(|(n, _)| *n).collect();
-        Failure::input(format!("no format named `{name}` (known: {})", names.join(", ")))
-    })?;
+    let text = ground_truth::schema::schema(name)
+        .or_else(|| evaluator::schema(name))
+        .ok_or_else(|| {
+            let names: Vec<&str> = ground_truth::schema::NAMES
+                .iter()
+                .chain(evaluator::SCHEMA_NAMES)
+                .map(|(n, _)| *n)
+                .collect();
+            Failure::input(format!(
+                "no format named `{name}` (known: {})",
+                names.join(", ")
+            ))
+        })?;
     println!("{text}");
     Ok(())
 }
@@ -166,19 +241,37 @@ pub fn list(suite: &str) -> Result<(), Failure> {
     let scenarios = crate::catalog::load_suite(suite)?;
     let mut families: Vec<&str> = scenarios.iter().map(|s| s.family.as_str()).collect();
     families.dedup();
-    println!("{} scenarios in {} families (suite `{suite}`)\n", scenarios.len(), families.len());
-    println!("{:<36} {:<22} {:<18} {:<10} question", "family", "variant", "true cause", "injection");
+    println!(
+        "{} scenarios in {} families (suite `{suite}`)\n",
+        scenarios.len(),
+        families.len()
+    );
+    println!(
+        "{:<36} {:<22} {:<18} {:<10} question",
+        "family", "variant", "true cause", "injection"
+    );
     for s in &scenarios {
         println!(
             "{:<36} {:<22} {:<18} {:<10} {:?}",
             s.family,
             s.variant,
             s.cause.as_str(),
-            s.injection.as_ref().map(|i| i.kind.as_str()).unwrap_or("none"),
+            s.injection
+                .as_ref()
+                .map(|i| i.kind.as_str())
+                .unwrap_or("none"),
             s.symptom.question
         );
     }
     println!("\nprofilers: {}", baselines::builtin_names().join(", "));
-    println!("formats:   {}", ground_truth::schema::NAMES.iter().chain(evaluator::SCHEMA_NAMES).map(|(n, _)| *n).collect::<Vec<_>>().join(", "));
+    println!(
+        "formats:   {}",
+        ground_truth::schema::NAMES
+            .iter()
+            .chain(evaluator::SCHEMA_NAMES)
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     Ok(())
 }

@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "causalbench", version, about = "Adversarial host-device causality benchmark for GPU profilers")]
+#[command(
+    name = "causalbench",
+    version,
+    about = "Adversarial host-device causality benchmark for GPU profilers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -159,10 +163,16 @@ pub struct Failure {
 
 impl Failure {
     pub fn input(message: impl std::fmt::Display) -> Self {
-        Failure { code: 2, message: message.to_string() }
+        Failure {
+            code: 2,
+            message: message.to_string(),
+        }
     }
     pub fn failed(message: impl std::fmt::Display) -> Self {
-        Failure { code: 1, message: message.to_string() }
+        Failure {
+            code: 1,
+            message: message.to_string(),
+        }
     }
 }
 
@@ -181,15 +191,62 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run { backend, suite, corpus, out, reps, seed, jobs, quiet } => {
-            run::run(run::RunArgs { backend, suite, corpus, out, reps, seed, jobs, quiet })
-        }
-        Command::Record { scenario, backend, repetition, seed, out } => commands::record(&scenario, backend, repetition, seed, &out),
-        Command::View { bundle, collectors, mode, loss, targeted_loss, loss_seed, out } => {
-            commands::view(&bundle, collectors, mode, loss, targeted_loss, loss_seed, &out)
-        }
-        Command::Profile { profiler, cmd, timeout, view, out } => commands::profile(profiler, cmd, timeout, &view, &out),
-        Command::Score { bundle, view, explanation, json } => commands::score(&bundle, &view, &explanation, json),
+        Command::Run {
+            backend,
+            suite,
+            corpus,
+            out,
+            reps,
+            seed,
+            jobs,
+            quiet,
+        } => run::run(run::RunArgs {
+            backend,
+            suite,
+            corpus,
+            out,
+            reps,
+            seed,
+            jobs,
+            quiet,
+        }),
+        Command::Record {
+            scenario,
+            backend,
+            repetition,
+            seed,
+            out,
+        } => commands::record(&scenario, backend, repetition, seed, &out),
+        Command::View {
+            bundle,
+            collectors,
+            mode,
+            loss,
+            targeted_loss,
+            loss_seed,
+            out,
+        } => commands::view(
+            &bundle,
+            collectors,
+            mode,
+            loss,
+            targeted_loss,
+            loss_seed,
+            &out,
+        ),
+        Command::Profile {
+            profiler,
+            cmd,
+            timeout,
+            view,
+            out,
+        } => commands::profile(profiler, cmd, timeout, &view, &out),
+        Command::Score {
+            bundle,
+            view,
+            explanation,
+            json,
+        } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
         Command::Report { results } => commands::report(&results),
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),

@@ -37,8 +37,17 @@ impl Job {
     /// File-name-safe key of the unit of work.
     fn key(&self, backend: &str) -> String {
         match self {
-            Job::Record { scenario, repetition } => format!("{backend}-{}.r{repetition}", scenario.name),
-            Job::Replay { path } => format!("corpus-{}", path.file_stem().unwrap_or_default().to_string_lossy().trim_end_matches(".json")),
+            Job::Record {
+                scenario,
+                repetition,
+            } => format!("{backend}-{}.r{repetition}", scenario.name),
+            Job::Replay { path } => format!(
+                "corpus-{}",
+                path.file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .trim_end_matches(".json")
+            ),
         }
     }
 }
@@ -55,7 +64,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             }
             eprintln!(
                 "causalbench: no GPU here: recording the suite on the simulator{}",
-                corpus.as_ref().map(|c| format!(" and replaying the corpus in {}", c.display())).unwrap_or_default()
+                corpus
+                    .as_ref()
+                    .map(|c| format!(" and replaying the corpus in {}", c.display()))
+                    .unwrap_or_default()
             );
             generator::select_backend(generator::BackendKind::Sim).map_err(Failure::failed)?
         }
@@ -72,7 +84,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 sc.seed = s;
             }
             for repetition in 0..args.reps.unwrap_or(sc.repetitions) {
-                jobs.push(Job::Record { scenario: sc.clone(), repetition });
+                jobs.push(Job::Record {
+                    scenario: sc.clone(),
+                    repetition,
+                });
             }
         }
     }
@@ -82,17 +97,27 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         }
     }
     let out = &args.out;
-    std::fs::create_dir_all(out.join("cases")).map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
+    std::fs::create_dir_all(out.join("cases"))
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} bundles {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} bundles {msg}",
+        )
+        .expect("valid template"),
     );
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<CaseScore>> = Mutex::new(Vec::new());
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let resumed = AtomicUsize::new(0);
-    let workers = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
     let backend = &*backend;
     std::thread::scope(|s| {
         for _ in 0..workers.min(jobs.len().max(1)) {
@@ -143,7 +168,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         for f in &failures {
             eprintln!("causalbench: failed: {f}");
         }
-        Err(Failure::failed(format!("{} of {} bundles failed", failures.len(), jobs.len())))
+        Err(Failure::failed(format!(
+            "{} of {} bundles failed",
+            failures.len(),
+            jobs.len()
+        )))
     }
 }
 
@@ -152,12 +181,20 @@ fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| Failure::input(format!("{}: cannot read corpus directory: {e}", d.display())))?;
+        let entries = std::fs::read_dir(&d).map_err(|e| {
+            Failure::input(format!(
+                "{}: cannot read corpus directory: {e}",
+                d.display()
+            ))
+        })?;
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".bundle.json")) {
+            } else if p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".bundle.json"))
+            {
                 out.push(p);
             }
         }
@@ -167,12 +204,23 @@ fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 }
 
 /// Records or replays one bundle, then views, profiles and scores it.
-fn run_job(job: &Job, backend: &dyn generator::Backend, out: &Path, key: &str) -> Result<Vec<CaseScore>, String> {
+fn run_job(
+    job: &Job,
+    backend: &dyn generator::Backend,
+    out: &Path,
+    key: &str,
+) -> Result<Vec<CaseScore>, String> {
     let bundle = match job {
-        Job::Record { scenario, repetition } => {
-            let b = backend.record(scenario, *repetition).map_err(|e| format!("{key}: {e}"))?;
+        Job::Record {
+            scenario,
+            repetition,
+        } => {
+            let b = backend
+                .record(scenario, *repetition)
+                .map_err(|e| format!("{key}: {e}"))?;
             let path = out.join("bundles").join(format!("{key}.bundle.json"));
-            b.write(&path).map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
+            b.write(&path)
+                .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
             b
         }
         Job::Replay { path } => Bundle::read(path).map_err(|e| e.to_string())?,
@@ -182,12 +230,19 @@ fn run_job(job: &Job, backend: &dyn generator::Backend, out: &Path, key: &str) -
         let view = views::derive(&bundle, spec).view;
         let label = spec.label();
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
-        view.write(&vpath).map_err(|e| format!("{key}: cannot write {}: {e}", vpath.display()))?;
+        view.write(&vpath)
+            .map_err(|e| format!("{key}: cannot write {}: {e}", vpath.display()))?;
         for name in baselines::builtin_names() {
             let profiler = baselines::builtin(name).expect("listed profiler exists");
             let explanation = profiler.explain(&view);
-            let epath = out.join("explanations").join(key).join(&label).join(format!("{name}.json"));
-            explanation.write(&epath).map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
+            let epath = out
+                .join("explanations")
+                .join(key)
+                .join(&label)
+                .join(format!("{name}.json"));
+            explanation
+                .write(&epath)
+                .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
             scores.push(evaluator::score_case(&bundle, &view, &explanation));
         }
     }

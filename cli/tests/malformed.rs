@@ -15,7 +15,10 @@ struct Outcome {
 
 fn run(args: &[&str]) -> Outcome {
     let out = bin().args(args).output().expect("runs");
-    Outcome { code: out.status.code().unwrap_or(-1), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -23,7 +26,9 @@ fn tmp() -> tempfile::TempDir {
 }
 
 fn catalog(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../catalog")
+        .join(name)
 }
 
 fn good_scenario() -> String {
@@ -34,18 +39,56 @@ fn good_scenario() -> String {
 fn pipeline(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let (b, v, e) = (dir.join("b.json"), dir.join("v.json"), dir.join("e.json"));
     let sc = catalog("late-launch-vs-device-queueing.occupancy-hog.yaml");
-    assert_eq!(run(&["record", "--scenario", sc.to_str().unwrap(), "--backend", "sim", "--out", b.to_str().unwrap()]).code, 0);
-    let r = run(&["view", "--bundle", b.to_str().unwrap(), "--collectors", "combined", "--mode", "instrumented", "--out", v.to_str().unwrap()]);
+    assert_eq!(
+        run(&[
+            "record",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--backend",
+            "sim",
+            "--out",
+            b.to_str().unwrap()
+        ])
+        .code,
+        0
+    );
+    let r = run(&[
+        "view",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--collectors",
+        "combined",
+        "--mode",
+        "instrumented",
+        "--out",
+        v.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = run(&["profile", "--profiler", "causal-graph", "--view", v.to_str().unwrap(), "--out", e.to_str().unwrap()]);
+    let r = run(&[
+        "profile",
+        "--profiler",
+        "causal-graph",
+        "--view",
+        v.to_str().unwrap(),
+        "--out",
+        e.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     (b, v, e)
 }
 
 fn expect_bad(o: Outcome, file: &Path, place: &str) {
     assert_eq!(o.code, 2, "exit code; stderr: {}", o.stderr);
-    assert!(o.stderr.contains(&file.display().to_string()), "names the file: {}", o.stderr);
-    assert!(o.stderr.contains(place), "names the place `{place}`: {}", o.stderr);
+    assert!(
+        o.stderr.contains(&file.display().to_string()),
+        "names the file: {}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains(place),
+        "names the place `{place}`: {}",
+        o.stderr
+    );
     assert!(!o.stderr.contains("panicked"), "no panic: {}", o.stderr);
 }
 
@@ -54,7 +97,19 @@ fn bad_scenario(text: &str, place: &str) {
     let f = d.path().join("bad.yaml");
     std::fs::write(&f, text).unwrap();
     let out = d.path().join("b.json");
-    expect_bad(run(&["record", "--scenario", f.to_str().unwrap(), "--backend", "sim", "--out", out.to_str().unwrap()]), &f, place);
+    expect_bad(
+        run(&[
+            "record",
+            "--scenario",
+            f.to_str().unwrap(),
+            "--backend",
+            "sim",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+        &f,
+        place,
+    );
 }
 
 #[test]
@@ -65,27 +120,42 @@ fn scenario_truncated() {
 
 #[test]
 fn scenario_wrong_type() {
-    bad_scenario(&good_scenario().replace("repetitions: 3", "repetitions: three"), ".repetitions");
+    bad_scenario(
+        &good_scenario().replace("repetitions: 3", "repetitions: three"),
+        ".repetitions",
+    );
 }
 
 #[test]
 fn scenario_unknown_key() {
-    bad_scenario(&good_scenario().replace("mode: instrumented", "mode: instrumented\ncolour: blue"), "unknown field `colour`");
+    bad_scenario(
+        &good_scenario().replace("mode: instrumented", "mode: instrumented\ncolour: blue"),
+        "unknown field `colour`",
+    );
 }
 
 #[test]
 fn scenario_unknown_kind() {
-    bad_scenario(&good_scenario().replace("kind: occupancy_pressure", "kind: cosmic_rays"), ".injection.kind");
+    bad_scenario(
+        &good_scenario().replace("kind: occupancy_pressure", "kind: cosmic_rays"),
+        ".injection.kind",
+    );
 }
 
 #[test]
 fn scenario_dangling_reference() {
-    bad_scenario(&good_scenario().replace("stream: compute, name: gemm", "stream: nowhere, name: gemm"), ".programs[0].steps[2].stream");
+    bad_scenario(
+        &good_scenario().replace("stream: compute, name: gemm", "stream: nowhere, name: gemm"),
+        ".programs[0].steps[2].stream",
+    );
 }
 
 #[test]
 fn scenario_duplicate_ids() {
-    bad_scenario(&good_scenario().replace("id: prep", "id: gemm"), ".programs[0].steps[2].id");
+    bad_scenario(
+        &good_scenario().replace("id: prep", "id: gemm"),
+        ".programs[0].steps[2].id",
+    );
 }
 
 #[test]
@@ -104,10 +174,19 @@ fn bad_json(kind: &str, mutate: impl Fn(&mut serde_json::Value), place: &str) {
         "view" => &v,
         _ => &e,
     };
-    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(target).unwrap()).unwrap();
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(target).unwrap()).unwrap();
     mutate(&mut value);
     std::fs::write(target, serde_json::to_vec(&value).unwrap()).unwrap();
-    let o = run(&["score", "--bundle", b.to_str().unwrap(), "--view", v.to_str().unwrap(), "--explanation", e.to_str().unwrap()]);
+    let o = run(&[
+        "score",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--view",
+        v.to_str().unwrap(),
+        "--explanation",
+        e.to_str().unwrap(),
+    ]);
     expect_bad(o, target, place);
 }
 
@@ -117,23 +196,43 @@ fn bundle_truncated() {
     let (b, v, e) = pipeline(d.path());
     let bytes = std::fs::read(&b).unwrap();
     std::fs::write(&b, &bytes[..bytes.len() / 3]).unwrap();
-    let o = run(&["score", "--bundle", b.to_str().unwrap(), "--view", v.to_str().unwrap(), "--explanation", e.to_str().unwrap()]);
+    let o = run(&[
+        "score",
+        "--bundle",
+        b.to_str().unwrap(),
+        "--view",
+        v.to_str().unwrap(),
+        "--explanation",
+        e.to_str().unwrap(),
+    ]);
     expect_bad(o, &b, "line 1");
 }
 
 #[test]
 fn bundle_wrong_type() {
-    bad_json("bundle", |v| v["manifest"]["repetition"] = "first".into(), ".manifest.repetition");
+    bad_json(
+        "bundle",
+        |v| v["manifest"]["repetition"] = "first".into(),
+        ".manifest.repetition",
+    );
 }
 
 #[test]
 fn bundle_unknown_record_kind() {
-    bad_json("bundle", |v| v["trace"][3]["kind"] = "telepathy".into(), ".trace[3]");
+    bad_json(
+        "bundle",
+        |v| v["trace"][3]["kind"] = "telepathy".into(),
+        ".trace[3]",
+    );
 }
 
 #[test]
 fn bundle_dangling_edge() {
-    bad_json("bundle", |v| v["ground_truth"]["edges"][0]["dst"] = 999_999.into(), ".ground_truth.edges[0].dst");
+    bad_json(
+        "bundle",
+        |v| v["ground_truth"]["edges"][0]["dst"] = 999_999.into(),
+        ".ground_truth.edges[0].dst",
+    );
 }
 
 #[test]
@@ -154,8 +253,12 @@ fn bundle_cycle() {
         "bundle",
         |v| {
             let e = v["ground_truth"]["edges"][0].clone();
-            let back = serde_json::json!({"src": e["dst"], "dst": e["src"], "type": "stream_order"});
-            v["ground_truth"]["edges"].as_array_mut().unwrap().push(back);
+            let back =
+                serde_json::json!({"src": e["dst"], "dst": e["src"], "type": "stream_order"});
+            v["ground_truth"]["edges"]
+                .as_array_mut()
+                .unwrap()
+                .push(back);
         },
         "cycle",
     );
@@ -163,7 +266,11 @@ fn bundle_cycle() {
 
 #[test]
 fn view_wrong_type() {
-    bad_json("view", |v| v["spec"]["collectors"] = 3.into(), ".spec.collectors");
+    bad_json(
+        "view",
+        |v| v["spec"]["collectors"] = 3.into(),
+        ".spec.collectors",
+    );
 }
 
 #[test]
@@ -180,17 +287,29 @@ fn view_duplicate_rid() {
 
 #[test]
 fn view_dangling_query() {
-    bad_json("view", |v| v["queries"][0]["rid"] = 1_234_567_890u64.into(), ".queries[0].rid");
+    bad_json(
+        "view",
+        |v| v["queries"][0]["rid"] = 1_234_567_890u64.into(),
+        ".queries[0].rid",
+    );
 }
 
 #[test]
 fn explanation_unknown_evidence() {
-    bad_json("explanation", |v| v["edges"][0]["evidence"] = "vibes".into(), ".edges[0].evidence");
+    bad_json(
+        "explanation",
+        |v| v["edges"][0]["evidence"] = "vibes".into(),
+        ".edges[0].evidence",
+    );
 }
 
 #[test]
 fn explanation_bad_confidence() {
-    bad_json("explanation", |v| v["edges"][0]["confidence"] = 1.5.into(), ".edges[0].confidence");
+    bad_json(
+        "explanation",
+        |v| v["edges"][0]["confidence"] = 1.5.into(),
+        ".edges[0].confidence",
+    );
 }
 
 #[test]
@@ -214,7 +333,9 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["run", "record", "view", "profile", "score", "why-late", "report", "diff", "schema", "list"] {
+    for sub in [
+        "run", "record", "view", "profile", "score", "why-late", "report", "diff", "schema", "list",
+    ] {
         let o = bin().args([sub, "--help"]).output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{sub} --help");
     }

@@ -7,11 +7,22 @@ const COLUMNS: &str = "profiler,collectors,mode,cases,pair_accuracy,root_cause_t
 
 fn run(out: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["run", "--backend", "sim", "--quiet", "--out", out.to_str().unwrap()])
+        .args([
+            "run",
+            "--backend",
+            "sim",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(extra)
         .output()
         .unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
@@ -20,17 +31,34 @@ fn run_writes_every_file_and_resumes() {
     let out = dir.path().join("results");
     let (code, _, err) = run(&out, &["--reps", "1"]);
     assert_eq!(code, 0, "{err}");
-    for f in ["leaderboard.md", "leaderboard.csv", "leaderboard.json", "scores.jsonl"] {
+    for f in [
+        "leaderboard.md",
+        "leaderboard.csv",
+        "leaderboard.json",
+        "scores.jsonl",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
-    for p in ["pair_accuracy_by_family.png", "edge_f1_by_type.png", "loss_sweep.png", "case_heatmap.png"] {
+    for p in [
+        "pair_accuracy_by_family.png",
+        "edge_f1_by_type.png",
+        "loss_sweep.png",
+        "case_heatmap.png",
+    ] {
         assert!(out.join("plots").join(p).is_file(), "plots/{p} missing");
     }
     for d in ["bundles", "views", "explanations"] {
-        assert!(std::fs::read_dir(out.join(d)).unwrap().count() > 0, "{d}/ is empty");
+        assert!(
+            std::fs::read_dir(out.join(d)).unwrap().count() > 0,
+            "{d}/ is empty"
+        );
     }
     let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
-    assert!(csv.lines().next().unwrap().starts_with(COLUMNS), "header: {}", csv.lines().next().unwrap());
+    assert!(
+        csv.lines().next().unwrap().starts_with(COLUMNS),
+        "header: {}",
+        csv.lines().next().unwrap()
+    );
     let first = std::fs::read(out.join("scores.jsonl")).unwrap();
     let lines = first.iter().filter(|&&b| b == b'\n').count();
     // 25 scenarios × 30 views × 5 profilers.
@@ -38,7 +66,12 @@ fn run_writes_every_file_and_resumes() {
 
     // Lose one finished bundle's scores: a rerun redoes only that one and gives the same result.
     let cases = out.join("cases");
-    let victim = std::fs::read_dir(&cases).unwrap().next().unwrap().unwrap().path();
+    let victim = std::fs::read_dir(&cases)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     std::fs::remove_file(&victim).unwrap();
     let (code, _, err) = run(&out, &["--reps", "1"]);
     assert_eq!(code, 0, "{err}");
@@ -54,5 +87,9 @@ fn run_writes_every_file_and_resumes() {
             })
             .collect()
     };
-    assert_eq!(strip(&std::fs::read(out.join("scores.jsonl")).unwrap()), strip(&first), "same verdicts after resume");
+    assert_eq!(
+        strip(&std::fs::read(out.join("scores.jsonl")).unwrap()),
+        strip(&first),
+        "same verdicts after resume"
+    );
 }

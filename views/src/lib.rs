@@ -8,9 +8,9 @@
 //! deterministic function of (bundle, spec).
 
 use ground_truth::graph::{GroundTruth, NodeId};
+use ground_truth::seed::{mix, unit};
 use ground_truth::trace::{Record, Rid};
 use ground_truth::view::{LossSpec, Query, TraceView, ViewSpec};
-use ground_truth::seed::{mix, unit};
 use ground_truth::{Bundle, Collectors, LossAccounting, Mode, SCHEMA_VERSION};
 use std::collections::HashSet;
 
@@ -19,11 +19,26 @@ pub fn standard_specs(loss_seed: u64) -> Vec<ViewSpec> {
     let mut specs = Vec::new();
     for collectors in Collectors::ALL {
         for mode in [Mode::Instrumented, Mode::Closed] {
-            specs.push(ViewSpec { collectors, mode, loss: LossSpec::None });
+            specs.push(ViewSpec {
+                collectors,
+                mode,
+                loss: LossSpec::None,
+            });
             for rate in [0.01, 0.05, 0.20] {
-                specs.push(ViewSpec { collectors, mode, loss: LossSpec::Uniform { rate, seed: loss_seed } });
+                specs.push(ViewSpec {
+                    collectors,
+                    mode,
+                    loss: LossSpec::Uniform {
+                        rate,
+                        seed: loss_seed,
+                    },
+                });
             }
-            specs.push(ViewSpec { collectors, mode, loss: LossSpec::Targeted { seed: loss_seed } });
+            specs.push(ViewSpec {
+                collectors,
+                mode,
+                loss: LossSpec::Targeted { seed: loss_seed },
+            });
         }
     }
     specs
@@ -43,8 +58,14 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
         .symptoms
         .iter()
         .flat_map(|s| {
-            let launch = truth.edges.iter().filter(move |e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch).map(|e| e.src);
-            std::iter::once(s.node).chain(launch).flat_map(|n| truth.nodes[n as usize].rids.iter().copied())
+            let launch = truth
+                .edges
+                .iter()
+                .filter(move |e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)
+                .map(|e| e.src);
+            std::iter::once(s.node)
+                .chain(launch)
+                .flat_map(|n| truth.nodes[n as usize].rids.iter().copied())
         })
         .collect();
     let kept = |r: &Record| ViewSpec::keeps(spec.collectors, spec.mode, r);
@@ -59,23 +80,53 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
             .collect(),
         LossSpec::Targeted { seed } => targeted(bundle, truth, seed, &kept, &protected),
     };
-    let records: Vec<Record> = bundle.trace.iter().filter(|r| kept(r) && !removed.contains(&r.rid())).cloned().collect();
+    let records: Vec<Record> = bundle
+        .trace
+        .iter()
+        .filter(|r| kept(r) && !removed.contains(&r.rid()))
+        .cloned()
+        .collect();
     let kept_rids: HashSet<Rid> = records.iter().map(|r| r.rid()).collect();
     let queries = truth
         .symptoms
         .iter()
-        .filter_map(|s| Some(Query { id: s.id.clone(), rid: query_rid(truth, s, &kept_rids)?, question: s.question }))
+        .filter_map(|s| {
+            Some(Query {
+                id: s.id.clone(),
+                rid: query_rid(truth, s, &kept_rids)?,
+                question: s.question,
+            })
+        })
         .collect();
     let l = bundle.loss;
     let collector_loss = LossAccounting {
-        cupti_dropped: if spec.collectors != Collectors::Host { l.cupti_dropped } else { 0 },
-        cupti_timestamps_dropped: if spec.collectors != Collectors::Host { l.cupti_timestamps_dropped } else { 0 },
-        ringbuffer_dropped: if spec.collectors != Collectors::Cupti { l.ringbuffer_dropped } else { 0 },
+        cupti_dropped: if spec.collectors != Collectors::Host {
+            l.cupti_dropped
+        } else {
+            0
+        },
+        cupti_timestamps_dropped: if spec.collectors != Collectors::Host {
+            l.cupti_timestamps_dropped
+        } else {
+            0
+        },
+        ringbuffer_dropped: if spec.collectors != Collectors::Cupti {
+            l.ringbuffer_dropped
+        } else {
+            0
+        },
     };
     let mut removed: Vec<Rid> = removed.into_iter().collect();
     removed.sort_unstable();
     Derived {
-        view: TraceView { schema_version: SCHEMA_VERSION, bundle: opaque_id(&bundle.id()), spec, queries, collector_loss, records },
+        view: TraceView {
+            schema_version: SCHEMA_VERSION,
+            bundle: opaque_id(&bundle.id()),
+            spec,
+            queries,
+            collector_loss,
+            records,
+        },
         removed,
     }
 }
@@ -87,10 +138,22 @@ fn query_rid(truth: &GroundTruth, s: &ground_truth::Symptom, kept: &HashSet<Rid>
     if kept.contains(&s.rid) {
         return Some(s.rid);
     }
-    let own = truth.nodes[s.node as usize].rids.iter().copied().find(|r| kept.contains(r));
+    let own = truth.nodes[s.node as usize]
+        .rids
+        .iter()
+        .copied()
+        .find(|r| kept.contains(r));
     own.or_else(|| {
-        let parent = truth.edges.iter().find(|e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)?.src;
-        truth.nodes[parent as usize].rids.iter().copied().find(|r| kept.contains(r))
+        let parent = truth
+            .edges
+            .iter()
+            .find(|e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)?
+            .src;
+        truth.nodes[parent as usize]
+            .rids
+            .iter()
+            .copied()
+            .find(|r| kept.contains(r))
     })
 }
 
@@ -103,18 +166,40 @@ fn targeted(
     kept: &dyn Fn(&Record) -> bool,
     protected: &HashSet<Rid>,
 ) -> HashSet<Rid> {
-    let visible: HashSet<Rid> = bundle.trace.iter().filter(|r| kept(r)).map(|r| r.rid()).collect();
+    let visible: HashSet<Rid> = bundle
+        .trace
+        .iter()
+        .filter(|r| kept(r))
+        .map(|r| r.rid())
+        .collect();
     let mut out = HashSet::new();
     for (i, s) in truth.symptoms.iter().enumerate() {
-        let path: Vec<NodeId> = s.critical_path.iter().copied().filter(|&n| n != s.node).collect();
+        let path: Vec<NodeId> = s
+            .critical_path
+            .iter()
+            .copied()
+            .filter(|&n| n != s.node)
+            .collect();
         let seen = |n: NodeId| -> Vec<Rid> {
-            truth.nodes[n as usize].rids.iter().copied().filter(|r| visible.contains(r) && !protected.contains(r)).collect()
+            truth.nodes[n as usize]
+                .rids
+                .iter()
+                .copied()
+                .filter(|r| visible.contains(r) && !protected.contains(r))
+                .collect()
         };
-        let single: Vec<Rid> = path.iter().filter_map(|&n| match seen(n).as_slice() {
-            [only] => Some(*only),
-            _ => None,
-        }).collect();
-        let pool: Vec<Rid> = if single.is_empty() { path.iter().flat_map(|&n| seen(n)).collect() } else { single };
+        let single: Vec<Rid> = path
+            .iter()
+            .filter_map(|&n| match seen(n).as_slice() {
+                [only] => Some(*only),
+                _ => None,
+            })
+            .collect();
+        let pool: Vec<Rid> = if single.is_empty() {
+            path.iter().flat_map(|&n| seen(n)).collect()
+        } else {
+            single
+        };
         if !pool.is_empty() {
             let pick = (mix(seed ^ (i as u64 + 1)) % pool.len() as u64) as usize;
             out.insert(pool[pick]);
