@@ -1442,6 +1442,7 @@ impl<'a> Graph<'a> {
         if let Some(e) = self.incoming_of(call, EdgeType::HostOrder) {
             m.gap = Some(start.saturating_sub(ix.end(e.src)) as f64);
             m.ready = ix.end(e.src);
+            m.gap_inferred = e.ev == Evidence::Inferred;
         } else {
             m.ready = start;
         }
@@ -1671,6 +1672,13 @@ impl<'a> Graph<'a> {
         );
         let tid = ix.rec(call).tid().unwrap_or(0);
         let st = ix.host_stalls(tid, own.ready.min(ix.start(call)), ix.start(call));
+        // A gap to an inferred predecessor (closed mode: maybe another task's call)
+        // includes idle time; only what stall records explain counts as lateness.
+        let gap_x = if own.gap_inferred {
+            gap_x.min(st.desched_ns + st.fault_ns)
+        } else {
+            gap_x
+        };
         let total = gap_x + wait_x;
         let mut v = vec![
             (
@@ -1886,10 +1894,16 @@ impl<'a> Graph<'a> {
         ];
         v.retain(|x| x.1 > 0.0);
         let total: f64 = v.iter().map(|x| x.1).sum();
-        if total <= 0.0 {
-            return vec![(CauseLabel::HostCompute, 1.0)];
+        let mut out: Vec<(CauseLabel, f64)> = if total <= 0.0 {
+            vec![(CauseLabel::HostCompute, 1.0)]
+        } else {
+            v.into_iter().map(|(l, x)| (l, x / total)).collect()
+        };
+        if ix.view.spec.mode == ground_truth::Mode::Closed {
+            // Queues are invisible without markers: queueing stays a candidate.
+            out.push((CauseLabel::HandoffQueueing, 0.4));
         }
-        v.into_iter().map(|(l, x)| (l, x / total)).collect()
+        out
     }
 
     fn device_causes(&self, p: Pos, depth: u32) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
@@ -2022,6 +2036,8 @@ struct HostMeasure {
     /// Sum of queue waits (task_begin − enqueue) along the handoff chain.
     queue_wait: Option<f64>,
     since_request: Option<f64>,
+    /// The predecessor was only inferred (no task markers).
+    gap_inferred: bool,
     /// When the call's host predecessor finished.
     ready: Ns,
 }

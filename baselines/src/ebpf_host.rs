@@ -167,10 +167,12 @@ impl Profiler for EbpfHost {
         tids.sort_unstable();
         for &tid in &tids {
             let th = &ix.threads[&tid];
-            for (i, &u) in th.uprobes.iter().enumerate() {
+            for &u in &th.uprobes {
                 let prev = eb.prev_op(u);
                 if let Some(p) = prev {
-                    let ev = if i > 0 || matches!(ix.rec(p), Record::Marker { .. }) {
+                    // Program order is causal within a task; without task markers
+                    // (closed mode) consecutive calls may belong to different tasks.
+                    let ev = if !ix.markers.is_empty() {
                         Evidence::Observed
                     } else {
                         Evidence::Inferred
