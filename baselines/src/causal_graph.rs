@@ -35,16 +35,42 @@
 //!   nothing visible. `collector_loss` and the view's loss spec raise the
 //!   confidence of such claims and lower the confidence of stream-order edges.
 //!
+//! - *fault* (inferred, 0.7): device work on another stream that held the SMs
+//!   (kernels) or the copy engine (copies) while an op waited far longer than its
+//!   peers to start: the latest such op ending when the victim started.
+//!
 //! **Diagnosis**: the critical path walks back from the queried record taking at
-//! each step the predecessor whose completion gated it; the phase decomposition
-//! is the excess of each phase (host gap before the call and queue waits of its
-//! handoff chain; queued→submitted; submitted→start; execution) over the median
-//! of the same operation's peers in the view (no twin is visible). The dominant
-//! phase plus the kind of the gating predecessor picks the cause.
+//! each step the predecessor whose completion gated it, and stops at the first
+//! record with a `missing` claim (`complete: false`, `first_unresolved`). Peers
+//! are the same operation (kernel name / copy shape, same call-site frame when
+//! stacks show it) in other requests of the view, since no twin is visible. The
+//! phase decomposition is each phase's excess over the peers' median: host gap
+//! before the call plus the queue waits of its handoff chain (including the
+//! request's wait to be picked up), queued→submitted, submitted→start,
+//! execution; all zero when nothing is late.
+//!
+//! Causes: a late host phase is blamed on the stall records of the calling
+//! thread (`cpu_deschedule`, `host_page_fault`), the handoff chain's queue waits
+//! (`handoff_queueing`) or else `host_compute`; a late submitted→start on
+//! co-running work (`occupancy_pressure` / `pcie_contention`); a long transfer on
+//! `slow_copy`. A late queued→submitted follows the gating chain through waits
+//! and event records: an event edge ⇒ `event_wait`, a graph edge ⇒
+//! `graph_dependency`, a stream predecessor ⇒ `stream_backlog` (`implicit_sync`
+//! for a blocking pageable copy); when the upstream op was itself late for a
+//! reason of its own (contention, a slow copy, a late launch) that reason is
+//! ranked first. When nothing is late against the peers the op's timing is
+//! still explained by what gated it (same rules, the host chain for an op that
+//! started when launched), with `none` as the close second.
+//!
+//! Incompleteness beyond `missing` claims: a late call with nothing on the
+//! host to explain it is unresolved when the view has no eBPF records (or loss
+//! is plausible); in closed mode a host call's task is invisible, so an
+//! inferred program-order step ends the walk; in a host-only view the device
+//! side of a launch is never resolved.
 //!
 //! **What it cannot know**: graph topology (inferred), what a lost record was,
-//! request identity in closed mode (abstains with `unknown`), device timing in a
-//! host-only view, and anything not written in some record.
+//! request identity and host queues in closed mode (abstains with `unknown`),
+//! device timing in a host-only view, and anything not written in some record.
 
 use crate::analysis::{self, dominant, ranked, significant, Peers, NOISE_NS};
 use crate::index::{call_site_frame, median, Index, Pos};
