@@ -27,6 +27,13 @@ if [[ -f "$stamp" && -e "$libdir/libnvrtc.so.13" ]]; then
     echo "setup-nvrtc: NVRTC $version already installed in $libdir" >&2
 else
     if ! "$python" -m pip --version >/dev/null 2>&1; then
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+            echo "setup-nvrtc: installing python3-pip with apt-get" >&2
+            apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >&2
+            python=python3
+        fi
+    fi
+    if ! "$python" -m pip --version >/dev/null 2>&1; then
         echo "setup-nvrtc: '$python -m pip' is not available; install pip (apt-get install python3-pip) or set PYTHON" >&2
         exit 1
     fi

@@ -350,6 +350,113 @@ impl Kernels {
     }
 }
 
+/// Linear model of a kernel's duration in its `iterations` parameter,
+/// measured on the device (`%globaltimer`, block 0's start to the last
+/// block's end).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterationModel {
+    pub fixed_ns: f64,
+    pub ns_per_iteration: f64,
+}
+
+impl IterationModel {
+    /// Iterations for a kernel of about `duration_ns` (at least 1).
+    pub fn iterations_for(&self, duration_ns: u64) -> u32 {
+        if self.ns_per_iteration <= 0.0 {
+            return 1;
+        }
+        let it = ((duration_ns as f64 - self.fixed_ns) / self.ns_per_iteration).round();
+        it.clamp(1.0, u32::MAX as f64) as u32
+    }
+
+    /// Predicted duration for `iterations`.
+    pub fn duration_ns(&self, iterations: u32) -> f64 {
+        self.fixed_ns + self.ns_per_iteration * iterations as f64
+    }
+}
+
+impl Kernels {
+    /// Measure how `cb_memory` (over `mem_bytes`, a multiple of 16) or
+    /// `cb_compute` scales with `iterations` for launch shape `cfg`, so a
+    /// scenario's `duration_us` can be turned into an iteration count.
+    pub fn calibrate_iterations(
+        &self,
+        stream: &Arc<CudaStream>,
+        kernel: Kernel,
+        cfg: LaunchConfig,
+        mem_bytes: u64,
+    ) -> Result<IterationModel, KernelError> {
+        let (lo, hi) = match kernel {
+            Kernel::MemoryBound => (2u32, 10u32),
+            Kernel::ComputeBound => (20_000u32, 220_000u32),
+            other => {
+                return Err(KernelError::BadLaunch(format!(
+                    "{} has no iterations parameter",
+                    other.entry_point()
+                )))
+            }
+        };
+        let threads = cfg.grid_dim.0 as u64
+            * cfg.grid_dim.1 as u64
+            * cfg.grid_dim.2 as u64
+            * cfg.block_dim.0 as u64
+            * cfg.block_dim.1 as u64
+            * cfg.block_dim.2 as u64;
+        let bytes = if kernel == Kernel::MemoryBound {
+            mem_bytes.max(16)
+        } else {
+            16
+        };
+        let src = drv(
+            "allocating calibration memory",
+            stream.alloc_zeros::<u8>(bytes as usize),
+        )?;
+        let dst = drv(
+            "allocating calibration memory",
+            stream.alloc_zeros::<u8>(bytes as usize),
+        )?;
+        let out = drv(
+            "allocating calibration memory",
+            stream.alloc_zeros::<f32>(threads as usize),
+        )?;
+        let log = self.alloc_log(stream, 6)?;
+        let (src_p, _a) = src.device_ptr(stream);
+        let (dst_p, _b) = dst.device_ptr(stream);
+        let (out_p, _c) = out.device_ptr(stream);
+        // Slots 0-1: warm-up; 2-3: lo; 4-5: hi.
+        let iters = [lo, lo, lo, lo, hi, hi];
+        for (slot, &it) in iters.iter().enumerate() {
+            let ls = LogSlot::of(&log, stream, slot as u32)?;
+            // SAFETY: every buffer lives until read_log synchronizes below.
+            unsafe {
+                match kernel {
+                    Kernel::MemoryBound => self.launch_memory(
+                        stream,
+                        slot as u64 + 1,
+                        ls,
+                        src_p,
+                        dst_p,
+                        bytes,
+                        it,
+                        cfg,
+                    )?,
+                    _ => self.launch_compute(stream, slot as u64 + 1, ls, out_p, it, cfg)?,
+                }
+            }
+        }
+        let e = self.read_log(stream, &log)?;
+        let dur = |i: usize| e[i].last_end_ns.saturating_sub(e[i].start_ns) as f64;
+        let t_lo = dur(2).min(dur(3));
+        let t_hi = dur(4).min(dur(5));
+        let ns_per_iteration = (t_hi - t_lo) / (hi - lo) as f64;
+        let fixed_ns = (t_lo - ns_per_iteration * lo as f64).max(0.0);
+        Ok(IterationModel {
+            fixed_ns,
+            ns_per_iteration,
+        })
+    }
+}
+
 /// A launch configuration of `grid` × `block` threads (1-D), no dynamic
 /// shared memory — the shape of a scenario `KernelSpec`.
 pub fn launch_config(grid: u32, block: u32) -> LaunchConfig {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DevicePtr};
 use kernels::gpu::{gpu_available, launch_config, open_context, Kernels, LogSlot};
-use kernels::{ensure_nvrtc, LogEntry};
+use kernels::{ensure_nvrtc, Kernel, LogEntry};
 
 fn setup(test: &str) -> Option<(Arc<CudaContext>, Kernels)> {
     if let Err(e) = gpu_available() {
@@ -251,4 +251,48 @@ fn occupancy_hog_holds_the_sms_it_is_asked_to() {
         e[3].end_ns,
         e[2].end_ns
     );
+}
+
+#[test]
+fn iteration_models_predict_durations() {
+    let Some((ctx, k)) = setup("iteration_models_predict_durations") else {
+        return;
+    };
+    let stream = ctx.default_stream();
+    let cfg = launch_config(k.num_sms(), 256);
+    for (kernel, bytes) in [
+        (Kernel::MemoryBound, 256u64 << 20),
+        (Kernel::ComputeBound, 0),
+    ] {
+        let m = k.calibrate_iterations(&stream, kernel, cfg, bytes).unwrap();
+        let it = m.iterations_for(1_000_000);
+        eprintln!("{kernel:?}: {m:?}; 1 ms -> {it} iterations");
+        assert!(m.ns_per_iteration > 0.0, "{m:?}");
+        // Check the prediction with a real launch.
+        let log = k.alloc_log(&stream, 1).unwrap();
+        let src = stream.alloc_zeros::<u8>(bytes.max(16) as usize).unwrap();
+        let dst = stream.alloc_zeros::<u8>(bytes.max(16) as usize).unwrap();
+        let out = stream
+            .alloc_zeros::<f32>((k.num_sms() * 256) as usize)
+            .unwrap();
+        let (s, _a) = src.device_ptr(&stream);
+        let (d, _b) = dst.device_ptr(&stream);
+        let (o, _c) = out.device_ptr(&stream);
+        let slot = LogSlot::of(&log, &stream, 0).unwrap();
+        unsafe {
+            match kernel {
+                Kernel::MemoryBound => k
+                    .launch_memory(&stream, 7, slot, s, d, bytes, it, cfg)
+                    .unwrap(),
+                _ => k.launch_compute(&stream, 7, slot, o, it, cfg).unwrap(),
+            }
+        }
+        let e = k.read_log(&stream, &log).unwrap()[0];
+        let got = e.last_end_ns - e.start_ns;
+        eprintln!(
+            "{kernel:?}: {it} iterations ran {:.1} us (wanted 1000)",
+            got as f64 / 1e3
+        );
+        assert!((700_000..1_300_000).contains(&got), "{kernel:?}: {got} ns");
+    }
 }
