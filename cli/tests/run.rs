@@ -61,8 +61,8 @@ fn run_writes_every_file_and_resumes() {
     );
     let first = std::fs::read(out.join("scores.jsonl")).unwrap();
     let lines = first.iter().filter(|&&b| b == b'\n').count();
-    // 25 scenarios × 30 views × 5 profilers.
-    assert_eq!(lines, 25 * 30 * 5);
+    // 27 scenarios × 30 views × 5 profilers.
+    assert_eq!(lines, 27 * 30 * 5);
 
     // Lose one finished bundle's scores: a rerun redoes only that one and gives the same result.
     let cases = out.join("cases");
@@ -75,7 +75,7 @@ fn run_writes_every_file_and_resumes() {
     std::fs::remove_file(&victim).unwrap();
     let (code, _, err) = run(&out, &["--reps", "1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("(24 resumed)"), "{err}");
+    assert!(err.contains("(26 resumed)"), "{err}");
     let strip = |bytes: &[u8]| -> Vec<serde_json::Value> {
         String::from_utf8_lossy(bytes)
             .lines()

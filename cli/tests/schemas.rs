@@ -71,5 +71,5 @@ fn catalog_validates_against_schemas() {
         );
         n += 1;
     }
-    assert_eq!(n, 25, "catalog size");
+    assert_eq!(n, 27, "catalog size");
 }

@@ -49,7 +49,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn views_hide_what_they_removed(i in 0usize..25, spec in spec_strategy()) {
+    fn views_hide_what_they_removed(i in 0usize..27, spec in spec_strategy()) {
         let b = &bundles()[i];
         let d = views::derive(b, spec);
         let rids: HashSet<u64> = d.view.records.iter().map(|r| r.rid()).collect();
