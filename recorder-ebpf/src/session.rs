@@ -1,0 +1,474 @@
+//! The BPF side of a recording: load, attach, poll, drain. Runs entirely on the
+//! recorder's background thread (the skeleton borrows its object storage).
+
+use crate::config::{HandleArg, RecorderConfig};
+use crate::error::RecorderError;
+use crate::raw::*;
+use crate::skel::*;
+use crate::stacks::StackBook;
+use crate::symbols::Resolved;
+use crate::{HostTrace, Started};
+use ground_truth::trace::{Record, SwitchReason};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBufferBuilder, UprobeOpts};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn libbpf_print(_level: PrintLevel, msg: String) {
+    if std::env::var_os("EBPF_RECORDER_DEBUG").is_some() {
+        eprint!("{msg}");
+    }
+    if let Ok(mut log) = LIBBPF_LOG.lock() {
+        log.push(msg.trim_end().to_string());
+        let n = log.len();
+        if n > 200 {
+            log.drain(..n - 200);
+        }
+    }
+}
+
+fn take_log_tail() -> String {
+    let mut log = LIBBPF_LOG.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default();
+    let n = log.len();
+    if n > 12 {
+        log.drain(..n - 12);
+    }
+    log.join(" | ")
+}
+
+/// The errno behind a libbpf error, if any.
+fn os_error(e: &libbpf_rs::Error) -> Option<i32> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if let Some(code) = io.raw_os_error() {
+                return Some(code);
+            }
+        }
+        cur = c.source();
+    }
+    let text = e.to_string();
+    let at = text.rfind("(os error ")?;
+    text[at + 10..].trim_end_matches(')').parse().ok()
+}
+
+fn with_log(msg: String) -> String {
+    let tail = take_log_tail();
+    if tail.is_empty() {
+        msg
+    } else {
+        format!("{msg}; libbpf: {tail}")
+    }
+}
+
+/// EPERM means missing privileges; EACCES from a load is a verifier rejection.
+fn load_error(stage: &str, e: libbpf_rs::Error) -> RecorderError {
+    if os_error(&e) == Some(libc::EPERM) {
+        return RecorderError::NotPrivileged {
+            detail: with_log(format!("{stage}: {e}")),
+        };
+    }
+    RecorderError::Load {
+        detail: with_log(format!("{stage}: {e:#}")),
+    }
+}
+
+fn attach_error(what: String, e: libbpf_rs::Error) -> RecorderError {
+    if os_error(&e) == Some(libc::EPERM) {
+        return RecorderError::NotPrivileged {
+            detail: with_log(format!("attaching {what}: {e}")),
+        };
+    }
+    RecorderError::Attach {
+        what,
+        detail: with_log(format!("{e:#}")),
+    }
+}
+
+enum SessionError {
+    /// The fexit program for fault timing failed; retry without it.
+    Fexit(RecorderError),
+    Fatal(RecorderError),
+}
+
+fn gettid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// Runs a whole recording; start-up success or failure goes to `ready`.
+pub(crate) fn run(
+    cfg: RecorderConfig,
+    resolved: Resolved,
+    ready: Sender<Result<Started, RecorderError>>,
+    stop: Arc<AtomicBool>,
+) -> HostTrace {
+    libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
+    let mut obj = MaybeUninit::uninit();
+    match session(&cfg, &resolved, cfg.page_faults, &mut obj, &ready, &stop, Vec::new()) {
+        Ok(t) => t,
+        Err(SessionError::Fexit(why)) => {
+            let why = match why {
+                RecorderError::NotPrivileged { detail }
+                | RecorderError::Load { detail }
+                | RecorderError::Attach { detail, .. } => detail,
+                other => other.to_string(),
+            };
+            let note = format!(
+                "fexit/handle_mm_fault unavailable ({why}); page faults recorded with \
+                 duration 0 and major from the thread's maj_flt counter"
+            );
+            let mut obj2 = MaybeUninit::uninit();
+            match session(&cfg, &resolved, false, &mut obj2, &ready, &stop, vec![note]) {
+                Ok(t) => t,
+                Err(SessionError::Fexit(e)) | Err(SessionError::Fatal(e)) => {
+                    let _ = ready.send(Err(e));
+                    HostTrace::default()
+                }
+            }
+        }
+        Err(SessionError::Fatal(e)) => {
+            let _ = ready.send(Err(e));
+            HostTrace::default()
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn session(
+    cfg: &RecorderConfig,
+    resolved: &Resolved,
+    fault_timing: bool,
+    obj: &mut MaybeUninit<OpenObject>,
+    ready: &Sender<Result<Started, RecorderError>>,
+    stop: &AtomicBool,
+    mut warnings: Vec<String>,
+) -> Result<HostTrace, SessionError> {
+    use SessionError::*;
+    let fatal_load = |stage: &str, e| Fatal(load_error(stage, e));
+
+    let builder = RecorderSkelBuilder::default();
+    let mut open = builder.open(obj).map_err(|e| fatal_load("open", e))?;
+    {
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or_else(|| Fatal(RecorderError::Load { detail: "no .rodata in the BPF object".into() }))?;
+        ro.target_tgid = cfg.pid;
+        ro.fault_timing = fault_timing as u32;
+        // The recorder's own thread may belong to the target: its wake-ups must
+        // not produce records (they would wake it again).
+        ro.self_tid = gettid();
+        ro.wakeup_bytes = (cfg.ringbuf_bytes.max(4096).next_power_of_two() / 4) as u64;
+    }
+    let rb_bytes = cfg.ringbuf_bytes.max(4096).next_power_of_two();
+    open.maps
+        .events
+        .set_max_entries(rb_bytes)
+        .map_err(|e| fatal_load("ring buffer size", e))?;
+    open.maps
+        .stacks
+        .set_max_entries(cfg.max_stacks.max(1))
+        .map_err(|e| fatal_load("stack map size", e))?;
+    let uprobes = !resolved.targets.is_empty();
+    open.progs.uprobe_enter.set_autoload(uprobes);
+    open.progs.uprobe_exit.set_autoload(uprobes);
+    open.progs.on_sched_switch.set_autoload(cfg.sched);
+    open.progs.on_page_fault_user.set_autoload(cfg.page_faults);
+    open.progs.on_handle_mm_fault_exit.set_autoload(cfg.page_faults && fault_timing);
+
+    let skel = match open.load() {
+        Ok(s) => s,
+        Err(e) => {
+            let err = load_error("load", e);
+            // Any failure with the fexit program loaded is retried without it;
+            // the retry reports the real error if there is one.
+            return Err(if fault_timing { Fexit(err) } else { Fatal(err) });
+        }
+    };
+
+    // Handle specs, one per probed function (index = attach cookie).
+    for (i, t) in resolved.targets.iter().enumerate() {
+        let (kind, arg, offset) = match t.handle {
+            HandleArg::None => (HANDLE_NONE, 0, 0),
+            HandleArg::Arg(n) => (HANDLE_ARG, n as u32, 0),
+            HandleArg::ArgField { arg, offset } => (HANDLE_ARG_FIELD, arg as u32, offset),
+        };
+        skel.maps
+            .handle_specs
+            .update(&(i as u32).to_ne_bytes(), &handle_spec_bytes(kind, arg, offset), MapFlags::ANY)
+            .map_err(|e| fatal_load("handle specs", e))?;
+    }
+
+    let mut links: Vec<Link> = Vec::new();
+    if cfg.page_faults && fault_timing {
+        match skel.progs.on_handle_mm_fault_exit.attach() {
+            Ok(l) => links.push(l),
+            Err(e) => return Err(Fexit(attach_error("fexit/handle_mm_fault".into(), e))),
+        }
+    }
+    if cfg.sched {
+        links.push(
+            skel.progs
+                .on_sched_switch
+                .attach()
+                .map_err(|e| Fatal(attach_error("tp_btf/sched_switch".into(), e)))?,
+        );
+    }
+    if cfg.page_faults {
+        links.push(
+            skel.progs
+                .on_page_fault_user
+                .attach()
+                .map_err(|e| Fatal(attach_error("tp_btf/page_fault_user".into(), e)))?,
+        );
+    }
+    if let Some(lib) = &resolved.library {
+        for (i, t) in resolved.targets.iter().enumerate() {
+            for retprobe in [false, true] {
+                let prog = if retprobe {
+                    &skel.progs.uprobe_exit
+                } else {
+                    &skel.progs.uprobe_enter
+                };
+                let opts = UprobeOpts {
+                    cookie: i as u64,
+                    retprobe,
+                    ..Default::default()
+                };
+                let link = prog
+                    .attach_uprobe_with_opts(cfg.pid as i32, lib, t.file_offset as usize, opts)
+                    .map_err(|e| {
+                        Fatal(attach_error(
+                            format!(
+                                "{} on {} ({}+0x{:x})",
+                                if retprobe { "uretprobe" } else { "uprobe" },
+                                t.function,
+                                lib.display(),
+                                t.file_offset
+                            ),
+                            e,
+                        ))
+                    })?;
+                links.push(link);
+            }
+        }
+    }
+
+    // Started: the caller may run the workload now.
+    let _ = ready.send(Ok(Started {
+        fault_timing: cfg.page_faults && fault_timing,
+    }));
+
+    let events: RefCell<Vec<RawEvent>> = RefCell::new(Vec::new());
+    let mut book = StackBook::new(cfg.pid);
+    let mut stack_cache: HashMap<i64, Vec<u64>> = HashMap::new();
+    let mut processed = 0usize;
+    {
+        let mut rbb = RingBufferBuilder::new();
+        let added = rbb
+            .add(&skel.maps.events, |data: &[u8]| {
+                if let Some(e) = RawEvent::parse(data) {
+                    events.borrow_mut().push(e);
+                }
+                0
+            })
+            .map(|_| ());
+        let rb = match added.and_then(|()| rbb.build()) {
+            Ok(rb) => Some(rb),
+            Err(e) => {
+                warnings.push(format!("ring buffer setup failed: {e}; no records"));
+                None
+            }
+        };
+        let mut poll_error = false;
+        // New stacks are read and normalized while the target is alive.
+        let mut learn = |events: &RefCell<Vec<RawEvent>>, processed: &mut usize, book: &mut StackBook| {
+            let evs = events.borrow();
+            for e in &evs[*processed..] {
+                if e.kind != EV_UPROBE {
+                    continue;
+                }
+                if e.stack_id >= 0 && !stack_cache.contains_key(&e.stack_id) {
+                    let frames = skel
+                        .maps
+                        .stacks
+                        .lookup(&(e.stack_id as u32).to_ne_bytes(), MapFlags::ANY)
+                        .ok()
+                        .flatten()
+                        .map(|b| parse_stack(&b))
+                        .unwrap_or_default();
+                    book.note(frames.iter().copied());
+                    stack_cache.insert(e.stack_id, frames);
+                }
+                book.note([e.ret_addr]);
+            }
+            *processed = evs.len();
+            book.flush();
+        };
+        if let Some(rb) = &rb {
+            // BPF submits without waking us unless the buffer is a quarter
+            // full, so each round waits up to poll_interval, then drains.
+            while !stop.load(Ordering::Acquire) {
+                if let Err(e) = rb.poll(cfg.poll_interval).and_then(|_| rb.consume()) {
+                    if e.kind() != ErrorKind::Interrupted && !poll_error {
+                        warnings.push(format!("ring buffer poll: {e}"));
+                        poll_error = true;
+                        std::thread::sleep(cfg.poll_interval);
+                    }
+                }
+                learn(&events, &mut processed, &mut book);
+            }
+        } else {
+            while !stop.load(Ordering::Acquire) {
+                std::thread::sleep(cfg.poll_interval);
+            }
+        }
+        // Detach first so that nothing new arrives, then drain.
+        drop(links);
+        if let Some(rb) = &rb {
+            let _ = rb.consume();
+        }
+        learn(&events, &mut processed, &mut book);
+    }
+
+    let counter = |idx: u32| -> u64 {
+        skel.maps
+            .counters
+            .lookup(&idx.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|b| b.get(..8).map(|s| u64::from_ne_bytes(s.try_into().unwrap())))
+            .unwrap_or(0)
+    };
+    let ringbuffer_dropped = counter(CNT_RB_DROPPED);
+    let stack_errors = counter(CNT_STACK_ERRORS);
+    let mut faults_untimed = counter(CNT_FAULTS_UNTIMED);
+
+    let mut events = events.into_inner();
+    // Faults still pending at stop: emitted with duration 0.
+    if cfg.page_faults {
+        for key in skel.maps.faults.keys() {
+            if let Ok(Some(v)) = skel.maps.faults.lookup(&key, MapFlags::ANY) {
+                if let (Some((ts, address, error_code)), Ok(k)) =
+                    (parse_fault_state(&v), <[u8; 4]>::try_from(key.as_slice()))
+                {
+                    events.push(RawEvent {
+                        kind: EV_FAULT,
+                        tid: u32::from_ne_bytes(k),
+                        t0: ts,
+                        t1: 0,
+                        arg: address,
+                        ret_addr: error_code,
+                        ..Default::default()
+                    });
+                    faults_untimed += 1;
+                }
+            }
+        }
+    }
+
+    let records = build_records(&events, resolved, &stack_cache, &mut book);
+    warnings.append(&mut book.errors);
+    if stack_errors > 0 {
+        warnings.push(format!(
+            "{stack_errors} user stacks could not be captured (stack map full or collision); \
+             those uprobe records carry only the call-site frame"
+        ));
+    }
+    warnings.extend(resolved.warnings.iter().cloned());
+    Ok(HostTrace {
+        records,
+        ringbuffer_dropped,
+        stack_errors,
+        faults_untimed,
+        fault_timing: cfg.page_faults && fault_timing,
+        library: resolved.library.clone(),
+        probes: resolved.targets.clone(),
+        warnings,
+    })
+}
+
+/// The user stack of one call: the stack map's frames, with the return address
+/// read at entry inserted as the call-site frame when the unwinder missed it
+/// (at a function's first instruction the frame-pointer chain skips the caller).
+fn call_stack(e: &RawEvent, stack_cache: &HashMap<i64, Vec<u64>>) -> Vec<u64> {
+    let mut frames = stack_cache.get(&e.stack_id).cloned().unwrap_or_default();
+    if e.ret_addr != 0 && !frames.contains(&e.ret_addr) {
+        let at = 1.min(frames.len());
+        frames.insert(at, e.ret_addr);
+    }
+    frames
+}
+
+fn build_records(
+    events: &[RawEvent],
+    resolved: &Resolved,
+    stack_cache: &HashMap<i64, Vec<u64>>,
+    book: &mut StackBook,
+) -> Vec<Record> {
+    let uprobe_events: Vec<&RawEvent> = events.iter().filter(|e| e.kind == EV_UPROBE).collect();
+    let raw_stacks: Vec<Vec<u64>> = uprobe_events
+        .iter()
+        .map(|e| call_stack(e, stack_cache))
+        .collect();
+    let mut stacks = book.symbolize(&raw_stacks).into_iter();
+
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        let rec = match e.kind {
+            EV_UPROBE => {
+                let stack = stacks.next().unwrap_or_default();
+                let function = resolved
+                    .targets
+                    .get(e.aux as usize)
+                    .map(|t| t.function.clone())
+                    .unwrap_or_else(|| format!("fn#{}", e.aux));
+                Record::Uprobe {
+                    rid: 0,
+                    tid: e.tid,
+                    function,
+                    enter: e.t0,
+                    exit: e.t1.max(e.t0),
+                    handle: e.arg,
+                    stack,
+                }
+            }
+            EV_SCHED => Record::Sched {
+                rid: 0,
+                tid: e.tid,
+                cpu: e.aux,
+                switch_out: e.t0,
+                switch_in: e.t1.max(e.t0),
+                reason: match e.reason {
+                    REASON_PREEMPTED => SwitchReason::Preempted,
+                    REASON_TRACED => SwitchReason::Traced,
+                    REASON_BLOCKED => SwitchReason::Blocked,
+                    _ => SwitchReason::Blocked,
+                },
+            },
+            EV_FAULT => Record::PageFault {
+                rid: 0,
+                tid: e.tid,
+                ts: e.t0,
+                duration: if e.aux & FAULT_TIMED != 0 {
+                    e.t1.saturating_sub(e.t0)
+                } else {
+                    0
+                },
+                address: e.arg,
+                major: e.aux & FAULT_MAJOR != 0,
+            },
+            _ => continue,
+        };
+        out.push(rec);
+    }
+    crate::finish_records(out)
+}
