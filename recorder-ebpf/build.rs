@@ -24,12 +24,16 @@ fn find_tool(name: &str) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = env::var_os("PATH")
         .map(|p| env::split_paths(&p).collect())
         .unwrap_or_default();
-    for extra in ["/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/bin", "/usr/local/bin"] {
+    for extra in [
+        "/usr/sbin",
+        "/usr/local/sbin",
+        "/sbin",
+        "/usr/bin",
+        "/usr/local/bin",
+    ] {
         dirs.push(PathBuf::from(extra));
     }
-    dirs.into_iter()
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// `bpftool btf dump file /sys/kernel/btf/vmlinux format c`, checked for sanity.

@@ -100,7 +100,10 @@ pub fn is_launch_api(name: &str) -> bool {
 
 /// Joins the uprobe records of `records` to its API records whose name `wanted`
 /// accepts (e.g. [`is_launch_api`]).
-pub fn attribute_call_sites(records: &[Record], wanted: impl Fn(&str) -> bool) -> AttributionReport {
+pub fn attribute_call_sites(
+    records: &[Record],
+    wanted: impl Fn(&str) -> bool,
+) -> AttributionReport {
     let apis: Vec<ApiCall> = records
         .iter()
         .filter_map(|r| match r {
@@ -300,7 +303,10 @@ mod tests {
 
     #[test]
     fn no_uprobe_means_no_exact_match() {
-        let recs = vec![api(1, 1, 1_000, 2_000, 3), probe(2, 9, 1_100, 1_200, "other")];
+        let recs = vec![
+            api(1, 1, 1_000, 2_000, 3),
+            probe(2, 9, 1_100, 1_200, "other"),
+        ];
         let r = attribute_launch_sites(&recs);
         assert_eq!(r.exact_matched, 0);
         assert_eq!(r.nearest_matched, 1);

@@ -36,6 +36,10 @@ pub struct RecorderConfig {
     pub page_faults: bool,
     /// Ring buffer size in bytes (rounded up to a power of two, at least one page).
     pub ringbuf_bytes: u32,
+    /// Wake the polling thread once this many bytes wait in the ring buffer;
+    /// below that it drains every `poll_interval`. `None`: a quarter of the
+    /// ring buffer.
+    pub wakeup_bytes: Option<u32>,
     /// Capacity of the user stack map (distinct stacks).
     pub max_stacks: u32,
     /// How long one ring-buffer poll waits before checking for stop.
@@ -53,6 +57,7 @@ impl RecorderConfig {
             sched: true,
             page_faults: true,
             ringbuf_bytes: 16 << 20,
+            wakeup_bytes: None,
             max_stacks: 16384,
             poll_interval: Duration::from_millis(20),
         }

@@ -5,9 +5,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum RecorderError {
     /// Not root and without CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN).
-    #[error(
-        "eBPF recording needs root or CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN); {detail}"
-    )]
+    #[error("eBPF recording needs root or CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN); {detail}")]
     NotPrivileged { detail: String },
 
     /// The kernel exposes no BTF (CONFIG_DEBUG_INFO_BTF); tp_btf/fexit programs

@@ -38,7 +38,13 @@ mod stacks;
 mod symbols;
 
 #[cfg(not(ebpf_recorder_no_bpf))]
-#[allow(clippy::all, unused_imports, dead_code, non_camel_case_types, non_snake_case)]
+#[allow(
+    clippy::all,
+    unused_imports,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case
+)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/recorder.skel.rs"));
 }
@@ -301,7 +307,10 @@ fn mount_tracefs() -> Result<(), String> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!("mount -t tracefs: {}", std::io::Error::last_os_error()))
+        Err(format!(
+            "mount -t tracefs: {}",
+            std::io::Error::last_os_error()
+        ))
     }
 }
 

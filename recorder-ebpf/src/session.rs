@@ -10,7 +10,9 @@ use crate::symbols::Resolved;
 use crate::{HostTrace, Started};
 use ground_truth::trace::{Record, SwitchReason};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBufferBuilder, UprobeOpts};
+use libbpf_rs::{
+    ErrorKind, Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBufferBuilder, UprobeOpts,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -19,6 +21,9 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Why fexit/handle_mm_fault was refused, once it was (it will be again).
+static FEXIT_REFUSED: Mutex<Option<String>> = Mutex::new(None);
 
 fn libbpf_print(_level: PrintLevel, msg: String) {
     if std::env::var_os("EBPF_RECORDER_DEBUG").is_some() {
@@ -34,7 +39,10 @@ fn libbpf_print(_level: PrintLevel, msg: String) {
 }
 
 fn take_log_tail() -> String {
-    let mut log = LIBBPF_LOG.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default();
+    let mut log = LIBBPF_LOG
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default();
     let n = log.len();
     if n > 12 {
         log.drain(..n - 12);
@@ -111,7 +119,23 @@ pub(crate) fn run(
 ) -> HostTrace {
     libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
     let mut obj = MaybeUninit::uninit();
-    match session(&cfg, &resolved, cfg.page_faults, &mut obj, &ready, &stop, Vec::new()) {
+    let refused_before = FEXIT_REFUSED.lock().map(|r| r.is_some()).unwrap_or(false);
+    let first = if cfg.page_faults && refused_before {
+        Err(SessionError::Fexit(RecorderError::Load {
+            detail: String::new(),
+        }))
+    } else {
+        session(
+            &cfg,
+            &resolved,
+            cfg.page_faults,
+            &mut obj,
+            &ready,
+            &stop,
+            Vec::new(),
+        )
+    };
+    match first {
         Ok(t) => t,
         Err(SessionError::Fexit(why)) => {
             let why = match why {
@@ -120,13 +144,24 @@ pub(crate) fn run(
                 | RecorderError::Attach { detail, .. } => detail,
                 other => other.to_string(),
             };
+            let why = match FEXIT_REFUSED.lock() {
+                Ok(r) => r.clone().unwrap_or(why),
+                Err(_) => why,
+            };
             let note = format!(
                 "fexit/handle_mm_fault unavailable ({why}); page faults recorded with \
                  duration 0 and major from the thread's maj_flt counter"
             );
             let mut obj2 = MaybeUninit::uninit();
             match session(&cfg, &resolved, false, &mut obj2, &ready, &stop, vec![note]) {
-                Ok(t) => t,
+                Ok(t) => {
+                    // Loading works without fexit: remember the refusal so later
+                    // recordings skip the attempt.
+                    if let Ok(mut r) = FEXIT_REFUSED.lock() {
+                        r.get_or_insert(why);
+                    }
+                    t
+                }
                 Err(SessionError::Fexit(e)) | Err(SessionError::Fatal(e)) => {
                     let _ = ready.send(Err(e));
                     HostTrace::default()
@@ -156,17 +191,19 @@ fn session(
     let builder = RecorderSkelBuilder::default();
     let mut open = builder.open(obj).map_err(|e| fatal_load("open", e))?;
     {
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .ok_or_else(|| Fatal(RecorderError::Load { detail: "no .rodata in the BPF object".into() }))?;
+        let ro = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
+            Fatal(RecorderError::Load {
+                detail: "no .rodata in the BPF object".into(),
+            })
+        })?;
         ro.target_tgid = cfg.pid;
         ro.fault_timing = fault_timing as u32;
         // The recorder's own thread may belong to the target: its wake-ups must
         // not produce records (they would wake it again).
         ro.self_tid = gettid();
-        ro.wakeup_bytes = (cfg.ringbuf_bytes.max(4096).next_power_of_two() / 4) as u64;
+        ro.wakeup_bytes =
+            cfg.wakeup_bytes
+                .unwrap_or(cfg.ringbuf_bytes.max(4096).next_power_of_two() / 4) as u64;
     }
     let rb_bytes = cfg.ringbuf_bytes.max(4096).next_power_of_two();
     open.maps
@@ -182,7 +219,9 @@ fn session(
     open.progs.uprobe_exit.set_autoload(uprobes);
     open.progs.on_sched_switch.set_autoload(cfg.sched);
     open.progs.on_page_fault_user.set_autoload(cfg.page_faults);
-    open.progs.on_handle_mm_fault_exit.set_autoload(cfg.page_faults && fault_timing);
+    open.progs
+        .on_handle_mm_fault_exit
+        .set_autoload(cfg.page_faults && fault_timing);
 
     let skel = match open.load() {
         Ok(s) => s,
@@ -203,7 +242,11 @@ fn session(
         };
         skel.maps
             .handle_specs
-            .update(&(i as u32).to_ne_bytes(), &handle_spec_bytes(kind, arg, offset), MapFlags::ANY)
+            .update(
+                &(i as u32).to_ne_bytes(),
+                &handle_spec_bytes(kind, arg, offset),
+                MapFlags::ANY,
+            )
             .map_err(|e| fatal_load("handle specs", e))?;
     }
 
@@ -290,29 +333,30 @@ fn session(
         };
         let mut poll_error = false;
         // New stacks are read and normalized while the target is alive.
-        let mut learn = |events: &RefCell<Vec<RawEvent>>, processed: &mut usize, book: &mut StackBook| {
-            let evs = events.borrow();
-            for e in &evs[*processed..] {
-                if e.kind != EV_UPROBE {
-                    continue;
+        let mut learn =
+            |events: &RefCell<Vec<RawEvent>>, processed: &mut usize, book: &mut StackBook| {
+                let evs = events.borrow();
+                for e in &evs[*processed..] {
+                    if e.kind != EV_UPROBE {
+                        continue;
+                    }
+                    if e.stack_id >= 0 && !stack_cache.contains_key(&e.stack_id) {
+                        let frames = skel
+                            .maps
+                            .stacks
+                            .lookup(&(e.stack_id as u32).to_ne_bytes(), MapFlags::ANY)
+                            .ok()
+                            .flatten()
+                            .map(|b| parse_stack(&b))
+                            .unwrap_or_default();
+                        book.note(frames.iter().copied());
+                        stack_cache.insert(e.stack_id, frames);
+                    }
+                    book.note([e.ret_addr]);
                 }
-                if e.stack_id >= 0 && !stack_cache.contains_key(&e.stack_id) {
-                    let frames = skel
-                        .maps
-                        .stacks
-                        .lookup(&(e.stack_id as u32).to_ne_bytes(), MapFlags::ANY)
-                        .ok()
-                        .flatten()
-                        .map(|b| parse_stack(&b))
-                        .unwrap_or_default();
-                    book.note(frames.iter().copied());
-                    stack_cache.insert(e.stack_id, frames);
-                }
-                book.note([e.ret_addr]);
-            }
-            *processed = evs.len();
-            book.flush();
-        };
+                *processed = evs.len();
+                book.flush();
+            };
         if let Some(rb) = &rb {
             // BPF submits without waking us unless the buffer is a quarter
             // full, so each round waits up to poll_interval, then drains.
@@ -345,7 +389,10 @@ fn session(
             .lookup(&idx.to_ne_bytes(), MapFlags::ANY)
             .ok()
             .flatten()
-            .and_then(|b| b.get(..8).map(|s| u64::from_ne_bytes(s.try_into().unwrap())))
+            .and_then(|b| {
+                b.get(..8)
+                    .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
+            })
             .unwrap_or(0)
     };
     let ringbuffer_dropped = counter(CNT_RB_DROPPED);

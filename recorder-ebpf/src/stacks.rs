@@ -80,8 +80,10 @@ impl StackBook {
             }
             Err(e) => {
                 if self.errors.len() < 8 {
-                    self.errors
-                        .push(format!("normalizing user addresses of pid {}: {e}", self.pid));
+                    self.errors.push(format!(
+                        "normalizing user addresses of pid {}: {e}",
+                        self.pid
+                    ));
                 }
                 for a in addrs {
                     self.locs.insert(a, Loc::Unknown);
@@ -100,7 +102,11 @@ impl StackBook {
         for st in stacks {
             for (i, a) in st.iter().enumerate() {
                 if let Some(Loc::File { path, offset }) = self.locs.get(a) {
-                    let off = if i > 0 { offset.saturating_sub(1) } else { *offset };
+                    let off = if i > 0 {
+                        offset.saturating_sub(1)
+                    } else {
+                        *offset
+                    };
                     want.entry(path.clone()).or_default().insert(off);
                 }
             }
@@ -144,7 +150,11 @@ impl StackBook {
                     .enumerate()
                     .map(|(i, a)| match self.locs.get(a) {
                         Some(Loc::File { path, offset }) => {
-                            let off = if i > 0 { offset.saturating_sub(1) } else { *offset };
+                            let off = if i > 0 {
+                                offset.saturating_sub(1)
+                            } else {
+                                *offset
+                            };
                             names
                                 .get(&(path.clone(), off))
                                 .cloned()

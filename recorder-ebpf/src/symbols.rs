@@ -39,11 +39,7 @@ pub fn mapped_object(pid: u32, want: impl Fn(&str) -> bool) -> Option<PathBuf> {
         .filter_map(|l| l.split_whitespace().nth(5))
         .filter(|p| p.starts_with('/'))
         .map(PathBuf::from)
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(&want)
-        })
+        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&want))
 }
 
 const LIBCUDA_PATHS: &[&str] = &[
@@ -104,9 +100,11 @@ pub fn resolve(cfg: &RecorderConfig) -> Result<Resolved, RecorderError> {
     // offset -> (preferred name, is exact)
     let mut by_offset: BTreeMap<u64, (String, bool)> = BTreeMap::new();
     let mut add = |name: &str, off: u64, exact: bool| {
-        let e = by_offset.entry(off).or_insert_with(|| (name.to_string(), exact));
-        let better = (exact && !e.1)
-            || (exact == e.1 && (name.len(), name) < (e.0.len(), e.0.as_str()));
+        let e = by_offset
+            .entry(off)
+            .or_insert_with(|| (name.to_string(), exact));
+        let better =
+            (exact && !e.1) || (exact == e.1 && (name.len(), name) < (e.0.len(), e.0.as_str()));
         if better {
             *e = (name.to_string(), exact);
         }

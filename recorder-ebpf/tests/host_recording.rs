@@ -159,7 +159,11 @@ fn uprobes_record_tid_times_handle_and_stack() {
         .iter()
         .filter(|p| p.0 == "causalbench_probe_target")
         .collect();
-    assert_eq!(a.len(), N as usize + 1, "one record per call (and the warm-up): {a:?}");
+    assert_eq!(
+        a.len(),
+        N as usize + 1,
+        "one record per call (and the warm-up): {a:?}"
+    );
     let mut worst = (0u64, 0u64);
     for (arg, t0, t1) in &calls {
         let p = a
@@ -174,11 +178,21 @@ fn uprobes_record_tid_times_handle_and_stack() {
         );
         worst.0 = worst.0.max(enter - t0);
         worst.1 = worst.1.max(t1 - exit);
-        assert!(enter - t0 <= TOL, "call {arg}: entry {} ns after the test's timestamp", enter - t0);
-        assert!(t1 - exit <= TOL, "call {arg}: exit {} ns before the test's timestamp", t1 - exit);
+        assert!(
+            enter - t0 <= TOL,
+            "call {arg}: entry {} ns after the test's timestamp",
+            enter - t0
+        );
+        assert!(
+            t1 - exit <= TOL,
+            "call {arg}: exit {} ns before the test's timestamp",
+            t1 - exit
+        );
         let stack = p.5;
         assert!(
-            stack.first().is_some_and(|f| f.ends_with("!causalbench_probe_target")),
+            stack
+                .first()
+                .is_some_and(|f| f.ends_with("!causalbench_probe_target")),
             "innermost frame is the probed function: {stack:?}"
         );
         assert!(
@@ -186,7 +200,10 @@ fn uprobes_record_tid_times_handle_and_stack() {
             "the caller's frame is in the stack: {stack:?}"
         );
     }
-    eprintln!("uprobes: worst entry lag {} ns, worst exit lead {} ns", worst.0, worst.1);
+    eprintln!(
+        "uprobes: worst entry lag {} ns, worst exit lead {} ns",
+        worst.0, worst.1
+    );
     eprintln!("uprobes: example stack {:?}", a[0].5);
 
     let b: Vec<_> = probes
@@ -222,7 +239,12 @@ fn pin_to(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(rc, 0, "pin to cpu {cpu}: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "pin to cpu {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -315,13 +337,17 @@ fn preemption_and_blocking_show_as_sched_intervals() {
         })
         .collect();
     let big: Vec<(u64, u64)> = gaps.into_iter().filter(|g| g.1 - g.0 >= MS).collect();
-    assert!(big.len() >= 5, "the hog made too few victim gaps ({})", big.len());
+    assert!(
+        big.len() >= 5,
+        "the hog made too few victim gaps ({})",
+        big.len()
+    );
     let mut matched = 0;
     let mut misses = Vec::new();
     for (g0, g1) in &big {
-        let hit = scheds.iter().find(|s| {
-            s.0 == tid && s.2.abs_diff(*g0) <= TOL && s.3.abs_diff(*g1) <= TOL
-        });
+        let hit = scheds
+            .iter()
+            .find(|s| s.0 == tid && s.2.abs_diff(*g0) <= TOL && s.3.abs_diff(*g1) <= TOL);
         match hit {
             Some(s) => {
                 assert_eq!(s.4, SwitchReason::Preempted, "gap {g0}..{g1}: {s:?}");
@@ -331,11 +357,18 @@ fn preemption_and_blocking_show_as_sched_intervals() {
             None => misses.push((*g0, *g1)),
         }
     }
-    eprintln!("sched: {matched} of {} victim gaps >= 1 ms matched within 100 us", big.len());
+    eprintln!(
+        "sched: {matched} of {} victim gaps >= 1 ms matched within 100 us",
+        big.len()
+    );
     assert!(
         matched * 10 >= big.len() * 9,
         "unmatched gaps {misses:?}; victim records {:?}",
-        scheds.iter().filter(|s| s.0 == tid).take(20).collect::<Vec<_>>()
+        scheds
+            .iter()
+            .filter(|s| s.0 == tid)
+            .take(20)
+            .collect::<Vec<_>>()
     );
 
     let blocked = scheds
@@ -344,7 +377,10 @@ fn preemption_and_blocking_show_as_sched_intervals() {
     let b = blocked.unwrap_or_else(|| {
         panic!(
             "no blocked interval for the 5 ms sleep [{s0}, {s1}]: {:?}",
-            scheds.iter().filter(|s| s.0 == main_tid).collect::<Vec<_>>()
+            scheds
+                .iter()
+                .filter(|s| s.0 == main_tid)
+                .collect::<Vec<_>>()
         )
     });
     assert_eq!(b.4, SwitchReason::Blocked, "{b:?}");
@@ -454,7 +490,11 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-fn faults_in(trace: &HostTrace, tid: u32, range: &std::ops::Range<u64>) -> Vec<(u64, u64, u64, bool)> {
+fn faults_in(
+    trace: &HostTrace,
+    tid: u32,
+    range: &std::ops::Range<u64>,
+) -> Vec<(u64, u64, u64, bool)> {
     trace
         .records
         .iter()
@@ -481,38 +521,7 @@ fn fresh_anonymous_pages_fault_once_each() {
         return;
     };
     const N: usize = 2000;
-    let page = page_size();
-    let (tid, map, t0, t1) = std::thread::spawn(move || {
-        let len = N * page;
-        // SAFETY: anonymous private mapping; checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        // One fault per 4 KiB page: no transparent huge pages here.
-        // SAFETY: our mapping.
-        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
-        let map = Mapping {
-            base: base.cast(),
-            len,
-        };
-        let t0 = mono();
-        for i in 0..N {
-            // SAFETY: inside the mapping.
-            unsafe { std::ptr::write_volatile(map.base.add(i * page), 1u8) };
-        }
-        let t1 = mono();
-        (gettid(), map, t0, t1)
-    })
-    .join()
-    .unwrap();
+    let (tid, map, t0, t1) = touch_fresh_pages(N);
     let trace = rec.stop();
     eprintln!("faults: {}", summary(&trace));
     let f = faults_in(&trace, tid, &map.range());
@@ -537,6 +546,70 @@ fn fresh_anonymous_pages_fault_once_each() {
         d.sort_unstable();
         eprintln!("faults: median duration {} ns", d[d.len() / 2]);
     }
+}
+
+fn touch_fresh_pages(n: usize) -> (u32, Mapping, u64, u64) {
+    let page = page_size();
+    std::thread::spawn(move || {
+        let len = n * page;
+        // SAFETY: anonymous private mapping; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        // One fault per 4 KiB page: no transparent huge pages here.
+        // SAFETY: our mapping.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        let map = Mapping {
+            base: base.cast(),
+            len,
+        };
+        let t0 = mono();
+        for i in 0..n {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile(map.base.add(i * page), 1u8) };
+        }
+        let t1 = mono();
+        (gettid(), map, t0, t1)
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn ring_buffer_overflow_is_counted() {
+    let _g = serial();
+    let mut cfg = base_config();
+    cfg.page_faults = true;
+    // 4 KiB holds ~56 records; never woken, drained every 300 ms.
+    cfg.ringbuf_bytes = 4096;
+    cfg.wakeup_bytes = Some(u32::MAX);
+    cfg.poll_interval = Duration::from_millis(300);
+    let Some(rec) = start_or_skip(cfg, "ring buffer overflow") else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(350));
+    const N: usize = 2000;
+    let (tid, map, _, _) = touch_fresh_pages(N);
+    let trace = rec.stop();
+    let kept = faults_in(&trace, tid, &map.range()).len();
+    eprintln!(
+        "overflow: {kept} of {N} faults kept, {} dropped",
+        trace.ringbuffer_dropped
+    );
+    assert!(kept < N / 2, "a 4 KiB ring buffer cannot hold {N} records");
+    assert!(trace.ringbuffer_dropped > 0);
+    assert!(
+        (kept as u64 + trace.ringbuffer_dropped) * 10 >= N as u64 * 9,
+        "kept + dropped accounts for the faults"
+    );
 }
 
 #[test]
@@ -571,7 +644,14 @@ fn evicted_file_pages_fault_major() {
         let len = N * page;
         // SAFETY: read-only shared file mapping.
         let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         assert_ne!(base, libc::MAP_FAILED);
         // SAFETY: our mapping.
@@ -629,7 +709,10 @@ fn missing_library_and_symbol_are_typed_errors() {
     cfg.functions = vec!["causalbench_no_such_function".into()];
     let e = ebpf_recorder::resolve_probes(&cfg).unwrap_err();
     assert!(matches!(e, RecorderError::SymbolNotFound { .. }), "{e}");
-    assert!(e.to_string().contains("causalbench_no_such_function"), "{e}");
+    assert!(
+        e.to_string().contains("causalbench_no_such_function"),
+        "{e}"
+    );
 
     // A pattern that matches nothing is a warning next to real matches.
     cfg.functions = vec![
@@ -639,7 +722,10 @@ fn missing_library_and_symbol_are_typed_errors() {
     let r = ebpf_recorder::resolve_probes(&cfg).unwrap();
     assert_eq!(r.targets.len(), 1);
     assert_eq!(r.targets[0].function, "causalbench_probe_target");
-    assert!(r.warnings.iter().any(|w| w.contains("causalbench_nothing_*")));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("causalbench_nothing_*")));
     // Keep the probe targets referenced so the linker keeps them.
     black_box(causalbench_probe_target(1) ^ causalbench_probe_target_b(2));
 }
@@ -655,7 +741,11 @@ fn recorder_without_libcuda_reports_library_not_found() {
         }
         Err(e) => panic!("unexpected error {e}"),
         Ok(r) => {
-            eprintln!("a libcuda is installed: {:?}, {} probes", r.library, r.targets.len());
+            eprintln!(
+                "a libcuda is installed: {:?}, {} probes",
+                r.library,
+                r.targets.len()
+            );
             assert!(!r.targets.is_empty());
         }
     }
