@@ -44,6 +44,7 @@ pub fn mapped_object(pid: u32, want: impl Fn(&str) -> bool) -> Option<PathBuf> {
 
 const LIBCUDA_PATHS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/local/nvidia/lib64/libcuda.so.1",
     "/usr/lib64/libcuda.so.1",
     "/usr/lib/libcuda.so.1",
     "/usr/local/cuda/lib64/stubs/libcuda.so",
@@ -91,7 +92,11 @@ pub fn resolve(cfg: &RecorderConfig) -> Result<Resolved, RecorderError> {
     }
     let library = find_library(cfg)?;
     let inspector = Inspector::new();
-    let src = Source::Elf(Elf::new(&library));
+    // ELF symbol tables only: with debug_syms set, blazesym's for_each consults
+    // *only* DWARF, which libcuda (and any stripped binary) lacks.
+    let mut elf = Elf::new(&library);
+    elf.debug_syms = false;
+    let src = Source::Elf(elf);
     let sym_err = |e: blazesym::Error| RecorderError::Symbols {
         library: library.clone(),
         detail: e.to_string(),

@@ -731,6 +731,29 @@ fn missing_library_and_symbol_are_typed_errors() {
 }
 
 #[test]
+fn globs_expand_in_a_library_without_debug_info() {
+    // libc is mapped by every test process and has only .dynsym, like libcuda.
+    let pid = std::process::id();
+    let libc_path = ebpf_recorder::mapped_object(pid, |n| n.starts_with("libc.so"))
+        .or_else(|| ebpf_recorder::mapped_object(pid, |n| n.starts_with("libc-")))
+        .expect("libc is mapped");
+    let mut cfg = base_config();
+    cfg.library = Some(libc_path.clone());
+    cfg.functions = vec!["pthread_mutex_*lock".into(), "clock_gettime".into()];
+    let r = ebpf_recorder::resolve_probes(&cfg).unwrap();
+    let names: Vec<&str> = r.targets.iter().map(|t| t.function.as_str()).collect();
+    assert!(
+        names.contains(&"clock_gettime"),
+        "{names:?} in {libc_path:?}"
+    );
+    assert!(
+        names.contains(&"pthread_mutex_lock") && names.contains(&"pthread_mutex_unlock"),
+        "glob expansion in {libc_path:?}: {names:?}"
+    );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+#[test]
 fn recorder_without_libcuda_reports_library_not_found() {
     // This process maps no libcuda; with no installed driver either, the CUDA
     // configuration must fail cleanly (on a GPU machine it resolves instead).
