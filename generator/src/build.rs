@@ -104,8 +104,8 @@ impl RunBuilder {
     }
 
     /// Rewrites rids with a keyed bijection so their order and gaps say nothing
-    /// about time or loss, then orders the trace by time (as a recorder's
-    /// buffers would be merged).
+    /// about time or loss. Records stay in the order the recorder received them
+    /// (as CUPTI buffers deliver them: not sorted by start time).
     pub fn finish(mut self, key: u64) -> (GroundTruth, Vec<Record>) {
         let n = self.next_rid;
         let perm = |r: Rid| scramble(r, n, key);
@@ -118,26 +118,6 @@ impl RunBuilder {
             *rec.rid_mut() = perm(rec.rid());
         }
         // Rids are unique, so the unstable sort is deterministic.
-        let mut order: Vec<(u64, u64, u32)> = self
-            .trace
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.interval().0, r.rid(), i as u32))
-            .collect();
-        order.sort_unstable();
-        // Apply the permutation in place, cycle by cycle: no second copy of a huge trace.
-        let mut src: Vec<u32> = order.iter().map(|&(_, _, i)| i).collect();
-        drop(order);
-        for start in 0..src.len() {
-            let mut cur = start;
-            while src[cur] as usize != start && src[cur] != u32::MAX {
-                let next = src[cur] as usize;
-                self.trace.swap(cur, next);
-                src[cur] = u32::MAX;
-                cur = next;
-            }
-            src[cur] = u32::MAX;
-        }
         (self.truth, self.trace)
     }
 }
