@@ -73,7 +73,7 @@
 //! device timing in a host-only view, and anything not written in some record.
 
 use crate::analysis::{self, dominant, ranked, significant, Peers, NOISE_NS};
-use crate::index::{call_site_frame, median, Index, Pos};
+use crate::index::{call_site_frame, median, CallKind, Index, Pos};
 use crate::{attribution, attribution_targets, finish, Output, Profiler};
 use ground_truth::trace::{HostMemory, MarkerPhase, Record, Source, SyncType};
 use ground_truth::view::LossSpec;
@@ -611,7 +611,10 @@ impl<'a> Graph<'a> {
         let mut thread_obs: HashMap<u32, Vec<(Ns, u32)>> = HashMap::new();
         let mut orphans = Vec::new();
         for (&c, &api) in &ix.api_by_corr {
-            if !ix.call_kind(api).launches_work() {
+            // A stream wait is a stream item too (its SYNC record), and its first
+            // argument is the stream, so a lost wait record is an orphan like a lost launch.
+            let kind = ix.call_kind(api);
+            if !(kind.launches_work() || kind == CallKind::StreamWait) {
                 continue;
             }
             let stream = ix
