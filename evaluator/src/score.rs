@@ -544,7 +544,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
                 let expected = s.answer.clone().or_else(|| {
                     gt.nodes
                         .get(s.node as usize)
-                        .and_then(|n| n.request.clone())
+                        .and_then(|n| n.request.as_deref().map(str::to_string))
                 });
                 let claimed = attribution.get(&s.rid).map(|t| t.to_string());
                 let ok = matches!((&expected, claimed_token(s.rid)), (Some(e), Some(c)) if e == c);

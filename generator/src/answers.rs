@@ -66,7 +66,7 @@ pub fn symptom(
     }
     let answer = match sc.symptom.question {
         Question::Cause => None,
-        Question::Request => n.request.clone(),
+        Question::Request => n.request.as_deref().map(str::to_string),
         Question::CallSite => {
             check_answer(sc, n.call_site.as_deref(), "call_site")?;
             sc.symptom.answer.clone()

@@ -57,18 +57,18 @@ impl RunBuilder {
             id,
             kind,
             name: name.into(),
-            request: info.request,
-            step: info.step,
+            request: info.request.map(String::into_boxed_str),
+            step: info.step.map(String::into_boxed_str),
             thread: info.thread,
             stream: info.stream,
-            call_site: info.call_site,
-            operator: info.operator,
+            call_site: info.call_site.map(String::into_boxed_str),
+            operator: info.operator.map(String::into_boxed_str),
             generation: info.generation,
             start,
             end,
             queued: 0,
             submitted: 0,
-            rids: Vec::new(),
+            rids: Default::default(),
         });
         id
     }

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 /// Index of a node in `GroundTruth::nodes`.
 pub type NodeId = u32;
 
+/// The rids observing one node. Small and inline: ground truths reach tens of
+/// millions of nodes, and a heap allocation per node would dominate their size.
+pub type NodeRids = smallvec::SmallVec<[Rid; 2]>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeKind {
@@ -100,10 +104,10 @@ pub struct Node {
     pub name: String,
     /// Request token this node belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
+    pub request: Option<Box<str>>,
     /// Scenario step id that produced it, if the step had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
+    pub step: Option<Box<str>>,
     /// Host thread (OS tid) for host nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<u32>,
@@ -111,10 +115,10 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_site: Option<String>,
+    pub call_site: Option<Box<str>>,
     /// NVTX range (operator) enclosing the launch call, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operator: Option<String>,
+    pub operator: Option<Box<str>>,
     /// Generation of the stream/event/graph object used (bumped on recreate).
     #[serde(default)]
     pub generation: u32,
@@ -125,8 +129,9 @@ pub struct Node {
     pub queued: Ns,
     #[serde(default)]
     pub submitted: Ns,
-    /// Records that observe this node.
-    pub rids: Vec<Rid>,
+    /// Records that observe this node (most nodes have one or two: kept inline).
+    #[schemars(with = "Vec<Rid>")]
+    pub rids: NodeRids,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -68,7 +68,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             end: i * 1000 + 500,
             queued: 0,
             submitted: 0,
-            rids: vec![rid_of(i, sparse)],
+            rids: [rid_of(i, sparse)].into_iter().collect(),
         });
     }
     let mut edges = Vec::with_capacity(n);

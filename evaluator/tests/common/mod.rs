@@ -69,7 +69,7 @@ fn node(
         end: t + 10,
         queued: 0,
         submitted: 0,
-        rids,
+        rids: rids.into(),
     }
 }
 
