@@ -30,18 +30,21 @@ pub fn gpu_present() -> bool {
     std::path::Path::new("/dev/nvidiactl").exists() || std::path::Path::new("/dev/nvidia0").exists()
 }
 
-/// Resolves `auto` and returns the backend, or says why it can't.
+/// Resolves `auto` and returns the backend, or says why it can't. `auto` is
+/// the GPU when one is present and the CUDA backend loads (driver, CUPTI,
+/// NVRTC), else the simulator.
 pub fn select_backend(kind: BackendKind) -> Result<Box<dyn Backend>, RecordError> {
     match kind {
         BackendKind::Sim => Ok(Box::new(crate::sim::SimBackend::default())),
-        BackendKind::Auto if !gpu_present() => Ok(Box::new(crate::sim::SimBackend::default())),
-        BackendKind::Auto | BackendKind::Cuda => Err(RecordError::Unavailable(
-            "cuda",
-            if gpu_present() {
-                "this build has no CUDA backend yet; use --backend sim".into()
-            } else {
-                "no NVIDIA GPU or driver found (/dev/nvidiactl is absent)".into()
-            },
-        )),
+        BackendKind::Cuda => Ok(Box::new(crate::cuda::CudaBackend::new()?)),
+        BackendKind::Auto => match crate::cuda::CudaBackend::new() {
+            Ok(b) => Ok(Box::new(b)),
+            Err(e) => {
+                if gpu_present() {
+                    eprintln!("causalbench: {e}; using the simulator");
+                }
+                Ok(Box::new(crate::sim::SimBackend::default()))
+            }
+        },
     }
 }

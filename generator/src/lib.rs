@@ -11,6 +11,8 @@
 pub mod answers;
 pub mod backend;
 pub mod build;
+pub mod cuda;
+pub mod keys;
 pub mod sim;
 
 pub use backend::{select_backend, Backend, BackendKind, RecordError};

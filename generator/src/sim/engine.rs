@@ -6,6 +6,7 @@ use super::device::{CopyEngine, SmPool};
 use super::inject::{Action, Plan};
 use super::SimBackend;
 use crate::build::{NodeInfo, RunBuilder};
+use crate::keys::skey_step_id;
 use crate::unit_noise;
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
@@ -56,19 +57,7 @@ impl Default for HostParams {
     }
 }
 
-/// Identifies one executed step across the twin and injected runs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct StepKey {
-    pub program: usize,
-    pub request: u32,
-    pub step: usize,
-    /// Graph node id, for the kernels of a graph launch.
-    pub graph_node: Option<String>,
-    /// The API-call node rather than the device-side node.
-    pub api: bool,
-}
-
-pub type Keys = HashMap<StepKey, NodeId>;
+pub use crate::keys::{Keys, StepKey};
 
 pub struct Run {
     pub builder: RunBuilder,
@@ -1774,13 +1763,4 @@ impl<'a> Engine<'a> {
             fault_node: last,
         });
     }
-}
-
-fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
-    sc.programs
-        .get(k.program)?
-        .steps
-        .get(k.step)?
-        .id()
-        .map(str::to_string)
 }

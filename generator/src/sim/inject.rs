@@ -37,43 +37,7 @@ pub struct Plan {
     pub actions: Vec<(Ns, Action)>,
 }
 
-/// Resolves an injection's target to the key of the step (or graph node) it names.
-pub fn target_key(
-    sc: &Scenario,
-    program: Option<&str>,
-    target: &str,
-    request: u32,
-) -> Option<StepKey> {
-    let pi = match program {
-        Some(name) => sc.programs.iter().position(|p| p.name == name)?,
-        None => 0,
-    };
-    let steps = &sc.programs[pi].steps;
-    if let Some(si) = steps.iter().position(|s| s.id() == Some(target)) {
-        return Some(StepKey {
-            program: pi,
-            request,
-            step: si,
-            graph_node: None,
-            api: false,
-        });
-    }
-    // A graph node: the first launch of the graph that contains it.
-    let graph = sc
-        .graphs
-        .iter()
-        .find(|g| g.nodes.iter().any(|n| n.id == target))?;
-    let si = steps
-        .iter()
-        .position(|s| matches!(s, Step::GraphLaunch { graph: g, .. } if *g == graph.name))?;
-    Some(StepKey {
-        program: pi,
-        request,
-        step: si,
-        graph_node: Some(target.to_string()),
-        api: false,
-    })
-}
+pub use crate::keys::target_key;
 
 pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
     let key = target_key(sc, inj.program.as_deref(), &inj.target, inj.request);

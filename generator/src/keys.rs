@@ -1,0 +1,69 @@
+//! Step identity shared by every backend: which executed step (or graph node,
+//! or API call) a ground-truth node came from, so the twin and the injected
+//! run can be matched and injections and symptoms resolved to nodes.
+
+use ground_truth::graph::NodeId;
+use ground_truth::scenario::{Scenario, Step};
+use std::collections::HashMap;
+
+/// Identifies one executed step across the twin and injected runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StepKey {
+    pub program: usize,
+    pub request: u32,
+    pub step: usize,
+    /// Graph node id, for the kernels of a graph launch.
+    pub graph_node: Option<String>,
+    /// The API-call node rather than the device-side node.
+    pub api: bool,
+}
+
+pub type Keys = HashMap<StepKey, NodeId>;
+
+/// Resolves an injection's target to the key of the step (or graph node) it names.
+pub fn target_key(
+    sc: &Scenario,
+    program: Option<&str>,
+    target: &str,
+    request: u32,
+) -> Option<StepKey> {
+    let pi = match program {
+        Some(name) => sc.programs.iter().position(|p| p.name == name)?,
+        None => 0,
+    };
+    let steps = &sc.programs[pi].steps;
+    if let Some(si) = steps.iter().position(|s| s.id() == Some(target)) {
+        return Some(StepKey {
+            program: pi,
+            request,
+            step: si,
+            graph_node: None,
+            api: false,
+        });
+    }
+    // A graph node: the first launch of the graph that contains it.
+    let graph = sc
+        .graphs
+        .iter()
+        .find(|g| g.nodes.iter().any(|n| n.id == target))?;
+    let si = steps
+        .iter()
+        .position(|s| matches!(s, Step::GraphLaunch { graph: g, .. } if *g == graph.name))?;
+    Some(StepKey {
+        program: pi,
+        request,
+        step: si,
+        graph_node: Some(target.to_string()),
+        api: false,
+    })
+}
+
+/// The scenario step id of a key, if the step has one.
+pub fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
+    sc.programs
+        .get(k.program)?
+        .steps
+        .get(k.step)?
+        .id()
+        .map(str::to_string)
+}
