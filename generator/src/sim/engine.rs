@@ -1003,6 +1003,14 @@ impl<'a> Engine<'a> {
                         0,
                     ),
                 };
+                // An event sync joins to the record it waited on, like a stream wait does.
+                let waited_sync_id = match (target, event) {
+                    (SyncTarget::Event, Some(e)) => self.events[self.event_ix[e.as_str()]]
+                        .last
+                        .map(|l| l.2)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
                 let call_end = start + self.jitter(key, hp.sync_call_ns);
                 let done = waited
                     .iter()
@@ -1040,7 +1048,7 @@ impl<'a> Engine<'a> {
                     } else {
                         0
                     },
-                    event_sync_id: 0,
+                    event_sync_id: waited_sync_id,
                     correlation_id: corr,
                     start,
                     end: ret,
@@ -1128,12 +1136,13 @@ impl<'a> Engine<'a> {
                     None,
                 )
             }
+            // cuStreamWaitEvent(hStream, hEvent, flags): the first argument is the stream.
             Step::StreamWait { event, .. } => {
                 let e = &self.events[self.event_ix[event]];
                 (
                     ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, rt),
                     hp.event_call_ns,
-                    e.handle,
+                    s.handle,
                     e.generation,
                     None,
                 )
