@@ -14,12 +14,17 @@
 //!
 //! External profilers run through [`external::ExternalCommand`] (protocol in
 //! `baselines/PROTOCOL.md`).
+//!
+//! Optional third-party analyzers, run only where installed ([`optional_names`]):
+//! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
+//! export of the view, through `ExternalCommand`.
 
 pub mod analysis;
 pub mod causal_graph;
 pub mod cupti_correlation;
 pub mod ebpf_host;
 pub mod external;
+pub mod hta;
 pub mod index;
 pub mod nvtx_enclosure;
 pub mod synth;
@@ -29,6 +34,7 @@ pub use causal_graph::{why_late, CausalGraph};
 pub use cupti_correlation::CuptiCorrelation;
 pub use ebpf_host::EbpfHost;
 pub use external::{ExternalCommand, ExternalError};
+pub use hta::{hta_available, HtaCriticalPath};
 pub use nvtx_enclosure::NvtxEnclosure;
 pub use timestamp_join::TimestampJoin;
 
@@ -64,9 +70,30 @@ pub fn builtin_names() -> &'static [&'static str] {
     NAMES
 }
 
-/// A built-in profiler by name.
+/// Optional profilers usable here (third-party analyzers that are installed), in
+/// leaderboard order. `hta-critical-path` is listed when HTA imports ([`hta_available`]).
+pub fn optional_names() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if hta_available() {
+        v.push(hta::NAME);
+    }
+    v
+}
+
+/// Whether profiler `name` reads views of this kind (HTA needs CUPTI records; every
+/// built-in reads every view).
+pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
+    match name {
+        hta::NAME => hta::reads_view(spec),
+        _ => true,
+    }
+}
+
+/// A built-in or optional profiler by name (an optional one that is not installed
+/// abstains).
 pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
     Some(match name {
+        hta::NAME => Box::new(HtaCriticalPath::default()),
         "timestamp-join" => Box::new(TimestampJoin),
         "cupti-correlation" => Box::new(CuptiCorrelation),
         "ebpf-host" => Box::new(EbpfHost),

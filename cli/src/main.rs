@@ -3,6 +3,7 @@
 
 mod catalog;
 mod commands;
+mod export;
 mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -148,6 +149,24 @@ enum Command {
         /// scenario, bundle, view, explanation, scores, leaderboard
         name: String,
     },
+    /// Export a case for other tools: Perfetto (truth and claimed edges) or Kineto (HTA's input).
+    Export {
+        /// Perfetto traces of a bundle (truth) and an explanation (claimed edges).
+        #[arg(long, conflicts_with = "kineto")]
+        perfetto: bool,
+        /// A view as a Kineto (PyTorch profiler) trace.
+        #[arg(long)]
+        kineto: bool,
+        #[arg(long)]
+        bundle: Option<PathBuf>,
+        #[arg(long)]
+        view: Option<PathBuf>,
+        #[arg(long)]
+        explanation: Option<PathBuf>,
+        /// Directory (--perfetto) or file (--kineto).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// List scenarios, families and profilers.
     List {
         #[arg(long, default_value = catalog::DEFAULT_SUITE)]
@@ -252,6 +271,21 @@ fn main() -> ExitCode {
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),
+        Command::Export {
+            perfetto,
+            kineto,
+            bundle,
+            view,
+            explanation,
+            out,
+        } => export::export(export::ExportArgs {
+            perfetto,
+            kineto,
+            bundle,
+            view,
+            explanation,
+            out,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -232,7 +232,9 @@ fn run_job(
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
         view.write(&vpath)
             .map_err(|e| format!("{key}: cannot write {}: {e}", vpath.display()))?;
-        for name in baselines::builtin_names() {
+        let optional = baselines::optional_names();
+        let readers = optional.iter().filter(|n| baselines::reads_view(n, &spec));
+        for name in baselines::builtin_names().iter().chain(readers) {
             let profiler = baselines::builtin(name).expect("listed profiler exists");
             let explanation = profiler.explain(&view);
             let epath = out
