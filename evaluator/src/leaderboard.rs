@@ -158,6 +158,52 @@ pub struct Leaderboard {
     pub loss: Vec<LossRow>,
     /// Per profiler × loss setting, all collectors × modes pooled (the plot's data).
     pub loss_pooled: Vec<LossRow>,
+    /// Pair accuracy per backend × profiler × collectors × mode (rows above pool backends).
+    #[serde(default)]
+    pub backends: Vec<BackendRow>,
+    /// Per family × profiler × collectors × mode, the pair accuracy on each backend.
+    #[serde(default)]
+    pub families_by_backend: Vec<BackendFamilyRow>,
+    /// Sim-to-real agreement per profiler (only when `sim` and `cuda` cases were both scored).
+    #[serde(default)]
+    pub sim_to_real: Vec<SimToRealRow>,
+}
+
+/// Pair accuracy of one profiler × collectors × mode on one backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackendRow {
+    pub backend: String,
+    pub profiler: String,
+    pub collectors: Collectors,
+    pub mode: Mode,
+    pub pairs: u64,
+    pub pair_accuracy: Option<f64>,
+}
+
+/// Pair accuracy of one family for one profiler × collectors × mode, per backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackendFamilyRow {
+    pub family: String,
+    pub profiler: String,
+    pub collectors: Collectors,
+    pub mode: Mode,
+    pub backend: String,
+    pub pairs: u64,
+    pub pair_accuracy: Option<f64>,
+}
+
+/// Does the simulator give the same verdict as the GPU? A verdict is "the profiler
+/// separates this family" (pair accuracy ≥ 0.5) for one family × collectors × mode;
+/// agreement is the share of groups scored on both backends whose verdicts match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimToRealRow {
+    pub profiler: String,
+    pub groups: u64,
+    pub agreeing: u64,
+    pub agreement: Option<f64>,
 }
 
 /// Accumulator for one group of cases.
@@ -349,8 +395,19 @@ impl Leaderboard {
         let mut fam_pairs: BTreeMap<(String, String, Collectors, Mode), PairCount> =
             BTreeMap::new();
         let mut fam_pooled: BTreeMap<(String, String), PairCount> = BTreeMap::new();
-        for ((family, _backend, _rep, col, mode, profiler), g) in &groups {
+        type BackendKey = (String, String, Collectors, Mode, String);
+        let mut fam_backend: BTreeMap<BackendKey, PairCount> = BTreeMap::new();
+        let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> = BTreeMap::new();
+        for ((family, backend, _rep, col, mode, profiler), g) in &groups {
             let v = g.verdict();
+            fam_backend
+                .entry((family.clone(), profiler.clone(), *col, *mode, backend.clone()))
+                .or_default()
+                .add(v);
+            row_backend
+                .entry((backend.clone(), profiler.clone(), *col, *mode))
+                .or_default()
+                .add(v);
             row_pairs
                 .entry((profiler.clone(), *col, *mode))
                 .or_default()
@@ -436,6 +493,39 @@ impl Leaderboard {
                 pairs_correct: p.correct,
                 pair_accuracy: r6(p.accuracy()),
             });
+        }
+        for ((backend, profiler, collectors, mode), p) in &row_backend {
+            lb.backends.push(BackendRow {
+                backend: backend.clone(),
+                profiler: profiler.clone(),
+                collectors: *collectors,
+                mode: *mode,
+                pairs: p.pairs,
+                pair_accuracy: r6(p.accuracy()),
+            });
+        }
+        let mut agreement: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for ((family, profiler, collectors, mode, backend), p) in &fam_backend {
+            lb.families_by_backend.push(BackendFamilyRow {
+                family: family.clone(),
+                profiler: profiler.clone(),
+                collectors: *collectors,
+                mode: *mode,
+                backend: backend.clone(),
+                pairs: p.pairs,
+                pair_accuracy: r6(p.accuracy()),
+            });
+            if backend == "sim" {
+                let real = fam_backend.get(&(family.clone(), profiler.clone(), *collectors, *mode, "cuda".to_string()));
+                if let (Some(sim), Some(real)) = (p.accuracy(), real.and_then(|r| r.accuracy())) {
+                    let a = agreement.entry(profiler.clone()).or_default();
+                    a.0 += 1;
+                    a.1 += u64::from((sim >= 0.5) == (real >= 0.5));
+                }
+            }
+        }
+        for (profiler, (groups, agreeing)) in agreement {
+            lb.sim_to_real.push(SimToRealRow { profiler, groups, agreeing, agreement: r6(ratio(agreeing, groups)) });
         }
         for ((profiler, col, mode, (_, label)), (a, rate)) in &loss {
             let row = LossRow {

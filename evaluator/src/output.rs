@@ -6,7 +6,7 @@ use crate::leaderboard::{Leaderboard, LeaderboardRow, CSV_COLUMNS};
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::io::write_atomic;
-use ground_truth::FormatError;
+use ground_truth::{Collectors, FormatError, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -217,7 +217,47 @@ impl Leaderboard {
                 let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
             }
         }
+        self.backends_markdown(&mut md);
         md
+    }
+
+    /// Per-backend pair accuracy (combined collectors, instrumented) and the
+    /// sim-to-real agreement, when more than one backend was scored.
+    fn backends_markdown(&self, md: &mut String) {
+        let backends: std::collections::BTreeSet<&str> = self.backends.iter().map(|b| b.backend.as_str()).collect();
+        if backends.len() < 2 {
+            return;
+        }
+        let _ = writeln!(md, "\n## By backend (combined collectors, instrumented)\n");
+        let _ = writeln!(md, "Pair accuracy per backend; the rows above pool backends.\n");
+        let names: Vec<&str> = backends.iter().copied().collect();
+        let _ = writeln!(md, "| profiler | {} |", names.join(" | "));
+        let _ = writeln!(md, "| --- |{}", " ---: |".repeat(names.len()));
+        for p in self.profilers() {
+            let cells: Vec<String> = names
+                .iter()
+                .map(|b| {
+                    self.backends
+                        .iter()
+                        .find(|r| r.backend == *b && r.profiler == p && r.collectors == Collectors::Combined && r.mode == Mode::Instrumented)
+                        .map(|r| format!("{} ({} pairs)", fixed(r.pair_accuracy, 3, "n/a"), r.pairs))
+                        .unwrap_or_else(|| "n/a".into())
+                })
+                .collect();
+            let _ = writeln!(md, "| {} | {} |", p, cells.join(" | "));
+        }
+        if !self.sim_to_real.is_empty() {
+            let _ = writeln!(md, "\n## Sim-to-real agreement\n");
+            let _ = writeln!(
+                md,
+                "Share of family × collectors × mode groups in which the simulator and the GPU give the \
+                 same verdict (pair accuracy ≥ 0.5 or not) for the profiler.\n"
+            );
+            let _ = writeln!(md, "| profiler | groups | agreeing | agreement |\n| --- | ---: | ---: | ---: |");
+            for r in &self.sim_to_real {
+                let _ = writeln!(md, "| {} | {} | {} | {} |", r.profiler, r.groups, r.agreeing, fixed(r.agreement, 3, "n/a"));
+            }
+        }
     }
 
     /// Writes `leaderboard.md`, `leaderboard.csv` and `leaderboard.json` into `dir`.
