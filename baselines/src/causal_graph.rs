@@ -243,6 +243,10 @@ pub(crate) struct Graph<'a> {
     has_ebpf: bool,
     /// Graph nodes whose usual graph predecessor is absent from their launch.
     graph_lost: std::cell::RefCell<Vec<Pos>>,
+    /// When each stream wait was satisfied on the device: CUPTI's SYNCHRONIZATION
+    /// record of a wait spans the host call, so the device-side moment is the
+    /// completion of the event record it joins to (by `event_sync_id`).
+    wait_satisfied: HashMap<Pos, Ns>,
 }
 
 /// Unit of a stream's order: one record, or the kernels of one graph launch.
@@ -273,7 +277,9 @@ impl<'a> Graph<'a> {
             has_cupti: view.records.iter().any(|r| r.source() == Source::Cupti),
             has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
             graph_lost: Default::default(),
+            wait_satisfied: HashMap::new(),
         };
+        g.wait_satisfied = g.stream_wait_completions();
         g.launch_edges();
         g.stream_edges();
         g.event_and_sync_edges();
@@ -595,7 +601,41 @@ impl<'a> Graph<'a> {
 
     /// Completion time of a record (when its successors could proceed).
     pub fn done(&self, p: Pos) -> Ns {
-        self.ix.end(p)
+        self.wait_satisfied
+            .get(&p)
+            .copied()
+            .unwrap_or_else(|| self.ix.end(p))
+    }
+
+    /// Stream wait → max(its record's end, completion of the event record it waited on).
+    fn stream_wait_completions(&self) -> HashMap<Pos, Ns> {
+        let ix = &self.ix;
+        let mut event_done: HashMap<u64, Ns> = HashMap::new();
+        for r in ix.recs {
+            if let Record::CudaEvent {
+                event_sync_id, ts, ..
+            } = r
+            {
+                if *event_sync_id != 0 {
+                    event_done.insert(*event_sync_id, *ts);
+                }
+            }
+        }
+        let mut out = HashMap::new();
+        for (i, r) in ix.recs.iter().enumerate() {
+            if let Record::Sync {
+                sync_type: SyncType::StreamWaitEvent,
+                event_sync_id,
+                end,
+                ..
+            } = r
+            {
+                if let Some(&t) = event_done.get(event_sync_id) {
+                    out.insert(i as Pos, (*end).max(t));
+                }
+            }
+        }
+        out
     }
 
     /// API launches that enqueued work but have no activity record, by the stream

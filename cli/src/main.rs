@@ -49,11 +49,13 @@ enum Command {
     Run {
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
-        /// `catalog` (the embedded suite) or a directory of scenario files.
-        #[arg(long, default_value = catalog::DEFAULT_SUITE)]
-        suite: String,
-        /// Replay the bundles of a recorded corpus directory (instead of, or with `auto`
-        /// besides, recording the suite).
+        /// `catalog` (the embedded suite, the default) or a directory of scenario files.
+        #[arg(long)]
+        suite: Option<String>,
+        /// Replay the bundles (`*.bundle.json`) of a recorded corpus directory. Alone it
+        /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
+        /// on a machine without a GPU records the catalog on the simulator and replays
+        /// the shipped corpus (results/corpus).
         #[arg(long)]
         corpus: Option<PathBuf>,
         #[arg(long, default_value = "out")]
@@ -70,6 +72,10 @@ enum Command {
         /// Do not print the leaderboard at the end.
         #[arg(long)]
         quiet: bool,
+        /// Profilers to run: `all` (the built-in ones plus optional adapters such as
+        /// `hta-critical-path` when their tool is installed), `builtin`, or a comma list.
+        #[arg(long, default_value = "all")]
+        profilers: String,
     },
     /// Record one run bundle.
     Record {
@@ -219,6 +225,7 @@ fn main() -> ExitCode {
             seed,
             jobs,
             quiet,
+            profilers,
         } => run::run(run::RunArgs {
             backend,
             suite,
@@ -228,6 +235,7 @@ fn main() -> ExitCode {
             seed,
             jobs,
             quiet,
+            profilers,
         }),
         Command::Record {
             scenario,

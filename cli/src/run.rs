@@ -16,13 +16,41 @@ use std::time::Instant;
 
 pub struct RunArgs {
     pub backend: BackendArg,
-    pub suite: String,
+    pub suite: Option<String>,
     pub corpus: Option<PathBuf>,
     pub out: PathBuf,
     pub reps: Option<u32>,
     pub seed: Option<u64>,
     pub jobs: Option<usize>,
     pub quiet: bool,
+    /// `all`, `builtin`, or a comma list of profiler names.
+    pub profilers: String,
+}
+
+/// Resolves `--profilers` to names, built-in ones first.
+fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
+    let builtin = baselines::builtin_names().iter().map(|s| s.to_string());
+    let optional = baselines::optional_names()
+        .into_iter()
+        .map(|s| s.to_string());
+    match arg {
+        "all" => Ok(builtin.chain(optional).collect()),
+        "builtin" => Ok(builtin.collect()),
+        list => list
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                baselines::builtin(n).map(|_| n.to_string()).ok_or_else(|| {
+                    Failure::input(format!(
+                        "--profilers: no profiler named `{n}` (known: {}, {})",
+                        baselines::builtin_names().join(", "),
+                        baselines::optional_names().join(", ")
+                    ))
+                })
+            })
+            .collect(),
+    }
 }
 
 /// Where the shipped corpus lives, relative to the working directory.
@@ -54,32 +82,35 @@ impl Job {
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let started = Instant::now();
+    let profilers = profiler_names(&args.profilers)?;
     let mut jobs = Vec::new();
     let mut corpus = args.corpus.clone();
-    let mut record = true;
+    // An explicit corpus alone means "replay it"; the suite is recorded unless so.
+    let record = args.suite.is_some() || args.corpus.is_none();
+    let suite = args
+        .suite
+        .clone()
+        .unwrap_or_else(|| crate::catalog::DEFAULT_SUITE.to_string());
     let backend = match args.backend {
         BackendArg::Auto if !generator::backend::gpu_present() => {
             if corpus.is_none() && Path::new(SHIPPED_CORPUS).is_dir() {
                 corpus = Some(PathBuf::from(SHIPPED_CORPUS));
             }
-            eprintln!(
-                "causalbench: no GPU here: recording the suite on the simulator{}",
-                corpus
-                    .as_ref()
-                    .map(|c| format!(" and replaying the corpus in {}", c.display()))
-                    .unwrap_or_default()
-            );
+            if record {
+                eprintln!(
+                    "causalbench: no GPU here: recording the suite on the simulator{}",
+                    corpus
+                        .as_ref()
+                        .map(|c| format!(" and replaying the corpus in {}", c.display()))
+                        .unwrap_or_default()
+                );
+            }
             generator::select_backend(generator::BackendKind::Sim).map_err(Failure::failed)?
         }
-        b => {
-            if args.corpus.is_some() && matches!(b, BackendArg::Auto) {
-                record = false;
-            }
-            generator::select_backend(backend_kind(b)).map_err(Failure::failed)?
-        }
+        b => generator::select_backend(backend_kind(b)).map_err(Failure::failed)?,
     };
     if record {
-        for mut sc in crate::catalog::load_suite(&args.suite)? {
+        for mut sc in crate::catalog::load_suite(&suite)? {
             if let Some(s) = args.seed {
                 sc.seed = s;
             }
@@ -132,7 +163,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                         resumed.fetch_add(1, Ordering::SeqCst);
                         Ok(scores)
                     }
-                    _ => run_job(job, backend, out, &key).and_then(|scores| {
+                    _ => run_job(job, backend, out, &key, &profilers).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
                             .map_err(|e| format!("{key}: cannot write {}: {e}", done.display()))?;
                         Ok(scores)
@@ -209,6 +240,7 @@ fn run_job(
     backend: &dyn generator::Backend,
     out: &Path,
     key: &str,
+    profilers: &[String],
 ) -> Result<Vec<CaseScore>, String> {
     let bundle = match job {
         Job::Record {
@@ -232,9 +264,7 @@ fn run_job(
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
         view.write(&vpath)
             .map_err(|e| format!("{key}: cannot write {}: {e}", vpath.display()))?;
-        let optional = baselines::optional_names();
-        let readers = optional.iter().filter(|n| baselines::reads_view(n, &spec));
-        for name in baselines::builtin_names().iter().chain(readers) {
+        for name in profilers.iter().filter(|n| baselines::reads_view(n, &spec)) {
             let profiler = baselines::builtin(name).expect("listed profiler exists");
             let explanation = profiler.explain(&view);
             let epath = out
