@@ -9,7 +9,16 @@
 //!   target/release/examples/cuda_check --catalog catalog --out bundles --summary summary.json
 //! ```
 //! Options: `--reps N` (default: each scenario's repetitions), `--only SUBSTRING`,
-//! `--bench N` kernels (default 100000, 0 = skip), `--bench-reps R` (default 3).
+//! `--bench N` kernels (default 100000, 0 = skip), `--bench-reps R` (default 3),
+//! `--no-ebpf` (record without the eBPF host recorder),
+//! `--ebpf-bench N` launches (default 0 = skip), `--ebpf-bench-reps R` (default 5):
+//! eBPF collector overhead, with vs without, interleaved;
+//! `--injection-table R` (default 0 = skip): every injection type (first
+//! catalog scenario of each kind) at 1 ms and 5 ms requested, R repetitions,
+//! symptom lateness vs the twin (bundles not written);
+//! `--pairs-reps R` (default 0 = skip): every catalog scenario R repetitions,
+//! per paired family the lateness difference between variants;
+//! `--table-ebpf`: keep the eBPF recorder on for those two studies (default off).
 
 use generator::cuda::CudaBackend;
 use generator::Backend;
@@ -46,6 +55,14 @@ fn main() {
     let bench_reps: u32 = arg(&args, "--bench-reps")
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    let no_ebpf = args.iter().any(|a| a == "--no-ebpf");
+    let num =
+        |name: &str, d: u32| -> u32 { arg(&args, name).and_then(|s| s.parse().ok()).unwrap_or(d) };
+    let ebpf_bench = num("--ebpf-bench", 0);
+    let ebpf_bench_reps = num("--ebpf-bench-reps", 5);
+    let table_reps = num("--injection-table", 0);
+    let pairs_reps = num("--pairs-reps", 0);
+    let table_ebpf = args.iter().any(|a| a == "--table-ebpf");
     let be = match CudaBackend::new() {
         Ok(b) => b,
         Err(e) => {
@@ -53,6 +70,9 @@ fn main() {
             std::process::exit(3);
         }
     };
+    if no_ebpf {
+        be.set_host_recorder(false).expect("session");
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(&catalog)
         .unwrap_or_else(|e| panic!("{}: {e}", catalog.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -62,6 +82,8 @@ fn main() {
     std::fs::create_dir_all(&out).expect("create the output directory");
     let mut bundles = Vec::new();
     let mut failures = Vec::new();
+    let mut sites = Sites::default();
+    let mut scenarios: Vec<Scenario> = Vec::new();
     let started = std::time::Instant::now();
     for f in &files {
         let sc = match Scenario::read(f) {
@@ -71,6 +93,7 @@ fn main() {
                 continue;
             }
         };
+        scenarios.push(sc.clone());
         if only.as_deref().is_some_and(|o| !sc.name.contains(o)) {
             continue;
         }
@@ -84,6 +107,10 @@ fn main() {
                     let path = out.join(format!("{}.bundle.json", b.id()));
                     if let Err(e) = b.write(&path) {
                         failures.push(json!({"bundle": b.id(), "error": format!("write: {e}")}));
+                    }
+                    let host = run.and_then(|s| s.host.clone());
+                    if let Some(h) = &host {
+                        sites.add(h, sc.family == "call-site-attribution");
                     }
                     let sym = &b.ground_truth.symptoms[0];
                     let node = &b.ground_truth.nodes[sym.node as usize];
@@ -124,6 +151,15 @@ fn main() {
                         "clock": run.map(|s| json!({"kernels": s.clock.kernels, "offset_ns": s.clock.offset_ns,
                             "max_start_dev_ns": s.clock.max_start_dev_ns, "max_end_dev_ns": s.clock.max_end_dev_ns,
                             "within_2us": s.clock.within_2us})),
+                        "collectors": b.manifest.collectors,
+                        "cross_check": b.manifest.cross_check.as_ref().map(|c| json!({
+                            "kernels": c.kernels, "clock_offset_ns": c.clock_offset_ns,
+                            "max_start_diff_ns": c.max_start_diff_ns, "max_end_diff_ns": c.max_end_diff_ns,
+                            "spin_overhead_ns": c.spin_overhead_ns, "device_ops": c.device_ops,
+                            "device_ops_bound": c.device_ops_bound, "call_sites_exact": c.call_sites_exact,
+                            "call_sites_nearest_wrong": c.call_sites_nearest_wrong})),
+                        "host": host.as_ref().map(host_json),
+                        "ringbuffer_dropped": b.loss.ringbuffer_dropped,
                         "manifest": {"gpu": b.manifest.gpu, "driver": b.manifest.driver, "cuda": b.manifest.cuda,
                                      "cupti": b.manifest.cupti, "host": b.manifest.host},
                     }));
@@ -138,6 +174,47 @@ fn main() {
         }
     }
     let record_seconds = started.elapsed().as_secs_f64();
+    let write_partial = |key: &str, v: &serde_json::Value| {
+        if let Some(p) = &summary_path {
+            let p = p.with_extension(format!("{key}.json"));
+            let _ = std::fs::write(p, serde_json::to_string_pretty(v).expect("json"));
+        }
+    };
+    let call_sites = sites.json();
+    write_partial("call-sites", &call_sites);
+    write_partial(
+        "recording",
+        &json!({"bundles_ok": bundles.len(), "failures": failures, "record_seconds": record_seconds,
+                "bundles": bundles}),
+    );
+    eprintln!("call sites: {call_sites}");
+    let mut ebpf_overhead = json!(null);
+    if ebpf_bench > 0 {
+        ebpf_overhead = match be.ebpf_overhead(ebpf_bench, ebpf_bench_reps) {
+            Ok(o) => json!({
+                "kernels": o.kernels, "with_ns": o.with_ns, "without_ns": o.without_ns,
+                "ratio_median": o.ratio, "uprobes": o.uprobes,
+                "ringbuffer_dropped": o.ringbuffer_dropped, "start_ns": o.start_ns,
+                "stop_ns": o.stop_ns, "error": o.error,
+            }),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        eprintln!("ebpf overhead: {ebpf_overhead}");
+        write_partial("ebpf-overhead", &ebpf_overhead);
+    }
+    if (table_reps > 0 || pairs_reps > 0) && !table_ebpf {
+        be.set_host_recorder(false).expect("session");
+    }
+    let mut injection_table = json!(null);
+    if table_reps > 0 {
+        injection_table = injection_study(&be, &scenarios, table_reps);
+        write_partial("injection-table", &injection_table);
+    }
+    let mut pairs = json!(null);
+    if pairs_reps > 0 {
+        pairs = pairs_study(&be, &scenarios, pairs_reps);
+        write_partial("pairs", &pairs);
+    }
     let agg = AGG.with(|a| a.borrow().clone());
     let devs = &agg.devs;
     let spin_rel: Vec<f64> = agg
@@ -179,6 +256,10 @@ fn main() {
                           "max_rel_err": spin_rel.iter().cloned().fold(0.0, f64::max)},
         "cupti_dropped": agg.dropped,
         "overhead": overhead,
+        "call_sites": call_sites,
+        "ebpf_overhead": ebpf_overhead,
+        "injection_table": injection_table,
+        "pairs": pairs,
         "bundles": bundles,
     });
     let text = serde_json::to_string_pretty(&summary).expect("json");
@@ -191,6 +272,7 @@ fn main() {
             "bundles_ok": summary["bundles_ok"], "failures": summary["failures"],
             "binding": summary["binding"], "globaltimer": summary["globaltimer"],
             "spin_ge_100us": summary["spin_ge_100us"], "overhead": summary["overhead"],
+            "call_sites": summary["call_sites"], "ebpf_overhead": summary["ebpf_overhead"],
             "record_seconds": record_seconds,
         }))
         .expect("json")
@@ -225,4 +307,185 @@ fn aggregate(stats: &[generator::cuda::RunStats]) {
             a.dropped += s.cupti_dropped;
         }
     });
+}
+
+fn host_json(h: &generator::cuda::HostStats) -> serde_json::Value {
+    json!({
+        "uprobes": h.uprobes, "uprobes_owned": h.uprobes_owned,
+        "sched": h.sched, "sched_owned": h.sched_owned,
+        "page_faults": h.page_faults, "page_faults_owned": h.page_faults_owned,
+        "dropped_outside": h.dropped_outside, "ringbuffer_dropped": h.ringbuffer_dropped,
+        "stack_errors": h.stack_errors, "kernels": h.kernels,
+        "kernels_with_call_site": h.kernels_with_call_site, "launch_calls": h.launch_calls,
+        "call_sites_exact": h.call_sites_exact, "nearest_other_call": h.nearest_other_call,
+        "call_sites_nearest_wrong": h.call_sites_nearest_wrong,
+        "call_site_frames": h.call_site_frames, "warnings": h.warnings,
+    })
+}
+
+/// Call-site recovery summed over bundles: the call-site family and all.
+#[derive(Default)]
+struct Sites {
+    family: [usize; 6],
+    all: [usize; 6],
+    frames: std::collections::BTreeSet<String>,
+}
+
+impl Sites {
+    fn add(&mut self, h: &generator::cuda::HostStats, family: bool) {
+        let v = [
+            h.kernels,
+            h.kernels_with_call_site,
+            h.launch_calls,
+            h.call_sites_exact,
+            h.call_sites_nearest_wrong,
+            h.nearest_other_call,
+        ];
+        for i in 0..6 {
+            self.all[i] += v[i];
+            if family {
+                self.family[i] += v[i];
+            }
+        }
+        if family {
+            self.frames.extend(h.call_site_frames.iter().cloned());
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let one = |a: &[usize; 6]| {
+            json!({
+                "kernels": a[0], "kernels_with_call_site": a[1],
+                "kernels_with_call_site_percent": 100.0 * a[1] as f64 / a[0].max(1) as f64,
+                "launch_calls": a[2], "exact": a[3],
+                "exact_percent": 100.0 * a[3] as f64 / a[2].max(1) as f64,
+                "nearest_wrong_stack": a[4],
+                "nearest_wrong_stack_percent": 100.0 * a[4] as f64 / a[3].max(1) as f64,
+                "nearest_other_call": a[5],
+                "nearest_other_call_percent": 100.0 * a[5] as f64 / a[3].max(1) as f64,
+            })
+        };
+        json!({"call_site_family": one(&self.family), "all_bundles": one(&self.all),
+               "call_site_family_frames": self.frames})
+    }
+}
+
+fn lateness_runs(be: &CudaBackend, sc: &Scenario, reps: u32) -> (Vec<f64>, Vec<f64>, Vec<String>) {
+    let (mut late, mut measured, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..reps {
+        match be.record(sc, rep) {
+            Ok(b) => {
+                late.push(b.ground_truth.symptoms[0].lateness_ns / 1e3);
+                measured.push(
+                    b.ground_truth
+                        .injections
+                        .first()
+                        .map(|i| i.measured_us)
+                        .unwrap_or(f64::NAN),
+                );
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+        let _ = be.take_stats();
+    }
+    (late, measured, errors)
+}
+
+fn quantiles(v: &[f64]) -> serde_json::Value {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let q = |p: f64| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v[((v.len() - 1) as f64 * p).round() as usize]
+        }
+    };
+    json!({"n": v.len(), "min": q(0.0), "p10": q(0.1), "median": q(0.5), "p90": q(0.9), "max": q(1.0)})
+}
+
+/// Issue 6: each injection type at 1 ms and 5 ms requested.
+fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> serde_json::Value {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut rows = Vec::new();
+    for sc in scenarios {
+        let Some(inj) = &sc.injection else { continue };
+        let kind = inj.kind.as_str().to_string();
+        if kind == "record_loss" || !seen.insert(kind.clone()) {
+            continue;
+        }
+        for mag_us in [1000.0, 5000.0] {
+            let mut s = sc.clone();
+            if let Some(i) = s.injection.as_mut() {
+                i.magnitude_us = mag_us;
+            }
+            let t = std::time::Instant::now();
+            let (late, measured, errors) = lateness_runs(be, &s, reps);
+            let within = late
+                .iter()
+                .filter(|&&l| (l - mag_us).abs() <= 0.1 * mag_us)
+                .count();
+            let row = json!({
+                "kind": kind, "scenario": sc.name, "requested_us": mag_us,
+                "reps": reps, "ok": late.len(),
+                "within_10pct": within,
+                "within_10pct_percent": 100.0 * within as f64 / late.len().max(1) as f64,
+                "lateness_us": quantiles(&late),
+                "injection_measured_us": quantiles(&measured),
+                "lateness_all_us": late,
+                "errors": errors, "seconds": t.elapsed().as_secs_f64(),
+            });
+            eprintln!(
+                "table {kind:24} {mag_us:>6} us: within 10 % {within}/{} median {}",
+                late.len(),
+                row["lateness_us"]["median"]
+            );
+            rows.push(row);
+        }
+    }
+    json!(rows)
+}
+
+/// Issue 6: the paired families at their catalog magnitudes.
+fn pairs_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> serde_json::Value {
+    let mut by_family: std::collections::BTreeMap<String, Vec<serde_json::Value>> =
+        Default::default();
+    for sc in scenarios {
+        let (late, _, errors) = lateness_runs(be, sc, reps);
+        let med = {
+            let mut v = late.clone();
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        eprintln!("pairs {:60} median lateness {med:.1} us", sc.name);
+        by_family.entry(sc.family.clone()).or_default().push(json!({
+            "variant": sc.variant, "scenario": sc.name,
+            "cause": sc.injection.as_ref().map(|i| i.kind.as_str().to_string()),
+            "requested_us": sc.injection.as_ref().map(|i| i.magnitude_us),
+            "median_lateness_us": med, "lateness_us": quantiles(&late),
+            "lateness_all_us": late, "errors": errors,
+        }));
+    }
+    let mut out = Vec::new();
+    for (family, variants) in by_family {
+        let meds: Vec<f64> = variants
+            .iter()
+            .filter_map(|v| v["median_lateness_us"].as_f64())
+            .filter(|m| m.is_finite())
+            .collect();
+        let (lo, hi) = meds
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &m| (a.min(m), b.max(m)));
+        let diff = if meds.len() >= 2 && hi > 0.0 {
+            (hi - lo) / hi
+        } else {
+            f64::NAN
+        };
+        out.push(json!({
+            "family": family, "variants": variants,
+            "max_relative_difference": diff,
+            "under_20pct": meds.len() >= 2 && diff < 0.2,
+        }));
+    }
+    json!(out)
 }

@@ -25,6 +25,40 @@ pub struct Manifest {
     pub host: String,
     /// Collectors that were active while recording (`cupti`, `ebpf`, `app`).
     pub collectors: Vec<String>,
+    /// The recorder's own agreement checks on this run (real backends only;
+    /// the simulator leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_check: Option<CrossCheck>,
+}
+
+/// Self-checks a real-GPU recording made of itself, so a bundle says how far its
+/// timestamps and bindings can be trusted.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrossCheck {
+    /// Kernels whose CUPTI times were compared with the kernel's own
+    /// `%globaltimer` log.
+    pub kernels: u64,
+    /// Median (CUPTI start − `%globaltimer` start) in ns: the offset between the
+    /// two clocks, removed before the differences below.
+    pub clock_offset_ns: i64,
+    /// Largest |CUPTI start − `%globaltimer` start| after the offset, ns.
+    pub max_start_diff_ns: i64,
+    /// Largest |CUPTI end − `%globaltimer` end| after the offset, ns.
+    pub max_end_diff_ns: i64,
+    /// Measured block launch + teardown of a spin kernel (CUPTI duration minus
+    /// requested spin, median); spin kernels are shortened by it.
+    pub spin_overhead_ns: u64,
+    /// Device operations (kernels, copies, memsets, graph-node kernels) the run issued.
+    pub device_ops: u64,
+    /// Of those, how many a CUPTI device record was bound to by correlation id.
+    pub device_ops_bound: u64,
+    /// Launch API records (`*Launch*`) whose host stack (eBPF uprobe) was joined
+    /// to them exactly: same thread, intervals nested. 0 without the eBPF collector.
+    pub call_sites_exact: u64,
+    /// Of those, how many a nearest-timestamp join (any thread, nearest entry)
+    /// would have given a different stack.
+    pub call_sites_nearest_wrong: u64,
 }
 
 /// Records the recorder itself lost, as it counted them.

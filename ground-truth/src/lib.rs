@@ -16,7 +16,7 @@ pub mod seed;
 pub mod trace;
 pub mod view;
 
-pub use bundle::{Bundle, LossAccounting, Manifest};
+pub use bundle::{Bundle, CrossCheck, LossAccounting, Manifest};
 pub use explanation::{
     Attribution, ClaimedEdge, Diagnosis, Explanation, ExplanationMeta, RankedCause,
 };

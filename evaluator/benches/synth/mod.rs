@@ -241,6 +241,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             tool_version: String::new(),
             host: String::new(),
             collectors: vec![],
+            cross_check: None,
         },
         ground_truth: GroundTruth {
             nodes,

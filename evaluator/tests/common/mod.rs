@@ -233,6 +233,7 @@ impl Fixture {
                 tool_version: "test".into(),
                 host: "test".into(),
                 collectors: vec!["cupti".into(), "ebpf".into(), "app".into()],
+                cross_check: None,
             },
             ground_truth: GroundTruth {
                 nodes,

@@ -21,9 +21,11 @@
 pub mod cupti;
 mod driver;
 mod exec;
+pub mod host;
 mod plan;
 mod truth;
 
+pub use host::HostStats;
 pub use truth::{ClockCheck, RunStats};
 
 use crate::answers;
@@ -31,7 +33,7 @@ use crate::backend::{Backend, RecordError};
 use crate::keys::target_key;
 use cudarc::driver::sys;
 use driver::{ck, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, H};
-use ground_truth::bundle::{Bundle, Manifest};
+use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::{Mode, Node, Ns, SCHEMA_VERSION};
 use kernels::Kernel;
@@ -94,6 +96,26 @@ pub struct Overhead {
     pub device_ops: usize,
 }
 
+/// eBPF collector overhead: the launch-bound scenario through the executor,
+/// with and without the host recorder attached (interleaved repetitions).
+#[derive(Debug, Clone, Default)]
+pub struct EbpfOverhead {
+    pub kernels: u32,
+    /// Host time from the first to the last call, per repetition.
+    pub without_ns: Vec<u64>,
+    pub with_ns: Vec<u64>,
+    /// median(with) / median(without).
+    pub ratio: f64,
+    /// Uprobe records per recorded repetition, and ring-buffer losses.
+    pub uprobes: Vec<usize>,
+    pub ringbuffer_dropped: Vec<u64>,
+    /// Recorder start (attach) and stop (drain + symbolize) times, ns.
+    pub start_ns: Vec<u64>,
+    pub stop_ns: Vec<u64>,
+    /// Why the recorder could not run (then nothing was measured).
+    pub error: Option<String>,
+}
+
 pub struct CudaBackend {
     session: OnceLock<Result<Mutex<Session>, String>>,
     stats: Mutex<Vec<RunStats>>,
@@ -125,6 +147,22 @@ impl CudaBackend {
     /// Measurements of every run recorded so far (twins included), drained.
     pub fn take_stats(&self) -> Vec<RunStats> {
         std::mem::take(&mut *self.stats.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether recorded runs attach the eBPF host recorder (default: yes, where
+    /// it can run; a run without it omits "ebpf" from the manifest collectors).
+    pub fn set_host_recorder(&self, on: bool) -> Result<(), RecordError> {
+        let s = self.session()?;
+        s.lock().unwrap_or_else(|e| e.into_inner()).host_on = on;
+        Ok(())
+    }
+
+    /// eBPF collector overhead on `kernels` launches, with vs without.
+    pub fn ebpf_overhead(&self, kernels: u32, reps: u32) -> Result<EbpfOverhead, RecordError> {
+        let s = self.session()?;
+        let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+        guarded("eBPF overhead benchmark", || s.ebpf_overhead(kernels, reps))
+            .map_err(|e| RecordError::Unavailable("cuda", e))
     }
 
     /// Generator overhead launching `kernels` empty kernels vs a direct cudarc loop.
@@ -179,6 +217,10 @@ struct Session {
     host: String,
     /// CUPTI duration of a spin kernel minus its requested spin (median).
     spin_overhead_ns: u64,
+    /// Attach the eBPF host recorder to recorded runs.
+    host_on: bool,
+    /// Why the eBPF host recorder can't run here (said once, then skipped).
+    host_disabled: Option<String>,
 }
 
 const LOG_SLOTS: u32 = 1 << 20;
@@ -222,6 +264,8 @@ impl Session {
             fault_ns: HashMap::new(),
             host: hostname(),
             spin_overhead_ns: 0,
+            host_on: true,
+            host_disabled: None,
         })
         .and_then(|mut s| {
             s.spin_overhead_ns = s.spin_overhead()?;
@@ -504,6 +548,19 @@ impl Session {
         plan: Option<&plan::Plan>,
         seed: u64,
     ) -> Result<exec::RunLog, String> {
+        self.execute_host(sc, plan, seed, false).map(|r| r.0)
+    }
+
+    /// [`Self::execute`], with the eBPF host recorder attached to this process
+    /// around the workload when `host` (and it can run here). libcuda is
+    /// loaded by now (the session holds a context), so its uprobes resolve.
+    fn execute_host(
+        &mut self,
+        sc: &Scenario,
+        plan: Option<&plan::Plan>,
+        seed: u64,
+        host: bool,
+    ) -> Result<(exec::RunLog, Option<ebpf_recorder::HostTrace>), String> {
         // SAFETY: clearing our own device log.
         ck("clearing the device log", unsafe {
             sys::cuMemsetD8_v2(
@@ -516,9 +573,15 @@ impl Session {
         ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
         // Whatever setup recorded is not part of the run.
         self.recorder.flush()?;
+        let rec = if host {
+            host::start(&mut self.host_disabled)
+        } else {
+            None
+        };
         let dev = self.device();
-        let exec = exec::Exec::new(sc, &dev, plan, seed)?;
-        Ok(exec.run())
+        let log = exec::Exec::new(sc, &dev, plan, seed).map(|e| e.run());
+        let trace = rec.map(|r| r.stop());
+        Ok((log?, trace))
     }
 
     fn record(
@@ -571,7 +634,8 @@ impl Session {
             twin = Some(out);
         }
         self.prepare(sc, plan.as_ref())?;
-        let mut log = self.execute(sc, plan.as_ref(), seed)?;
+        let host_on = self.host_on;
+        let (mut log, mut host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
         // A deschedule whose victim was not actually switched out for most of
         // the requested time did not inject what the scenario says: run again.
         for _ in 0..2 {
@@ -582,10 +646,36 @@ impl Session {
             if !short {
                 break;
             }
-            log = self.execute(sc, plan.as_ref(), seed)?;
+            (log, host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
         }
-        let out = truth::build(sc, &log, plan.as_ref(), &self.recorder, true);
+        let mut out = truth::build(sc, &log, plan.as_ref(), &self.recorder, true);
+        let with_host = host_trace.is_some();
+        if let Some(h) = host_trace {
+            let hs = host::attach(&mut out.builder, h, (log.origin, log.end));
+            out.loss.ringbuffer_dropped = hs.ringbuffer_dropped;
+            out.stats.records = out.builder.trace.len();
+            out.stats.host = Some(hs);
+        }
         stats.push(out.stats.clone());
+        let cross_check = CrossCheck {
+            kernels: out.stats.clock.kernels as u64,
+            clock_offset_ns: out.stats.clock.offset_ns,
+            max_start_diff_ns: out.stats.clock.max_start_dev_ns,
+            max_end_diff_ns: out.stats.clock.max_end_dev_ns,
+            spin_overhead_ns: self.spin_overhead_ns,
+            device_ops: out.stats.device_ops as u64,
+            device_ops_bound: out.stats.bound as u64,
+            call_sites_exact: out
+                .stats
+                .host
+                .as_ref()
+                .map_or(0, |h| h.call_sites_exact as u64),
+            call_sites_nearest_wrong: out
+                .stats
+                .host
+                .as_ref()
+                .map_or(0, |h| h.call_sites_nearest_wrong as u64),
+        };
         fail("the recorded run", &log.errors)?;
         let clock = out.stats.clock.clone();
         let origin = out.origin;
@@ -624,6 +714,9 @@ impl Session {
         }
         truth.symptoms.push(symptom);
         let mut collectors = vec!["cupti".to_string()];
+        if with_host {
+            collectors.push("ebpf".into());
+        }
         if sc.mode == Mode::Instrumented {
             collectors.push("app".into());
         }
@@ -649,11 +742,89 @@ impl Session {
                 tool_version: env!("CARGO_PKG_VERSION").into(),
                 host: self.host.clone(),
                 collectors,
+                cross_check: Some(cross_check),
             },
             ground_truth: truth,
             trace,
             loss,
         })
+    }
+
+    fn ebpf_overhead(&mut self, n: u32, reps: u32) -> Result<EbpfOverhead, String> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| format!("binding the context: {e:?}"))?;
+        let sc = crate::sim::launch_bound_scenario(n);
+        self.prepare(&sc, None)?;
+        let window = |log: &exec::RunLog| {
+            let (mut first, mut last) = (u64::MAX, 0u64);
+            for t in &log.threads {
+                for op in &t.ops {
+                    first = first.min(op.t0);
+                    last = last.max(op.t1);
+                }
+            }
+            last.saturating_sub(first)
+        };
+        let mut o = EbpfOverhead {
+            kernels: n,
+            ..Default::default()
+        };
+        // One unmeasured run of each first (page-in, probe resolution).
+        for rep in 0..reps.max(1) + 1 {
+            for with in if rep % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            } {
+                let (log, trace) = if with {
+                    self.recorder.flush()?;
+                    let t0 = now();
+                    let Some(rec) = host::start(&mut self.host_disabled) else {
+                        o.error = self.host_disabled.clone();
+                        return Ok(o);
+                    };
+                    let t1 = now();
+                    let dev = self.device();
+                    let log = exec::Exec::new(&sc, &dev, None, rep as u64)?.run();
+                    let t2 = now();
+                    let tr = rec.stop();
+                    if rep > 0 {
+                        o.start_ns.push(t1 - t0);
+                        o.stop_ns.push(now() - t2);
+                    }
+                    (log, Some(tr))
+                } else {
+                    (self.execute(&sc, None, rep as u64)?, None)
+                };
+                if !log.errors.is_empty() {
+                    return Err(log.errors.join("; "));
+                }
+                if rep == 0 {
+                    continue;
+                }
+                if let Some(tr) = trace {
+                    o.with_ns.push(window(&log));
+                    o.uprobes.push(
+                        tr.records
+                            .iter()
+                            .filter(|r| matches!(r, ground_truth::trace::Record::Uprobe { .. }))
+                            .count(),
+                    );
+                    o.ringbuffer_dropped.push(tr.ringbuffer_dropped);
+                } else {
+                    o.without_ns.push(window(&log));
+                }
+            }
+        }
+        self.recorder.flush()?;
+        let med = |v: &[u64]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v[v.len() / 2] as f64
+        };
+        o.ratio = med(&o.with_ns) / med(&o.without_ns).max(1.0);
+        Ok(o)
     }
 
     fn launch_overhead(&mut self, n: u32, reps: u32) -> Result<Overhead, String> {

@@ -56,6 +56,8 @@ pub struct RunStats {
     pub cupti_dropped: u64,
     pub errors: Vec<String>,
     pub wall_ns: u64,
+    /// The eBPF host collector's part of the run (None: not recorded).
+    pub host: Option<super::host::HostStats>,
 }
 
 pub struct Output {

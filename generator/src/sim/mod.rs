@@ -92,6 +92,7 @@ impl Backend for SimBackend {
                 tool_version: env!("CARGO_PKG_VERSION").into(),
                 host: "simulator".into(),
                 collectors,
+                cross_check: None,
             },
             ground_truth: truth,
             trace,
