@@ -11,6 +11,8 @@ fn run(out: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
             "run",
             "--backend",
             "sim",
+            "--profilers",
+            "builtin",
             "--quiet",
             "--out",
             out.to_str().unwrap(),
