@@ -18,6 +18,9 @@ fn main() {
         "simulation alone: {ops} ops in {sim:.3} s ({:.0} ops/s, {nodes} nodes)",
         ops as f64 / sim
     );
+    if std::env::var_os("SIM_ONLY").is_some() {
+        return;
+    }
     let t = Instant::now();
     let b = generator::sim::SimBackend::default()
         .record(&sc, 0)
