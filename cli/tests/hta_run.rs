@@ -24,6 +24,15 @@ fn run_scores_hta_on_the_views_it_reads() {
         let f = format!("dependency-vs-overlap.{v}.yaml");
         std::fs::copy(catalog.join(&f), suite.join(&f)).unwrap();
     }
+    // Two real H200 bundles of the same family, replayed beside the simulated ones.
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let shipped =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/corpus/h200-580");
+    for v in ["event-edge", "independent"] {
+        let f = format!("dependency-vs-overlap.{v}.r0.bundle.json");
+        std::fs::copy(shipped.join(&f), corpus.join(&f)).unwrap();
+    }
     let out = dir.path().join("results");
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
         .args([
@@ -36,6 +45,8 @@ fn run_scores_hta_on_the_views_it_reads() {
             "--suite",
         ])
         .arg(&suite)
+        .arg("--corpus")
+        .arg(&corpus)
         .arg("--out")
         .arg(&out)
         .output()
@@ -69,4 +80,10 @@ fn run_scores_hta_on_the_views_it_reads() {
     assert!(csv
         .lines()
         .any(|l| l.starts_with("hta-critical-path,cupti,")));
+    // HTA was scored on the real (cuda) bundles too.
+    let scores = std::fs::read_to_string(out.join("scores.jsonl")).unwrap();
+    assert!(scores
+        .lines()
+        .any(|l| l.contains("\"profiler\":\"hta-critical-path\"")
+            && l.contains("\"backend\":\"cuda\"")));
 }
