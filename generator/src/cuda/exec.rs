@@ -932,16 +932,17 @@ impl<'a> Exec<'a> {
         if !idle.is_empty() {
             return choose(&idle, 0x9001);
         }
-        let min = members
+        // One snapshot of the queue lengths: workers drain them concurrently,
+        // so reading twice could leave no member at the minimum.
+        let lens: Vec<(usize, usize)> = members
             .iter()
-            .map(|&m| self.queued[m].load(Ordering::Acquire))
-            .min()
-            .unwrap_or(0);
-        let shortest: Vec<usize> = members
-            .iter()
-            .copied()
-            .filter(|&m| self.queued[m].load(Ordering::Acquire) == min)
+            .map(|&m| (m, self.queued[m].load(Ordering::Acquire)))
             .collect();
+        let min = lens.iter().map(|l| l.1).min().unwrap_or(0);
+        let shortest: Vec<usize> = lens.iter().filter(|l| l.1 == min).map(|l| l.0).collect();
+        if shortest.is_empty() {
+            return members[0];
+        }
         choose(&shortest, 0x9002)
     }
 

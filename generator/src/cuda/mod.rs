@@ -157,6 +157,41 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Records every (scenario, repetition) under one eBPF recorder session
+    /// (see `Session::record_batch`), with each run's measurements.
+    pub fn record_batch(
+        &self,
+        items: &[(Scenario, u32)],
+    ) -> Result<Vec<(Result<Bundle, RecordError>, Vec<RunStats>)>, RecordError> {
+        let s = self.session()?;
+        let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ok = Vec::new();
+        let mut idx = Vec::new();
+        let mut out: Vec<Option<(Result<Bundle, RecordError>, Vec<RunStats>)>> =
+            Vec::with_capacity(items.len());
+        for (i, (sc, _)) in items.iter().enumerate() {
+            if let Some(p) = sc.check().first() {
+                out.push(Some((
+                    Err(RecordError::Invalid(
+                        sc.name.clone(),
+                        format!("{}: {}", p.path, p.message),
+                    )),
+                    Vec::new(),
+                )));
+            } else {
+                out.push(None);
+                ok.push(items[i].clone());
+                idx.push(i);
+            }
+        }
+        let done = s.record_batch(&ok);
+        for ((r, st), i) in done.into_iter().zip(idx) {
+            let name = items[i].0.name.clone();
+            out[i] = Some((r.map_err(|m| RecordError::Invalid(name, m)), st));
+        }
+        Ok(out.into_iter().map(|o| o.expect("filled")).collect())
+    }
+
     /// eBPF collector overhead on `kernels` launches, with vs without.
     pub fn ebpf_overhead(&self, kernels: u32, reps: u32) -> Result<EbpfOverhead, RecordError> {
         let s = self.session()?;
@@ -590,6 +625,95 @@ impl Session {
         repetition: u32,
         stats: &mut Vec<RunStats>,
     ) -> Result<Bundle, String> {
+        let host_on = self.host_on;
+        let part = self.run_part(sc, repetition, stats, host_on)?;
+        self.finish_part(sc, part, stats)
+    }
+
+    /// Records many runs under one eBPF recorder session (attaching and
+    /// detaching its uprobes costs seconds, far more than a run): each run's
+    /// host records are the ones inside its own window. The ring-buffer loss
+    /// counter is the session's, so every bundle carries the batch total.
+    fn record_batch(
+        &mut self,
+        items: &[(Scenario, u32)],
+    ) -> Vec<(Result<Bundle, String>, Vec<RunStats>)> {
+        let rec = if self.host_on {
+            host::start(&mut self.host_disabled)
+        } else {
+            None
+        };
+        let mut parts: Vec<(Result<Part, String>, Vec<RunStats>)> = Vec::new();
+        for (sc, rep) in items {
+            let mut st = Vec::new();
+            let p = guarded("cuda backend", || self.run_part(sc, *rep, &mut st, false));
+            parts.push((p, st));
+        }
+        if let Some(r) = rec {
+            let tr = r.stop();
+            let mut windows: Vec<(Ns, Ns, usize)> = parts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (p, _))| p.as_ref().ok().map(|p| (p.window.0, p.window.1, i)))
+                .collect();
+            windows.sort_unstable();
+            let mut split: Vec<Vec<ground_truth::trace::Record>> = vec![Vec::new(); parts.len()];
+            let find = |t: Ns| -> Option<usize> {
+                let k = windows.partition_point(|w| w.0 <= t);
+                k.checked_sub(1)
+                    .map(|j| windows[j])
+                    .filter(|w| t <= w.1)
+                    .map(|w| w.2)
+            };
+            for r in tr.records {
+                use ground_truth::trace::Record as R;
+                let at = match &r {
+                    R::Uprobe { enter, .. } => find(*enter),
+                    R::Sched {
+                        switch_out,
+                        switch_in,
+                        ..
+                    } => find(*switch_out).or_else(|| find(*switch_in)),
+                    R::PageFault { ts, .. } => find(*ts),
+                    _ => None,
+                };
+                if let Some(i) = at {
+                    split[i].push(r);
+                }
+            }
+            for (i, recs) in split.into_iter().enumerate() {
+                if let Ok(p) = &mut parts[i].0 {
+                    p.host = Some(ebpf_recorder::HostTrace {
+                        records: recs,
+                        ringbuffer_dropped: tr.ringbuffer_dropped,
+                        stack_errors: tr.stack_errors,
+                        faults_untimed: tr.faults_untimed,
+                        fault_timing: tr.fault_timing,
+                        library: tr.library.clone(),
+                        probes: Vec::new(),
+                        warnings: tr.warnings.clone(),
+                    });
+                }
+            }
+        }
+        parts
+            .into_iter()
+            .zip(items)
+            .map(|((p, mut st), (sc, _))| {
+                let b =
+                    p.and_then(|p| guarded("cuda backend", || self.finish_part(sc, p, &mut st)));
+                (b, st)
+            })
+            .collect()
+    }
+
+    fn run_part(
+        &mut self,
+        sc: &Scenario,
+        repetition: u32,
+        stats: &mut Vec<RunStats>,
+        host_on: bool,
+    ) -> Result<Part, String> {
         self.ctx
             .bind_to_thread()
             .map_err(|e| format!("binding the context: {e:?}"))?;
@@ -634,7 +758,6 @@ impl Session {
             twin = Some(out);
         }
         self.prepare(sc, plan.as_ref())?;
-        let host_on = self.host_on;
         let (mut log, mut host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
         // A deschedule whose victim was not actually switched out for most of
         // the requested time did not inject what the scenario says: run again.
@@ -648,10 +771,43 @@ impl Session {
             }
             (log, host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
         }
-        let mut out = truth::build(sc, &log, plan.as_ref(), &self.recorder, true);
+        let out = truth::build(sc, &log, plan.as_ref(), &self.recorder, true);
+        Ok(Part {
+            seed,
+            repetition,
+            out,
+            twin,
+            window: (log.origin, log.end),
+            errors: log.errors,
+            host: host_trace,
+        })
+    }
+
+    fn finish_part(
+        &mut self,
+        sc: &Scenario,
+        part: Part,
+        stats: &mut Vec<RunStats>,
+    ) -> Result<Bundle, String> {
+        let Part {
+            seed,
+            repetition,
+            mut out,
+            twin,
+            window,
+            errors,
+            host: host_trace,
+        } = part;
+        let fail = |what: &str, errors: &[String]| -> Result<(), String> {
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{what} failed: {}", errors.join("; ")))
+            }
+        };
         let with_host = host_trace.is_some();
         if let Some(h) = host_trace {
-            let hs = host::attach(&mut out.builder, h, (log.origin, log.end));
+            let hs = host::attach(&mut out.builder, h, window);
             out.loss.ringbuffer_dropped = hs.ringbuffer_dropped;
             out.stats.records = out.builder.trace.len();
             out.stats.host = Some(hs);
@@ -676,7 +832,7 @@ impl Session {
                 .as_ref()
                 .map_or(0, |h| h.call_sites_nearest_wrong as u64),
         };
-        fail("the recorded run", &log.errors)?;
+        fail("the recorded run", &errors)?;
         let clock = out.stats.clock.clone();
         let origin = out.origin;
         let keys = out.keys;
@@ -770,13 +926,17 @@ impl Session {
             kernels: n,
             ..Default::default()
         };
-        // One unmeasured run of each first (page-in, probe resolution).
+        // One unmeasured plain run first (page-in).
         for rep in 0..reps.max(1) + 1 {
             for with in if rep % 2 == 0 {
                 [false, true]
             } else {
                 [true, false]
             } {
+                if rep == 0 && with {
+                    // Attaching costs seconds: only the plain run warms up.
+                    continue;
+                }
                 let (log, trace) = if with {
                     self.recorder.flush()?;
                     let t0 = now();
@@ -907,6 +1067,17 @@ impl Session {
         o.spin_overhead_ns = self.spin_overhead_ns;
         Ok(o)
     }
+}
+
+/// A recorded run before its bundle is assembled (host records pending).
+struct Part {
+    seed: u64,
+    repetition: u32,
+    out: truth::Output,
+    twin: Option<truth::Output>,
+    window: (Ns, Ns),
+    errors: Vec<String>,
+    host: Option<ebpf_recorder::HostTrace>,
 }
 
 /// A twin node with its times moved from the twin's origin to the run's.
