@@ -186,16 +186,23 @@ impl<'a> Index<'a> {
             ] {
                 v.sort_by_key(key);
             }
-            // Pair each uprobe with the api call that contains it on the same thread.
+            // Pair each uprobe with the api call it nests with on the same thread: a
+            // runtime API record contains the driver entry point's uprobe, while a
+            // driver API record's CUPTI timestamps are taken inside the probed function.
             let mut calls = t.apis.clone();
             for &u in &t.uprobes {
                 let (enter, exit) = recs[u as usize].interval();
                 let k = t
                     .apis
                     .partition_point(|&a| recs[a as usize].interval().0 <= enter);
-                let paired = (k > 0)
+                let contains_u = (k > 0)
                     .then(|| t.apis[k - 1])
                     .filter(|&a| recs[a as usize].interval().1 >= exit);
+                let inside_u = t.apis.get(k).copied().filter(|&a| {
+                    let (s, e) = recs[a as usize].interval();
+                    s >= enter && e <= exit
+                });
+                let paired = contains_u.or(inside_u);
                 match paired {
                     Some(a) => pairs.push((a, u)),
                     None => calls.push(u),
