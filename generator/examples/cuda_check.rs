@@ -8,6 +8,10 @@
 //! LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib \
 //!   target/release/examples/cuda_check --catalog catalog --out bundles --summary summary.json
 //! ```
+//! The catalog is recorded with `CudaBackend::record_batch`: one eBPF host
+//! recorder session for all runs (attaching/detaching costs ~20 s on the H200),
+//! each run keeping the host records inside its own window.
+//!
 //! Options: `--reps N` (default: each scenario's repetitions), `--only SUBSTRING`,
 //! `--bench N` kernels (default 100000, 0 = skip), `--bench-reps R` (default 3),
 //! `--no-ebpf` (record without the eBPF host recorder),
