@@ -350,6 +350,8 @@ impl<'a> Index<'a> {
     /// Preempted/traced scheduler intervals and page faults of the calling thread
     /// in `[from, to]`: (total descheduled ns, total fault ns, last sched, last fault).
     pub fn host_stalls(&self, tid: u32, from: Ns, to: Ns) -> HostStalls {
+        /// Longest gap attributed to one untimed page fault (a major fault's order of magnitude).
+        const UNTIMED_FAULT_CAP_NS: Ns = 200_000;
         let mut out = HostStalls::default();
         let Some(th) = self.thread(tid) else {
             return out;
@@ -373,10 +375,18 @@ impl<'a> Index<'a> {
             }
         }
         let k0 = th.faults.partition_point(|&f| self.end(f) < from);
-        for &f in &th.faults[k0..] {
-            let (s, e) = self.rec(f).interval();
+        for (i, &f) in th.faults[k0..].iter().enumerate() {
+            let (s, mut e) = self.rec(f).interval();
             if s > to {
                 break;
+            }
+            // Recorders that cannot time faults (no fexit) leave duration 0: a thread
+            // faulting back to back spends the gap to its next fault in the handler,
+            // so take that gap, capped so isolated faults don't absorb ordinary work.
+            if e == s {
+                if let Some(&next) = th.faults.get(k0 + i + 1) {
+                    e = s + (self.start(next).saturating_sub(s)).min(UNTIMED_FAULT_CAP_NS);
+                }
             }
             let lo = s.max(from);
             let hi = e.min(to);
