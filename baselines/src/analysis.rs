@@ -115,15 +115,41 @@ pub fn excess(own: Option<f64>, peer_vals: Vec<f64>, default_base: f64) -> f64 {
     (own - base).max(0.0)
 }
 
+/// Device phases, filling in what CUPTI leaves out: copies and memsets carry no
+/// queued/submitted on real hardware, so queued is taken as the launching call's
+/// start and submitted as the moment the previous op of the same stream ended.
+pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
+    let r = ix.rec(p);
+    let mut d = dev_phases(r)?;
+    let (q, s, start, _) = r.device_times()?;
+    let graph_node = matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0);
+    if q == 0 && s == 0 && !graph_node {
+        let Some(queued) = ix.launch_api(p).map(|a| ix.start(a)) else {
+            return Some(d);
+        };
+        let stream = r.stream();
+        let k = ix.device_ops.partition_point(|&o| ix.start(o) < start);
+        // The stream's previous op: the nearest earlier-starting op of the same stream.
+        let prev_end = ix.device_ops[..k]
+            .iter()
+            .rev()
+            .take(256)
+            .find(|&&o| o != p && ix.rec(o).stream() == stream)
+            .map(|&o| ix.end(o))
+            .unwrap_or(0);
+        let submitted = queued.max(prev_end).min(start);
+        d.queued_to_submitted = Some(submitted.saturating_sub(queued) as f64);
+        d.submitted_to_start = Some(start.saturating_sub(submitted) as f64);
+    }
+    Some(d)
+}
+
 /// Per-phase excess of a device op over its peers, from device timestamps only.
 pub fn device_excess(ix: &Index, peers: &[Pos], p: Pos) -> Phases {
-    let Some(own) = dev_phases(ix.rec(p)) else {
+    let Some(own) = dev_phases_in(ix, p) else {
         return Phases::default();
     };
-    let pp: Vec<DevPhases> = peers
-        .iter()
-        .filter_map(|&q| dev_phases(ix.rec(q)))
-        .collect();
+    let pp: Vec<DevPhases> = peers.iter().filter_map(|&q| dev_phases_in(ix, q)).collect();
     let has_peers = !pp.is_empty();
     Phases {
         host_enqueue: 0.0,
