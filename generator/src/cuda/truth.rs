@@ -401,38 +401,16 @@ impl<'a> Builder<'a> {
                 queue,
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
-                let task = self.b.node(
-                    NodeKind::HostTask,
-                    if queue.is_empty() {
-                        "task".to_string()
-                    } else {
-                        format!("task after {queue}")
-                    },
-                    NodeInfo {
-                        request: Some(token.clone()),
-                        thread: Some(tid),
-                        ..Default::default()
-                    },
+                let handoff = handoff.and_then(|h| self.handoffs.get(&h).copied());
+                let task = self.b.host_task(
+                    &token,
+                    tid,
+                    queue,
                     t,
-                    t,
+                    self.instrumented,
+                    self.requests[request],
+                    handoff,
                 );
-                if self.instrumented {
-                    self.b.record(Some(task), |rid| Record::Marker {
-                        rid,
-                        tid,
-                        phase: MarkerPhase::TaskBegin,
-                        queue,
-                        token,
-                        ts: t,
-                    });
-                }
-                if let Some(rn) = self.requests[request] {
-                    self.b.edge(rn, task, EdgeType::Request);
-                }
-                if let Some(h) = handoff.and_then(|h| self.handoffs.get(&h).copied()) {
-                    self.b.truth.nodes[h as usize].end = t;
-                    self.b.edge(h, task, EdgeType::Handoff);
-                }
                 self.threads[ti] = ThreadState {
                     task: Some(task),
                     prev: Some(task),

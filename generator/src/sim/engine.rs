@@ -473,36 +473,16 @@ impl<'a> Engine<'a> {
             .as_ref()
             .map(|h| h.1.clone())
             .unwrap_or_default();
-        let task = self.b.node(
-            NodeKind::HostTask,
-            if queue.is_empty() {
-                "task".to_string()
-            } else {
-                format!("task after {queue}")
-            },
-            NodeInfo {
-                request: Some(token.clone()),
-                thread: Some(tid),
-                ..Default::default()
-            },
+        let handoff = item.handoff.as_ref().map(|h| h.0);
+        let task = self.b.host_task(
+            &token,
+            tid,
+            queue,
             start,
-            start,
+            self.instrumented,
+            Some(req_node),
+            handoff,
         );
-        if self.instrumented {
-            self.b.record(Some(task), |rid| Record::Marker {
-                rid,
-                tid,
-                phase: MarkerPhase::TaskBegin,
-                queue,
-                token,
-                ts: start,
-            });
-        }
-        self.b.edge(req_node, task, EdgeType::Request);
-        if let Some((h, _)) = &item.handoff {
-            self.b.truth.nodes[*h as usize].end = start;
-            self.b.edge(*h, task, EdgeType::Handoff);
-        }
         let t = &mut self.threads[th];
         t.task = Some(task);
         t.prev = Some(task);
