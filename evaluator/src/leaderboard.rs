@@ -397,11 +397,18 @@ impl Leaderboard {
         let mut fam_pooled: BTreeMap<(String, String), PairCount> = BTreeMap::new();
         type BackendKey = (String, String, Collectors, Mode, String);
         let mut fam_backend: BTreeMap<BackendKey, PairCount> = BTreeMap::new();
-        let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> = BTreeMap::new();
+        let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> =
+            BTreeMap::new();
         for ((family, backend, _rep, col, mode, profiler), g) in &groups {
             let v = g.verdict();
             fam_backend
-                .entry((family.clone(), profiler.clone(), *col, *mode, backend.clone()))
+                .entry((
+                    family.clone(),
+                    profiler.clone(),
+                    *col,
+                    *mode,
+                    backend.clone(),
+                ))
                 .or_default()
                 .add(v);
             row_backend
@@ -516,7 +523,13 @@ impl Leaderboard {
                 pair_accuracy: r6(p.accuracy()),
             });
             if backend == "sim" {
-                let real = fam_backend.get(&(family.clone(), profiler.clone(), *collectors, *mode, "cuda".to_string()));
+                let real = fam_backend.get(&(
+                    family.clone(),
+                    profiler.clone(),
+                    *collectors,
+                    *mode,
+                    "cuda".to_string(),
+                ));
                 if let (Some(sim), Some(real)) = (p.accuracy(), real.and_then(|r| r.accuracy())) {
                     let a = agreement.entry(profiler.clone()).or_default();
                     a.0 += 1;
@@ -525,7 +538,12 @@ impl Leaderboard {
             }
         }
         for (profiler, (groups, agreeing)) in agreement {
-            lb.sim_to_real.push(SimToRealRow { profiler, groups, agreeing, agreement: r6(ratio(agreeing, groups)) });
+            lb.sim_to_real.push(SimToRealRow {
+                profiler,
+                groups,
+                agreeing,
+                agreement: r6(ratio(agreeing, groups)),
+            });
         }
         for ((profiler, col, mode, (_, label)), (a, rate)) in &loss {
             let row = LossRow {

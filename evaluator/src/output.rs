@@ -224,12 +224,16 @@ impl Leaderboard {
     /// Per-backend pair accuracy (combined collectors, instrumented) and the
     /// sim-to-real agreement, when more than one backend was scored.
     fn backends_markdown(&self, md: &mut String) {
-        let backends: std::collections::BTreeSet<&str> = self.backends.iter().map(|b| b.backend.as_str()).collect();
+        let backends: std::collections::BTreeSet<&str> =
+            self.backends.iter().map(|b| b.backend.as_str()).collect();
         if backends.len() < 2 {
             return;
         }
         let _ = writeln!(md, "\n## By backend (combined collectors, instrumented)\n");
-        let _ = writeln!(md, "Pair accuracy per backend; the rows above pool backends.\n");
+        let _ = writeln!(
+            md,
+            "Pair accuracy per backend; the rows above pool backends.\n"
+        );
         let names: Vec<&str> = backends.iter().copied().collect();
         let _ = writeln!(md, "| profiler | {} |", names.join(" | "));
         let _ = writeln!(md, "| --- |{}", " ---: |".repeat(names.len()));
@@ -239,8 +243,15 @@ impl Leaderboard {
                 .map(|b| {
                     self.backends
                         .iter()
-                        .find(|r| r.backend == *b && r.profiler == p && r.collectors == Collectors::Combined && r.mode == Mode::Instrumented)
-                        .map(|r| format!("{} ({} pairs)", fixed(r.pair_accuracy, 3, "n/a"), r.pairs))
+                        .find(|r| {
+                            r.backend == *b
+                                && r.profiler == p
+                                && r.collectors == Collectors::Combined
+                                && r.mode == Mode::Instrumented
+                        })
+                        .map(|r| {
+                            format!("{} ({} pairs)", fixed(r.pair_accuracy, 3, "n/a"), r.pairs)
+                        })
                         .unwrap_or_else(|| "n/a".into())
                 })
                 .collect();
@@ -253,9 +264,19 @@ impl Leaderboard {
                 "Share of family × collectors × mode groups in which the simulator and the GPU give the \
                  same verdict (pair accuracy ≥ 0.5 or not) for the profiler.\n"
             );
-            let _ = writeln!(md, "| profiler | groups | agreeing | agreement |\n| --- | ---: | ---: | ---: |");
+            let _ = writeln!(
+                md,
+                "| profiler | groups | agreeing | agreement |\n| --- | ---: | ---: | ---: |"
+            );
             for r in &self.sim_to_real {
-                let _ = writeln!(md, "| {} | {} | {} | {} |", r.profiler, r.groups, r.agreeing, fixed(r.agreement, 3, "n/a"));
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} |",
+                    r.profiler,
+                    r.groups,
+                    r.agreeing,
+                    fixed(r.agreement, 3, "n/a")
+                );
             }
         }
     }

@@ -28,7 +28,13 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         any::<usize>().prop_map(Mutation::Truncate),
         (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Replace(i, b)),
-        (any::<usize>(), prop::collection::vec(prop::sample::select(b"{}[]\":,-0123456789.eE truefalsnul".to_vec()), 1..8))
+        (
+            any::<usize>(),
+            prop::collection::vec(
+                prop::sample::select(b"{}[]\":,-0123456789.eE truefalsnul".to_vec()),
+                1..8
+            )
+        )
             .prop_map(|(i, v)| Mutation::Insert(i, v)),
         (any::<usize>(), 1usize..40).prop_map(|(i, n)| Mutation::Delete(i, n)),
     ]
