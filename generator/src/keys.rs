@@ -67,3 +67,11 @@ pub fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
         .id()
         .map(str::to_string)
 }
+
+/// Remembers the node an executed step produced. Only steps with an id can be
+/// injection targets or symptoms, so only they are kept (a 1 M-op run stays cheap).
+pub fn remember(keys: &mut Keys, sc: &Scenario, k: &StepKey, node: NodeId) {
+    if skey_step_id(sc, k).is_some() {
+        keys.insert(k.clone(), node);
+    }
+}

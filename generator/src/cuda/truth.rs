@@ -763,7 +763,7 @@ impl<'a> Builder<'a> {
             self.injected_devs.push(dev);
         }
         if let (
-            Some(k),
+            Some(_),
             What::Kernel {
                 kind: KernelKind::Spin,
                 dur_ns,
@@ -771,15 +771,12 @@ impl<'a> Builder<'a> {
             },
         ) = (&o.skey, &o.what)
         {
-            let _ = k;
             if *dur_ns >= 100_000 && rec.is_some() {
                 self.stats.spin.push((*dur_ns, en.saturating_sub(st)));
             }
         }
         if let Some(k) = &o.skey {
-            if skey_step_id(self.sc, k).is_some() {
-                self.keys.insert(k.clone(), dev);
-            }
+            crate::keys::remember(&mut self.keys, self.sc, k, dev);
             self.stretch_record(k, st, en);
         }
         let Some(i) = rec else { return };
@@ -841,9 +838,7 @@ impl<'a> Builder<'a> {
             dev,
         );
         if let Some(k) = &o.skey {
-            if skey_step_id(self.sc, k).is_some() {
-                self.keys.insert(k.clone(), dev);
-            }
+            crate::keys::remember(&mut self.keys, self.sc, k, dev);
         }
         if let Some(i) = rec {
             self.used.insert(i);
@@ -885,9 +880,7 @@ impl<'a> Builder<'a> {
             dev,
         );
         if let Some(k) = &o.skey {
-            if skey_step_id(self.sc, k).is_some() {
-                self.keys.insert(k.clone(), dev);
-            }
+            crate::keys::remember(&mut self.keys, self.sc, k, dev);
         }
         if let Some(i) = rec {
             self.used.insert(i);

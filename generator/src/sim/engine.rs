@@ -1140,9 +1140,7 @@ impl<'a> Engine<'a> {
 
     /// Only steps with an id can be targets or symptoms, so only they are remembered.
     fn remember(&mut self, skey: &StepKey, node: NodeId) {
-        if skey_step_id(self.sc, skey).is_some() {
-            self.keys.insert(skey.clone(), node);
-        }
+        crate::keys::remember(&mut self.keys, self.sc, skey, node);
     }
 
     fn last_record_of(&mut self, node: NodeId, kind: &str) -> Option<&mut Record> {
