@@ -340,3 +340,12 @@ fn every_subcommand_has_help() {
         assert_eq!(o.status.code(), Some(0), "{sub} --help");
     }
 }
+
+#[test]
+fn bundle_node_rid_not_in_trace() {
+    bad_json(
+        "bundle",
+        |v| v["ground_truth"]["nodes"][2]["rids"][0] = 987_654_321u64.into(),
+        ".ground_truth.nodes[2].rids[0]",
+    );
+}

@@ -235,9 +235,18 @@ fn truth_problems(gt: &crate::GroundTruth, trace_rids: &HashSet<u64>) -> Vec<(St
             ));
             return out;
         }
-        for (j, r) in node.rids.iter().enumerate() {
-            // A rid may be absent from the trace only when the recorder lost it.
-            let _ = (j, r, trace_rids);
+        // A lost record is not a node's rid at all, so every rid must be in the trace.
+        if let Some((j, r)) = node
+            .rids
+            .iter()
+            .enumerate()
+            .find(|(_, r)| !trace_rids.contains(r))
+        {
+            out.push((
+                format!("ground_truth.nodes[{i}].rids[{j}]"),
+                format!("dangling reference to rid {r}, which is not a record of the trace"),
+            ));
+            return out;
         }
     }
     for (i, e) in gt.edges.iter().enumerate() {

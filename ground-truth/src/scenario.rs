@@ -518,7 +518,8 @@ impl Scenario {
             "graphs",
             &mut bad,
         );
-        let programs = names(
+        // Program names are only checked for duplicates.
+        names(
             &mut self.programs.iter().map(|t| t.name.as_str()),
             "program",
             "programs",
@@ -756,7 +757,6 @@ impl Scenario {
                 }
             }
         }
-        let _ = programs;
         out
     }
 }

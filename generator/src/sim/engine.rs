@@ -162,7 +162,6 @@ struct Engine<'a> {
     seq: u64,
     next_cupti_stream: u32,
     next_graph_exec: u32,
-    next_graph_node_id: u64,
     correlation: u32,
     event_sync_id: u64,
     now: Ns,
@@ -263,7 +262,6 @@ impl<'a> Engine<'a> {
             seq: 0,
             next_cupti_stream: 13,
             next_graph_exec: 1,
-            next_graph_node_id: 0x10_0000,
             correlation: 1,
             event_sync_id: 1,
             now: 0,
@@ -1567,7 +1565,6 @@ impl<'a> Engine<'a> {
                 self.keys.insert(nkey, dev);
             }
         }
-        let _ = self.next_graph_node_id;
         self.streams[si].tail = sinks;
         self.streams[si].tail_end = tail_end;
     }
