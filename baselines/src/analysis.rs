@@ -16,6 +16,10 @@ pub enum PeerKey {
     Kernel(String),
     GraphNode(u32, u64),
     Copy(CopyDirection, HostMemory, u64),
+    /// Copies of one direction and memory kind on one stream, whatever their
+    /// size: the fallback when no copy of the same shape exists (the same
+    /// transfer step whose payload changed between requests).
+    CopyOnStream(CopyDirection, HostMemory, u32),
     Memset(u64),
 }
 
@@ -33,6 +37,18 @@ pub fn peer_key(r: &Record) -> Option<PeerKey> {
     }
 }
 
+fn copy_on_stream_key(r: &Record) -> Option<PeerKey> {
+    match r {
+        Record::Memcpy {
+            direction,
+            memory,
+            stream,
+            ..
+        } => Some(PeerKey::CopyOnStream(*direction, *memory, *stream)),
+        _ => None,
+    }
+}
+
 /// Device ops grouped by peer key (graph nodes also by (graph, node)).
 pub struct Peers {
     by_key: HashMap<PeerKey, Vec<Pos>>,
@@ -44,6 +60,9 @@ impl Peers {
         for &p in &ix.device_ops {
             let r = ix.rec(p);
             if let Some(k) = peer_key(r) {
+                by_key.entry(k).or_default().push(p);
+            }
+            if let Some(k) = copy_on_stream_key(r) {
                 by_key.entry(k).or_default().push(p);
             }
             if let Record::Kernel {
@@ -83,10 +102,17 @@ impl Peers {
                 }
             }
         }
-        peer_key(r)
-            .and_then(|k| self.by_key.get(&k))
-            .map(|v| v.iter().copied().filter(|&q| q != p).collect())
-            .unwrap_or_default()
+        let others = |k: Option<PeerKey>| -> Vec<Pos> {
+            k.and_then(|k| self.by_key.get(&k))
+                .map(|v| v.iter().copied().filter(|&q| q != p).collect())
+                .unwrap_or_default()
+        };
+        let same = others(peer_key(r));
+        if same.is_empty() {
+            others(copy_on_stream_key(r))
+        } else {
+            same
+        }
     }
 }
 

@@ -1346,7 +1346,14 @@ impl<'a> Graph<'a> {
                     return q;
                 }
             }
-            return self.ix.end(e.src);
+            // A call that returns after its op started was blocking (a pageable
+            // copy): the op was enqueued when the call began, not when it returned.
+            let (call_start, call_end) = (self.ix.start(e.src), self.ix.end(e.src));
+            return if call_end > self.ix.start(e.dst) {
+                call_start
+            } else {
+                call_end
+            };
         }
         self.done(e.src)
     }
