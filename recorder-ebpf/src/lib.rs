@@ -31,6 +31,7 @@
 pub mod attribution;
 mod config;
 mod error;
+pub mod perf_map;
 mod raw;
 #[cfg(not(ebpf_recorder_no_bpf))]
 mod session;

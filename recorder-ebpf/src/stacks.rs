@@ -13,6 +13,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::perf_map::PerfMap;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Loc {
     File { path: Arc<PathBuf>, offset: u64 },
@@ -95,8 +97,12 @@ impl StackBook {
     /// Symbolize stacks (innermost first). Frames after the first are return
     /// addresses, symbolized at `address - 1` so a call at the very end of a
     /// function is attributed to that function.
+    ///
+    /// A frame inside a range of the process's perf map takes the map's name
+    /// (see [`crate::perf_map`]), as bare text: the runtime's own name for it.
     pub(crate) fn symbolize(&mut self, stacks: &[Vec<u64>]) -> Vec<Vec<String>> {
         self.flush();
+        let perf_map = PerfMap::load(self.pid);
         // (path, adjusted offset) -> frame string
         let mut want: HashMap<Arc<PathBuf>, BTreeSet<u64>> = HashMap::new();
         for st in stacks {
@@ -148,19 +154,27 @@ impl StackBook {
             .map(|st| {
                 st.iter()
                     .enumerate()
-                    .map(|(i, a)| match self.locs.get(a) {
-                        Some(Loc::File { path, offset }) => {
-                            let off = if i > 0 {
-                                offset.saturating_sub(1)
-                            } else {
-                                *offset
-                            };
-                            names
-                                .get(&(path.clone(), off))
-                                .cloned()
-                                .unwrap_or_else(|| format!("0x{a:x}"))
+                    .map(|(i, a)| {
+                        let at = if i > 0 { a.saturating_sub(1) } else { *a };
+                        if let Some(name) =
+                            (!perf_map.is_empty()).then(|| perf_map.name(at)).flatten()
+                        {
+                            return name.to_string();
                         }
-                        _ => format!("0x{a:x}"),
+                        match self.locs.get(a) {
+                            Some(Loc::File { path, offset }) => {
+                                let off = if i > 0 {
+                                    offset.saturating_sub(1)
+                                } else {
+                                    *offset
+                                };
+                                names
+                                    .get(&(path.clone(), off))
+                                    .cloned()
+                                    .unwrap_or_else(|| format!("0x{a:x}"))
+                            }
+                            _ => format!("0x{a:x}"),
+                        }
                     })
                     .collect()
             })

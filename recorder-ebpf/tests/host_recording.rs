@@ -218,6 +218,54 @@ fn uprobes_record_tid_times_handle_and_stack() {
     }
 }
 
+#[inline(never)]
+fn causalbench_named_caller(x: u64) -> u64 {
+    let r = causalbench_probe_target_b(black_box(x));
+    black_box(r).wrapping_add(3)
+}
+
+/// A frame inside a range of the process's perf map is named by the map (the
+/// way the GPU backend names its per-call-site launch trampolines).
+#[test]
+fn perf_map_names_the_call_site_frame() {
+    use ebpf_recorder::perf_map::{own_function_extent, PerfMapWriter};
+    let _g = serial();
+    let Some((start, size)) = own_function_extent(causalbench_named_caller as *const () as u64)
+    else {
+        eprintln!("skipping perf_map: the test binary has no symbol table");
+        return;
+    };
+    let mut map = PerfMapWriter::create().expect("perf map");
+    map.name_range(start, size, "model.py:attention:41")
+        .unwrap();
+    let mut cfg = base_config();
+    cfg.library = Some(current_exe().expect("/proc/self/exe"));
+    cfg.functions = vec!["causalbench_probe_target_b".into()];
+    let Some(rec) = start_or_skip(cfg, "perf_map") else {
+        return;
+    };
+    for i in 0..5 {
+        black_box(causalbench_named_caller(black_box(4242 + i)));
+    }
+    let trace = rec.stop();
+    let stacks: Vec<&Vec<String>> = trace
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Uprobe { handle, stack, .. } if (4242..4247).contains(handle) => Some(stack),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stacks.len(), 5, "{}", summary(&trace));
+    for st in stacks {
+        assert_eq!(
+            st.get(1).map(String::as_str),
+            Some("model.py:attention:41"),
+            "{st:?}"
+        );
+    }
+}
+
 // ------------------------------------------------------------- scheduler
 
 fn allowed_cpus() -> Vec<usize> {

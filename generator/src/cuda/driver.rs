@@ -324,6 +324,7 @@ pub enum LaunchVia {
 ///
 /// # Safety
 /// The buffers the arguments point at must stay alive until the kernel ran.
+#[inline(always)]
 pub unsafe fn launch(
     func: &Func,
     grid: u32,

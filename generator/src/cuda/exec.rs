@@ -11,9 +11,9 @@
 //! synchronization waited for, and the host-side events (task begin,
 //! handoffs, NVTX ranges, injected stalls) with CLOCK_MONOTONIC times.
 
-use super::cupti;
 use super::driver::{ck, launch, Args, Func, LaunchVia, Ptr, H};
 use super::plan::{DevAction, Plan, Stretch};
+use super::{call_sites, cupti};
 use super::{now, spin_until};
 use crate::keys::StepKey;
 use cudarc::driver::sys::{self, CUresult};
@@ -452,6 +452,11 @@ impl<'a> Exec<'a> {
                     .collect()
             })
             .collect();
+        for site in e.step_names.iter().flatten().filter_map(|n| n.1.as_deref()) {
+            if let Err(w) = call_sites::register(site) {
+                eprintln!("causalbench: {w}");
+            }
+        }
         e.step_funcs = sc
             .programs
             .iter()
@@ -1504,6 +1509,7 @@ impl<'a> Exec<'a> {
         } else {
             block
         };
+        let launch = call_sites::launcher(op.call_site.as_deref());
         self.on_stream(
             op,
             si,

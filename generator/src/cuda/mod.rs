@@ -18,6 +18,7 @@
 //! Without a GPU, libcuda, CUPTI or NVRTC, [`CudaBackend::new`] returns
 //! [`RecordError::Unavailable`] with what is missing; nothing panics.
 
+mod call_sites;
 pub mod cupti;
 mod driver;
 mod exec;
