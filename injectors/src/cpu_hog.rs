@@ -79,6 +79,11 @@ pub struct CpuHog {
     pub allow_fifo: bool,
     /// `SCHED_FIFO` priority of the hog (1..=99, default 50).
     pub fifo_priority: i32,
+    /// CLOCK_MONOTONIC moment the switch-out was requested. When set, the hog
+    /// spins until this moment plus the duration rather than for the duration
+    /// from its own start, so the time the hog took to start and land on the
+    /// victim's CPU is part of the requested stall instead of added to it.
+    pub requested_at_ns: Option<u64>,
 }
 
 fn cpus_of(set: &CpuSet) -> Vec<usize> {
@@ -167,7 +172,15 @@ impl CpuHog {
             cpu: None,
             allow_fifo: true,
             fifo_priority: 50,
+            requested_at_ns: None,
         }
+    }
+
+    /// Anchor the stall at `t` (CLOCK_MONOTONIC ns): the victim is held off
+    /// its CPU until `t + duration`.
+    pub fn requested_at(mut self, t: u64) -> Self {
+        self.requested_at_ns = Some(t);
+        self
     }
 
     /// Share this CPU with the victim.
@@ -232,6 +245,7 @@ impl CpuHog {
 
         let (allow_fifo, prio) = (self.allow_fifo, self.fifo_priority);
         let dur_ns = duration.as_nanos() as u64;
+        let anchor = self.requested_at_ns;
         let hog_set = one_cpu(cpu)?;
         let sampled = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         let sampled2 = sampled.clone();
@@ -246,8 +260,8 @@ impl CpuHog {
                     return Err(sys(MECH, format!("sched_setaffinity(hog, {{{cpu}}})"))(e));
                 }
                 let t0 = monotonic_ns();
-                let deadline = t0 + dur_ns;
-                let mid = t0 + dur_ns / 2;
+                let deadline = anchor.map_or(t0, |a| a.min(t0)) + dur_ns;
+                let mid = t0 + deadline.saturating_sub(t0) / 2;
                 let mut now = t0;
                 let mut sampled_once = false;
                 while now < deadline {

@@ -143,3 +143,45 @@ fn bad_requests_are_errors() {
         Err(InjectorError::BadCpu { .. })
     ));
 }
+
+/// Anchored at the request, the hog's own start-up is part of the stall: it
+/// stops at request + duration, not at its start + duration.
+#[test]
+fn anchored_hog_ends_at_request_plus_duration() {
+    const T: &str = "anchored_hog_ends_at_request_plus_duration";
+    if allowed_cpus().len() < 2 {
+        return skip(T, "needs at least 2 CPUs");
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpu = *allowed_cpus().last().expect("some CPU");
+    let (tx, rx) = mpsc::channel();
+    let victim = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        spin_recording_gaps(
+            Duration::from_millis(100),
+            Duration::from_micros(200),
+            4096,
+            || false,
+        )
+    });
+    let tid = rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    // As if the victim had asked 1 ms ago.
+    let requested_at = injectors::monotonic_ns() - 1_000_000;
+    let res = CpuHog::new(std::process::id() as i32, tid)
+        .on_cpu(cpu)
+        .with_fifo(false)
+        .requested_at(requested_at)
+        .run(REQUESTED);
+    victim.join().unwrap();
+    let r = match res {
+        Err(e @ InjectorError::PrivilegeMissing { .. }) => return skip(T, e),
+        r => r.expect("hog"),
+    };
+    let end = Duration::from_nanos(r.hog_end_ns - requested_at);
+    assert!(
+        end >= REQUESTED && end <= REQUESTED + Duration::from_micros(200),
+        "hog ended {end:?} after the request"
+    );
+    assert!(r.hog_spin() < REQUESTED, "spun {:?}", r.hog_spin());
+}

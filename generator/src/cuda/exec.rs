@@ -304,6 +304,8 @@ const DESCHEDULE: u32 = 3;
 struct Injector {
     state: AtomicU32,
     victim_tid: AtomicU32,
+    /// When the victim asked to be descheduled (the stall is anchored there).
+    deschedule_at: AtomicU64,
     done: AtomicBool,
     report: Mutex<Option<Result<injectors::HogReport, String>>>,
 }
@@ -424,6 +426,7 @@ impl<'a> Exec<'a> {
             inj: Injector {
                 state: AtomicU32::new(IDLE),
                 victim_tid: AtomicU32::new(0),
+                deschedule_at: AtomicU64::new(0),
                 done: AtomicBool::new(false),
                 report: Mutex::new(None),
             },
@@ -1686,6 +1689,7 @@ impl<'a> Exec<'a> {
                 let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
                 self.inj.done.store(false, Ordering::Release);
                 self.inj.victim_tid.store(log.tid, Ordering::Release);
+                self.inj.deschedule_at.store(t0, Ordering::Release);
                 self.inj.state.store(DESCHEDULE, Ordering::Release);
                 // Keep running until switched out and back (or the hog is done).
                 let deadline = t0 + mag * 4 + 200_000_000;
@@ -1698,7 +1702,10 @@ impl<'a> Exec<'a> {
                         longest = longest.max(gap);
                     }
                     last = t;
-                    if (idle && longest >= mag / 2)
+                    // A slice the scheduler grants the victim before the hog's
+                    // end (EEVDF gives even SCHED_IDLE threads one now and
+                    // then) does not end the stall early.
+                    if (idle && longest >= mag / 2 && t >= t0 + mag)
                         || self.inj.done.load(Ordering::Acquire)
                         || t > deadline
                     {
@@ -1778,8 +1785,12 @@ impl<'a> Exec<'a> {
                 DESCHEDULE => {
                     self.inj.state.store(IDLE, Ordering::Release);
                     let victim = self.inj.victim_tid.load(Ordering::Acquire) as i32;
+                    // Anchored at the victim's request: the hog's start-up
+                    // is part of the requested stall, not added to it.
+                    let at = self.inj.deschedule_at.load(Ordering::Acquire);
                     let r = injectors::CpuHog::new(std::process::id() as i32, victim)
                         .with_fifo(false)
+                        .requested_at(at)
                         .run(std::time::Duration::from_nanos(plan.magnitude_ns.max(1)))
                         .map_err(|e| e.to_string());
                     if let Ok(mut g) = self.inj.report.lock() {
