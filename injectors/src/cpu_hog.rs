@@ -211,9 +211,23 @@ impl CpuHog {
         Ok(cpu)
     }
 
-    /// Deschedule the victim for `duration`. Blocks the caller for about
-    /// `duration`. Restores the victim's affinity whatever happens.
+    /// Deschedule the victim for `duration` with a hog thread spawned for it.
+    /// Blocks the caller for about `duration`. Restores the victim's affinity
+    /// whatever happens.
     pub fn run(&self, duration: Duration) -> Result<HogReport> {
+        self.deschedule(duration, false)
+    }
+
+    /// Like [`run`](Self::run), but the calling thread is the hog: it moves
+    /// itself onto the victim's CPU at the raised priority, spins, and gets
+    /// its own affinity and priority back. A running thread migrates in
+    /// microseconds, while a freshly spawned one may first wait for a slice on
+    /// a busy CPU — the caller should be a spare thread that is running now.
+    pub fn run_here(&self, duration: Duration) -> Result<HogReport> {
+        self.deschedule(duration, true)
+    }
+
+    fn deschedule(&self, duration: Duration, here: bool) -> Result<HogReport> {
         if duration.is_zero() || duration > Duration::from_secs(10) {
             return Err(InjectorError::Invalid(format!(
                 "CpuHog duration must be in (0, 10 s], got {duration:?}"
@@ -242,56 +256,43 @@ impl CpuHog {
             e => sys(MECH, format!("sched_setaffinity({tid}, {{{cpu}}})"))(e),
         })?;
         let before = schedstat(pid, tid);
-
-        let (allow_fifo, prio) = (self.allow_fifo, self.fifo_priority);
-        let dur_ns = duration.as_nanos() as u64;
-        let anchor = self.requested_at_ns;
-        let hog_set = one_cpu(cpu)?;
-        let sampled = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let sampled2 = sampled.clone();
-        let hog = std::thread::Builder::new()
-            .name("causalbench-cpuhog".into())
-            .spawn(move || -> Result<(HogMechanism, u64, u64)> {
-                let mech = raise_priority(allow_fifo, prio)?;
-                // Moving onto the victim's CPU at the raised priority is what
-                // preempts the victim.
-                if let Err(e) = sched_setaffinity(Pid::from_raw(0), &hog_set) {
-                    drop_priority(mech);
-                    return Err(sys(MECH, format!("sched_setaffinity(hog, {{{cpu}}})"))(e));
-                }
-                let t0 = monotonic_ns();
-                let deadline = anchor.map_or(t0, |a| a.min(t0)) + dur_ns;
-                let mid = t0 + deadline.saturating_sub(t0) / 2;
-                let mut now = t0;
-                let mut sampled_once = false;
-                while now < deadline {
-                    std::hint::spin_loop();
-                    now = monotonic_ns();
-                    if !sampled_once && now >= mid {
-                        sampled_once = true;
-                        if let Some((st, _)) = thread_state(pid, tid) {
-                            sampled2.store(st as u32, std::sync::atomic::Ordering::Relaxed);
-                        }
-                    }
-                }
-                drop_priority(mech);
-                Ok((mech, t0, now))
-            });
-        let outcome = match hog {
-            Ok(h) => h
-                .join()
-                .map_err(|_| InjectorError::HogPanicked)
-                .and_then(|r| r),
-            Err(e) => Err(InjectorError::Io {
-                mechanism: MECH,
-                what: "spawning the hog thread".into(),
-                source: e,
-            }),
+        let spin = HogSpin {
+            allow_fifo: self.allow_fifo,
+            prio: self.fifo_priority,
+            cpu,
+            hog_set: one_cpu(cpu)?,
+            anchor: self.requested_at_ns,
+            dur_ns: duration.as_nanos() as u64,
+            victim: (pid, tid),
+        };
+        let outcome = if here {
+            let own =
+                sched_getaffinity(Pid::from_raw(0)).map_err(sys(MECH, "sched_getaffinity(self)"));
+            own.and_then(|own| {
+                let r = spin.spin();
+                let _ = sched_setaffinity(Pid::from_raw(0), &own);
+                r
+            })
+        } else {
+            match std::thread::Builder::new()
+                .name("causalbench-cpuhog".into())
+                .spawn(move || spin.spin())
+            {
+                Ok(h) => h
+                    .join()
+                    .map_err(|_| InjectorError::HogPanicked)
+                    .and_then(|r| r),
+                Err(e) => Err(InjectorError::Io {
+                    mechanism: MECH,
+                    what: "spawning the hog thread".into(),
+                    source: e,
+                }),
+            }
         };
         // Restore the victim whatever happened (it may have exited meanwhile).
         let restore = sched_setaffinity(victim, &old_affinity);
         let after = schedstat(pid, tid);
-        let (mechanism, hog_start_ns, hog_end_ns) = outcome?;
+        let (mechanism, hog_start_ns, hog_end_ns, st) = outcome?;
         if let Err(e) = restore {
             if e != nix::errno::Errno::ESRCH {
                 return Err(sys(MECH, format!("restoring the affinity of {tid}"))(e));
@@ -301,7 +302,6 @@ impl CpuHog {
             (Some(b), Some(a)) => Some(Duration::from_nanos(a.1.saturating_sub(b.1))),
             _ => None,
         };
-        let st = sampled.load(std::sync::atomic::Ordering::Relaxed);
         Ok(HogReport {
             mechanism,
             cpu,
@@ -309,7 +309,47 @@ impl CpuHog {
             hog_start_ns,
             hog_end_ns,
             victim_run_delay,
-            victim_state: char::from_u32(st).filter(|_| st != 0),
+            victim_state: st,
         })
+    }
+}
+
+/// One hog's spin: raise the priority, land on the victim's CPU, spin until
+/// the deadline, drop the priority.
+struct HogSpin {
+    allow_fifo: bool,
+    prio: i32,
+    cpu: usize,
+    hog_set: CpuSet,
+    anchor: Option<u64>,
+    dur_ns: u64,
+    victim: (i32, i32),
+}
+
+impl HogSpin {
+    /// (mechanism, spin start, spin end, victim state sampled midway).
+    fn spin(&self) -> Result<(HogMechanism, u64, u64, Option<char>)> {
+        let mech = raise_priority(self.allow_fifo, self.prio)?;
+        // Moving onto the victim's CPU at the raised priority is what
+        // preempts the victim.
+        if let Err(e) = sched_setaffinity(Pid::from_raw(0), &self.hog_set) {
+            drop_priority(mech);
+            let cpu = self.cpu;
+            return Err(sys(MECH, format!("sched_setaffinity(hog, {{{cpu}}})"))(e));
+        }
+        let t0 = monotonic_ns();
+        let deadline = self.anchor.map_or(t0, |a| a.min(t0)) + self.dur_ns;
+        let mid = t0 + deadline.saturating_sub(t0) / 2;
+        let mut now = t0;
+        let mut state = None;
+        while now < deadline {
+            std::hint::spin_loop();
+            now = monotonic_ns();
+            if state.is_none() && now >= mid {
+                state = Some(thread_state(self.victim.0, self.victim.1).map(|(st, _)| st));
+            }
+        }
+        drop_priority(mech);
+        Ok((mech, t0, now, state.flatten()))
     }
 }

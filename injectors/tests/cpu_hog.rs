@@ -185,3 +185,64 @@ fn anchored_hog_ends_at_request_plus_duration() {
     );
     assert!(r.hog_spin() < REQUESTED, "spun {:?}", r.hog_spin());
 }
+
+/// The calling thread as the hog: it lands on the victim's CPU, spins until
+/// the anchored deadline, and gets its own affinity back.
+#[test]
+fn run_here_makes_the_caller_the_hog() {
+    const T: &str = "run_here_makes_the_caller_the_hog";
+    if allowed_cpus().len() < 2 {
+        return skip(T, "needs at least 2 CPUs");
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpu = *allowed_cpus().last().expect("some CPU");
+    // Best of 3: on a loaded machine the caller itself may wait for a CPU.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (tx, rx) = mpsc::channel();
+        let victim = std::thread::spawn(move || {
+            // As the GPU backend's victim does: at SCHED_IDLE any normal thread
+            // landing on its CPU preempts it at once (a nice 0 victim would keep
+            // its EEVDF slice first).
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: changes the calling thread's own policy.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+            tx.send(gettid()).unwrap();
+            spin_recording_gaps(
+                Duration::from_millis(100),
+                Duration::from_micros(200),
+                4096,
+                || false,
+            )
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let before = allowed_cpus();
+        let requested_at = injectors::monotonic_ns();
+        let res = CpuHog::new(std::process::id() as i32, tid)
+            .on_cpu(cpu)
+            .with_fifo(false)
+            .requested_at(requested_at)
+            .run_here(REQUESTED);
+        let gaps = victim.join().unwrap();
+        let r = match res {
+            Err(e @ InjectorError::PrivilegeMissing { .. }) => return skip(T, e),
+            r => r.expect("hog"),
+        };
+        assert_eq!(allowed_cpus(), before, "the caller's affinity is restored");
+        let landed = r.hog_start_ns - requested_at;
+        // EEVDF may still hand the SCHED_IDLE victim a short slice: count all
+        // the time it was switched out.
+        let off: Duration = gaps
+            .iter()
+            .filter(|g| g.end_ns >= requested_at && g.start_ns <= r.hog_end_ns + 1_000_000)
+            .map(|g| g.duration())
+            .sum();
+        eprintln!("run_here: landed after {landed} ns, victim switched out {off:?}");
+        if landed < 1_000_000 && off >= REQUESTED / 2 {
+            return;
+        }
+        seen.push((landed, off));
+    }
+    panic!("the caller never landed within 1 ms and held the victim off for half the request: {seen:?}");
+}

@@ -80,3 +80,24 @@ fn calibration_gives_a_per_fault_cost() {
     assert!(c.per_fault > Duration::ZERO && c.per_fault < Duration::from_millis(1));
     assert!(c.fault_ratio >= 0.9);
 }
+
+/// Faulting until a deadline lasts the requested time (to within a few
+/// faults) and every page it touched faulted.
+#[test]
+fn faults_until_a_deadline_stop_at_the_deadline() {
+    let mut pf = PageFaults::prepare(1 << 16, FaultKind::Minor).unwrap();
+    let start = injectors::monotonic_ns();
+    let r = pf.trigger_until(start + 1_000_000).unwrap();
+    eprintln!("until: {r:?}");
+    assert!(r.pages_touched > 0 && r.pages_touched < 1 << 16, "{r:?}");
+    let overshoot = r.end_ns.saturating_sub(start + 1_000_000);
+    assert!(
+        r.end_ns >= start + 1_000_000 && overshoot < 50_000,
+        "ended {overshoot} ns after the deadline"
+    );
+    assert!(
+        r.minor_faults as f64 >= 0.9 * r.pages_touched as f64,
+        "{r:?}"
+    );
+    assert_eq!(pf.resident_pages().unwrap(), r.pages_touched);
+}

@@ -301,6 +301,14 @@ const REQUEST: u32 = 1;
 const ACK: u32 = 2;
 const DESCHEDULE: u32 = 3;
 
+/// How much longer than requested the victim of a `cpu_deschedule` stayed
+/// stalled, learned over this process's earlier deschedules (the hog's exit
+/// and the victim's return to its CPU take tens of microseconds): the hog ends
+/// that much early, so the stall lasts what was requested. Calibration of the
+/// mechanism only; the stall recorded is always the one measured.
+static DESCHEDULE_RESUME_NS: AtomicU64 = AtomicU64::new(0);
+const DESCHEDULE_RESUME_MAX_NS: u64 = 300_000;
+
 struct Injector {
     state: AtomicU32,
     victim_tid: AtomicU32,
@@ -1657,7 +1665,7 @@ impl<'a> Exec<'a> {
             InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
                 let pf = plan.page_faults.lock().ok().and_then(|mut g| g.take());
                 match pf {
-                    Some(mut pf) => match pf.trigger() {
+                    Some(mut pf) => match pf.trigger_until(t0 + mag) {
                         Ok(r) => format!(
                             "cuda:page-faults ({} minor, {} major faults touching {} fresh pages on the launching thread, {:.2} us each)",
                             r.minor_faults,
@@ -1729,6 +1737,13 @@ impl<'a> Exec<'a> {
             _ => return None,
         };
         let t1 = now();
+        if plan.kind == InjectionKind::CpuDeschedule {
+            // Halfway towards the resume time this stall showed.
+            let est = DESCHEDULE_RESUME_NS.load(Ordering::Relaxed) as i64;
+            let over = (t1 - t0) as i64 - mag as i64;
+            let next = (est + over / 2).clamp(0, DESCHEDULE_RESUME_MAX_NS as i64);
+            DESCHEDULE_RESUME_NS.store(next as u64, Ordering::Relaxed);
+        }
         let mut stalls = self.stalls.lock().unwrap();
         stalls.push(Stall {
             kind: plan.kind,
@@ -1787,11 +1802,15 @@ impl<'a> Exec<'a> {
                     let victim = self.inj.victim_tid.load(Ordering::Acquire) as i32;
                     // Anchored at the victim's request: the hog's start-up
                     // is part of the requested stall, not added to it.
-                    let at = self.inj.deschedule_at.load(Ordering::Acquire);
+                    let at = self.inj.deschedule_at.load(Ordering::Acquire)
+                        - DESCHEDULE_RESUME_NS.load(Ordering::Relaxed);
                     let r = injectors::CpuHog::new(std::process::id() as i32, victim)
                         .with_fifo(false)
                         .requested_at(at)
-                        .run(std::time::Duration::from_nanos(plan.magnitude_ns.max(1)))
+                        // This spinning thread is the hog: it lands on the
+                        // victim's CPU within microseconds (a spawned thread
+                        // may first wait for a slice on a busy CPU).
+                        .run_here(std::time::Duration::from_nanos(plan.magnitude_ns.max(1)))
                         .map_err(|e| e.to_string());
                     if let Ok(mut g) = self.inj.report.lock() {
                         *g = Some(r);

@@ -164,7 +164,10 @@ pub fn plan(
             let major = inj.kind == InjectionKind::HostPageFaultMajor;
             p.host_target = Some(step_key);
             let prepared = minor_fault_ns(major).and_then(|per| {
-                let n = ((mag as f64 / per.max(1.0)).round() as usize).max(1);
+                // Twice the calibrated count: the run stops at the requested
+                // time (`trigger_until`), and a fault may cost more in the run
+                // than in the calibration.
+                let n = ((2.0 * mag as f64 / per.max(1.0)).round() as usize).max(16);
                 injectors::PageFaults::prepare(
                     n,
                     if major {
