@@ -30,6 +30,10 @@ pub enum NodeKind {
     GraphNode,
     Synchronization,
     InjectedFault,
+    /// Megakernel track: one task of the device-side task graph of a persistent
+    /// kernel (`operator` = its task class, `generation` = task generation,
+    /// `request` = request generation, `stream` = the worker that ran it).
+    Task,
 }
 
 impl NodeKind {

@@ -35,10 +35,20 @@ pub enum CauseLabel {
     ImplicitSync,
     /// No lateness beyond noise (negative control).
     None,
+    /// Megakernel track: every task of one class ran longer (execution).
+    TaskClassDelay,
+    /// Megakernel track: the routing concentrated one class's tasks on one worker.
+    RoutingSkew,
+    /// Megakernel track: a dependency notification reached its waiters late.
+    LateNotification,
+    /// Megakernel track: one worker's queue received a burst beyond its share.
+    QueueOversubscription,
+    /// Megakernel track: a ready task was not taken up (starved).
+    ReadyStarvation,
 }
 
 impl CauseLabel {
-    pub const ALL: [CauseLabel; 12] = [
+    pub const ALL: [CauseLabel; 17] = [
         CauseLabel::CpuDeschedule,
         CauseLabel::HostPageFault,
         CauseLabel::HostCompute,
@@ -51,6 +61,11 @@ impl CauseLabel {
         CauseLabel::SlowCopy,
         CauseLabel::ImplicitSync,
         CauseLabel::None,
+        CauseLabel::TaskClassDelay,
+        CauseLabel::RoutingSkew,
+        CauseLabel::LateNotification,
+        CauseLabel::QueueOversubscription,
+        CauseLabel::ReadyStarvation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +82,11 @@ impl CauseLabel {
             CauseLabel::SlowCopy => "slow_copy",
             CauseLabel::ImplicitSync => "implicit_sync",
             CauseLabel::None => "none",
+            CauseLabel::TaskClassDelay => "task_class_delay",
+            CauseLabel::RoutingSkew => "routing_skew",
+            CauseLabel::LateNotification => "late_notification",
+            CauseLabel::QueueOversubscription => "queue_oversubscription",
+            CauseLabel::ReadyStarvation => "ready_starvation",
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod explanation;
 pub mod graph;
 pub mod io;
 pub mod labels;
+pub mod megakernel;
 pub mod scenario;
 pub mod schema;
 pub mod seed;

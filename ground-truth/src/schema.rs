@@ -11,6 +11,12 @@ pub const NAMES: &[(&str, &str)] = &[
     ),
     ("view", "trace view given to a profiler"),
     ("explanation", "profiler output"),
+    ("megakernel-scenario", "megakernel track scenario (YAML or JSON)"),
+    (
+        "task-telemetry",
+        "megakernel track sidecar: monitor captures and task truth",
+    ),
+    ("task-view", "megakernel track view: trace view plus one capture"),
 ];
 
 /// The JSON Schema of a format, pretty-printed, or `None` for an unknown name.
@@ -20,6 +26,9 @@ pub fn schema(name: &str) -> Option<String> {
         "bundle" => schema_for!(crate::Bundle),
         "view" => schema_for!(crate::TraceView),
         "explanation" => schema_for!(crate::Explanation),
+        "megakernel-scenario" => schema_for!(crate::megakernel::MkScenario),
+        "task-telemetry" => schema_for!(crate::megakernel::TaskTelemetry),
+        "task-view" => schema_for!(crate::megakernel::TaskView),
         _ => return None,
     };
     Some(serde_json::to_string_pretty(&s).expect("schemas serialize"))

@@ -20,6 +20,7 @@
 //! Every kernel writes one [`LogEntry`] at `log[slot]` (null `log` disables it).
 
 pub mod gpu;
+pub mod megakernel;
 mod nvrtc;
 
 pub use nvrtc::{ensure_nvrtc, nvrtc_search_dirs, NVRTC_DIR_ENV};

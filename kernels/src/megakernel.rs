@@ -1,0 +1,263 @@
+//! The persistent megakernel (`src/cuda/megakernel.cu`): one block per worker
+//! runs a device-side task graph with semantic hooks (see the source's header
+//! comment and `megakernel/README.md`). This module holds the source, its NVRTC
+//! compile, and `#[repr(C)]` mirrors of every struct the host and the kernel
+//! share; the layouts are checked against the `static_assert`s in the source.
+
+use crate::{check_arch, describe_compile_error, ensure_nvrtc, panic_text, KernelError};
+
+/// The CUDA C source of the megakernel.
+const SOURCE: &str = include_str!("cuda/megakernel.cu");
+
+/// Entry point name.
+pub const ENTRY: &str = "mk_persistent";
+
+/// Version of the hook / monitor-configuration ABI (`MK_ABI_VERSION`).
+pub const ABI_VERSION: u32 = 1;
+/// `MK_NONE`: no event / no task.
+pub const NONE: u32 = u32::MAX;
+/// Task classes the device aggregates separately (`MK_MAX_CLASSES`).
+pub const MAX_CLASSES: usize = 8;
+/// Phases of a task (`MK_PHASES`): notify, queue, wait, execution.
+pub const PHASES: usize = 4;
+/// Histogram buckets per phase (`MK_BUCKETS`).
+pub const BUCKETS: usize = 24;
+
+/// Monitor flags.
+pub const MON_LOG: u32 = 1;
+pub const MON_AGGREGATE: u32 = 2;
+/// Error bits of [`State::error`].
+pub const ERR_ABI: u32 = 1;
+pub const ERR_DEADLINE: u32 = 2;
+pub const ERR_QUEUE: u32 = 4;
+/// Task bodies.
+pub const BODY_SPIN: u32 = 0;
+pub const BODY_MEMORY: u32 = 1;
+
+/// The megakernel's CUDA C source.
+pub fn source() -> &'static str {
+    SOURCE
+}
+
+/// Compile the megakernel to PTX with NVRTC for `arch` (default `compute_90`).
+pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
+    let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
+    check_arch(arch)?;
+    ensure_nvrtc()?;
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: crate::compile_options(arch),
+        name: Some("megakernel.cu".to_string()),
+        ..Default::default()
+    };
+    let res = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts));
+    match res {
+        Ok(Ok(ptx)) => std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
+            arch: arch.to_string(),
+            detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
+        }),
+        Ok(Err(e)) => Err(KernelError::Compile {
+            arch: arch.to_string(),
+            detail: describe_compile_error(&e),
+        }),
+        Err(p) => Err(KernelError::NvrtcUnavailable {
+            detail: panic_text(&p),
+        }),
+    }
+}
+
+/// `struct mk_task` (48 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Task {
+    pub class_id: u32,
+    pub worker: u32,
+    pub body: u32,
+    pub cost: u32,
+    pub dep_event: u32,
+    pub trigger_event: u32,
+    pub wait_event: u32,
+    pub hold_ns: u32,
+    pub task_gen: u32,
+    pub req_gen: u32,
+    pub mem_vecs: u32,
+    /// Spin this long after the body (class-delay injection).
+    pub extra_ns: u32,
+}
+
+/// `struct mk_event` (16 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Event {
+    pub target: u32,
+    pub first_dep: u32,
+    pub n_dep: u32,
+    pub postpone_ns: u32,
+}
+
+/// `struct mk_hook_event` (32 bytes): one hook event in a worker's ring.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HookEvent {
+    pub ts: u64,
+    pub task: u32,
+    pub worker: u32,
+    pub aux: u32,
+    pub kind: u16,
+    pub class_id: u16,
+    pub task_gen: u32,
+    pub req_gen: u32,
+}
+
+/// `struct mk_monitor_config` (64 bytes), read by the kernel at launch.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MonitorConfig {
+    pub version: u32,
+    pub flags: u32,
+    pub class_mask: u32,
+    pub event_mask: u32,
+    pub req_gen_min: u32,
+    pub req_gen_max: u32,
+    pub sample_period: u32,
+    pub sample_seed: u32,
+    pub min_span_ns: u64,
+    pub ring_capacity: u32,
+    pub pressure_threshold: u32,
+    pub reserved: [u32; 4],
+}
+
+/// `struct mk_aggregates` (3648 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aggregates {
+    pub hist: [[[u32; BUCKETS]; PHASES]; MAX_CLASSES],
+    pub sum_ns: [[u64; PHASES]; MAX_CLASSES],
+    /// `(longest ns << 20) | task id`.
+    pub max_key: [[u64; PHASES]; MAX_CLASSES],
+    pub tasks: [u64; MAX_CLASSES],
+}
+
+impl Default for Aggregates {
+    fn default() -> Self {
+        Aggregates {
+            hist: [[[0; BUCKETS]; PHASES]; MAX_CLASSES],
+            sum_ns: [[0; PHASES]; MAX_CLASSES],
+            max_key: [[0; PHASES]; MAX_CLASSES],
+            tasks: [0; MAX_CLASSES],
+        }
+    }
+}
+
+/// `struct mk_coverage`: per-class eligible / observed / dropped.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Coverage {
+    pub eligible: [u64; MAX_CLASSES],
+    pub observed: [u64; MAX_CLASSES],
+    pub dropped: [u64; MAX_CLASSES],
+}
+
+/// `struct mk_state`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct State {
+    pub first_start: u64,
+    pub last_end: u64,
+    pub error: u32,
+    pub tasks_done: u32,
+    pub pad: [u32; 2],
+}
+
+/// `struct mk_params` (216 bytes): sizes and device pointers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Params {
+    pub n_tasks: u32,
+    pub n_events: u32,
+    pub n_workers: u32,
+    pub n_roots: u32,
+    pub queue_cap: u32,
+    pub ring_alloc: u32,
+    pub n_classes: u32,
+    pub pad0: u32,
+    pub deadline_ns: u64,
+    pub tasks: u64,
+    pub events: u64,
+    pub deps: u64,
+    pub roots: u64,
+    pub worker_ntasks: u64,
+    pub event_count: u64,
+    pub event_done: u64,
+    pub ready_ts: u64,
+    pub queue: u64,
+    pub queue_tail: u64,
+    pub queue_head: u64,
+    pub ring: u64,
+    pub ring_count: u64,
+    pub coverage: u64,
+    pub agg: u64,
+    pub worker_class_tasks: u64,
+    pub pressure_crossings: u64,
+    pub max_depth: u64,
+    pub state: u64,
+    pub scratch_src: u64,
+    pub scratch_dst: u64,
+    pub scratch_vecs: u64,
+}
+
+macro_rules! device_pod {
+    ($($t:ty),*) => {$(
+        // SAFETY: plain-old-data with the layout of the device struct; all-zero bits are valid.
+        unsafe impl cudarc::driver::DeviceRepr for $t {}
+        unsafe impl cudarc::driver::ValidAsZeroBits for $t {}
+    )*};
+}
+device_pod!(Task, Event, HookEvent, MonitorConfig, Aggregates, Coverage, State, Params);
+
+/// The sampling hash (`mk_hash`), shared with the simulator and the evaluator
+/// through `ground_truth::megakernel::sample_hash`.
+pub fn hash(x: u32) -> u32 {
+    ground_truth::megakernel::sample_hash(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn layouts_match_the_cuda_source() {
+        assert_eq!(size_of::<Task>(), 48);
+        assert_eq!(size_of::<Event>(), 16);
+        assert_eq!(size_of::<HookEvent>(), 32);
+        assert_eq!(offset_of!(HookEvent, kind), 20);
+        assert_eq!(offset_of!(HookEvent, task_gen), 24);
+        assert_eq!(size_of::<MonitorConfig>(), 64);
+        assert_eq!(offset_of!(MonitorConfig, min_span_ns), 32);
+        assert_eq!(size_of::<Aggregates>(), 3648);
+        assert_eq!(size_of::<Coverage>(), 192);
+        assert_eq!(size_of::<State>(), 32);
+        assert_eq!(size_of::<Params>(), 216);
+        assert_eq!(offset_of!(Params, deadline_ns), 32);
+        assert_eq!(offset_of!(Params, scratch_vecs), 208);
+        for s in [
+            "sizeof(mk_task) == 48",
+            "sizeof(mk_event) == 16",
+            "sizeof(mk_hook_event) == 32",
+            "sizeof(mk_monitor_config) == 64",
+            "sizeof(mk_aggregates) == 3648",
+            "sizeof(mk_params) == 216",
+            "#define MK_ABI_VERSION 1u",
+        ] {
+            assert!(source().contains(s), "{s} missing from megakernel.cu");
+        }
+        assert!(source().contains(&format!("extern \"C\" __global__ void {ENTRY}(")));
+    }
+
+    #[test]
+    fn hash_matches_known_values() {
+        // lowbias32 of 0 is 0; of 1 is a fixed constant.
+        assert_eq!(hash(0), 0);
+        assert_eq!(hash(1), ground_truth::megakernel::sample_hash(1));
+    }
+}

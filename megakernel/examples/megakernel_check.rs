@@ -1,0 +1,385 @@
+//! The megakernel track on a GPU (or, with `--sim`, on the simulator), in one
+//! command that ends well inside its time budget and writes what it has after
+//! every step (atomically):
+//!
+//! ```text
+//! cargo run --release -p megakernel --example megakernel_check -- --out DIR [--reps N] [--sim] [--budget-s S]
+//! ```
+//!
+//! - every task-level family of `catalog/megakernel/` × N repetitions: the
+//!   twin, each variant (a matched variant calibrated to its pair's lateness),
+//!   one launch per monitor (none, task-log, aggregate, task-log-budget,
+//!   aggregate-sampled); bundles + sidecars in `DIR/FAMILY.cases.jsonl.gz`;
+//! - pairs: outer kernel durations of the two variants (within 5 %?) and the
+//!   internal signature of each from its task log;
+//! - perturbation: interleaved launches of one schedule under every monitor;
+//! - time to apply a monitor configuration vs rebuilding the kernel (NVRTC);
+//! - controls: the same work as one kernel per operator and as a CUDA graph;
+//! - CUPTI PC sampling: tried, reported plainly;
+//! - `DIR/summary.json`, rewritten after each step.
+
+use ground_truth::megakernel::{MkScenario, MonitorConfig};
+use megakernel::case::{run_family, standard_monitors, CaseResult, Executor, FamilyOptions};
+use megakernel::pack::{self, PackedCase};
+use megakernel::schedule;
+use megakernel::signature;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+struct Args {
+    out: PathBuf,
+    reps: u32,
+    sim: bool,
+    budget_s: f64,
+    perturbation_rounds: u32,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        out: PathBuf::from("megakernel-check"),
+        reps: 3,
+        sim: false,
+        budget_s: 240.0,
+        perturbation_rounds: 15,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match x.as_str() {
+            "--out" => a.out = PathBuf::from(val("--out")?),
+            "--reps" => a.reps = val("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?,
+            "--budget-s" => {
+                a.budget_s = val("--budget-s")?
+                    .parse()
+                    .map_err(|e| format!("--budget-s: {e}"))?
+            }
+            "--perturbation-rounds" => {
+                a.perturbation_rounds = val("--perturbation-rounds")?
+                    .parse()
+                    .map_err(|e| format!("--perturbation-rounds: {e}"))?
+            }
+            "--sim" => a.sim = true,
+            "-h" | "--help" => {
+                println!(
+                    "megakernel_check --out DIR [--reps N] [--sim] [--budget-s S] [--perturbation-rounds R]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(a)
+}
+
+struct Summary {
+    path: PathBuf,
+    v: Value,
+    started: Instant,
+}
+
+impl Summary {
+    fn set(&mut self, key: &str, val: Value) {
+        self.v[key] = val;
+        self.v["elapsed_s"] = json!(self.started.elapsed().as_secs_f64());
+        if let Err(e) = ground_truth::io::write_json_atomic(&self.path, &self.v) {
+            eprintln!("cannot write {}: {e}", self.path.display());
+        }
+    }
+    fn push(&mut self, key: &str, val: Value) {
+        if !self.v[key].is_array() {
+            self.v[key] = json!([]);
+        }
+        self.v[key].as_array_mut().unwrap().push(val);
+        let v = self.v[key].clone();
+        self.set(key, v);
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn case_summary(c: &CaseResult) -> Value {
+    let t = &c.telemetry;
+    let classes: Vec<u32> = c
+        .bundle
+        .ground_truth
+        .nodes
+        .iter()
+        .filter(|n| n.kind == ground_truth::NodeKind::Task)
+        .map(|n| {
+            n.operator
+                .as_deref()
+                .and_then(ground_truth::megakernel::class_id)
+                .unwrap_or(0)
+        })
+        .collect();
+    let full = t
+        .captures
+        .iter()
+        .find(|x| x.config.name == "task-log")
+        .map(|x| signature::of(x, t.tasks as usize, &classes, t.workers));
+    json!({
+        "bundle": c.bundle.id(),
+        "family": t.scenario.family,
+        "variant": t.scenario.variant,
+        "cause": t.truth.cause,
+        "class": t.truth.affected_class,
+        "realised": t.truth.realised,
+        "twin_us": us(c.twin_ns),
+        "kernel_us": us(c.kernel_ns),
+        "lateness_us": (c.kernel_ns as f64 - c.twin_ns as f64) / 1e3,
+        "requested_us": t.truth.requested_us,
+        "calibration_steps": c.calibration_steps,
+        "injected_tasks": t.truth.injected_tasks.len(),
+        "monitors": t.captures.iter().map(|x| {
+            let cov = x.total_coverage();
+            json!({
+                "name": x.config.name,
+                "kernel_us": us(x.kernel_ns),
+                "bytes_exported": x.bytes_exported,
+                "events": x.events.len(),
+                "eligible": cov.eligible,
+                "observed": cov.observed,
+                "dropped": cov.dropped,
+                "coverage": cov.ratio(),
+                "config_apply_us": us(x.config_apply_ns),
+            })
+        }).collect::<Vec<_>>(),
+        "signature": full,
+    })
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("error: cannot create {}: {e}", args.out.display());
+        std::process::exit(2);
+    }
+    let mut sum = Summary {
+        path: args.out.join("summary.json"),
+        v: json!({"tool": "megakernel_check", "version": env!("CARGO_PKG_VERSION"), "status": "starting"}),
+        started: Instant::now(),
+    };
+    let code = match run(&args, &mut sum) {
+        Ok(()) => {
+            sum.set("status", json!("done"));
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            sum.set("status", json!(format!("error: {e}")));
+            1
+        }
+    };
+    eprintln!(
+        "megakernel_check: {} in {:.1} s -> {}",
+        sum.v["status"],
+        sum.started.elapsed().as_secs_f64(),
+        sum.path.display()
+    );
+    std::process::exit(code);
+}
+
+fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
+    let scenarios = megakernel::catalog::load().map_err(|e| e.to_string())?;
+    let families = megakernel::catalog::families(&scenarios);
+    let mut gpu: Option<megakernel::gpu::GpuExecutor> = None;
+    let mut sim = megakernel::SimExecutor::default();
+    if !args.sim {
+        let t = Instant::now();
+        let g = megakernel::gpu::GpuExecutor::open(true)?;
+        sum.set(
+            "device",
+            json!({
+                "gpu": g.env().gpu, "driver": g.env().driver, "cuda": g.env().cuda,
+                "cupti": g.env().cupti, "sms": g.num_sms,
+                "cupti_recorder": g.recorder_error.clone().unwrap_or_else(|| "ok".into()),
+                "open_s": t.elapsed().as_secs_f64(),
+                "rebuild_ms": g.rebuild_ns as f64 / 1e6,
+            }),
+        );
+        gpu = Some(g);
+    } else {
+        sum.set("device", json!({"gpu": "simulator"}));
+    }
+    let budget = args.budget_s;
+    let over = |sum: &Summary| sum.started.elapsed().as_secs_f64() > budget;
+    let ex: &mut dyn Executor = match gpu.as_mut() {
+        Some(g) => g,
+        None => &mut sim,
+    };
+    let opt_base = FamilyOptions {
+        measure_launches: if args.sim { 1 } else { 3 },
+        ..Default::default()
+    };
+    // 1. Families × repetitions.
+    let mut family_twin: Option<(MkScenario, u32)> = None;
+    for (family, variants) in &families {
+        let mut packed: Vec<PackedCase> = Vec::new();
+        for rep in 0..args.reps {
+            if over(sum) {
+                sum.push("skipped", json!(format!("{family} r{rep}: time budget")));
+                continue;
+            }
+            let opt = FamilyOptions {
+                repetition: rep,
+                ..opt_base.clone()
+            };
+            let t = Instant::now();
+            match run_family(ex, variants, &opt) {
+                Ok(cases) => {
+                    let summaries: Vec<Value> = cases.iter().map(case_summary).collect();
+                    if cases.len() == 2 {
+                        let (a, b) = (cases[0].kernel_ns as f64, cases[1].kernel_ns as f64);
+                        let diff = (a - b).abs() / ((a + b) / 2.0);
+                        sum.push(
+                            "pairs",
+                            json!({
+                                "family": family, "rep": rep,
+                                "variants": [cases[0].telemetry.scenario.variant, cases[1].telemetry.scenario.variant],
+                                "kernel_us": [us(cases[0].kernel_ns), us(cases[1].kernel_ns)],
+                                "twin_us": us(cases[0].twin_ns),
+                                "diff_pct": diff * 100.0,
+                                "within_5pct": diff < 0.05,
+                                "signatures": [summaries[0]["signature"].clone(), summaries[1]["signature"].clone()],
+                            }),
+                        );
+                    }
+                    for s in summaries {
+                        sum.push("cases", s);
+                    }
+                    if family_twin.is_none() {
+                        family_twin = Some((variants[0].clone(), cases[0].telemetry.workers));
+                    }
+                    packed.extend(cases.into_iter().map(|c| PackedCase {
+                        bundle: c.bundle,
+                        telemetry: c.telemetry,
+                    }));
+                    let path = args.out.join(format!("{family}.cases.jsonl.gz"));
+                    if let Err(e) = pack::write(&path, &packed) {
+                        sum.push("errors", json!(format!("{}: {e}", path.display())));
+                    }
+                    eprintln!(
+                        "{family} r{rep}: {:.2} s",
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+                Err(e) => {
+                    eprintln!("{family} r{rep}: {e}");
+                    sum.push("errors", json!(format!("{family} r{rep}: {e}")));
+                }
+            }
+        }
+    }
+    let Some((sc, workers)) = family_twin else {
+        return Err("no family ran".into());
+    };
+    // 2. Perturbation: interleaved launches of the twin under each monitor.
+    if !over(sum) {
+        let twin = schedule::build(&sc, workers, None);
+        let monitors = standard_monitors();
+        let mut per: Vec<Vec<u64>> = vec![Vec::new(); monitors.len()];
+        let mut apply: Vec<Vec<u64>> = vec![Vec::new(); monitors.len()];
+        let mut err = None;
+        'rounds: for r in 0..args.perturbation_rounds {
+            for (i, m) in monitors.iter().enumerate() {
+                match ex.launch(&twin, m, r as u64) {
+                    Ok(l) => {
+                        per[i].push(l.capture.kernel_ns);
+                        apply[i].push(l.capture.config_apply_ns);
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        break 'rounds;
+                    }
+                }
+            }
+            if over(sum) {
+                break;
+            }
+        }
+        let base = median(&mut per[0].clone()) as f64;
+        let rows: Vec<Value> = monitors
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let med = median(&mut per[i]) as f64;
+                json!({
+                    "monitor": m.name,
+                    "launches": per[i].len(),
+                    "median_kernel_us": med / 1e3,
+                    "min_kernel_us": per[i].iter().min().map(|&x| us(x)),
+                    "max_kernel_us": per[i].iter().max().map(|&x| us(x)),
+                    "overhead_pct": if base > 0.0 { (med / base - 1.0) * 100.0 } else { 0.0 },
+                    "median_config_apply_us": us(median(&mut apply[i])),
+                })
+            })
+            .collect();
+        sum.set(
+            "perturbation",
+            json!({"schedule": sc.name, "rounds": args.perturbation_rounds, "rows": rows, "error": err}),
+        );
+    }
+    // 3. Controls and PC sampling (GPU only).
+    if let Some(g) = gpu.as_mut() {
+        sum.set(
+            "config_apply",
+            json!({
+                "rebuild_ms": g.rebuild_ns as f64 / 1e6,
+                "note": "rebuild = NVRTC compile + module load of megakernel.cu; applying a configuration = one 64-byte copy + synchronize (per-monitor medians under perturbation.rows)",
+            }),
+        );
+        if !over(sum) {
+            let mut rows = Vec::new();
+            for (label, amount) in [("twin", None), ("class-delay", Some(true))] {
+                let s = match amount {
+                    None => schedule::build(&sc, workers, None),
+                    Some(_) => {
+                        let a = schedule::amount_for(&sc, workers, sc.injection.magnitude_us * 1e3);
+                        schedule::build(&sc, workers, Some(a))
+                    }
+                };
+                match g.controls(&s, 5) {
+                    Ok(c) => {
+                        let mut a = c.kernel_per_op_ns.clone();
+                        let mut b = c.cuda_graph_ns.clone();
+                        let mut m = c.megakernel_ns.clone();
+                        rows.push(json!({
+                            "schedule": label, "kernels_per_run": c.kernels_per_run,
+                            "kernel_per_op_median_us": us(median(&mut a)),
+                            "cuda_graph_median_us": us(median(&mut b)),
+                            "megakernel_median_us": us(median(&mut m)),
+                            "raw": c,
+                        }));
+                    }
+                    Err(e) => rows.push(json!({"schedule": label, "error": e})),
+                }
+                sum.set("controls", json!(rows));
+            }
+        }
+        if !over(sum) {
+            let twin = schedule::build(&sc, workers, None);
+            let pc = g.pc_sampling_probe(&twin);
+            sum.set("pc_sampling", serde_json::to_value(&pc).unwrap_or(Value::Null));
+        }
+    }
+    let _ = MonitorConfig::none();
+    let _ = Path::new("");
+    Ok(())
+}

@@ -1,0 +1,393 @@
+//! Task-level ground truth and the bundle of one megakernel case.
+//!
+//! The standard [`Bundle`] holds what kernel-level CUPTI sees (the launch call
+//! and the one long kernel) and the ground truth: the launch and the kernel,
+//! one `event_record` node per device dependency counter, one `task` node per
+//! task (times from the full task log of the case), `graph` edges task → event
+//! (the trigger) and event → task (the dispatch), `event` edges event → task
+//! for dependency waits, the injected fault with `fault` edges to the tasks it
+//! acted on, and two symptoms on the kernel: `q0` its cause, `q1` the task class
+//! affected (an `operator` question: in a megakernel every operator is a task
+//! class). Task nodes have no rids: no record of the standard trace observes a
+//! task, which is the point of the track. The [`TaskTelemetry`] sidecar holds
+//! the monitors' captures and the task truth.
+
+use crate::schedule::{Schedule, NONE};
+use ground_truth::graph::{Boundary, Edge, EdgeType, InjectionRecord, Node, NodeKind, NodeRids, Phases, Symptom};
+use ground_truth::megakernel::{
+    class_name, Capture, HookKind, MkScenario, TaskTelemetry, TaskTruth,
+};
+use crate::mix2;
+use ground_truth::trace::{ApiDomain, Record};
+use ground_truth::{
+    Bundle, Collectors, GroundTruth, LossAccounting, Manifest, Mode, Question, Readable, Scenario,
+    ViewSpec, SCHEMA_VERSION,
+};
+use std::path::Path;
+
+/// Driver API callback id of `cuLaunchKernel`.
+pub const CBID_CU_LAUNCH_KERNEL: u32 = 307;
+
+/// What kernel-level CUPTI saw of one launch (CLOCK_MONOTONIC on a GPU; the
+/// simulator's clock in simulation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KernelObs {
+    pub api_start: u64,
+    pub api_end: u64,
+    pub queued: u64,
+    pub submitted: u64,
+    pub start: u64,
+    pub end: u64,
+    pub correlation_id: u32,
+    pub stream: u32,
+    pub context: u32,
+    pub device: u32,
+    pub tid: u32,
+}
+
+/// Environment of the recording.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub backend: String,
+    pub gpu: String,
+    pub driver: String,
+    pub cuda: String,
+    pub cupti: String,
+    pub host: String,
+}
+
+/// Per-task times from a full task log (device clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskTimes {
+    pub ready: u64,
+    pub wait_begin: u64,
+    pub wait_end: u64,
+    pub start: u64,
+    pub end: u64,
+    pub worker: u32,
+}
+
+/// Task times from a capture that logged everything (missing events stay 0).
+pub fn task_times(c: &Capture, tasks: usize) -> Vec<TaskTimes> {
+    let mut v = vec![TaskTimes::default(); tasks];
+    for e in &c.events {
+        let Some(t) = v.get_mut(e.task as usize) else {
+            continue;
+        };
+        match e.kind {
+            HookKind::Ready => t.ready = e.ts,
+            HookKind::WaitBegin => t.wait_begin = e.ts,
+            HookKind::WaitEnd => t.wait_end = e.ts,
+            HookKind::Start => {
+                t.start = e.ts;
+                t.worker = e.worker;
+            }
+            HookKind::End => t.end = e.ts,
+            HookKind::Assigned | HookKind::QueuePressure => {}
+        }
+    }
+    v
+}
+
+/// The standard scenario embedded in the manifest: what CUPTI sees — one
+/// persistent kernel launched once.
+pub fn kernel_level_scenario(sc: &MkScenario, workers: u32, duration_us: f64) -> Scenario {
+    let yaml = format!(
+        "schema_version: 1\nname: {name}\nfamily: {family}\nvariant: {variant}\ncause: {cause}\n\
+         description: {desc:?}\nmode: instrumented\nseed: {seed}\nrepetitions: {reps}\n\
+         threads: [{{name: host}}]\nstreams: [{{name: compute}}]\n\
+         programs:\n  - name: serve\n    start: host\n    requests: 1\n    steps:\n      \
+         - {{op: kernel, id: megakernel, stream: compute, name: mk_persistent, duration_us: {dur:.3}, grid: {workers}}}\n\
+         symptom: {{step: megakernel}}\n",
+        name = sc.name,
+        family = sc.family,
+        variant = sc.variant,
+        cause = sc.cause,
+        desc = format!(
+            "megakernel track (kernel-level description; the task-level scenario is in the tasks.json sidecar): {}",
+            sc.description
+        ),
+        seed = sc.seed,
+        reps = sc.repetitions,
+        dur = duration_us.max(1.0),
+    );
+    Scenario::parse(Path::new("megakernel.yaml"), yaml.as_bytes())
+        .expect("the kernel-level scenario template is valid")
+}
+
+/// Inputs of [`build`].
+pub struct CaseInputs<'a> {
+    pub scenario: &'a MkScenario,
+    pub repetition: u32,
+    pub schedule: &'a Schedule,
+    /// The launch whose full task log is the truth.
+    pub truth_capture: &'a Capture,
+    /// Device clock of that launch's first worker start.
+    pub device_start: u64,
+    pub kernel: KernelObs,
+    /// Outer kernel time of the no-injection twin (same monitor as `kernel`).
+    pub twin_kernel_ns: u64,
+    pub requested_us: f64,
+    pub captures: Vec<Capture>,
+    pub env: &'a Env,
+}
+
+fn node(id: usize, kind: NodeKind, name: String, start: u64, end: u64) -> Node {
+    Node {
+        id: id as u32,
+        kind,
+        name: name.into(),
+        request: None,
+        step: None,
+        thread: None,
+        stream: None,
+        call_site: None,
+        operator: None,
+        generation: 0,
+        start,
+        end,
+        queued: 0,
+        submitted: 0,
+        rids: NodeRids::new(),
+    }
+}
+
+/// Builds the bundle and its sidecar.
+pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
+    let sc = inp.scenario;
+    let s = inp.schedule;
+    let k = inp.kernel;
+    let rid_api = mix2(sc.seed ^ 0x6d6b, inp.repetition as u64 * 2 + 1) >> 12;
+    let rid_kernel = mix2(sc.seed ^ 0x6d6b, inp.repetition as u64 * 2 + 2) >> 12;
+    let trace = vec![
+        Record::Api {
+            rid: rid_api,
+            domain: ApiDomain::Driver,
+            cbid: CBID_CU_LAUNCH_KERNEL,
+            name: "cuLaunchKernel".into(),
+            tid: k.tid,
+            start: k.api_start,
+            end: k.api_end,
+            correlation_id: k.correlation_id,
+        },
+        Record::Kernel {
+            rid: rid_kernel,
+            name: "mk_persistent".into(),
+            stream: k.stream,
+            context: k.context,
+            device: k.device,
+            correlation_id: k.correlation_id,
+            graph_id: 0,
+            graph_node_id: 0,
+            queued: k.queued,
+            submitted: k.submitted,
+            start: k.start,
+            end: k.end,
+            grid: [s.workers, 1, 1],
+            block: [128, 1, 1],
+            channel: 0,
+        },
+    ];
+    // Device clock → bundle clock.
+    let off = k.start as i128 - inp.device_start as i128;
+    let map = |t: u64| -> u64 {
+        if t == 0 {
+            0
+        } else {
+            (t as i128 + off).max(0) as u64
+        }
+    };
+    let times = task_times(inp.truth_capture, s.tasks.len());
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    let mut api = node(0, NodeKind::ApiCall, "cuLaunchKernel".into(), k.api_start, k.api_end);
+    api.thread = Some(k.tid);
+    api.rids.push(rid_api);
+    nodes.push(api);
+    let mut kn = node(1, NodeKind::Kernel, "mk_persistent".into(), k.start, k.end);
+    kn.stream = Some(k.stream);
+    kn.queued = k.queued;
+    kn.submitted = k.submitted;
+    kn.step = Some("megakernel".into());
+    kn.rids.push(rid_kernel);
+    nodes.push(kn);
+    edges.push(Edge {
+        src: 0,
+        dst: 1,
+        kind: EdgeType::Launch,
+    });
+    let ev_base = nodes.len();
+    // Event completion: the latest end of its triggers.
+    let mut ev_done = vec![0u64; s.events.len()];
+    for (i, t) in s.tasks.iter().enumerate() {
+        if t.trigger_event != NONE {
+            let e = t.trigger_event as usize;
+            ev_done[e] = ev_done[e].max(times[i].end);
+        }
+    }
+    for (e, &d) in ev_done.iter().enumerate() {
+        let mut n = node(
+            ev_base + e,
+            NodeKind::EventRecord,
+            format!("event{e}"),
+            map(d),
+            map(d),
+        );
+        n.step = Some(format!("event{e}").into());
+        nodes.push(n);
+    }
+    let task_base = nodes.len();
+    let mut task_nodes = Vec::with_capacity(s.tasks.len());
+    for (i, t) in s.tasks.iter().enumerate() {
+        let tt = times[i];
+        let mut n = node(
+            task_base + i,
+            NodeKind::Task,
+            format!("task:{}", class_name(t.class)),
+            map(tt.start),
+            map(tt.end),
+        );
+        n.operator = Some(class_name(t.class).into());
+        n.generation = t.task_gen;
+        n.request = Some(t.req_gen.to_string().into());
+        n.stream = Some(tt.worker);
+        n.queued = map(tt.ready);
+        n.submitted = map(if tt.wait_begin != 0 { tt.wait_begin } else { tt.start });
+        n.step = Some(format!("task{i}").into());
+        task_nodes.push((task_base + i) as u32);
+        nodes.push(n);
+        if t.trigger_event != NONE {
+            edges.push(Edge {
+                src: (task_base + i) as u32,
+                dst: (ev_base + t.trigger_event as usize) as u32,
+                kind: EdgeType::Graph,
+            });
+        }
+        if t.dep_event != NONE {
+            edges.push(Edge {
+                src: (ev_base + t.dep_event as usize) as u32,
+                dst: (task_base + i) as u32,
+                kind: EdgeType::Graph,
+            });
+        }
+        if t.wait_event != NONE {
+            edges.push(Edge {
+                src: (ev_base + t.wait_event as usize) as u32,
+                dst: (task_base + i) as u32,
+                kind: EdgeType::Event,
+            });
+        }
+    }
+    let lateness_ns = (k.end - k.start) as f64 - inp.twin_kernel_ns as f64;
+    let fault = nodes.len() as u32;
+    let kind_name = serde_json::to_value(sc.injection.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut f = node(
+        fault as usize,
+        NodeKind::InjectedFault,
+        kind_name.clone(),
+        k.start,
+        k.end,
+    );
+    f.operator = Some(sc.injection.class.clone().into());
+    nodes.push(f);
+    for &t in &s.injected_tasks {
+        edges.push(Edge {
+            src: fault,
+            dst: task_base as u32 + t,
+            kind: EdgeType::Fault,
+        });
+    }
+    let mut gt = GroundTruth {
+        nodes,
+        edges,
+        symptoms: Vec::new(),
+        injections: vec![InjectionRecord {
+            kind: kind_name,
+            mechanism: format!("{}:task-graph", inp.env.backend),
+            requested_us: inp.requested_us,
+            measured_us: lateness_ns / 1e3,
+            fault_node: Some(fault),
+        }],
+    };
+    let path = vec![0u32, 1u32];
+    let present = |n: u32, c: Collectors, m: Mode| -> bool {
+        let rids = &gt.nodes[n as usize].rids;
+        trace
+            .iter()
+            .any(|r| rids.contains(&r.rid()) && ViewSpec::keeps(c, m, r))
+    };
+    let boundaries: Vec<Boundary> = Collectors::ALL
+        .iter()
+        .flat_map(|&c| [Mode::Instrumented, Mode::Closed].map(|m| (c, m)))
+        .map(|(c, m)| Boundary {
+            collectors: c,
+            mode: m,
+            edge: gt.first_unresolved(&path, |n| present(n, c, m)),
+        })
+        .collect();
+    let phases = Phases {
+        execution: lateness_ns,
+        ..Default::default()
+    };
+    for (id, q, answer) in [
+        ("q0", Question::Cause, None),
+        ("q1", Question::Operator, Some(sc.injection.class.clone())),
+    ] {
+        gt.symptoms.push(Symptom {
+            id: id.into(),
+            node: 1,
+            rid: rid_kernel,
+            question: q,
+            cause: sc.cause,
+            answer,
+            lateness_ns,
+            critical_path: path.clone(),
+            phases,
+            boundaries: boundaries.clone(),
+        });
+    }
+    let bundle = Bundle {
+        schema_version: SCHEMA_VERSION,
+        manifest: Manifest {
+            scenario: kernel_level_scenario(sc, s.workers, (k.end - k.start) as f64 / 1e3),
+            seed: sc.seed,
+            repetition: inp.repetition,
+            backend: inp.env.backend.clone(),
+            gpu: inp.env.gpu.clone(),
+            driver: inp.env.driver.clone(),
+            cuda: inp.env.cuda.clone(),
+            cupti: inp.env.cupti.clone(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            host: inp.env.host.clone(),
+            collectors: vec!["cupti".into(), "megakernel-hooks".into()],
+            cross_check: None,
+        },
+        ground_truth: gt,
+        trace,
+        loss: LossAccounting::default(),
+    };
+    let telemetry = TaskTelemetry {
+        schema_version: SCHEMA_VERSION,
+        bundle: bundle.id(),
+        scenario: sc.clone(),
+        workers: s.workers,
+        tasks: s.tasks.len() as u32,
+        backend: inp.env.backend.clone(),
+        captures: inp.captures,
+        reference: Vec::new(),
+        truth: TaskTruth {
+            cause: sc.cause,
+            affected_class: sc.injection.class.clone(),
+            injected_tasks: s.injected_tasks.clone(),
+            task_nodes: task_nodes.clone(),
+            requested_us: inp.requested_us,
+            measured_us: lateness_ns / 1e3,
+            realised: s.realised.describe(),
+        },
+    };
+    debug_assert!(bundle.problems().is_empty(), "{:?}", bundle.problems());
+    (bundle, telemetry)
+}
