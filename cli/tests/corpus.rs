@@ -60,3 +60,57 @@ fn corpus_replays_to_the_committed_leaderboard() {
         "replaying {CORPUS} no longer gives {RESULTS}/leaderboard.json"
     );
 }
+
+/// Issue 7's call-site measure on the real traces: every kernel launched from
+/// a scenario call site has, on its launching call, a uprobe whose stack names
+/// that call site (the recorder read the backend's perf map), ≥ 99 %.
+#[test]
+fn recorded_stacks_name_every_kernels_call_site() {
+    use ground_truth::graph::{EdgeType, NodeKind};
+    use ground_truth::io::Readable;
+    use ground_truth::trace::Record;
+    use std::collections::HashMap;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(CORPUS);
+    let (mut kernels, mut recovered) = (0usize, 0usize);
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".bundle.json") {
+            continue;
+        }
+        let b = ground_truth::Bundle::read(&path).unwrap();
+        let records: HashMap<u64, &Record> = b.trace.iter().map(|r| (r.rid(), r)).collect();
+        let launcher: HashMap<u32, u32> = b
+            .ground_truth
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeType::Launch)
+            .map(|e| (e.dst, e.src))
+            .collect();
+        for n in &b.ground_truth.nodes {
+            let Some(site) = n.call_site.as_deref() else {
+                continue;
+            };
+            if n.kind != NodeKind::Kernel || site == "causalbench-injector" {
+                continue;
+            }
+            kernels += 1;
+            let call = &b.ground_truth.nodes[launcher[&n.id] as usize];
+            let frame = call.rids.iter().find_map(|r| match records.get(r) {
+                Some(Record::Uprobe { stack, .. }) => baselines::index::call_site_frame(stack),
+                _ => None,
+            });
+            if frame == Some(site) {
+                recovered += 1;
+            } else if wrong.len() < 5 {
+                wrong.push(format!("{}: {site} vs {frame:?}", b.id()));
+            }
+        }
+    }
+    eprintln!("call sites recovered from real stacks: {recovered}/{kernels}");
+    assert!(kernels >= 100, "only {kernels} kernels with a call site");
+    assert!(
+        recovered as f64 >= 0.99 * kernels as f64,
+        "{recovered}/{kernels} recovered; e.g. {wrong:?}"
+    );
+}
