@@ -806,6 +806,69 @@ fn pageable_copy_fence_is_implicit_sync() {
     );
 }
 
+/// What CUPTI gives on a real GPU: a pageable copy without queued/submitted
+/// and no implicit-fence sync record, the call returning after the copy ended.
+/// The call's return must not be read as when the copy was enqueued (that
+/// made the copy look gated by its own launch: `host_compute`).
+#[test]
+fn blocking_copy_without_queue_timestamps_is_gated_by_its_stream() {
+    let mut b = ViewBuilder::new();
+    let mut copies = vec![];
+    for r in 0..3u64 {
+        let t = 10 * MS + r * 20 * MS;
+        let long = if r == 0 { 3 * MS } else { 300 * US };
+        b.launch(10, t, 1, "compute", long);
+        let kend = t + 7 * US + long;
+        let (_, c) = b.api(10, "cuMemcpyDtoHAsync_v2", t + 20 * US, kend + 800 * US);
+        copies.push(b.memcpy(
+            c,
+            1,
+            CopyDirection::D2h,
+            HostMemory::Pageable,
+            1 << 23,
+            [0, 0, kend + 3 * US, kend + 700 * US],
+        ));
+    }
+    b.query("q", copies[0], Question::Cause);
+    let e = run("causal-graph", &b.build());
+    assert_eq!(top(&e, "q"), CauseLabel::ImplicitSync);
+}
+
+/// A copy made slow by moving more bytes has no peer of the same shape; the
+/// same transfer step on its stream in other requests is its reference.
+#[test]
+fn larger_transfer_is_a_slow_copy() {
+    let mut b = ViewBuilder::new();
+    let mut copies = vec![];
+    for r in 0..3u64 {
+        let t = 10 * MS + r * 20 * MS;
+        b.launch(10, t, 1, "compute", 300 * US);
+        let kend = t + 7 * US + 300 * US;
+        let (bytes, dur) = if r == 0 {
+            (5 << 23, 3700 * US)
+        } else {
+            (1 << 23, 700 * US)
+        };
+        let (_, c) = b.api(
+            10,
+            "cuMemcpyDtoHAsync_v2",
+            t + 20 * US,
+            kend + dur + 100 * US,
+        );
+        copies.push(b.memcpy(
+            c,
+            1,
+            CopyDirection::D2h,
+            HostMemory::Pageable,
+            bytes,
+            [0, 0, kend + 3 * US, kend + dur],
+        ));
+    }
+    b.query("q", copies[0], Question::Cause);
+    let e = run("causal-graph", &b.build());
+    assert_eq!(top(&e, "q"), CauseLabel::SlowCopy);
+}
+
 #[test]
 fn timestamp_join_claims_only_inferred_edges() {
     let (v, _) = late_kernel("none");
