@@ -22,7 +22,9 @@
 //! symptom lateness vs the twin (bundles not written);
 //! `--pairs-reps R` (default 0 = skip): every catalog scenario R repetitions,
 //! per paired family the lateness difference between variants;
-//! `--table-ebpf`: keep the eBPF recorder on for those two studies (default off).
+//! `--table-ebpf`: keep the eBPF recorder on for those two studies (default off);
+//! `--starve-check N` (default 0 = skip): a launch-bound run of N kernels with
+//! CUPTI starved of activity buffers, against the same run with the normal supply.
 
 use generator::cuda::CudaBackend;
 use generator::Backend;
@@ -218,6 +220,12 @@ fn main() {
     }
     if (table_reps > 0 || pairs_reps > 0) && !table_ebpf {
         be.set_host_recorder(false).expect("session");
+    }
+    let starve_ops = num("--starve-check", 0);
+    if starve_ops > 0 {
+        let v = starve_check(&be, starve_ops, &out);
+        eprintln!("starve check: {v}");
+        write_partial("starve-check", &v);
     }
     let mut injection_table = json!(null);
     if table_reps > 0 {
@@ -478,6 +486,55 @@ fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> serde
         }
     }
     json!(rows)
+}
+
+/// Real CUPTI record loss: a launch-bound run with CUPTI given only two small
+/// activity buffers. CUPTI's dropped count must reach the bundle and every op
+/// must still be in the ground truth.
+fn starve_check(be: &CudaBackend, ops: u32, out: &std::path::Path) -> serde_json::Value {
+    use ground_truth::graph::NodeKind;
+    let sc = generator::sim::launch_bound_scenario(ops);
+    let budget = (2usize, 64usize << 10);
+    let run = |starved: bool| -> serde_json::Value {
+        be.set_cupti_starvation(starved.then_some(budget))
+            .expect("session");
+        let r = be.record(&sc, 0);
+        let _ = be.take_stats();
+        be.set_cupti_starvation(None).expect("session");
+        match r {
+            Ok(b) => {
+                let kernels: Vec<_> = b
+                    .ground_truth
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::Kernel)
+                    .collect();
+                let with_record = kernels.iter().filter(|n| !n.rids.is_empty()).count();
+                let calls = b
+                    .ground_truth
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::ApiCall)
+                    .count();
+                let path = out.join(format!(
+                    "starve-check.{}.bundle.json",
+                    if starved { "starved" } else { "normal" }
+                ));
+                let written = b.write(&path).map_err(|e| e.to_string());
+                let reread = ground_truth::Bundle::read(&path)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                json!({
+                    "starved": starved, "buffers": budget.0, "buffer_bytes": budget.1,
+                    "cupti_dropped": b.loss.cupti_dropped, "records": b.trace.len(),
+                    "kernels": kernels.len(), "kernels_with_record": with_record,
+                    "api_calls": calls, "written": written.is_ok(), "reread": reread,
+                })
+            }
+            Err(e) => json!({"starved": starved, "error": e.to_string()}),
+        }
+    };
+    json!({"ops": ops, "normal": run(false), "starved": run(true)})
 }
 
 /// The scenario with its injection's target copy in pinned host memory, when

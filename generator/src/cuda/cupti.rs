@@ -139,16 +139,44 @@ fn layout() -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(BUFFER_SIZE, BUFFER_ALIGN).expect("valid layout")
 }
 
+/// While starving: how many more buffers CUPTI may get, and their size.
+static STARVATION: Mutex<Option<(usize, usize)>> = Mutex::new(None);
+
+/// Starves CUPTI of activity buffers: at most `buffers` more buffers of
+/// `bytes` each are handed out, then none, so CUPTI drops the records it has
+/// no room for and counts them — real record loss, as under memory pressure.
+/// `None` restores the normal supply.
+pub fn starve_buffers(budget: Option<(usize, usize)>) {
+    if let Ok(mut g) = STARVATION.lock() {
+        *g = budget.map(|(n, bytes)| (n, bytes.clamp(1024, BUFFER_SIZE)));
+    }
+}
+
 unsafe extern "C" fn buffer_requested(
     buffer: *mut *mut u8,
     size: *mut usize,
     max_num_records: *mut usize,
 ) {
-    // SAFETY: CUPTI passes valid out pointers; the buffer is freed in `buffer_completed`.
+    let grant = match STARVATION.lock().as_deref_mut() {
+        Ok(Some((0, _))) => None,
+        Ok(Some((left, bytes))) => {
+            *left -= 1;
+            Some(*bytes)
+        }
+        _ => Some(BUFFER_SIZE),
+    };
+    *max_num_records = 0;
+    let Some(grant) = grant else {
+        // No buffer: CUPTI drops the records and counts them.
+        *buffer = std::ptr::null_mut();
+        *size = 0;
+        return;
+    };
+    // SAFETY: CUPTI passes valid out pointers; the buffer is freed in
+    // `buffer_completed` (always allocated at full size, `grant` may be less).
     let p = std::alloc::alloc(layout());
     *buffer = p;
-    *size = if p.is_null() { 0 } else { BUFFER_SIZE };
-    *max_num_records = 0;
+    *size = if p.is_null() { 0 } else { grant };
 }
 
 unsafe extern "C" fn buffer_completed(
@@ -438,9 +466,16 @@ impl Recorder {
         ok("cuptiActivityFlushAll", unsafe {
             cs::cuptiActivityFlushAll(1)
         })?;
+        // Records dropped while no buffer was out are counted on the global
+        // queue, which a completed buffer may never report.
+        let mut global: usize = 0;
+        // SAFETY: NULL context and stream 0 name the global queue.
+        let _ =
+            unsafe { cs::cuptiActivityGetNumDroppedRecords(std::ptr::null_mut(), 0, &mut global) };
         let mut c = COLLECTED
             .lock()
             .map_err(|_| "CUPTI record store poisoned")?;
+        c.dropped += global as u64;
         Ok(Flushed {
             records: std::mem::take(&mut c.records),
             dropped: std::mem::take(&mut c.dropped),

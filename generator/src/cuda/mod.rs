@@ -158,6 +158,17 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Starves CUPTI of activity buffers in every recorded run while set: at
+    /// most `buffers` buffers of `bytes` each per run, then CUPTI drops records
+    /// and counts them (the bundle's `loss.cupti_dropped`); the ground truth
+    /// still has every op, timed from the kernels' own device log. `None`:
+    /// the normal supply.
+    pub fn set_cupti_starvation(&self, budget: Option<(usize, usize)>) -> Result<(), RecordError> {
+        let s = self.session()?;
+        s.lock().unwrap_or_else(|e| e.into_inner()).cupti_starvation = budget;
+        Ok(())
+    }
+
     /// Records every (scenario, repetition) under one eBPF recorder session
     /// (see `Session::record_batch`), with each run's measurements.
     pub fn record_batch(
@@ -257,6 +268,8 @@ struct Session {
     host_on: bool,
     /// Why the eBPF host recorder can't run here (said once, then skipped).
     host_disabled: Option<String>,
+    /// CUPTI buffer budget of every run while set (`cupti::starve_buffers`).
+    cupti_starvation: Option<(usize, usize)>,
 }
 
 const LOG_SLOTS: u32 = 1 << 20;
@@ -302,6 +315,7 @@ impl Session {
             spin_overhead_ns: 0,
             host_on: true,
             host_disabled: None,
+            cupti_starvation: None,
         })
         .and_then(|mut s| {
             s.spin_overhead_ns = s.spin_overhead()?;
@@ -615,7 +629,9 @@ impl Session {
             None
         };
         let dev = self.device();
+        cupti::starve_buffers(self.cupti_starvation);
         let log = exec::Exec::new(sc, &dev, plan, seed).map(|e| e.run());
+        cupti::starve_buffers(None);
         let trace = rec.map(|r| r.stop());
         Ok((log?, trace))
     }
