@@ -26,6 +26,7 @@ pub mod ebpf_host;
 pub mod external;
 pub mod hta;
 pub mod index;
+pub mod megakernel;
 pub mod nvtx_enclosure;
 pub mod synth;
 pub mod timestamp_join;

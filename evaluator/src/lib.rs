@@ -13,6 +13,7 @@
 mod diff;
 mod index;
 mod leaderboard;
+pub mod megakernel;
 mod output;
 mod plots;
 mod score;

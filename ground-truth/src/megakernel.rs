@@ -287,9 +287,12 @@ pub struct PcSampling {
     /// (simulated runs) — empty when unavailable.
     #[serde(default)]
     pub class_samples: Vec<u64>,
-    /// Samples whose stall reason was a dependency wait / idle spin.
+    /// Samples in the (shared) dependency-wait loop.
     #[serde(default)]
     pub wait_samples: u64,
+    /// Samples in the scheduler's idle loop (empty queue, or a held task).
+    #[serde(default)]
+    pub idle_samples: u64,
 }
 
 /// One monitor's capture of one launch of the megakernel.

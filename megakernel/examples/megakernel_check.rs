@@ -159,6 +159,33 @@ fn case_summary(c: &CaseResult) -> Value {
     })
 }
 
+/// The acceptance checks, from the rows and the pairs measured.
+fn acceptance(rows: &[evaluator::megakernel::TrackRow], v: &Value) -> Value {
+    let row = |p: &str, m: &str| rows.iter().find(|r| r.profiler == p && r.monitor == m);
+    let pairs = v["pairs"].as_array().cloned().unwrap_or_default();
+    let within = pairs.iter().filter(|p| p["within_5pct"] == json!(true)).count();
+    let log_bytes = row("mk-task-log", "task-log").map(|r| r.mean_bytes_exported);
+    let agg_bytes = row("mk-aggregate", "aggregate").map(|r| r.mean_bytes_exported);
+    let fc: Vec<Value> = rows
+        .iter()
+        .filter(|r| r.budgeted)
+        .map(|r| json!({"profiler": r.profiler, "monitor": r.monitor, "false_confidence_rate": r.false_confidence_rate, "under_covered": r.under_covered}))
+        .collect();
+    json!({
+        "pairs_within_5pct": format!("{within}/{}", pairs.len()),
+        "kernel_cupti_pair_accuracy": row("mk-kernel-cupti", "none").and_then(|r| r.pair_accuracy),
+        "aggregate_pair_accuracy": row("mk-aggregate", "aggregate").and_then(|r| r.pair_accuracy),
+        "task_log_pair_accuracy": row("mk-task-log", "task-log").and_then(|r| r.pair_accuracy),
+        "bytes_task_log_over_aggregate": match (log_bytes, agg_bytes) {
+            (Some(l), Some(a)) if a > 0.0 => Some(l / a),
+            _ => None,
+        },
+        "aggregate_perturbation_pct": row("mk-aggregate", "aggregate").map(|r| r.perturbation_pct),
+        "task_log_perturbation_pct": row("mk-task-log", "task-log").map(|r| r.perturbation_pct),
+        "budgeted_false_confidence": fc,
+    })
+}
+
 fn main() {
     let args = match parse_args() {
         Ok(a) => a,
@@ -230,6 +257,7 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
     };
     // 1. Families × repetitions.
     let mut family_twin: Option<(MkScenario, u32)> = None;
+    let mut all_cases: Vec<PackedCase> = Vec::new();
     for (family, variants) in &families {
         let mut packed: Vec<PackedCase> = Vec::new();
         for rep in 0..args.reps {
@@ -267,10 +295,15 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
                     if family_twin.is_none() {
                         family_twin = Some((variants[0].clone(), cases[0].telemetry.workers));
                     }
-                    packed.extend(cases.into_iter().map(|c| PackedCase {
-                        bundle: c.bundle,
-                        telemetry: c.telemetry,
-                    }));
+                    let new: Vec<PackedCase> = cases
+                        .into_iter()
+                        .map(|c| PackedCase {
+                            bundle: c.bundle,
+                            telemetry: c.telemetry,
+                        })
+                        .collect();
+                    all_cases.extend(new.iter().cloned());
+                    packed.extend(new);
                     let path = args.out.join(format!("{family}.cases.jsonl.gz"));
                     if let Err(e) = pack::write(&path, &packed) {
                         sum.push("errors", json!(format!("{}: {e}", path.display())));
@@ -290,6 +323,21 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
     let Some((sc, workers)) = family_twin else {
         return Err("no family ran".into());
     };
+    // 1b. Score the track (CPU only): every profiler on every capture it reads.
+    let t = Instant::now();
+    let (scores, rows) = megakernel::track::leaderboard(&all_cases);
+    let md = evaluator::megakernel::track_markdown(&rows);
+    let _ = std::fs::write(args.out.join("track-leaderboard.md"), &md);
+    eprintln!("{md}");
+    sum.set(
+        "track",
+        json!({
+            "scored_cases": scores.len(),
+            "score_s": t.elapsed().as_secs_f64(),
+            "rows": rows,
+            "acceptance": acceptance(&rows, &sum.v),
+        }),
+    );
     // 2. Perturbation: interleaved launches of the twin under each monitor.
     if !over(sum) {
         let twin = schedule::build(&sc, workers, None);

@@ -27,6 +27,11 @@ pub trait Executor {
     /// Workers a scenario with `workers: 0` gets.
     fn default_workers(&self) -> u32;
     fn launch(&mut self, s: &Schedule, cfg: &MonitorConfig, seed: u64) -> Result<Launch, String>;
+    /// One launch under PC sampling, when this executor can collect samples
+    /// (`None`: it cannot; the GPU reports why separately).
+    fn launch_pc_sampling(&mut self, _s: &Schedule, _seed: u64) -> Option<Result<Launch, String>> {
+        None
+    }
 }
 
 /// The simulator as an executor.
@@ -58,6 +63,16 @@ impl Executor for SimExecutor {
     fn default_workers(&self) -> u32 {
         self.workers
     }
+    fn launch_pc_sampling(&mut self, s: &Schedule, seed: u64) -> Option<Result<Launch, String>> {
+        let cfg = MonitorConfig {
+            name: PC_SAMPLING.into(),
+            ..MonitorConfig::none()
+        };
+        Some(self.launch(s, &cfg, seed).map(|mut l| {
+            l.capture.pc_sampling = Some(sim::run(s, &cfg, seed, &self.costs).pc);
+            l
+        }))
+    }
     fn launch(&mut self, s: &Schedule, cfg: &MonitorConfig, seed: u64) -> Result<Launch, String> {
         let r = sim::run(s, cfg, seed, &self.costs);
         // A configuration is applied by one 64-byte copy; model it as 3 µs.
@@ -84,6 +99,9 @@ impl Executor for SimExecutor {
         })
     }
 }
+
+/// Name of the PC-sampling capture.
+pub const PC_SAMPLING: &str = "pc-sampling";
 
 /// The monitors every case is captured with, in order. The first must be `none`.
 pub fn standard_monitors() -> Vec<MonitorConfig> {
@@ -184,6 +202,9 @@ pub fn run_family(
         }
         reference.push(l.capture);
     }
+    if let Some(l) = ex.launch_pc_sampling(&twin, mix2(seed, 49)) {
+        reference.push(l?.capture);
+    }
     let mut order: Vec<&MkScenario> = variants
         .iter()
         .filter(|v| v.injection.match_variant.is_none())
@@ -244,6 +265,9 @@ pub fn run_family(
                 none_launch = Some(l.clone());
             }
             captures.push(l.capture);
+        }
+        if let Some(l) = ex.launch_pc_sampling(&s, mix2(seed, 99)) {
+            captures.push(l?.capture);
         }
         let truth = truth.ok_or("the monitors include no full task log (the truth)")?;
         let kernel = none_launch.as_ref().map(|l| l.kernel).unwrap_or(truth.kernel);

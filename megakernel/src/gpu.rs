@@ -610,6 +610,7 @@ impl GpuExecutor {
             detail,
             class_samples: Vec::new(),
             wait_samples: 0,
+            idle_samples: 0,
         }
     }
 }

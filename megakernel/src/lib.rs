@@ -23,6 +23,7 @@ pub mod pack;
 pub mod schedule;
 pub mod signature;
 pub mod sim;
+pub mod track;
 
 pub use case::{run_family, CaseResult, Executor, FamilyOptions, Launch, SimExecutor};
 

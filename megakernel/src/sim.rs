@@ -7,7 +7,7 @@
 
 use crate::monitor::{HookTask, MonitorState};
 use crate::schedule::{Schedule, NONE};
-use ground_truth::megakernel::{Capture, HookKind, MonitorConfig, CLASSES};
+use ground_truth::megakernel::{Capture, HookKind, MonitorConfig, PcSampling, CLASSES};
 use crate::mix2;
 use ground_truth::seed::unit;
 use std::cmp::Reverse;
@@ -58,7 +58,14 @@ pub struct SimRun {
     pub kernel_start: u64,
     pub kernel_end: u64,
     pub capture: Capture,
+    /// What PC sampling (one sample per worker per [`PC_SAMPLE_NS`]) would
+    /// have attributed: execution per class (each class's body is its own
+    /// code), the shared dependency-wait loop, the scheduler's idle loop.
+    pub pc: PcSampling,
 }
+
+/// Simulated PC-sampling period per worker.
+pub const PC_SAMPLE_NS: u64 = 1_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Action {
@@ -83,6 +90,8 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
     let mut seq = 0u64;
     let t0 = SIM_CLOCK_BASE;
     let mut last_end = t0;
+    let mut exec_ns = [0u64; CLASSES.len()];
+    let mut wait_ns = 0u64;
     let ht = |i: u32| {
         let t = &s.tasks[i as usize];
         HookTask {
@@ -223,6 +232,10 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
         let exec_body = (nominal * (1.0 + costs.jitter * j)).round().max(1.0) as u64;
         let end = body_start + exec_body + t.extra_ns as u64;
         let exec_phase = end - start;
+        if (t.class as usize) < exec_ns.len() {
+            exec_ns[t.class as usize] += exec_phase;
+        }
+        wait_ns += wait_phase;
         let mut clock = end;
         let wrote = mon.hook(wk, HookKind::End, &h, wk, 0, end, exec_phase);
         clock += hook_cost(wrote);
@@ -261,10 +274,22 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
     }
     let kernel_end = last_end + 500;
     let capture = mon.into_capture(CLASSES.len(), kernel_end - t0, 0);
+    let total = (kernel_end - t0) * s.workers as u64;
+    let busy: u64 = exec_ns.iter().sum::<u64>() + wait_ns;
+    let pc = PcSampling {
+        available: true,
+        detail: format!(
+            "simulated: one sample per worker every {PC_SAMPLE_NS} ns, attributed by code region"
+        ),
+        class_samples: exec_ns.iter().map(|n| n / PC_SAMPLE_NS).collect(),
+        wait_samples: wait_ns / PC_SAMPLE_NS,
+        idle_samples: total.saturating_sub(busy) / PC_SAMPLE_NS,
+    };
     SimRun {
         kernel_start: t0,
         kernel_end,
         capture,
+        pc,
     }
 }
 
