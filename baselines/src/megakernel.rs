@@ -78,9 +78,10 @@ fn kernel_of(v: &TraceView) -> Option<(&Record, Option<&Record>)> {
             let (s, e) = r.interval();
             e.saturating_sub(s)
         })?;
-    let api = v.records.iter().find(|r| {
-        matches!(r, Record::Api { .. }) && r.correlation_id() == k.correlation_id()
-    });
+    let api = v
+        .records
+        .iter()
+        .find(|r| matches!(r, Record::Api { .. }) && r.correlation_id() == k.correlation_id());
     Some((k, api))
 }
 
@@ -267,7 +268,12 @@ fn stats_from_log(c: &Capture, workers: u32, mpk_spans: bool) -> Stats {
         worker: u32,
         seen: bool,
     }
-    let n_tasks = c.events.iter().map(|e| e.task as usize + 1).max().unwrap_or(0);
+    let n_tasks = c
+        .events
+        .iter()
+        .map(|e| e.task as usize + 1)
+        .max()
+        .unwrap_or(0);
     let mut t = vec![T::default(); n_tasks];
     let mut crossings = 0;
     for e in &c.events {
@@ -319,9 +325,9 @@ fn stats_from_log(c: &Capture, workers: u32, mpk_spans: bool) -> Stats {
             }
             ph[EXEC] = (x.end - x.start) as f64;
         }
-        for k in 0..4 {
-            cs.sum[k] += ph[k];
-            cs.max[k] = cs.max[k].max(ph[k]);
+        for (k, &p) in ph.iter().enumerate() {
+            cs.sum[k] += p;
+            cs.max[k] = cs.max[k].max(p);
         }
     }
     Stats {
@@ -387,20 +393,28 @@ fn decide(cur: &Stats, reference: &Stats, lateness_ns: f64) -> Answer {
     if cur.has_queue && cur.crossings > reference.crossings {
         scored.push((CauseLabel::QueueOversubscription, 1.0, qc));
     }
-    scored.push((CauseLabel::LateNotification, (wv / late).clamp(0.0, 1.0), wc));
+    scored.push((
+        CauseLabel::LateNotification,
+        (wv / late).clamp(0.0, 1.0),
+        wc,
+    ));
     if sv >= 1.0 {
-        scored.push((
-            CauseLabel::RoutingSkew,
-            0.6 + 0.1 * sv.min(3.0),
-            sc,
-        ));
+        scored.push((CauseLabel::RoutingSkew, 0.6 + 0.1 * sv.min(3.0), sc));
     }
     if cur.has_queue {
-        scored.push((CauseLabel::ReadyStarvation, (qv / late).clamp(0.0, 1.0) * 0.95, qc));
+        scored.push((
+            CauseLabel::ReadyStarvation,
+            (qv / late).clamp(0.0, 1.0) * 0.95,
+            qc,
+        ));
     }
     scored.push((
         CauseLabel::TaskClassDelay,
-        if ev > 0.03 { 0.5 + ev.min(0.4) } else { ev.max(0.0) },
+        if ev > 0.03 {
+            0.5 + ev.min(0.4)
+        } else {
+            ev.max(0.0)
+        },
         ec,
     ));
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));

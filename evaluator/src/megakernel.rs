@@ -72,9 +72,10 @@ pub fn evidence_covered(t: &TaskTelemetry, capture: Option<&Capture>) -> bool {
     let dropped: u64 = c.coverage.iter().map(|x| x.dropped).sum();
     if c.config.aggregate && !c.config.log {
         return dropped == 0
-            && t.truth.injected_tasks.iter().all(|&task| {
-                sampled(task, c.config.sample_period, c.config.sample_seed)
-            });
+            && t.truth
+                .injected_tasks
+                .iter()
+                .all(|&task| sampled(task, c.config.sample_period, c.config.sample_seed));
     }
     if !c.config.log {
         return false;
@@ -85,11 +86,7 @@ pub fn evidence_covered(t: &TaskTelemetry, capture: Option<&Capture>) -> bool {
         CauseLabel::ReadyStarvation | CauseLabel::RoutingSkew => {
             &[HookKind::Start, HookKind::End, HookKind::Ready]
         }
-        CauseLabel::QueueOversubscription => &[
-            HookKind::Start,
-            HookKind::End,
-            HookKind::Ready,
-        ],
+        CauseLabel::QueueOversubscription => &[HookKind::Start, HookKind::End, HookKind::Ready],
         _ => &[HookKind::Start, HookKind::End],
     };
     let have: HashSet<(u32, HookKind)> = c.events.iter().map(|e| (e.task, e.kind)).collect();
@@ -254,7 +251,9 @@ pub fn track_leaderboard(cases: &[TrackCase]) -> Vec<TrackRow> {
                 perturbation_pct: r6(median(
                     v.iter()
                         .filter(|c| c.unmonitored_kernel_ns > 0)
-                        .map(|c| (c.kernel_ns as f64 / c.unmonitored_kernel_ns as f64 - 1.0) * 100.0)
+                        .map(|c| {
+                            (c.kernel_ns as f64 / c.unmonitored_kernel_ns as f64 - 1.0) * 100.0
+                        })
                         .collect(),
                 )),
                 median_config_apply_us: r6(median(
@@ -291,4 +290,66 @@ pub fn track_markdown(rows: &[TrackRow]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(variant: &str, rep: u32, right: bool, covered: bool, complete: bool) -> TrackCase {
+        TrackCase {
+            bundle: format!("f.{variant}.r{rep}"),
+            family: "f".into(),
+            variant: variant.into(),
+            repetition: rep,
+            backend: "sim".into(),
+            profiler: "p".into(),
+            monitor: "m".into(),
+            budgeted: !covered,
+            true_cause: CauseLabel::TaskClassDelay,
+            claimed_cause: Some(CauseLabel::TaskClassDelay),
+            cause_correct: right,
+            true_class: "gemm".into(),
+            claimed_class: Some("gemm".into()),
+            class_correct: true,
+            complete,
+            top_score: if complete { 0.9 } else { 0.5 },
+            evidence_covered: covered,
+            false_confident: !covered && complete,
+            coverage: if covered { 1.0 } else { 0.1 },
+            bytes_exported: 100,
+            kernel_ns: 1010,
+            unmonitored_kernel_ns: 1000,
+            config_apply_ns: 3000,
+            analysis_ms: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_pair_counts_only_when_every_variant_is_right() {
+        let rows = track_leaderboard(&[
+            case("a", 0, true, true, true),
+            case("b", 0, true, true, true),
+            case("a", 1, true, true, true),
+            case("b", 1, false, true, true),
+        ]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].pairs, 2);
+        assert_eq!(rows[0].pair_accuracy, Some(0.5));
+        assert_eq!(rows[0].cause_accuracy, 0.75);
+        assert_eq!(rows[0].false_confidence_rate, None);
+        assert!((rows[0].perturbation_pct - 1.0).abs() < 1e-9);
+        assert!((rows[0].median_config_apply_us - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn false_confidence_is_over_under_covered_cases() {
+        let rows = track_leaderboard(&[
+            case("a", 0, true, false, true),
+            case("b", 0, true, false, false),
+            case("a", 1, true, true, true),
+        ]);
+        assert_eq!(rows[0].under_covered, 2);
+        assert_eq!(rows[0].false_confidence_rate, Some(0.5));
+    }
 }

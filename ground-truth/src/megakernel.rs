@@ -51,6 +51,7 @@ pub fn sample_hash(mut x: u32) -> u32 {
 }
 
 /// Whether `task` is sampled by a monitor with this period and seed.
+#[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` is newer than rust-version 1.85
 pub fn sampled(task: u32, period: u32, seed: u32) -> bool {
     period <= 1 || sample_hash(task ^ seed) % period == 0
 }
@@ -524,7 +525,10 @@ impl MkScenario {
             if class_id(&c.name) != Some(i as u32) {
                 out.push((
                     format!("classes[{i}].name"),
-                    format!("expected `{}` (classes are listed by stable id)", class_name(i as u32)),
+                    format!(
+                        "expected `{}` (classes are listed by stable id)",
+                        class_name(i as u32)
+                    ),
                 ));
             }
             if !(c.cost_us.is_finite() && c.cost_us > 0.0) {
@@ -657,16 +661,16 @@ impl crate::io::Readable for TaskTelemetry {
             if c.config.version != HOOK_ABI_VERSION {
                 out.push((
                     format!("captures[{i}].config.version"),
-                    format!(
-                        "hook ABI {} is not {HOOK_ABI_VERSION}",
-                        c.config.version
-                    ),
+                    format!("hook ABI {} is not {HOOK_ABI_VERSION}", c.config.version),
                 ));
             }
             if let Some(j) = c.events.iter().position(|e| e.task >= self.tasks) {
                 out.push((
                     format!("captures[{i}].events[{j}].task"),
-                    format!("task {} out of range ({} tasks)", c.events[j].task, self.tasks),
+                    format!(
+                        "task {} out of range ({} tasks)",
+                        c.events[j].task, self.tasks
+                    ),
                 ));
             }
             if let Some(a) = &c.aggregates {
@@ -770,6 +774,120 @@ mod tests {
         assert_eq!(class_name(9), "class9");
         for (i, k) in HookKind::ALL.iter().enumerate() {
             assert_eq!(HookKind::from_id(i as u32), Some(*k));
+        }
+    }
+
+    fn yaml(extra: &str) -> String {
+        format!(
+            "schema_version: 1\nname: f.v\nfamily: f\nvariant: v\ncause: task_class_delay\n{extra}"
+        )
+    }
+
+    #[test]
+    fn scenario_reader_names_the_bad_field() {
+        use crate::io::Readable;
+        let p = std::path::Path::new("s.yaml");
+        let ok = yaml("injection: {kind: class_delay, class: gemm, magnitude_us: 100}\n");
+        assert!(MkScenario::parse(p, ok.as_bytes()).is_ok());
+        let e = MkScenario::parse(
+            p,
+            yaml("injection: {kind: class_delay, class: softmax, magnitude_us: 100}\n").as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(".injection.class") && e.contains("softmax"),
+            "{e}"
+        );
+        let e = MkScenario::parse(
+            p,
+            yaml("injection: {kind: cosmic_rays, class: gemm, magnitude_us: 1}\n").as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cosmic_rays") && e.contains("line"), "{e}");
+        let e = MkScenario::parse(
+            p,
+            yaml("injection: {kind: late_notification, class: gemm, magnitude_us: 1}\n").as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(".cause"), "{e}");
+        let e = MkScenario::parse(
+            p,
+            yaml("injection: {kind: class_delay, class: gemm}\n").as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("magnitude_us"), "{e}");
+    }
+
+    #[test]
+    fn telemetry_reader_rejects_out_of_range_tasks_and_other_abis() {
+        use crate::io::Readable;
+        let sc: MkScenario = serde_norway::from_str(&yaml(
+            "injection: {kind: class_delay, class: gemm, magnitude_us: 100}\n",
+        ))
+        .unwrap();
+        let ev = TaskEvent {
+            ts: 1,
+            kind: HookKind::Start,
+            task: 5,
+            class: 0,
+            worker: 0,
+            aux: 0,
+            task_gen: 0,
+            req_gen: 0,
+        };
+        let cap = Capture {
+            config: MonitorConfig::task_log(u32::MAX),
+            kernel_ns: 1,
+            events: vec![ev],
+            aggregates: None,
+            coverage: vec![],
+            bytes_exported: 32,
+            config_apply_ns: 1,
+            pc_sampling: None,
+        };
+        let mut t = TaskTelemetry {
+            schema_version: 1,
+            bundle: "f.v.r0".into(),
+            scenario: sc,
+            workers: 1,
+            tasks: 2,
+            backend: "sim".into(),
+            captures: vec![cap],
+            reference: vec![],
+            truth: TaskTruth {
+                cause: CauseLabel::TaskClassDelay,
+                affected_class: "gemm".into(),
+                injected_tasks: vec![],
+                task_nodes: vec![0, 1],
+                requested_us: 1.0,
+                measured_us: 1.0,
+                realised: String::new(),
+            },
+        };
+        let p = std::path::Path::new("t.json");
+        let text = serde_json::to_vec(&t).unwrap();
+        let e = TaskTelemetry::parse(p, &text).unwrap_err().to_string();
+        assert!(e.contains(".captures[0].events[0].task"), "{e}");
+        t.captures[0].events[0].task = 1;
+        t.captures[0].config.version = 99;
+        let e = TaskTelemetry::parse(p, &serde_json::to_vec(&t).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hook ABI 99"), "{e}");
+        t.captures[0].config.version = HOOK_ABI_VERSION;
+        assert!(TaskTelemetry::parse(p, &serde_json::to_vec(&t).unwrap()).is_ok());
+        assert!(TaskTelemetry::parse(p, b"{\"schema_version\": 1").is_err());
+    }
+
+    #[test]
+    fn schemas_of_the_track_formats_generate() {
+        for n in ["megakernel-scenario", "task-telemetry", "task-view"] {
+            let s = crate::schema::schema(n).unwrap();
+            assert!(s.contains("\"properties\""), "{n}");
         }
     }
 }

@@ -51,10 +51,12 @@ pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
     };
     let res = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts));
     match res {
-        Ok(Ok(ptx)) => std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
-            arch: arch.to_string(),
-            detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
-        }),
+        Ok(Ok(ptx)) => {
+            std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
+                arch: arch.to_string(),
+                detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
+            })
+        }
         Ok(Err(e)) => Err(KernelError::Compile {
             arch: arch.to_string(),
             detail: describe_compile_error(&e),
@@ -212,7 +214,16 @@ macro_rules! device_pod {
         unsafe impl cudarc::driver::ValidAsZeroBits for $t {}
     )*};
 }
-device_pod!(Task, Event, HookEvent, MonitorConfig, Aggregates, Coverage, State, Params);
+device_pod!(
+    Task,
+    Event,
+    HookEvent,
+    MonitorConfig,
+    Aggregates,
+    Coverage,
+    State,
+    Params
+);
 
 /// The sampling hash (`mk_hash`), shared with the simulator and the evaluator
 /// through `ground_truth::megakernel::sample_hash`.

@@ -27,7 +27,11 @@ fn megakernel_compiles_to_ptx_for_hopper() {
     // 64-bit device clock for every hook timestamp.
     assert!(ptx.contains("%globaltimer"));
     // Ring reservations and coverage counters are atomics.
-    assert!(ptx.contains("atom.global.add.u32") || ptx.contains("atom.add.u32") || ptx.contains("red.global.add"));
+    assert!(
+        ptx.contains("atom.global.add.u32")
+            || ptx.contains("atom.add.u32")
+            || ptx.contains("red.global.add")
+    );
     eprintln!("megakernel: {} bytes of PTX", ptx.len());
 }
 

@@ -163,7 +163,10 @@ fn case_summary(c: &CaseResult) -> Value {
 fn acceptance(rows: &[evaluator::megakernel::TrackRow], v: &Value) -> Value {
     let row = |p: &str, m: &str| rows.iter().find(|r| r.profiler == p && r.monitor == m);
     let pairs = v["pairs"].as_array().cloned().unwrap_or_default();
-    let within = pairs.iter().filter(|p| p["within_5pct"] == json!(true)).count();
+    let within = pairs
+        .iter()
+        .filter(|p| p["within_5pct"] == json!(true))
+        .count();
     let log_bytes = row("mk-task-log", "task-log").map(|r| r.mean_bytes_exported);
     let agg_bytes = row("mk-aggregate", "aggregate").map(|r| r.mean_bytes_exported);
     let fc: Vec<Value> = rows
@@ -258,7 +261,11 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
     // 1. Families × repetitions.
     let mut family_twin: Option<(MkScenario, u32)> = None;
     let mut all_cases: Vec<PackedCase> = Vec::new();
+    let mut device_failed = false;
     for (family, variants) in &families {
+        if device_failed {
+            break;
+        }
         let mut packed: Vec<PackedCase> = Vec::new();
         for rep in 0..args.reps {
             if over(sum) {
@@ -308,21 +315,27 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
                     if let Err(e) = pack::write(&path, &packed) {
                         sum.push("errors", json!(format!("{}: {e}", path.display())));
                     }
-                    eprintln!(
-                        "{family} r{rep}: {:.2} s",
-                        t.elapsed().as_secs_f64()
-                    );
+                    eprintln!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64());
                 }
                 Err(e) => {
                     eprintln!("{family} r{rep}: {e}");
                     sum.push("errors", json!(format!("{family} r{rep}: {e}")));
+                    if e.contains("device error")
+                        || e.contains("launching")
+                        || e.contains("waiting for")
+                    {
+                        // The kernel itself failed: the rest would fail the same way.
+                        device_failed = true;
+                        break;
+                    }
                 }
             }
         }
     }
-    let Some((sc, workers)) = family_twin else {
-        return Err("no family ran".into());
-    };
+    let default_workers = ex.default_workers();
+    let (sc, workers) = family_twin
+        .clone()
+        .unwrap_or_else(|| (scenarios[0].clone(), default_workers));
     // 1b. Score the track (CPU only): every profiler on every capture it reads.
     let t = Instant::now();
     let (scores, rows) = megakernel::track::leaderboard(&all_cases);
@@ -339,7 +352,7 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
         }),
     );
     // 2. Perturbation: interleaved launches of the twin under each monitor.
-    if !over(sum) {
+    if !over(sum) && !device_failed {
         let twin = schedule::build(&sc, workers, None);
         let monitors = standard_monitors();
         let mut per: Vec<Vec<u64>> = vec![Vec::new(); monitors.len()];
@@ -424,10 +437,16 @@ fn run(args: &Args, sum: &mut Summary) -> Result<(), String> {
         if !over(sum) {
             let twin = schedule::build(&sc, workers, None);
             let pc = g.pc_sampling_probe(&twin);
-            sum.set("pc_sampling", serde_json::to_value(&pc).unwrap_or(Value::Null));
+            sum.set(
+                "pc_sampling",
+                serde_json::to_value(&pc).unwrap_or(Value::Null),
+            );
         }
     }
     let _ = MonitorConfig::none();
     let _ = Path::new("");
+    if family_twin.is_none() {
+        return Err("no family ran to completion".into());
+    }
     Ok(())
 }

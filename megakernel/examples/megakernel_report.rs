@@ -76,7 +76,9 @@ fn main() {
         .collect();
     let md = evaluator::megakernel::track_markdown(&rows);
     let res = std::fs::write(out.join("track-scores.jsonl"), jsonl)
-        .and_then(|_| ground_truth::io::write_json_atomic(&out.join("track-leaderboard.json"), &rows))
+        .and_then(|_| {
+            ground_truth::io::write_json_atomic(&out.join("track-leaderboard.json"), &rows)
+        })
         .and_then(|_| std::fs::write(out.join("track-leaderboard.md"), &md));
     if let Err(e) = res {
         eprintln!("error: writing results: {e}");

@@ -12,12 +12,14 @@
 //! task, which is the point of the track. The [`TaskTelemetry`] sidecar holds
 //! the monitors' captures and the task truth.
 
+use crate::mix2;
 use crate::schedule::{Schedule, NONE};
-use ground_truth::graph::{Boundary, Edge, EdgeType, InjectionRecord, Node, NodeKind, NodeRids, Phases, Symptom};
+use ground_truth::graph::{
+    Boundary, Edge, EdgeType, InjectionRecord, Node, NodeKind, NodeRids, Phases, Symptom,
+};
 use ground_truth::megakernel::{
     class_name, Capture, HookKind, MkScenario, TaskTelemetry, TaskTruth,
 };
-use crate::mix2;
 use ground_truth::trace::{ApiDomain, Record};
 use ground_truth::{
     Bundle, Collectors, GroundTruth, LossAccounting, Manifest, Mode, Question, Readable, Scenario,
@@ -200,7 +202,13 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
     let times = task_times(inp.truth_capture, s.tasks.len());
     let mut nodes = Vec::new();
     let mut edges = Vec::new();
-    let mut api = node(0, NodeKind::ApiCall, "cuLaunchKernel".into(), k.api_start, k.api_end);
+    let mut api = node(
+        0,
+        NodeKind::ApiCall,
+        "cuLaunchKernel".into(),
+        k.api_start,
+        k.api_end,
+    );
     api.thread = Some(k.tid);
     api.rids.push(rid_api);
     nodes.push(api);
@@ -252,7 +260,11 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
         n.request = Some(t.req_gen.to_string().into());
         n.stream = Some(tt.worker);
         n.queued = map(tt.ready);
-        n.submitted = map(if tt.wait_begin != 0 { tt.wait_begin } else { tt.start });
+        n.submitted = map(if tt.wait_begin != 0 {
+            tt.wait_begin
+        } else {
+            tt.start
+        });
         n.step = Some(format!("task{i}").into());
         task_nodes.push((task_base + i) as u32);
         nodes.push(n);

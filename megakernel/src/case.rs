@@ -4,10 +4,10 @@
 //! matches), one launch per monitor configuration, and the bundle.
 
 use crate::bundle::{self, CaseInputs, Env, KernelObs};
+use crate::mix2;
 use crate::schedule::{self, Amount, Schedule};
 use crate::sim::{self, SimCosts, SIM_CLOCK_BASE};
 use ground_truth::megakernel::{Capture, MkScenario, MonitorConfig, TaskTelemetry};
-use crate::mix2;
 use ground_truth::Bundle;
 
 /// One launch as an executor saw it.
@@ -166,6 +166,9 @@ fn measure(
     let mut last = None;
     for i in 0..n.max(1) {
         let l = ex.launch(s, &cfg, mix2(seed, i as u64))?;
+        if l.error != 0 {
+            return Err(format!("device error bits {:#x}", l.error));
+        }
         v.push(l.capture.kernel_ns);
         last = Some(l);
     }
@@ -209,7 +212,11 @@ pub fn run_family(
         .iter()
         .filter(|v| v.injection.match_variant.is_none())
         .collect();
-    order.extend(variants.iter().filter(|v| v.injection.match_variant.is_some()));
+    order.extend(
+        variants
+            .iter()
+            .filter(|v| v.injection.match_variant.is_some()),
+    );
     let mut lateness: Vec<(String, f64)> = Vec::new();
     let mut out = Vec::new();
     for sc in order {
@@ -270,7 +277,10 @@ pub fn run_family(
             captures.push(l?.capture);
         }
         let truth = truth.ok_or("the monitors include no full task log (the truth)")?;
-        let kernel = none_launch.as_ref().map(|l| l.kernel).unwrap_or(truth.kernel);
+        let kernel = none_launch
+            .as_ref()
+            .map(|l| l.kernel)
+            .unwrap_or(truth.kernel);
         // The truth's task times come from the full-log launch; the kernel as
         // CUPTI saw it from the unmonitored launch.
         let (bundle, mut telemetry) = bundle::build(CaseInputs {
@@ -286,9 +296,7 @@ pub fn run_family(
             env: &ex.env(),
         });
         telemetry.reference = reference.clone();
-        let kernel_ns = none_launch
-            .map(|l| l.capture.kernel_ns)
-            .unwrap_or(k_ns);
+        let kernel_ns = none_launch.map(|l| l.capture.kernel_ns).unwrap_or(k_ns);
         out.push(CaseResult {
             bundle,
             telemetry,

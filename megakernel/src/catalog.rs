@@ -44,12 +44,7 @@ pub const CATALOG: &[(&str, &str)] = &[
 pub fn load() -> Result<Vec<MkScenario>, FormatError> {
     CATALOG
         .iter()
-        .map(|(f, y)| {
-            MkScenario::parse(
-                &Path::new("catalog/megakernel").join(f),
-                y.as_bytes(),
-            )
-        })
+        .map(|(f, y)| MkScenario::parse(&Path::new("catalog/megakernel").join(f), y.as_bytes()))
         .collect()
 }
 

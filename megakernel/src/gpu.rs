@@ -214,17 +214,29 @@ impl GpuExecutor {
             queue_cap,
             ring_alloc,
             tasks: st.alloc_zeros(n_tasks).map_err(err(&z("tasks")))?,
-            events: st.alloc_zeros(s.events.len().max(1)).map_err(err(&z("events")))?,
-            deps: st.alloc_zeros(s.deps.len().max(1)).map_err(err(&z("deps")))?,
+            events: st
+                .alloc_zeros(s.events.len().max(1))
+                .map_err(err(&z("events")))?,
+            deps: st
+                .alloc_zeros(s.deps.len().max(1))
+                .map_err(err(&z("deps")))?,
             roots: st.alloc_zeros(n_tasks.max(1)).map_err(err(&z("roots")))?,
             worker_ntasks: st.alloc_zeros(workers).map_err(err(&z("worker counts")))?,
-            event_count: st.alloc_zeros(s.events.len().max(1)).map_err(err(&z("event counters")))?,
-            event_done: st.alloc_zeros(s.events.len().max(1)).map_err(err(&z("event times")))?,
+            event_count: st
+                .alloc_zeros(s.events.len().max(1))
+                .map_err(err(&z("event counters")))?,
+            event_done: st
+                .alloc_zeros(s.events.len().max(1))
+                .map_err(err(&z("event times")))?,
             ready_ts: st.alloc_zeros(n_tasks).map_err(err(&z("ready times")))?,
-            queue: st.alloc_zeros(workers * queue_cap).map_err(err(&z("queues")))?,
+            queue: st
+                .alloc_zeros(workers * queue_cap)
+                .map_err(err(&z("queues")))?,
             queue_tail: st.alloc_zeros(workers).map_err(err(&z("queue tails")))?,
             queue_head: st.alloc_zeros(workers).map_err(err(&z("queue heads")))?,
-            ring: st.alloc_zeros(workers * ring_alloc).map_err(err(&z("rings")))?,
+            ring: st
+                .alloc_zeros(workers * ring_alloc)
+                .map_err(err(&z("rings")))?,
             ring_count: st.alloc_zeros(workers).map_err(err(&z("ring counts")))?,
             coverage: st.alloc_zeros(1).map_err(err(&z("coverage")))?,
             agg: st.alloc_zeros(1).map_err(err(&z("aggregates")))?,
@@ -299,7 +311,8 @@ impl GpuExecutor {
         st.memset_zeros(&mut b.ring_count).map_err(err("zeroing"))?;
         st.memset_zeros(&mut b.coverage).map_err(err("zeroing"))?;
         st.memset_zeros(&mut b.agg).map_err(err("zeroing"))?;
-        st.memset_zeros(&mut b.worker_class).map_err(err("zeroing"))?;
+        st.memset_zeros(&mut b.worker_class)
+            .map_err(err("zeroing"))?;
         st.memset_zeros(&mut b.crossings).map_err(err("zeroing"))?;
         st.memset_zeros(&mut b.max_depth).map_err(err("zeroing"))?;
         let state = [mk::State {
@@ -384,7 +397,11 @@ impl GpuExecutor {
         let mut k = kernel?;
         for raw in &f.records {
             if let Raw::Api {
-                start, end, corr, tid, ..
+                start,
+                end,
+                corr,
+                tid,
+                ..
             } = raw
             {
                 if *corr == k.correlation_id {
@@ -425,7 +442,10 @@ impl GpuExecutor {
         self.apply_config(cfg)?;
         self.launch_raw()?;
         let b = self.buf.as_ref().expect("allocated");
-        let st = self.stream.clone_dtoh(&b.state).map_err(err("reading state"))?[0];
+        let st = self
+            .stream
+            .clone_dtoh(&b.state)
+            .map_err(err("reading state"))?[0];
         let _ = self.cupti_kernel();
         Ok(st.last_end.saturating_sub(st.first_start))
     }
@@ -437,8 +457,12 @@ impl GpuExecutor {
         let k = kernels::gpu::Kernels::load(&self.ctx, None).map_err(|e| e.to_string())?;
         let st = self.stream.clone();
         let bytes = (s.mem_vecs as usize * 16).max(16) * s.workers as usize;
-        let src = st.alloc_zeros::<u8>(bytes).map_err(err("control scratch"))?;
-        let dst = st.alloc_zeros::<u8>(bytes).map_err(err("control scratch"))?;
+        let src = st
+            .alloc_zeros::<u8>(bytes)
+            .map_err(err("control scratch"))?;
+        let dst = st
+            .alloc_zeros::<u8>(bytes)
+            .map_err(err("control scratch"))?;
         let sp = src.device_ptr(&st).0;
         let dp = dst.device_ptr(&st).0;
         let enqueue = |k: &kernels::gpu::Kernels| -> Result<(), String> {
@@ -460,8 +484,14 @@ impl GpuExecutor {
                         )
                         .map_err(|e| e.to_string())?;
                         if t.extra_ns > 0 {
-                            k.launch_spin(&st, 0, kernels::gpu::LogSlot::NONE, t.extra_ns as u64, cfg)
-                                .map_err(|e| e.to_string())?;
+                            k.launch_spin(
+                                &st,
+                                0,
+                                kernels::gpu::LogSlot::NONE,
+                                t.extra_ns as u64,
+                                cfg,
+                            )
+                            .map_err(|e| e.to_string())?;
                         }
                     } else {
                         k.launch_spin(
@@ -492,8 +522,10 @@ impl GpuExecutor {
         for _ in 0..reps.max(1) {
             per_op.push(timed(&|| enqueue(&k))?);
         }
-        st.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(err("begin capture"))?;
+        st.begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .map_err(err("begin capture"))?;
         let cap = enqueue(&k);
         let graph = st
             .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
@@ -552,7 +584,9 @@ impl GpuExecutor {
                 numStallReasons: &mut n,
             };
             let r = cs::cuptiPCSamplingGetNumStallReasons(&mut nr);
-            steps.push(format!("cuptiPCSamplingGetNumStallReasons: {r:?} ({n} reasons)"));
+            steps.push(format!(
+                "cuptiPCSamplingGetNumStallReasons: {r:?} ({n} reasons)"
+            ));
             let mut sp = cs::CUpti_PCSamplingStartParams {
                 size: std::mem::size_of::<cs::CUpti_PCSamplingStartParams>(),
                 pPriv: std::ptr::null_mut(),
@@ -562,7 +596,10 @@ impl GpuExecutor {
             steps.push(format!("cuptiPCSamplingStart: {r:?}"));
             let started = r == cs::CUptiResult::CUPTI_SUCCESS;
             let run = self.launch_only(s, &MonitorConfig::none());
-            steps.push(format!("megakernel under PC sampling: {:?}", run.map(|ns| ns / 1000)));
+            steps.push(format!(
+                "megakernel under PC sampling: {:?}",
+                run.map(|ns| ns / 1000)
+            ));
             if started {
                 let mut stp = cs::CUpti_PCSamplingStopParams {
                     size: std::mem::size_of::<cs::CUpti_PCSamplingStopParams>(),
@@ -647,10 +684,14 @@ impl Executor for GpuExecutor {
         let state = st.clone_dtoh(&b.state).map_err(err(&r("state")))?[0];
         let cov = st.clone_dtoh(&b.coverage).map_err(err(&r("coverage")))?[0];
         let agg = st.clone_dtoh(&b.agg).map_err(err(&r("aggregates")))?[0];
-        let wc = st.clone_dtoh(&b.worker_class).map_err(err(&r("worker counts")))?;
+        let wc = st
+            .clone_dtoh(&b.worker_class)
+            .map_err(err(&r("worker counts")))?;
         let crossings = st.clone_dtoh(&b.crossings).map_err(err(&r("pressure")))?;
         let depth = st.clone_dtoh(&b.max_depth).map_err(err(&r("depth")))?;
-        let counts = st.clone_dtoh(&b.ring_count).map_err(err(&r("ring counts")))?;
+        let counts = st
+            .clone_dtoh(&b.ring_count)
+            .map_err(err(&r("ring counts")))?;
         let mut events = Vec::new();
         if cfg.log {
             let cap = (cfg.ring_capacity as usize).min(b.ring_alloc);

@@ -19,8 +19,8 @@ pub const COVERAGE_BYTES: u64 = (MAX_CLASSES * 3 * 8) as u64;
 pub fn device_config(c: &MonitorConfig) -> kernels::megakernel::MonitorConfig {
     kernels::megakernel::MonitorConfig {
         version: c.version,
-        flags: (c.log as u32) * kernels::megakernel::MON_LOG
-            | (c.aggregate as u32) * kernels::megakernel::MON_AGGREGATE,
+        flags: ((c.log as u32) * kernels::megakernel::MON_LOG)
+            | ((c.aggregate as u32) * kernels::megakernel::MON_AGGREGATE),
         class_mask: c.class_mask,
         event_mask: c.event_mask,
         req_gen_min: c.req_gen_min,
@@ -215,7 +215,8 @@ pub fn exported_bytes(cfg: &MonitorConfig, events: u64, agg: Option<&Aggregates>
     }
     if let Some(a) = agg {
         for c in &a.classes {
-            b += 8 + (PHASES.len() * (BUCKETS * 4 + 8 + 8)) as u64 + 4 * c.worker_tasks.len() as u64;
+            b +=
+                8 + (PHASES.len() * (BUCKETS * 4 + 8 + 8)) as u64 + 4 * c.worker_tasks.len() as u64;
         }
         b += 8 * a.pressure_crossings.len() as u64;
     }

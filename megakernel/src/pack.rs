@@ -40,7 +40,11 @@ pub fn read(path: &Path) -> Result<Vec<PackedCase>, FormatError> {
     let mut out = Vec::new();
     for (i, line) in BufReader::new(GzDecoder::new(f)).lines().enumerate() {
         let line = line.map_err(|e| {
-            FormatError::new(path, format!("line {}", i + 1), format!("not gzip'd text: {e}"))
+            FormatError::new(
+                path,
+                format!("line {}", i + 1),
+                format!("not gzip'd text: {e}"),
+            )
         })?;
         if line.trim().is_empty() {
             continue;
@@ -50,10 +54,18 @@ pub fn read(path: &Path) -> Result<Vec<PackedCase>, FormatError> {
             line.as_bytes(),
         )?;
         if let Some((p, m)) = c.bundle.problems().into_iter().next() {
-            return Err(FormatError::new(path, format!("line {}: .bundle.{p}", i + 1), m));
+            return Err(FormatError::new(
+                path,
+                format!("line {}: .bundle.{p}", i + 1),
+                m,
+            ));
         }
         if let Some((p, m)) = c.telemetry.problems().into_iter().next() {
-            return Err(FormatError::new(path, format!("line {}: .telemetry.{p}", i + 1), m));
+            return Err(FormatError::new(
+                path,
+                format!("line {}: .telemetry.{p}", i + 1),
+                m,
+            ));
         }
         out.push(c);
     }

@@ -10,9 +10,7 @@
 //! Steps of request 0 run first, then request 1, … (request generation), and a
 //! task's task generation is its decode step within its request.
 
-use ground_truth::megakernel::{
-    class_id, MkInjectionKind, MkScenario, TaskBody, CLASSES,
-};
+use ground_truth::megakernel::{class_id, MkInjectionKind, MkScenario, TaskBody, CLASSES};
 
 /// Sentinel for "no event".
 pub const NONE: u32 = u32::MAX;
@@ -72,15 +70,32 @@ pub struct OpDesc {
 pub enum Realised {
     None,
     /// `extra_ns` on every task of `class`.
-    ClassDelay { class: u32, extra_ns: u32 },
+    ClassDelay {
+        class: u32,
+        extra_ns: u32,
+    },
     /// One extra task of `class` moved onto `worker` in each of the first `ops` ops of the class.
-    RoutingSkew { class: u32, worker: u32, ops: u32 },
+    RoutingSkew {
+        class: u32,
+        worker: u32,
+        ops: u32,
+    },
     /// Event `event` notifies its waiters `postpone_ns` late.
-    LateNotification { event: u32, postpone_ns: u32 },
+    LateNotification {
+        event: u32,
+        postpone_ns: u32,
+    },
     /// `extra` tasks of op `op` moved onto `worker`.
-    QueueOversubscription { op: u32, worker: u32, extra: u32 },
+    QueueOversubscription {
+        op: u32,
+        worker: u32,
+        extra: u32,
+    },
     /// Task `task` held `hold_ns` after it became ready.
-    ReadyStarvation { task: u32, hold_ns: u32 },
+    ReadyStarvation {
+        task: u32,
+        hold_ns: u32,
+    },
 }
 
 impl Realised {
@@ -177,11 +192,7 @@ pub fn build(sc: &MkScenario, workers: u32, amount: Option<Amount>) -> Schedule 
     let mut ops = Vec::new();
     let mut prev_event = NONE;
     let mut op_index = 0u32;
-    let mem_vecs = specs
-        .iter()
-        .map(|c| c.kib * 1024 / 16)
-        .max()
-        .unwrap_or(0);
+    let mem_vecs = specs.iter().map(|c| c.kib * 1024 / 16).max().unwrap_or(0);
     for step in 0..steps {
         let req = step / sc.decode_steps;
         let gen = step % sc.decode_steps;
@@ -469,14 +480,33 @@ mod tests {
 
     #[test]
     fn each_injection_is_data_in_the_graph() {
-        let s = build(&scenario("class_delay", "communication"), 16, Some(Amount(5000.0)));
-        assert!(s.injected_tasks.iter().all(|&t| s.tasks[t as usize].extra_ns == 5000));
-        let s = build(&scenario("late_notification", "communication"), 16, Some(Amount(9e4)));
+        let s = build(
+            &scenario("class_delay", "communication"),
+            16,
+            Some(Amount(5000.0)),
+        );
+        assert!(s
+            .injected_tasks
+            .iter()
+            .all(|&t| s.tasks[t as usize].extra_ns == 5000));
+        let s = build(
+            &scenario("late_notification", "communication"),
+            16,
+            Some(Amount(9e4)),
+        );
         assert!(s.events.iter().any(|e| e.postpone_ns == 90_000));
-        let s = build(&scenario("ready_starvation", "sampling"), 16, Some(Amount(9e4)));
+        let s = build(
+            &scenario("ready_starvation", "sampling"),
+            16,
+            Some(Amount(9e4)),
+        );
         assert_eq!(s.injected_tasks.len(), 1);
         assert_eq!(s.tasks[s.injected_tasks[0] as usize].hold_ns, 90_000);
-        let s = build(&scenario("queue_oversubscription", "attention"), 16, Some(Amount(5.0)));
+        let s = build(
+            &scenario("queue_oversubscription", "attention"),
+            16,
+            Some(Amount(5.0)),
+        );
         let n = s.worker_ntasks();
         assert!(n.iter().max().unwrap() - n.iter().min().unwrap() >= 5);
         let s = build(&scenario("routing_skew", "gemm"), 16, Some(Amount(4.0)));

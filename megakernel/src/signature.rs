@@ -45,7 +45,11 @@ pub fn of(c: &Capture, tasks: usize, classes_of: &[u32], workers: u32) -> Signat
         if tt.wait_begin != 0 && tt.wait_end >= tt.wait_begin {
             wait[c] = wait[c].max((tt.wait_end - tt.wait_begin) as f64 / 1e3);
         }
-        let taken = if tt.wait_begin != 0 { tt.wait_begin } else { tt.start };
+        let taken = if tt.wait_begin != 0 {
+            tt.wait_begin
+        } else {
+            tt.start
+        };
         if tt.ready != 0 && taken >= tt.ready {
             queue[c] = queue[c].max((taken - tt.ready) as f64 / 1e3);
         }

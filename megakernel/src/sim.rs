@@ -5,10 +5,10 @@
 //! for the scheduler's own work and for each hook, so monitors perturb the run
 //! as they do on a GPU. Same (schedule, config, seed) ⇒ same result.
 
+use crate::mix2;
 use crate::monitor::{HookTask, MonitorState};
 use crate::schedule::{Schedule, NONE};
 use ground_truth::megakernel::{Capture, HookKind, MonitorConfig, PcSampling, CLASSES};
-use crate::mix2;
 use ground_truth::seed::unit;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -255,15 +255,7 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
                 let ed = s.events[e];
                 let list = &s.deps[ed.first_dep as usize..(ed.first_dep + ed.n_dep) as usize];
                 free_at = dispatch(
-                    list,
-                    e as u32,
-                    wk,
-                    clock,
-                    &mut mon,
-                    &mut ready,
-                    &mut tail,
-                    &head,
-                    &mut heap,
+                    list, e as u32, wk, clock, &mut mon, &mut ready, &mut tail, &head, &mut heap,
                     &mut seq,
                 );
             }
@@ -339,13 +331,28 @@ mod tests {
     fn injections_make_the_kernel_late_by_about_the_amount() {
         let cfg = MonitorConfig::none();
         for (kind, class, amount, expect_us) in [
-            ("late_notification", "communication", Amount(100_000.0), 100.0),
+            (
+                "late_notification",
+                "communication",
+                Amount(100_000.0),
+                100.0,
+            ),
             ("ready_starvation", "sampling", Amount(100_000.0), 100.0),
-            ("class_delay", "communication", Amount(100_000.0 / 16.0), 100.0),
+            (
+                "class_delay",
+                "communication",
+                Amount(100_000.0 / 16.0),
+                100.0,
+            ),
         ] {
             let scn = sc(kind, class);
             let twin = run(&build(&scn, 16, None), &cfg, 3, &SimCosts::default());
-            let inj = run(&build(&scn, 16, Some(amount)), &cfg, 3, &SimCosts::default());
+            let inj = run(
+                &build(&scn, 16, Some(amount)),
+                &cfg,
+                3,
+                &SimCosts::default(),
+            );
             let late = (inj.capture.kernel_ns as f64 - twin.capture.kernel_ns as f64) / 1e3;
             assert!(
                 (late - expect_us).abs() < 0.1 * expect_us,

@@ -36,9 +36,7 @@ pub fn task_view(base: &TraceView, t: &TaskTelemetry, monitor: Option<&str>) -> 
         tasks: t.tasks,
         capture: monitor.and_then(|m| find(&t.captures, m)).cloned(),
         reference: monitor.and_then(|m| find(&t.reference, m)).cloned(),
-        reference_kernel_ns: find(&t.reference, "none")
-            .map(|c| c.kernel_ns)
-            .unwrap_or(0),
+        reference_kernel_ns: find(&t.reference, "none").map(|c| c.kernel_ns).unwrap_or(0),
     }
 }
 
@@ -48,7 +46,12 @@ pub fn evaluate(cases: &[PackedCase]) -> Vec<TrackCase> {
     for c in cases {
         let base = base_view(&c.bundle);
         let mut monitors: Vec<Option<&str>> = vec![None];
-        monitors.extend(c.telemetry.captures.iter().map(|x| Some(x.config.name.as_str())));
+        monitors.extend(
+            c.telemetry
+                .captures
+                .iter()
+                .map(|x| Some(x.config.name.as_str())),
+        );
         for name in TRACK_NAMES {
             let Some(p) = track_profiler(name) else {
                 continue;

@@ -1,0 +1,67 @@
+//! The megakernel on a real GPU. Skips with a message (and passes) when there
+//! is no GPU or no NVRTC; `megakernel_check` is the full GPU experiment.
+
+use ground_truth::megakernel::{HookKind, MonitorConfig};
+use megakernel::case::{run_family, Executor, FamilyOptions};
+use megakernel::gpu::GpuExecutor;
+use megakernel::{catalog, schedule};
+
+fn open(test: &str) -> Option<GpuExecutor> {
+    if let Err(e) = kernels::gpu::gpu_available() {
+        eprintln!("SKIP {test}: {e}");
+        return None;
+    }
+    if let Err(e) = kernels::ensure_nvrtc() {
+        eprintln!("SKIP {test}: {e}");
+        return None;
+    }
+    Some(GpuExecutor::open(false).expect("open the GPU and load the megakernel"))
+}
+
+#[test]
+fn twin_runs_every_task_and_logs_every_hook() {
+    let Some(mut g) = open("twin_runs_every_task_and_logs_every_hook") else {
+        return;
+    };
+    let all = catalog::load().unwrap();
+    let s = schedule::build(&all[0], g.default_workers(), None);
+    let l = g.launch(&s, &MonitorConfig::task_log(u32::MAX), 1).unwrap();
+    assert_eq!(l.error, 0);
+    let starts = l
+        .capture
+        .events
+        .iter()
+        .filter(|e| e.kind == HookKind::Start)
+        .count();
+    assert_eq!(starts, s.tasks.len());
+    let cov = l.capture.total_coverage();
+    assert_eq!(cov.eligible, cov.observed);
+    assert_eq!(cov.dropped, 0);
+    eprintln!(
+        "{} tasks on {} workers: {:.1} µs, {} events",
+        s.tasks.len(),
+        s.workers,
+        l.capture.kernel_ns as f64 / 1e3,
+        l.capture.events.len()
+    );
+}
+
+#[test]
+fn a_family_pairs_within_5_percent_on_the_gpu() {
+    let Some(mut g) = open("a_family_pairs_within_5_percent_on_the_gpu") else {
+        return;
+    };
+    let all = catalog::load().unwrap();
+    let fam = &catalog::families(&all)[0].1;
+    let res = run_family(
+        &mut g,
+        fam,
+        &FamilyOptions {
+            measure_launches: 3,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (a, b) = (res[0].kernel_ns as f64, res[1].kernel_ns as f64);
+    assert!((a - b).abs() / a < 0.05, "{a} vs {b}");
+}
