@@ -185,6 +185,22 @@ impl GpuExecutor {
         })
     }
 
+    /// What a new monitor question would cost if monitors were compiled in:
+    /// NVRTC compile + module load + function lookup of the megakernel, warm
+    /// (NVRTC already loaded), ns.
+    pub fn measure_rebuild(&self) -> Result<u64, String> {
+        let t = Instant::now();
+        let ptx = mk::compile_ptx(None).map_err(|e| e.to_string())?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(err("loading the megakernel module"))?;
+        module
+            .load_function(mk::ENTRY)
+            .map_err(err("looking up mk_persistent"))?;
+        Ok(t.elapsed().as_nanos() as u64)
+    }
+
     fn ensure_buffers(&mut self, s: &Schedule) -> Result<(), String> {
         let workers = s.workers as usize;
         let n_tasks = s.tasks.len();
