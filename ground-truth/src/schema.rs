@@ -11,12 +11,18 @@ pub const NAMES: &[(&str, &str)] = &[
     ),
     ("view", "trace view given to a profiler"),
     ("explanation", "profiler output"),
-    ("megakernel-scenario", "megakernel track scenario (YAML or JSON)"),
+    (
+        "megakernel-scenario",
+        "megakernel track scenario (YAML or JSON)",
+    ),
     (
         "task-telemetry",
         "megakernel track sidecar: monitor captures and task truth",
     ),
-    ("task-view", "megakernel track view: trace view plus one capture"),
+    (
+        "task-view",
+        "megakernel track view: trace view plus one capture",
+    ),
 ];
 
 /// The JSON Schema of a format, pretty-printed, or `None` for an unknown name.
