@@ -25,7 +25,7 @@ pub enum PeerKey {
 
 pub fn peer_key(r: &Record) -> Option<PeerKey> {
     match r {
-        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.clone())),
+        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.to_string())),
         Record::Memcpy {
             direction,
             memory,

@@ -1247,7 +1247,7 @@ impl<'a> Graph<'a> {
                             Record::Marker { token, .. } => Some(token),
                             _ => None,
                         });
-                        if task_tok != Some(t) {
+                        if task_tok.map(|k| k.as_str()) != Some(t.as_str()) {
                             miss_kind.push((p, EdgeType::HostOrder));
                         }
                     }
@@ -1628,7 +1628,7 @@ impl<'a> Graph<'a> {
                 let r = ix.rec(c);
                 ix.nvtx_enclosing_on(r.tid()?, r.interval().0)
                     .map(|n| match ix.rec(n) {
-                        Record::Nvtx { name, .. } => name.clone(),
+                        Record::Nvtx { name, .. } => name.to_string(),
                         _ => String::new(),
                     })
             }),

@@ -5,7 +5,7 @@
 //! meaning beyond identity.
 
 use ground_truth::trace::{MarkerPhase, Record, Rid, SwitchReason};
-use ground_truth::{Ns, TraceView};
+use ground_truth::{Ns, SharedStr, TraceView};
 use std::collections::HashMap;
 
 /// Position of a record in `view.records`.
@@ -267,7 +267,7 @@ impl<'a> Index<'a> {
     }
 
     /// The uprobe stack of a host call, if any collector saw one.
-    pub fn stack(&self, call: Pos) -> Option<&'a [String]> {
+    pub fn stack(&self, call: Pos) -> Option<&'a [SharedStr]> {
         let u = match self.rec(call) {
             Record::Uprobe { .. } => Some(call),
             _ => self.uprobe_of_api.get(&call).copied(),
@@ -332,7 +332,7 @@ impl<'a> Index<'a> {
             )
         })?;
         match self.rec(m) {
-            Record::Marker { token, .. } if !token.is_empty() => Some(token.clone()),
+            Record::Marker { token, .. } if !token.is_empty() => Some(token.to_string()),
             _ => None,
         }
     }
@@ -421,7 +421,7 @@ fn innermost_enclosing(ix: &Index, sorted: &[Pos], t: Ns) -> Option<Pos> {
 
 /// The call-site frame of a user stack (innermost first): the first frame outside
 /// the CUDA libraries and the interposition layers.
-pub fn call_site_frame(stack: &[String]) -> Option<&str> {
+pub fn call_site_frame(stack: &[SharedStr]) -> Option<&str> {
     stack
         .iter()
         .map(|s| s.as_str())
@@ -500,21 +500,17 @@ mod tests {
 
     #[test]
     fn picks_the_first_frame_outside_cuda() {
-        let s: Vec<String> = [
+        let s: Vec<SharedStr> = [
             "libcuda.so.1!cuLaunchKernel",
             "cudaLaunchKernel",
             "libcudart.so.13!0x1234",
             "model.py:42 forward",
             "main",
         ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        .map(SharedStr::from)
+        .to_vec();
         assert_eq!(call_site_frame(&s), Some("model.py:42 forward"));
-        let s: Vec<String> = ["cuLaunchKernelEx", "app::attention::launch"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let s = ["cuLaunchKernelEx", "app::attention::launch"].map(SharedStr::from);
         assert_eq!(call_site_frame(&s), Some("app::attention::launch"));
     }
 }

@@ -48,7 +48,7 @@ fn token(ix: &Index, p: Pos) -> Option<String> {
             phase: MarkerPhase::RequestBegin | MarkerPhase::TaskBegin | MarkerPhase::Enqueue,
             token,
             ..
-        } if !token.is_empty() => Some(token.clone()),
+        } if !token.is_empty() => Some(token.to_string()),
         _ => None,
     })
 }

@@ -103,7 +103,7 @@ impl ViewBuilder {
         stack: &[&str],
     ) -> Rid {
         let rid = self.rid();
-        let stack = stack.iter().map(|s| s.to_string()).collect();
+        let stack = stack.iter().map(|&s| s.into()).collect();
         self.push(Record::Uprobe {
             rid,
             tid,

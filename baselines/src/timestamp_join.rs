@@ -64,7 +64,7 @@ impl<'a> Tj<'a> {
                 phase: MarkerPhase::RequestBegin,
                 token,
                 ..
-            } if !token.is_empty() => Some(token.clone()),
+            } if !token.is_empty() => Some(token.to_string()),
             _ => None,
         })
     }
@@ -264,7 +264,7 @@ impl Profiler for TimestampJoin {
 
 pub(crate) fn nvtx_name(ix: &Index, n: Pos) -> String {
     match ix.rec(n) {
-        Record::Nvtx { name, .. } => name.clone(),
+        Record::Nvtx { name, .. } => name.to_string(),
         _ => String::new(),
     }
 }

@@ -223,7 +223,7 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                         );
                         a.insert("grid".into(), json!(grid));
                         a.insert("block".into(), json!(block));
-                        ("kernel", name.clone(), *device, a)
+                        ("kernel", name.to_string(), *device, a)
                     }
                     Record::Memcpy {
                         direction,

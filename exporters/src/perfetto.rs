@@ -501,8 +501,8 @@ fn group_of(r: &Record) -> Option<Group> {
 /// A short name for a record's slice.
 fn record_name(r: &Record) -> String {
     match r {
-        Record::Api { name, .. } => name.clone(),
-        Record::Kernel { name, .. } => name.clone(),
+        Record::Api { name, .. } => name.to_string(),
+        Record::Kernel { name, .. } => name.to_string(),
         Record::Memcpy {
             direction, memory, ..
         } => crate::kineto::memcpy_name(*direction, *memory),
@@ -512,7 +512,7 @@ fn record_name(r: &Record) -> String {
             .to_string(),
         Record::CudaEvent { event_sync_id, .. } => format!("event record #{event_sync_id}"),
         Record::ExternalCorrelation { .. } => "external correlation".into(),
-        Record::Nvtx { name, .. } => name.clone(),
+        Record::Nvtx { name, .. } => name.to_string(),
         Record::Marker {
             phase,
             queue,
@@ -528,7 +528,7 @@ fn record_name(r: &Record) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         }
-        Record::Uprobe { function, .. } => function.clone(),
+        Record::Uprobe { function, .. } => function.to_string(),
         Record::Sched { reason, .. } => format!(
             "switched out ({})",
             serde_json::to_value(reason)

@@ -4,17 +4,19 @@
 
 use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind};
 use ground_truth::trace::{MarkerPhase, Record, Rid};
-use ground_truth::Ns;
+use ground_truth::{Ns, SharedStr};
 
-/// Identity fields of a node besides its kind, name and times.
+/// Identity fields of a node besides its kind, name and times. Strings are
+/// shared, so one `NodeInfo` can be cloned into every node a step creates
+/// without copying them.
 #[derive(Debug, Clone, Default)]
 pub struct NodeInfo {
-    pub request: Option<String>,
-    pub step: Option<String>,
+    pub request: Option<SharedStr>,
+    pub step: Option<SharedStr>,
     pub thread: Option<u32>,
     pub stream: Option<u32>,
-    pub call_site: Option<String>,
-    pub operator: Option<String>,
+    pub call_site: Option<SharedStr>,
+    pub operator: Option<SharedStr>,
     pub generation: u32,
 }
 
@@ -47,7 +49,7 @@ impl RunBuilder {
     pub fn node(
         &mut self,
         kind: NodeKind,
-        name: impl Into<String>,
+        name: impl Into<SharedStr>,
         info: NodeInfo,
         start: Ns,
         end: Ns,
@@ -57,12 +59,12 @@ impl RunBuilder {
             id,
             kind,
             name: name.into(),
-            request: info.request.map(String::into_boxed_str),
-            step: info.step.map(String::into_boxed_str),
+            request: info.request,
+            step: info.step,
             thread: info.thread,
             stream: info.stream,
-            call_site: info.call_site.map(String::into_boxed_str),
-            operator: info.operator.map(String::into_boxed_str),
+            call_site: info.call_site,
+            operator: info.operator,
             generation: info.generation,
             start,
             end,
@@ -80,27 +82,28 @@ impl RunBuilder {
     #[allow(clippy::too_many_arguments)]
     pub fn host_task(
         &mut self,
-        token: &str,
+        token: impl Into<SharedStr>,
         tid: u32,
-        queue: String,
+        queue: impl Into<SharedStr>,
         at: Ns,
         instrumented: bool,
         request: Option<NodeId>,
         handoff: Option<NodeId>,
     ) -> NodeId {
+        let queue = queue.into();
         let name = if queue.is_empty() {
             "task".to_string()
         } else {
             format!("task after {queue}")
         };
+        let token = token.into();
         let info = NodeInfo {
-            request: Some(token.to_string()),
+            request: Some(token.clone()),
             thread: Some(tid),
             ..Default::default()
         };
         let task = self.node(NodeKind::HostTask, name, info, at, at);
         if instrumented {
-            let token = token.to_string();
             self.record(Some(task), |rid| Record::Marker {
                 rid,
                 tid,

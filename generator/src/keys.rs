@@ -4,6 +4,7 @@
 
 use ground_truth::graph::NodeId;
 use ground_truth::scenario::{Scenario, Step};
+use ground_truth::SharedStr;
 use std::collections::HashMap;
 
 /// Identifies one executed step across the twin and injected runs.
@@ -59,19 +60,19 @@ pub fn target_key(
 }
 
 /// The scenario step id of a key, if the step has one.
-pub fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<String> {
-    sc.programs
-        .get(k.program)?
-        .steps
-        .get(k.step)?
-        .id()
-        .map(str::to_string)
+pub fn step_id<'s>(sc: &'s Scenario, k: &StepKey) -> Option<&'s str> {
+    sc.programs.get(k.program)?.steps.get(k.step)?.id()
+}
+
+/// The scenario step id of a key as a node's `step` field.
+pub fn skey_step_id(sc: &Scenario, k: &StepKey) -> Option<SharedStr> {
+    step_id(sc, k).map(SharedStr::from)
 }
 
 /// Remembers the node an executed step produced. Only steps with an id can be
 /// injection targets or symptoms, so only they are kept (a 1 M-op run stays cheap).
 pub fn remember(keys: &mut Keys, sc: &Scenario, k: &StepKey, node: NodeId) {
-    if skey_step_id(sc, k).is_some() {
+    if step_id(sc, k).is_some() {
         keys.insert(k.clone(), node);
     }
 }

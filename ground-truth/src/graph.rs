@@ -2,6 +2,7 @@
 //! symptoms asked about and their true answers.
 
 use crate::labels::{CauseLabel, Collectors, Mode, Question};
+use crate::shared_str::SharedStr;
 use crate::trace::Rid;
 use crate::Ns;
 use schemars::JsonSchema;
@@ -99,19 +100,22 @@ impl EdgeType {
 }
 
 /// One node of the true dependency graph.
+// Strings are shared: a ground truth repeats a few names millions of times.
+// Zero times and generations are left out of the file (readers fill them back
+// in, the schema says so with its `default`), which keeps large bundles smaller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
     pub id: NodeId,
     pub kind: NodeKind,
     /// Human-readable name (kernel name, API name, queue name, fault kind).
-    pub name: String,
+    pub name: SharedStr,
     /// Request token this node belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<Box<str>>,
+    pub request: Option<SharedStr>,
     /// Scenario step id that produced it, if the step had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<Box<str>>,
+    pub step: Option<SharedStr>,
     /// Host thread (OS tid) for host nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<u32>,
@@ -119,23 +123,34 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_site: Option<Box<str>>,
+    pub call_site: Option<SharedStr>,
     /// NVTX range (operator) enclosing the launch call, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operator: Option<Box<str>>,
+    pub operator: Option<SharedStr>,
     /// Generation of the stream/event/graph object used (bumped on recreate).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[schemars(extend("default" = 0))]
     pub generation: u32,
     pub start: Ns,
     pub end: Ns,
     /// Device ops: when the op was queued and submitted (0 = not measured).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(extend("default" = 0))]
     pub queued: Ns,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(extend("default" = 0))]
     pub submitted: Ns,
     /// Records that observe this node (most nodes have one or two: kept inline).
     #[schemars(with = "Vec<Rid>")]
     pub rids: NodeRids,
+}
+
+fn is_zero(v: &Ns) -> bool {
+    *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

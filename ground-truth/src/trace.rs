@@ -1,7 +1,7 @@
 //! Trace records (SPEC §5): every record the reference recorder saw, each with a
 //! stable record id. One clock domain: CLOCK_MONOTONIC nanoseconds.
 
-use crate::Ns;
+use crate::{Ns, SharedStr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +79,8 @@ pub enum SwitchReason {
 
 /// One record of the trace. Device timestamps of 0 mean "not provided" (as in
 /// CUPTI, e.g. `submitted` of graph-launched kernels).
+// Strings are shared: a trace repeats a few names (APIs, kernels, stack
+// frames) millions of times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Record {
@@ -87,7 +89,7 @@ pub enum Record {
         rid: Rid,
         domain: ApiDomain,
         cbid: u32,
-        name: String,
+        name: SharedStr,
         tid: u32,
         start: Ns,
         end: Ns,
@@ -95,7 +97,7 @@ pub enum Record {
     },
     Kernel {
         rid: Rid,
-        name: String,
+        name: SharedStr,
         stream: u32,
         context: u32,
         device: u32,
@@ -171,7 +173,7 @@ pub enum Record {
     /// EXTERNAL_CORRELATION: ties an API call to an application id (request token).
     ExternalCorrelation {
         rid: Rid,
-        external_kind: String,
+        external_kind: SharedStr,
         external_id: u64,
         correlation_id: u32,
     },
@@ -179,7 +181,7 @@ pub enum Record {
     Nvtx {
         rid: Rid,
         tid: u32,
-        name: String,
+        name: SharedStr,
         start: Ns,
         end: Ns,
     },
@@ -188,22 +190,22 @@ pub enum Record {
         rid: Rid,
         tid: u32,
         phase: MarkerPhase,
-        queue: String,
-        token: String,
+        queue: SharedStr,
+        token: SharedStr,
         ts: Ns,
     },
     /// eBPF uprobe entry/return on a libcuda entry point, with the user stack.
     Uprobe {
         rid: Rid,
         tid: u32,
-        function: String,
+        function: SharedStr,
         enter: Ns,
         exit: Ns,
         /// Raw first handle argument (stream or event or graph exec), 0 if none.
         #[serde(default)]
         handle: u64,
         /// Symbolized user stack, innermost frame first.
-        stack: Vec<String>,
+        stack: Vec<SharedStr>,
     },
     /// Scheduler switch-out/in interval of one thread.
     Sched {

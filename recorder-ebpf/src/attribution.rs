@@ -117,7 +117,7 @@ pub fn attribute_call_sites(
                 ..
             } if wanted(name) => Some(ApiCall {
                 rid: *rid,
-                name: name.clone(),
+                name: name.to_string(),
                 tid: *tid,
                 start: *start,
                 end: *end,
@@ -139,11 +139,11 @@ pub fn attribute_call_sites(
                 ..
             } => Some(ProbeCall {
                 rid: *rid,
-                function: function.clone(),
+                function: function.to_string(),
                 tid: *tid,
                 enter: *enter,
                 exit: *exit,
-                stack: stack.clone(),
+                stack: stack.iter().map(|f| f.to_string()).collect(),
             }),
             _ => None,
         })
@@ -254,7 +254,10 @@ mod tests {
             enter,
             exit,
             handle: 0,
-            stack: vec!["libcuda.so.1!cuLaunchKernel".into(), format!("app!{site}")],
+            stack: vec![
+                "libcuda.so.1!cuLaunchKernel".into(),
+                format!("app!{site}").into(),
+            ],
         }
     }
 

@@ -481,11 +481,11 @@ fn build_records(
                 Record::Uprobe {
                     rid: 0,
                     tid: e.tid,
-                    function,
+                    function: function.into(),
                     enter: e.t0,
                     exit: e.t1.max(e.t0),
                     handle: e.arg,
-                    stack,
+                    stack: stack.into_iter().map(Into::into).collect(),
                 }
             }
             EV_SCHED => Record::Sched {

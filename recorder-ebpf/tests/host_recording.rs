@@ -8,6 +8,7 @@
 
 use ebpf_recorder::{current_exe, HostTrace, Recorder, RecorderConfig, RecorderError};
 use ground_truth::trace::{Record, SwitchReason};
+use ground_truth::SharedStr;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::Duration;
@@ -138,7 +139,7 @@ fn uprobes_record_tid_times_handle_and_stack() {
     eprintln!("uprobes: {}", summary(&trace));
     assert_eq!(trace.ringbuffer_dropped, 0);
 
-    type Probe<'a> = (&'a str, u32, u64, u64, u64, &'a Vec<String>);
+    type Probe<'a> = (&'a str, u32, u64, u64, u64, &'a Vec<SharedStr>);
     let probes: Vec<Probe> = trace
         .records
         .iter()
@@ -248,7 +249,7 @@ fn perf_map_names_the_call_site_frame() {
         black_box(causalbench_named_caller(black_box(4242 + i)));
     }
     let trace = rec.stop();
-    let stacks: Vec<&Vec<String>> = trace
+    let stacks: Vec<&Vec<SharedStr>> = trace
         .records
         .iter()
         .filter_map(|r| match r {
@@ -259,7 +260,7 @@ fn perf_map_names_the_call_site_frame() {
     assert_eq!(stacks.len(), 5, "{}", summary(&trace));
     for st in stacks {
         assert_eq!(
-            st.get(1).map(String::as_str),
+            st.get(1).map(SharedStr::as_str),
             Some("model.py:attention:41"),
             "{st:?}"
         );

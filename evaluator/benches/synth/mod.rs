@@ -56,7 +56,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             } else {
                 NodeKind::ApiCall
             },
-            name: String::new(),
+            name: Default::default(),
             request: None,
             step: None,
             thread: None,
@@ -129,7 +129,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
         records.push(if node.kind == NodeKind::Kernel {
             Record::Kernel {
                 rid,
-                name: String::new(),
+                name: Default::default(),
                 stream: node.stream.unwrap_or(0),
                 context: 1,
                 device: 0,
@@ -149,7 +149,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
                 rid,
                 domain: ApiDomain::Runtime,
                 cbid: 211,
-                name: String::new(),
+                name: Default::default(),
                 tid: 1,
                 start: t,
                 end: t + 100,

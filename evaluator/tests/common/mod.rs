@@ -199,7 +199,7 @@ impl Fixture {
                 rid: r(1),
                 tid: 1,
                 phase: MarkerPhase::RequestBegin,
-                queue: String::new(),
+                queue: Default::default(),
                 token: "7".into(),
                 ts: 0,
             },

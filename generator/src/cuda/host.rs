@@ -124,7 +124,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns)) -> HostStat
                             start: *start,
                             end: *end,
                             node: n.id,
-                            name: name.clone(),
+                            name: name.to_string(),
                         });
                     }
                 }
@@ -133,7 +133,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns)) -> HostStat
                         start: n.start,
                         end: n.end,
                         node: n.id,
-                        name: n.name.clone(),
+                        name: n.name.to_string(),
                     });
                 }
             }
@@ -174,7 +174,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns)) -> HostStat
                         .filter(|c| nested((c.start, c.end), (*enter, *exit)))
                         .min_by_key(|c| {
                             (
-                                c.name != *function,
+                                c.name != **function,
                                 c.start.abs_diff(*enter) + c.end.abs_diff(*exit),
                             )
                         })

@@ -370,7 +370,7 @@ impl<'a> Builder<'a> {
             NodeKind::Request,
             format!("{}#{}", p.name, r.index),
             NodeInfo {
-                request: Some(token.clone()),
+                request: Some(token.as_str().into()),
                 thread: Some(a.tid),
                 ..Default::default()
             },
@@ -383,8 +383,8 @@ impl<'a> Builder<'a> {
                 rid,
                 tid,
                 phase: MarkerPhase::RequestBegin,
-                queue: String::new(),
-                token,
+                queue: Default::default(),
+                token: token.into(),
                 ts,
             });
         }
@@ -428,7 +428,7 @@ impl<'a> Builder<'a> {
                     NodeKind::QueueHandoff,
                     queue.clone(),
                     NodeInfo {
-                        request: Some(token.clone()),
+                        request: Some(token.as_str().into()),
                         thread: Some(tid),
                         ..Default::default()
                     },
@@ -440,8 +440,8 @@ impl<'a> Builder<'a> {
                         rid,
                         tid,
                         phase: MarkerPhase::Enqueue,
-                        queue,
-                        token,
+                        queue: queue.into(),
+                        token: token.into(),
                         ts: t,
                     });
                 }
@@ -487,7 +487,7 @@ impl<'a> Builder<'a> {
                     self.b.record(None, |rid| Record::Nvtx {
                         rid,
                         tid,
-                        name,
+                        name: name.into(),
                         start: t0,
                         end: t1,
                     });
@@ -583,12 +583,12 @@ impl<'a> Builder<'a> {
         let step_id = o.skey.as_ref().and_then(|k| skey_step_id(self.sc, k));
         let on_stream = !matches!(o.what, What::Sync { .. });
         let info = NodeInfo {
-            request: self.token(o.request),
+            request: self.token(o.request).map(Into::into),
             step: step_id.clone(),
             thread: Some(o.tid),
             stream: on_stream.then_some(o.stream_cupti),
-            call_site: o.call_site.as_deref().map(str::to_string),
-            operator: o.operator.as_deref().map(str::to_string),
+            call_site: o.call_site.clone().map(Into::into),
+            operator: o.operator.clone().map(Into::into),
             generation: if on_stream { o.generation } else { 0 },
         };
         let node = self.b.node(kind, name, info.clone(), start, end);
@@ -615,7 +615,7 @@ impl<'a> Builder<'a> {
                         ApiDomain::Runtime
                     },
                     cbid,
-                    name,
+                    name: name.into(),
                     tid,
                     start,
                     end,
@@ -928,7 +928,7 @@ impl<'a> Builder<'a> {
                 }
             };
             let mut inf = info.clone();
-            inf.step = Some(format!("{}/{}", step_id.clone().unwrap_or_default(), n.id));
+            inf.step = Some(format!("{}/{}", step_id.clone().unwrap_or_default(), n.id).into());
             let dev = self
                 .b
                 .node(NodeKind::GraphNode, n.kernel.name.clone(), inf, st, en);
@@ -1024,7 +1024,7 @@ impl<'a> Builder<'a> {
                             ApiDomain::Runtime
                         },
                         cbid: *cbid,
-                        name: self.rec.api_name(*driver, *cbid),
+                        name: self.rec.api_name(*driver, *cbid).into(),
                         tid: *tid,
                         start: *start,
                         end: *end,
@@ -1059,7 +1059,7 @@ impl<'a> Builder<'a> {
                 channel,
             } => Record::Kernel {
                 rid: 0,
-                name: name.clone(),
+                name: name.as_str().into(),
                 stream: *stream,
                 context: *context,
                 device: *device,

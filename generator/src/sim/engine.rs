@@ -4,19 +4,17 @@
 
 use super::device::{CopyEngine, SmPool};
 use super::inject::{Action, Plan};
+use super::names::{Api, Names};
 use super::SimBackend;
 use crate::build::{NodeInfo, RunBuilder};
-use crate::keys::skey_step_id;
 use crate::unit_noise;
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
-    InjectionKind, KernelSpec, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
+    InjectionKind, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
 };
-use ground_truth::trace::{
-    ApiDomain, CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType,
-};
-use ground_truth::{Mode, Ns};
+use ground_truth::trace::{CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType};
+use ground_truth::{Mode, Ns, SharedStr};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -59,6 +57,15 @@ impl Default for HostParams {
 
 pub use crate::keys::{Keys, StepKey};
 
+/// The key of injected work, which is no scenario step (never a target, never lost).
+const NO_STEP: StepKey = StepKey {
+    program: usize::MAX,
+    request: 0,
+    step: 0,
+    graph_node: None,
+    api: false,
+};
+
 pub struct Run {
     pub builder: RunBuilder,
     pub keys: Keys,
@@ -73,15 +80,20 @@ const TID_BASE: u32 = 4100;
 /// for every call keeps push order equal to call order, as a stream's lock would.
 const QUEUE_OFFSET_NS: Ns = 1_000;
 
-/// (runtime name, driver entry point, cbid, domain) of an API call.
-type ApiName = (&'static str, &'static str, u32, ApiDomain);
-
 struct StreamCall {
-    api: ApiName,
+    api: Api,
     latency_ns: Ns,
     handle: u64,
     generation: u32,
-    call_site: Option<String>,
+    call_site: Option<SharedStr>,
+}
+
+/// A kernel to place on the device.
+struct KernelLaunch<'n> {
+    name: &'n SharedStr,
+    grid: u32,
+    block: u32,
+    duration: Ns,
 }
 
 #[derive(Debug, Clone)]
@@ -89,7 +101,8 @@ struct Item {
     request: usize,
     step: usize,
     arrival: Ns,
-    handoff: Option<(NodeId, String)>,
+    /// The handoff node and queue this work arrived through.
+    handoff: Option<(NodeId, SharedStr)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
     /// The injected host stall before the current step already happened (its fault node, if any).
@@ -105,7 +118,7 @@ struct Thread {
     scheduled: bool,
     task: Option<NodeId>,
     prev: Option<NodeId>,
-    nvtx: Vec<(String, Ns)>,
+    nvtx: Vec<(SharedStr, Ns)>,
     actions: VecDeque<(Ns, Action)>,
 }
 
@@ -135,8 +148,18 @@ struct GraphExec {
 struct RequestState {
     program: usize,
     index: u32,
-    token: String,
+    token: SharedStr,
+    /// The token as the external correlation id of the request's API calls.
+    external_id: u64,
     node: NodeId,
+}
+
+/// Indices of the objects a step names.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepTargets {
+    stream: Option<usize>,
+    event: Option<usize>,
+    graph: Option<usize>,
 }
 
 struct Engine<'a> {
@@ -146,9 +169,12 @@ struct Engine<'a> {
     plan: Option<&'a Plan>,
     b: RunBuilder,
     keys: Keys,
+    names: Names,
+    /// The stream, event and graph each step names, resolved once (indexed by program, then step).
+    targets: Vec<Vec<StepTargets>>,
     threads: Vec<Thread>,
     pools: HashMap<String, Vec<usize>>,
-    queues: HashMap<String, QueueDecl>,
+    queues: HashMap<&'a str, &'a QueueDecl>,
     streams: Vec<Stream>,
     stream_ix: HashMap<String, usize>,
     events: Vec<Event>,
@@ -242,13 +268,11 @@ impl<'a> Engine<'a> {
             plan,
             b: RunBuilder::new(keep),
             keys: HashMap::new(),
+            names: Names::new(sc),
+            targets: Vec::new(),
             threads,
             pools,
-            queues: sc
-                .queues
-                .iter()
-                .map(|q| (q.name.clone(), q.clone()))
-                .collect(),
+            queues: sc.queues.iter().map(|q| (q.name.as_str(), q)).collect(),
             streams: Vec::new(),
             stream_ix: HashMap::new(),
             events: Vec::new(),
@@ -305,7 +329,33 @@ impl<'a> Engine<'a> {
             });
             e.graph_ix.insert(g.name.clone(), i);
         }
+        e.targets = sc
+            .programs
+            .iter()
+            .map(|p| p.steps.iter().map(|step| e.step_targets(step)).collect())
+            .collect();
         e
+    }
+
+    fn step_targets(&self, step: &Step) -> StepTargets {
+        let (stream, event, graph) = match step {
+            Step::Kernel { stream, .. }
+            | Step::Copy { stream, .. }
+            | Step::Memset { stream, .. } => (Some(stream.as_str()), None, None),
+            Step::EventRecord { event, stream, .. } | Step::StreamWait { stream, event, .. } => {
+                (Some(stream.as_str()), Some(event.as_str()), None)
+            }
+            Step::GraphLaunch { graph, stream, .. } => {
+                (Some(stream.as_str()), None, Some(graph.as_str()))
+            }
+            Step::Sync { stream, event, .. } => (stream.as_deref(), event.as_deref(), None),
+            _ => (None, None, None),
+        };
+        StepTargets {
+            stream: stream.and_then(|s| self.stream_ix.get(s).copied()),
+            event: event.and_then(|e| self.event_ix.get(e).copied()),
+            graph: graph.and_then(|g| self.graph_ix.get(g).copied()),
+        }
     }
 
     fn jitter(&self, key: u64, v: Ns) -> Ns {
@@ -332,7 +382,8 @@ impl<'a> Engine<'a> {
         }
         arrivals.sort();
         for (at, pi, i) in arrivals {
-            let token = (self.requests.len() as u64 + 1).to_string();
+            let external_id = self.requests.len() as u64 + 1;
+            let token = SharedStr::from(external_id.to_string());
             let p = &self.sc.programs[pi];
             let th = self.pick_member(&p.start, false, at, i as u64);
             let tid = self.threads[th].tid;
@@ -348,13 +399,12 @@ impl<'a> Engine<'a> {
                 at,
             );
             if self.instrumented {
-                let token2 = token.clone();
                 self.b.record(Some(node), |rid| Record::Marker {
                     rid,
                     tid,
                     phase: MarkerPhase::RequestBegin,
-                    queue: String::new(),
-                    token: token2,
+                    queue: SharedStr::default(),
+                    token: token.clone(),
                     ts: at,
                 });
             }
@@ -363,6 +413,7 @@ impl<'a> Engine<'a> {
                 program: pi,
                 index: i,
                 token,
+                external_id,
                 node,
             });
             self.threads[th].queue.push_back(Item {
@@ -394,39 +445,37 @@ impl<'a> Engine<'a> {
     /// one with the shortest queue.
     fn pick_member(&self, pool: &str, randomized: bool, at: Ns, key: u64) -> usize {
         let members = &self.pools[pool];
-        let idle: Vec<usize> = members
-            .iter()
-            .copied()
-            .filter(|&m| {
-                self.threads[m].current.is_none()
-                    && self.threads[m].queue.is_empty()
-                    && self.threads[m].clock <= at
-            })
-            .collect();
-        if !idle.is_empty() {
-            return if randomized {
-                idle[(crate::mix(self.seed ^ key ^ 0x9001) % idle.len() as u64) as usize]
+        let idle = members.iter().copied().filter(|&m| {
+            let t = &self.threads[m];
+            t.current.is_none() && t.queue.is_empty() && t.clock <= at
+        });
+        let idle_count = idle.clone().count();
+        if idle_count > 0 {
+            let i = if randomized {
+                (crate::mix(self.seed ^ key ^ 0x9001) % idle_count as u64) as usize
             } else {
-                idle[0]
+                0
             };
+            return idle.clone().nth(i).expect("counted");
         }
         let min = members
             .iter()
             .map(|&m| self.threads[m].queue.len())
             .min()
             .unwrap_or(0);
-        let shortest: Vec<usize> = members
+        let mut shortest = members
             .iter()
             .copied()
-            .filter(|&m| self.threads[m].queue.len() == min)
-            .collect();
+            .filter(|&m| self.threads[m].queue.len() == min);
         if randomized {
-            shortest[(crate::mix(self.seed ^ key ^ 0x9002) % shortest.len() as u64) as usize]
+            let count = shortest.clone().count() as u64;
+            shortest
+                .nth((crate::mix(self.seed ^ key ^ 0x9002) % count) as usize)
+                .expect("counted")
         } else {
-            *shortest
-                .iter()
-                .min_by_key(|&&m| self.threads[m].clock)
-                .unwrap()
+            shortest
+                .min_by_key(|&m| self.threads[m].clock)
+                .expect("a pool has members")
         }
     }
 
@@ -473,7 +522,7 @@ impl<'a> Engine<'a> {
             .unwrap_or_default();
         let handoff = item.handoff.as_ref().map(|h| h.0);
         let task = self.b.host_task(
-            &token,
+            token,
             tid,
             queue,
             start,
@@ -534,10 +583,14 @@ impl<'a> Engine<'a> {
                 let d = self.jitter(key, (duration_us * 1000.0) as Ns);
                 self.threads[th].clock += d;
             }
-            Step::Handoff { queue } => self.handoff(th, &item, queue, key),
-            Step::NvtxPush { name } => {
+            Step::Handoff { .. } => {
+                let queue = self.step_name(pi, item.step);
+                self.handoff(th, &item, queue, key)
+            }
+            Step::NvtxPush { .. } => {
                 let c = self.threads[th].clock;
-                self.threads[th].nvtx.push((name.clone(), c));
+                let name = self.step_name(pi, item.step);
+                self.threads[th].nvtx.push((name, c));
                 self.threads[th].clock += 300;
             }
             Step::NvtxPop => {
@@ -595,13 +648,19 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn handoff(&mut self, th: usize, item: &Item, queue: &str, key: u64) {
+    /// The kernel, NVTX range or queue name of a step.
+    fn step_name(&self, program: usize, step: usize) -> SharedStr {
+        let names = self.names.step(program, step);
+        names.name.clone().expect("the step has a name")
+    }
+
+    fn handoff(&mut self, th: usize, item: &Item, queue: SharedStr, key: u64) {
         let tid = self.threads[th].tid;
         let at = self.threads[th].clock;
         let token = self.requests[item.request].token.clone();
         let h = self.b.node(
             NodeKind::QueueHandoff,
-            queue.to_string(),
+            &queue,
             NodeInfo {
                 request: Some(token.clone()),
                 thread: Some(tid),
@@ -611,13 +670,12 @@ impl<'a> Engine<'a> {
             at,
         );
         if self.instrumented {
-            let (q, t) = (queue.to_string(), token.clone());
             self.b.record(Some(h), |rid| Record::Marker {
                 rid,
                 tid,
                 phase: MarkerPhase::Enqueue,
-                queue: q,
-                token: t,
+                queue: queue.clone(),
+                token: token.clone(),
                 ts: at,
             });
         }
@@ -628,13 +686,13 @@ impl<'a> Engine<'a> {
             self.b.edge(dev, h, EdgeType::Sync);
         }
         self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);
-        let decl = self.queues[queue].clone();
+        let decl = self.queues[&*queue];
         let arrival = self.threads[th].clock + self.jitter(key ^ 2, self.be.host.wakeup_ns);
         let next = Item {
             request: item.request,
             step: item.step + 1,
             arrival,
-            handoff: Some((h, queue.to_string())),
+            handoff: Some((h, queue)),
             pending_sync: None,
             stalled: None,
         };
@@ -696,7 +754,7 @@ impl<'a> Engine<'a> {
             name,
             NodeInfo {
                 thread: Some(tid),
-                step: skey_step_id(self.sc, skey),
+                step: self.names.step(skey.program, skey.step).id.clone(),
                 ..Default::default()
             },
             start,
@@ -748,29 +806,30 @@ impl<'a> Engine<'a> {
     }
 
     /// Emits the API call (node + api, uprobe and external-correlation records).
+    /// `external_id`: the request an instrumented application tags the call with.
     #[allow(clippy::too_many_arguments)]
     fn api_call(
         &mut self,
         th: usize,
         kind: NodeKind,
-        api: (&str, &str, u32, ApiDomain),
+        api: Api,
         info: NodeInfo,
         start: Ns,
         end: Ns,
         handle: u64,
-        token: Option<&str>,
+        external_id: Option<u64>,
     ) -> (NodeId, u32) {
         let tid = self.threads[th].tid;
         let corr = self.correlation;
         self.correlation += 1;
         let call_site = info.call_site.clone();
-        let node = self.b.node(kind, api.0, info, start, end);
-        let (name, driver_fn, cbid, domain) = api;
+        let node = self.b.node(kind, self.names.api(api), info, start, end);
+        let spec = api.spec();
         self.b.record(Some(node), |rid| Record::Api {
             rid,
-            domain,
-            cbid,
-            name: name.to_string(),
+            domain: spec.domain,
+            cbid: spec.cbid,
+            name: self.names.api(api).clone(),
             tid,
             start,
             end,
@@ -778,26 +837,22 @@ impl<'a> Engine<'a> {
         });
         let enter = start + (end - start).min(400) / 2;
         let exit = end.saturating_sub((end - start).min(400) / 2).max(enter);
-        let mut stack = vec![driver_fn.to_string()];
-        if domain == ApiDomain::Runtime {
-            stack.push(format!("libcudart.so.13!{name}"));
-        }
-        stack.push(call_site.unwrap_or_else(|| "app!worker_loop".into()));
-        stack.push("app!main".into());
-        self.b.record(Some(node), |rid| Record::Uprobe {
-            rid,
-            tid,
-            function: driver_fn.to_string(),
-            enter,
-            exit,
-            handle,
-            stack,
+        self.b.record(Some(node), |rid| {
+            let stack = self.names.stack(api, call_site.as_ref());
+            Record::Uprobe {
+                rid,
+                tid,
+                function: self.names.driver_fn(api).clone(),
+                enter,
+                exit,
+                handle,
+                stack,
+            }
         });
-        if let (true, Some(tok)) = (self.instrumented, token) {
-            let external_id = tok.parse().unwrap_or(0);
+        if let (true, Some(external_id)) = (self.instrumented, external_id) {
             self.b.record(None, |rid| Record::ExternalCorrelation {
                 rid,
-                external_kind: "request".into(),
+                external_kind: self.names.request_kind.clone(),
                 external_id,
                 correlation_id: corr,
             });
@@ -812,11 +867,13 @@ impl<'a> Engine<'a> {
     fn api_step(&mut self, th: usize, item: &Item, step: &Step, skey: StepKey, key: u64) {
         let fault = item.stalled.flatten();
         self.threads[th].current.as_mut().unwrap().stalled = None;
-        let token = self.requests[item.request].token.clone();
+        let request = &self.requests[item.request];
+        let (token, external_id) = (request.token.clone(), Some(request.external_id));
         let tid = self.threads[th].tid;
         let operator = self.threads[th].nvtx.last().map(|n| n.0.clone());
-        let step_id = step.id().map(str::to_string);
-        let info = |call_site: Option<String>, stream: Option<u32>, generation: u32| NodeInfo {
+        let step_id = self.names.step(skey.program, skey.step).id.clone();
+        let targets = self.targets[skey.program][skey.step];
+        let info = |call_site: Option<SharedStr>, stream: Option<u32>, generation: u32| NodeInfo {
             request: Some(token.clone()),
             step: step_id.clone(),
             thread: Some(tid),
@@ -828,17 +885,18 @@ impl<'a> Engine<'a> {
         let start = self.threads[th].clock;
         let pending_sync = item.pending_sync;
         self.threads[th].current.as_mut().unwrap().pending_sync = None;
-        let hp = self.be.host.clone();
+        let be = self.be;
+        let hp = &be.host;
         let api_node: Option<NodeId>;
         match step {
-            Step::Kernel { stream, .. }
-            | Step::Copy { stream, .. }
-            | Step::Memset { stream, .. }
-            | Step::EventRecord { stream, .. }
-            | Step::StreamWait { stream, .. } => {
+            Step::Kernel { .. }
+            | Step::Copy { .. }
+            | Step::Memset { .. }
+            | Step::EventRecord { .. }
+            | Step::StreamWait { .. } => {
                 // Calls that enqueue one op on one stream share everything but the op itself.
-                let si = self.stream_ix[stream];
-                let call = self.stream_call(step, si);
+                let si = targets.stream.expect("stream steps name a stream");
+                let call = self.stream_call(step, skey.program, si, skey.step);
                 let end = start + self.jitter(key, call.latency_ns);
                 let inf = info(
                     call.call_site,
@@ -853,14 +911,28 @@ impl<'a> Engine<'a> {
                     start,
                     end,
                     call.handle,
-                    Some(&token),
+                    external_id,
                 );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
                 let dev = match step {
-                    Step::Kernel { .. } => {
-                        let spec = step.kernel_spec().expect("kernel step");
-                        self.kernel(si, &spec, queued, corr, inf, &skey, key)
+                    Step::Kernel {
+                        duration_us,
+                        grid,
+                        block,
+                        ..
+                    } => {
+                        let names = self.names.step(skey.program, skey.step);
+                        let name = names.name.clone().expect("kernels have a name");
+                        let duration = self.jitter(key ^ 0xD, (duration_us * 1000.0) as Ns)
+                            + self.stretch(&skey);
+                        let launch = KernelLaunch {
+                            name: &name,
+                            grid: *grid,
+                            block: *block,
+                            duration,
+                        };
+                        self.place_kernel(si, launch, queued, corr, inf, &skey)
                     }
                     Step::Copy {
                         direction,
@@ -873,11 +945,13 @@ impl<'a> Engine<'a> {
                     Step::Memset { bytes, .. } => {
                         self.memset(si, *bytes, queued, corr, inf, &skey, key)
                     }
-                    Step::EventRecord { event, .. } => {
-                        self.event_record(si, self.event_ix[event], queued, corr, inf)
+                    Step::EventRecord { .. } => {
+                        let ei = targets.event.expect("event steps name an event");
+                        self.event_record(si, ei, queued, corr, inf)
                     }
-                    Step::StreamWait { event, .. } => {
-                        self.stream_wait(si, self.event_ix[event], queued, corr, inf)
+                    Step::StreamWait { .. } => {
+                        let ei = targets.event.expect("event steps name an event");
+                        self.stream_wait(si, ei, queued, corr, inf)
                     }
                     _ => unreachable!("matched above"),
                 };
@@ -905,22 +979,22 @@ impl<'a> Engine<'a> {
                 }
                 self.threads[th].clock = ret;
             }
-            Step::GraphLaunch { graph, stream, .. } => {
-                let (si, gi) = (self.stream_ix[stream], self.graph_ix[graph]);
+            Step::GraphLaunch { .. } => {
+                let si = targets.stream.expect("graph launches name a stream");
+                let gi = targets.graph.expect("graph launches name a graph");
                 let end = start + self.jitter(key, hp.graph_launch_ns);
                 let s = &self.streams[si];
                 let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
                 let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
-                let api = ("cudaGraphLaunch", "cuGraphLaunch", 311, ApiDomain::Runtime);
                 let (node, corr) = self.api_call(
                     th,
                     NodeKind::GraphLaunch,
-                    api,
+                    Api::GraphLaunch,
                     inf.clone(),
                     start,
                     end,
                     handle,
-                    Some(&token),
+                    external_id,
                 );
                 api_node = Some(node);
                 let queued = start + QUEUE_OFFSET_NS;
@@ -928,22 +1002,12 @@ impl<'a> Engine<'a> {
                 self.remember(&skey, node);
                 self.threads[th].clock = end;
             }
-            Step::Sync {
-                target,
-                stream,
-                event,
-                ..
-            } => {
+            Step::Sync { target, event, .. } => {
                 let (api, sync_type, handle, waited, sync_stream) = match target {
                     SyncTarget::Stream => {
-                        let s = &self.streams[self.stream_ix[stream.as_deref().unwrap()]];
+                        let s = &self.streams[targets.stream.expect("stream syncs name a stream")];
                         (
-                            (
-                                "cudaStreamSynchronize",
-                                "cuStreamSynchronize",
-                                131,
-                                ApiDomain::Runtime,
-                            ),
+                            Api::StreamSynchronize,
                             SyncType::StreamSynchronize,
                             s.handle,
                             s.tail.clone(),
@@ -951,14 +1015,9 @@ impl<'a> Engine<'a> {
                         )
                     }
                     SyncTarget::Event => {
-                        let e = &self.events[self.event_ix[event.as_deref().unwrap()]];
+                        let e = &self.events[targets.event.expect("event syncs name an event")];
                         (
-                            (
-                                "cudaEventSynchronize",
-                                "cuEventSynchronize",
-                                133,
-                                ApiDomain::Runtime,
-                            ),
+                            Api::EventSynchronize,
                             SyncType::EventSynchronize,
                             e.handle,
                             e.last.map(|l| vec![l.0]).unwrap_or_default(),
@@ -966,12 +1025,7 @@ impl<'a> Engine<'a> {
                         )
                     }
                     SyncTarget::Device => (
-                        (
-                            "cudaDeviceSynchronize",
-                            "cuCtxSynchronize",
-                            165,
-                            ApiDomain::Runtime,
-                        ),
+                        Api::DeviceSynchronize,
                         SyncType::ContextSynchronize,
                         0,
                         self.streams
@@ -983,10 +1037,11 @@ impl<'a> Engine<'a> {
                 };
                 // An event sync joins to the record it waited on, like a stream wait does.
                 let waited_sync_id = match (target, event) {
-                    (SyncTarget::Event, Some(e)) => self.events[self.event_ix[e.as_str()]]
-                        .last
-                        .map(|l| l.2)
-                        .unwrap_or(0),
+                    (SyncTarget::Event, Some(_)) => self.events
+                        [targets.event.expect("event syncs name an event")]
+                    .last
+                    .map(|l| l.2)
+                    .unwrap_or(0),
                     _ => 0,
                 };
                 let call_end = start + self.jitter(key, hp.sync_call_ns);
@@ -1009,7 +1064,7 @@ impl<'a> Engine<'a> {
                     start,
                     ret,
                     handle,
-                    Some(&token),
+                    external_id,
                 );
                 api_node = Some(node);
                 for &w in &waited {
@@ -1057,57 +1112,32 @@ impl<'a> Engine<'a> {
     }
 
     /// The API call a stream step makes: names, latency, the raw handle its first argument carries.
-    fn stream_call(&self, step: &Step, si: usize) -> StreamCall {
+    fn stream_call(&self, step: &Step, program: usize, si: usize, step_ix: usize) -> StreamCall {
         let hp = &self.be.host;
         let s = &self.streams[si];
-        let rt = ApiDomain::Runtime;
+        let call_site = || self.names.step(program, step_ix).call_site.clone();
+        let event = || &self.events[self.targets[program][step_ix].event.expect("an event step")];
         let (api, latency_ns, handle, generation, call_site) = match step {
-            Step::Kernel {
-                launch, call_site, ..
-            } => {
+            Step::Kernel { launch, .. } => {
                 let api = match launch {
-                    LaunchApi::Runtime => ("cudaLaunchKernel", "cuLaunchKernel", 211, rt),
-                    LaunchApi::Driver => {
-                        ("cuLaunchKernel", "cuLaunchKernel", 307, ApiDomain::Driver)
-                    }
-                    LaunchApi::DriverEx => (
-                        "cuLaunchKernelEx",
-                        "cuLaunchKernelEx",
-                        652,
-                        ApiDomain::Driver,
-                    ),
+                    LaunchApi::Runtime => Api::LaunchKernel,
+                    LaunchApi::Driver => Api::CuLaunchKernel,
+                    LaunchApi::DriverEx => Api::CuLaunchKernelEx,
                 };
-                (api, hp.launch_ns, s.handle, s.generation, call_site.clone())
+                (api, hp.launch_ns, s.handle, s.generation, call_site())
             }
-            Step::Copy {
-                direction,
-                call_site,
-                ..
-            } => {
-                let driver_fn = match direction {
-                    CopyDirection::H2d => "cuMemcpyHtoDAsync_v2",
-                    CopyDirection::D2h => "cuMemcpyDtoHAsync_v2",
-                    CopyDirection::D2d => "cuMemcpyDtoDAsync_v2",
-                };
-                (
-                    ("cudaMemcpyAsync", driver_fn, 41, rt),
-                    hp.copy_call_ns,
-                    s.handle,
-                    s.generation,
-                    call_site.clone(),
-                )
-            }
-            Step::Memset { .. } => (
-                ("cudaMemsetAsync", "cuMemsetD8Async", 48, rt),
-                hp.launch_ns,
+            Step::Copy { direction, .. } => (
+                Api::memcpy(*direction),
+                hp.copy_call_ns,
                 s.handle,
                 s.generation,
-                None,
+                call_site(),
             ),
-            Step::EventRecord { event, .. } => {
-                let e = &self.events[self.event_ix[event]];
+            Step::Memset { .. } => (Api::MemsetAsync, hp.launch_ns, s.handle, s.generation, None),
+            Step::EventRecord { .. } => {
+                let e = event();
                 (
-                    ("cudaEventRecord", "cuEventRecord", 135, rt),
+                    Api::EventRecord,
                     hp.event_call_ns,
                     e.handle,
                     e.generation,
@@ -1115,16 +1145,13 @@ impl<'a> Engine<'a> {
                 )
             }
             // cuStreamWaitEvent(hStream, hEvent, flags): the first argument is the stream.
-            Step::StreamWait { event, .. } => {
-                let e = &self.events[self.event_ix[event]];
-                (
-                    ("cudaStreamWaitEvent", "cuStreamWaitEvent", 146, rt),
-                    hp.event_call_ns,
-                    s.handle,
-                    e.generation,
-                    None,
-                )
-            }
+            Step::StreamWait { .. } => (
+                Api::StreamWaitEvent,
+                hp.event_call_ns,
+                s.handle,
+                event().generation,
+                None,
+            ),
             _ => unreachable!("not a stream step"),
         };
         StreamCall {
@@ -1189,83 +1216,54 @@ impl<'a> Engine<'a> {
             .is_some_and(|p| p.lose_target.as_ref() == Some(skey))
     }
 
+    /// `dev` is the stream's new tail, ordered after the previous one(s).
+    /// The tail vector is reused: one op per stream step must not allocate.
     fn stream_order(&mut self, si: usize, dev: NodeId) {
-        let tail = std::mem::replace(&mut self.streams[si].tail, vec![dev]);
-        for p in tail {
+        let tail = &mut self.streams[si].tail;
+        for &p in tail.iter() {
             self.b.edge(p, dev, EdgeType::StreamOrder);
         }
+        tail.clear();
+        tail.push(dev);
     }
 
-    /// Injector kernels: exact duration, never lost.
-    fn kernel_exact(
-        &mut self,
-        si: usize,
-        spec: &KernelSpec,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        dur: Ns,
-    ) -> NodeId {
-        let nokey = StepKey {
-            program: usize::MAX,
-            request: 0,
-            step: 0,
-            graph_node: None,
-            api: false,
-        };
-        self.place_kernel(si, spec, queued, corr, info, &nokey, dur)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn kernel(
-        &mut self,
-        si: usize,
-        spec: &KernelSpec,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        skey: &StepKey,
-        key: u64,
-    ) -> NodeId {
-        let dur = self.jitter(key ^ 0xD, (spec.duration_us * 1000.0) as Ns) + self.stretch(skey);
-        self.place_kernel(si, spec, queued, corr, info, skey, dur)
-    }
-
-    #[allow(clippy::too_many_arguments)]
+    /// Places a kernel on the SMs after the stream's previous work: its node,
+    /// stream order and CUPTI record (unless the plan loses it).
     fn place_kernel(
         &mut self,
         si: usize,
-        spec: &KernelSpec,
+        kernel: KernelLaunch,
         queued: Ns,
         corr: u32,
         info: NodeInfo,
         skey: &StepKey,
-        dur: Ns,
     ) -> NodeId {
+        let KernelLaunch {
+            name,
+            grid,
+            block,
+            duration,
+        } = kernel;
         let ready = queued.max(self.streams[si].tail_end);
         let start = self.sms.place(
             ready + self.be.device.dispatch_ns,
-            spec.grid,
-            dur,
+            grid,
+            duration,
             self.be.device.sms,
             self.now,
         );
-        let end = start + dur;
+        let end = start + duration;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self
-            .b
-            .node(NodeKind::Kernel, spec.name.clone(), info, start, end);
+        let dev = self.b.node(NodeKind::Kernel, name, info, start, end);
         self.b.set_device_times(dev, queued, ready, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
-        let lost = self.lose_record(skey);
-        let (grid, block, name) = ([spec.grid, 1, 1], [spec.block, 1, 1], spec.name.clone());
-        if lost {
+        if self.lose_record(skey) {
             self.loss.cupti_dropped += 1;
         } else {
             self.b.record(Some(dev), |rid| Record::Kernel {
                 rid,
-                name,
+                name: name.clone(),
                 stream: stream_id,
                 context: 1,
                 device: 0,
@@ -1276,8 +1274,8 @@ impl<'a> Engine<'a> {
                 submitted: ready,
                 start,
                 end,
-                grid,
-                block,
+                grid: [grid, 1, 1],
+                block: [block, 1, 1],
                 channel: si as u32,
             });
         }
@@ -1313,13 +1311,8 @@ impl<'a> Engine<'a> {
         };
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self.b.node(
-            NodeKind::Memcpy,
-            format!("memcpy {direction:?}").to_lowercase(),
-            info,
-            start,
-            end,
-        );
+        let name = self.names.memcpy(direction).clone();
+        let dev = self.b.node(NodeKind::Memcpy, name, info, start, end);
         self.b.set_device_times(dev, queued, ready, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -1367,7 +1360,8 @@ impl<'a> Engine<'a> {
         let start = ready + d.dispatch_ns;
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self.b.node(NodeKind::Memset, "memset", info, start, end);
+        let name = self.names.memset.clone();
+        let dev = self.b.node(NodeKind::Memset, name, info, start, end);
         self.b.set_device_times(dev, queued, ready, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -1399,9 +1393,8 @@ impl<'a> Engine<'a> {
         info: NodeInfo,
     ) -> NodeId {
         let done = queued.max(self.streams[si].tail_end);
-        let dev = self
-            .b
-            .node(NodeKind::EventRecord, "event record", info, done, done);
+        let name = self.names.event_record.clone();
+        let dev = self.b.node(NodeKind::EventRecord, name, info, done, done);
         self.b.set_device_times(dev, queued, done, done, done);
         self.stream_order(si, dev);
         let sync_id = self.event_sync_id;
@@ -1430,9 +1423,8 @@ impl<'a> Engine<'a> {
         let start = queued.max(self.streams[si].tail_end);
         let last = self.events[ei].last;
         let end = start.max(last.map(|l| l.1).unwrap_or(0));
-        let dev = self
-            .b
-            .node(NodeKind::StreamWait, "stream wait", info, start, end);
+        let name = self.names.stream_wait.clone();
+        let dev = self.b.node(NodeKind::StreamWait, name, info, start, end);
         self.b.set_device_times(dev, queued, start, start, end);
         self.stream_order(si, dev);
         self.streams[si].tail_end = end;
@@ -1480,7 +1472,7 @@ impl<'a> Engine<'a> {
         }
         let exec_id = self.graphs[gi].exec_id;
         let stream_id = self.streams[si].cupti_id;
-        let step_has_id = skey_step_id(self.sc, skey).is_some();
+        let step_has_id = self.names.step(skey.program, skey.step).id.is_some();
         let mut sinks = Vec::new();
         let mut tail_end = base_ready;
         for (ni, n) in decl.nodes.iter().enumerate() {
@@ -1508,14 +1500,10 @@ impl<'a> Engine<'a> {
             );
             let end = start + dur;
             let mut inf = info.clone();
-            inf.step = Some(format!(
-                "{}/{}",
-                skey_step_id(self.sc, skey).unwrap_or_default(),
-                n.id
-            ));
-            let dev = self
-                .b
-                .node(NodeKind::GraphNode, n.kernel.name.clone(), inf, start, end);
+            let names = self.names.step(skey.program, skey.step);
+            inf.step = Some(names.graph_node_steps[ni].clone());
+            let name = self.names.graph_kernel(gi, ni).clone();
+            let dev = self.b.node(NodeKind::GraphNode, name, inf, start, end);
             self.b.set_device_times(dev, queued, ready, start, end);
             self.b.edge(launch, dev, EdgeType::Launch);
             if n.after.is_empty() {
@@ -1535,17 +1523,13 @@ impl<'a> Engine<'a> {
                 + ((self.graphs[gi].generation as u64) << 16)
                 + ((gi as u64) << 8)
                 + ni as u64;
-            let (name, grid, block) = (
-                n.kernel.name.clone(),
-                [n.kernel.grid, 1, 1],
-                [n.kernel.block, 1, 1],
-            );
+            let (grid, block) = ([n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
             if self.lose_record(&nkey) {
                 self.loss.cupti_dropped += 1;
             } else {
                 self.b.record(Some(dev), |rid| Record::Kernel {
                     rid,
-                    name,
+                    name: self.names.graph_kernel(gi, ni).clone(),
                     stream: stream_id,
                     context: 1,
                     device: 0,
@@ -1572,11 +1556,13 @@ impl<'a> Engine<'a> {
     /// Runs one injector action: real work issued by the injector thread.
     fn inject_action(&mut self, th: usize, action: Action) {
         let start = self.threads[th].clock;
-        let hp = self.be.host.clone();
+        let be = self.be;
+        let hp = &be.host;
         let si_inj = self.stream_ix[INJECTOR_STREAM];
+        let call_site = SharedStr::from("causalbench-injector");
         let info = |stream: u32| NodeInfo {
             stream: Some(stream),
-            call_site: Some("causalbench-injector".into()),
+            call_site: Some(call_site.clone()),
             ..Default::default()
         };
         match action {
@@ -1591,16 +1577,10 @@ impl<'a> Engine<'a> {
                 let end = start + hp.launch_ns;
                 let inf = info(self.streams[si].cupti_id);
                 let handle = self.streams[si].handle;
-                let api = (
-                    "cudaLaunchKernel",
-                    "cuLaunchKernel",
-                    211,
-                    ApiDomain::Runtime,
-                );
                 let (node, corr) = self.api_call(
                     th,
                     NodeKind::ApiCall,
-                    api,
+                    Api::LaunchKernel,
                     inf.clone(),
                     start,
                     end,
@@ -1613,15 +1593,15 @@ impl<'a> Engine<'a> {
                 let dispatch = self.be.device.dispatch_ns;
                 let total = self.be.device.sms;
                 let begin = self.sms.earliest(ready + dispatch, grid, total, self.now);
-                let dur = until.saturating_sub(begin).max(1_000);
-                let spec = KernelSpec {
-                    name,
-                    kind: Default::default(),
-                    duration_us: dur as f64 / 1000.0,
+                // Injected kernels run exactly until `until` and are never lost.
+                let name = SharedStr::from(name);
+                let launch = KernelLaunch {
+                    name: &name,
                     grid,
                     block: 256,
+                    duration: until.saturating_sub(begin).max(1_000),
                 };
-                let dev = self.kernel_exact(si, &spec, queued, corr, inf, dur);
+                let dev = self.place_kernel(si, launch, queued, corr, inf, &NO_STEP);
                 self.b.edge(node, dev, EdgeType::Launch);
                 if delays_target {
                     self.pending_fault_edges.push(dev);
@@ -1634,16 +1614,10 @@ impl<'a> Engine<'a> {
                     let end = t + hp.copy_call_ns;
                     let inf = info(self.streams[si_inj].cupti_id);
                     let handle = self.streams[si_inj].handle;
-                    let api = (
-                        "cudaMemcpyAsync",
-                        "cuMemcpyHtoDAsync_v2",
-                        41,
-                        ApiDomain::Runtime,
-                    );
                     let (node, corr) = self.api_call(
                         th,
                         NodeKind::ApiCall,
-                        api,
+                        Api::MemcpyAsyncH2d,
                         inf.clone(),
                         t,
                         end,
@@ -1660,13 +1634,6 @@ impl<'a> Engine<'a> {
                     let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64
                         * d.pinned_bytes_per_ns)
                         .max(4096.0) as u64;
-                    let nokey = StepKey {
-                        program: usize::MAX,
-                        request: 0,
-                        step: 0,
-                        graph_node: None,
-                        api: false,
-                    };
                     let dev = self.memcpy(
                         si_inj,
                         CopyDirection::H2d,
@@ -1675,7 +1642,7 @@ impl<'a> Engine<'a> {
                         queued,
                         corr,
                         inf,
-                        &nokey,
+                        &NO_STEP,
                         u64::MAX,
                     );
                     self.b.edge(node, dev, EdgeType::Launch);
@@ -1721,10 +1688,11 @@ impl<'a> Engine<'a> {
         let mut last: Option<NodeId> = None;
         for &d in &self.pending_fault_edges {
             let n = &self.b.truth.nodes[d as usize];
-            if n.end <= start + 1 && n.end > self.b.truth.nodes[target as usize].submitted {
-                if last.is_none_or(|l| self.b.truth.nodes[l as usize].end < n.end) {
-                    last = Some(d);
-                }
+            if n.end <= start + 1
+                && n.end > self.b.truth.nodes[target as usize].submitted
+                && last.is_none_or(|l| self.b.truth.nodes[l as usize].end < n.end)
+            {
+                last = Some(d);
             }
         }
         if let Some(d) = last {

@@ -7,6 +7,7 @@
 mod device;
 mod engine;
 mod inject;
+mod names;
 
 pub use device::DeviceParams;
 pub use engine::HostParams;
@@ -108,7 +109,7 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
     let per_request = 100u32;
     let kernel = |i: u32| Step::Kernel {
         id: (i == 0).then(|| "first".to_string()),
-        stream: if i % 2 == 0 { "a".into() } else { "b".into() },
+        stream: ["a", "b"][i as usize % 2].into(),
         name: "tiny".into(),
         kind: ground_truth::scenario::KernelKind::Empty,
         duration_us: 1.0,
