@@ -19,14 +19,16 @@ pub fn symptom(
 ) -> Result<Symptom, String> {
     let n = &truth.nodes[node as usize];
     let critical_path = truth.critical_path(node);
-    // Only the records of the symptom and of its path matter here.
-    let wanted: std::collections::HashSet<Rid> = critical_path
+    // Only the records of the symptom and of its path matter here: a handful,
+    // looked up by binary search while scanning a trace of millions.
+    let mut wanted: Vec<Rid> = critical_path
         .iter()
         .flat_map(|&p| truth.nodes[p as usize].rids.iter().copied())
         .collect();
+    wanted.sort_unstable();
     let by_rid: HashMap<Rid, &Record> = trace
         .iter()
-        .filter(|r| wanted.contains(&r.rid()))
+        .filter(|r| wanted.binary_search(&r.rid()).is_ok())
         .map(|r| (r.rid(), r))
         .collect();
     let primary = n

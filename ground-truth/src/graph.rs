@@ -265,16 +265,37 @@ impl GroundTruth {
         }
     }
 
+    /// Predecessors of every node in one flat array (edge order kept within a
+    /// node): `(starts, preds)` where node `n`'s are `preds[starts[n]..starts[n + 1]]`.
+    /// Two allocations however large the graph, where a list per node costs one each.
+    fn predecessor_index(&self) -> (Vec<usize>, Vec<(NodeId, EdgeType)>) {
+        let mut starts = vec![0usize; self.nodes.len() + 1];
+        for e in &self.edges {
+            starts[e.dst as usize + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next = starts.clone();
+        let mut preds = vec![(0, EdgeType::Launch); self.edges.len()];
+        for e in &self.edges {
+            let slot = &mut next[e.dst as usize];
+            preds[*slot] = (e.src, e.kind);
+            *slot += 1;
+        }
+        (starts, preds)
+    }
+
     /// The true critical path to `late`: walk back, at each step taking the
     /// predecessor whose completion came last (the one that gated the node).
     /// Ties go to the lower node id so the result is deterministic.
     pub fn critical_path(&self, late: NodeId) -> Vec<NodeId> {
-        let preds = self.predecessors();
+        let (starts, preds) = self.predecessor_index();
         let mut path = vec![late];
         let mut cur = late;
         // A path can't be longer than the node count; guards against malformed cycles.
         for _ in 0..self.nodes.len() {
-            let best = preds[cur as usize]
+            let best = preds[starts[cur as usize]..starts[cur as usize + 1]]
                 .iter()
                 .max_by_key(|&&(p, k)| (self.gating_time(p, cur, k), std::cmp::Reverse(p)))
                 .map(|&(p, _)| p);
