@@ -32,6 +32,19 @@ fn megakernel_compiles_to_ptx_for_hopper() {
             || ptx.contains("atom.add.u32")
             || ptx.contains("red.global.add")
     );
+    // Each class body, the wait loop and the idle loop are separate functions
+    // (a PC sample names the function it hit).
+    for f in [
+        "mk_body_attention",
+        "mk_body_gemm",
+        "mk_body_communication",
+        "mk_body_sampling",
+        "mk_wait_loop",
+        "mk_idle_pop",
+        "mk_idle_hold",
+    ] {
+        assert!(ptx.contains(&format!(".func")) && ptx.contains(f), "{f} is not its own function");
+    }
     eprintln!("megakernel: {} bytes of PTX", ptx.len());
 }
 

@@ -124,6 +124,9 @@ pub struct CaseResult {
     pub kernel_ns: u64,
     /// Calibration steps taken (0 for a variant not matched to another).
     pub calibration_steps: u32,
+    /// The injected schedule as run, and the family's no-injection twin.
+    pub schedule: Schedule,
+    pub twin: Schedule,
 }
 
 /// Options of [`run_family`].
@@ -303,6 +306,8 @@ pub fn run_family(
             twin_ns,
             kernel_ns,
             calibration_steps: steps,
+            schedule: s.clone(),
+            twin: twin.clone(),
         });
     }
     Ok(out)

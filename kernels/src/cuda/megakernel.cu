@@ -298,6 +298,91 @@ __device__ void mk_dispatch(const mk_ctx& c, mk_u32 task_id, mk_u32 event_id, mk
     }
 }
 
+// Task bodies. Each class has its own (non-inlined) code region, as each
+// operator of a real megakernel does, so a PC sample says which class ran;
+// the dependency-wait and idle loops are shared code of the scheduler.
+__device__ __forceinline__ void mk_body(const mk_params* p, const mk_task& t, mk_u32 worker,
+                                        mk_u64 start, mk_u32 tid) {
+    if (t.body == MK_BODY_SPIN) {
+        if (tid == 0) {
+            const mk_u64 until = start + t.cost;
+            mk_u64 now = mk_now();
+            while (now < until) now = mk_now();
+        }
+    } else {
+        const mk_u64 base = (mk_u64)worker * p->scratch_vecs;
+        const mk_u64 n = t.mem_vecs < p->scratch_vecs ? t.mem_vecs : p->scratch_vecs;
+        for (mk_u32 it = 0; it < t.cost; ++it) {
+            for (mk_u64 j = tid; j < n; j += blockDim.x) {
+                uint4 v = p->scratch_src[base + j];
+                v.x ^= it;
+                p->scratch_dst[base + j] = v;
+            }
+        }
+    }
+    __syncthreads();
+    // Class-delay injection: the class's own code runs longer.
+    if (tid == 0 && t.extra_ns != 0u) {
+        const mk_u64 until = mk_now() + t.extra_ns;
+        while (mk_now() < until) {}
+    }
+}
+
+__device__ __noinline__ void mk_body_attention(const mk_params* p, const mk_task& t,
+                                               mk_u32 worker, mk_u64 start, mk_u32 tid) {
+    mk_body(p, t, worker, start, tid);
+}
+__device__ __noinline__ void mk_body_gemm(const mk_params* p, const mk_task& t, mk_u32 worker,
+                                          mk_u64 start, mk_u32 tid) {
+    mk_body(p, t, worker, start, tid);
+}
+__device__ __noinline__ void mk_body_communication(const mk_params* p, const mk_task& t,
+                                                   mk_u32 worker, mk_u64 start, mk_u32 tid) {
+    mk_body(p, t, worker, start, tid);
+}
+__device__ __noinline__ void mk_body_sampling(const mk_params* p, const mk_task& t,
+                                              mk_u32 worker, mk_u64 start, mk_u32 tid) {
+    mk_body(p, t, worker, start, tid);
+}
+__device__ __noinline__ void mk_body_other(const mk_params* p, const mk_task& t,
+                                           mk_u32 worker, mk_u64 start, mk_u32 tid) {
+    mk_body(p, t, worker, start, tid);
+}
+
+// Scheduler idle loop: spin until `*slot` is non-zero or the deadline passes.
+__device__ __noinline__ mk_u32 mk_idle_pop(const mk_ctx& c, volatile mk_u32* slot, int* abort) {
+    mk_u32 v = *slot;
+    while (v == 0u) {
+        if (mk_timed_out(c, mk_now())) { *abort = 1; break; }
+        v = *slot;
+    }
+    return v;
+}
+
+// Scheduler idle loop for a starved task: not taken up before `until`.
+__device__ __noinline__ mk_u64 mk_idle_hold(const mk_ctx& c, mk_u64 until, int* abort) {
+    mk_u64 now = mk_now();
+    while (now < until) {
+        if (mk_timed_out(c, now)) { *abort = 1; break; }
+        now = mk_now();
+    }
+    return now;
+}
+
+// Dependency-wait loop (shared by every class): until the event's completion
+// is visible (completion + postponement).
+__device__ __noinline__ mk_u64 mk_wait_loop(const mk_ctx& c, volatile mk_u64* done,
+                                           mk_u64 postpone_ns, int* abort) {
+    mk_u64 now = mk_now();
+    for (;;) {
+        const mk_u64 d = *done;
+        if (d != 0 && now >= d + postpone_ns) break;
+        if (mk_timed_out(c, now)) { *abort = 1; break; }
+        now = mk_now();
+    }
+    return now;
+}
+
 extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
                                          const mk_monitor_config* __restrict__ config) {
     __shared__ mk_u32 s_task;
@@ -334,11 +419,9 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     for (mk_u32 i = 0; i < n_mine; ++i) {
         if (tid == 0) {
             // Take the next ready task (idle while the queue is empty).
-            mk_u32 v = my_queue[i];
-            while (v == 0u) {
-                if (mk_timed_out(c, mk_now())) { s_abort = 1; break; }
-                v = my_queue[i];
-            }
+            int ab = 0;
+            const mk_u32 v = mk_idle_pop(c, my_queue + i, &ab);
+            if (ab) s_abort = 1;
             s_task = v == 0u ? MK_NONE : v - 1u;
             ((volatile mk_u32*)p->queue_head)[c.worker] = i + 1u;
             __threadfence();
@@ -358,10 +441,9 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             mk_u64 now = mk_now();
             // Starvation injection: the ready task is not taken up before ready + hold.
             if (t.hold_ns != 0u) {
-                while (now < ready + t.hold_ns) {
-                    if (mk_timed_out(c, now)) { s_abort = 1; break; }
-                    now = mk_now();
-                }
+                int ab = 0;
+                now = mk_idle_hold(c, ready + t.hold_ns, &ab);
+                if (ab) s_abort = 1;
             }
             ph[1] = now > ready ? now - ready : 0;
             if (t.wait_event != MK_NONE) {
@@ -369,12 +451,9 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
                 const mk_u64 wb = now;
                 mk_hook(c, MK_HOOK_WAIT_BEGIN, task_id, t, c.worker, t.wait_event, wb, 0);
                 volatile mk_u64* done = (volatile mk_u64*)p->event_done + t.wait_event;
-                for (;;) {
-                    const mk_u64 d = *done;
-                    if (d != 0 && now >= d + ev.postpone_ns) break;
-                    if (mk_timed_out(c, now)) { s_abort = 1; break; }
-                    now = mk_now();
-                }
+                int ab = 0;
+                now = mk_wait_loop(c, done, ev.postpone_ns, &ab);
+                if (ab) s_abort = 1;
                 ph[2] = now - wb;
                 mk_hook(c, MK_HOOK_WAIT_END, task_id, t, c.worker, t.wait_event, now, ph[2]);
             }
@@ -384,30 +463,16 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
         }
         __syncthreads();
         if (s_abort) break;
-        // Body.
-        if (t.body == MK_BODY_SPIN) {
-            if (tid == 0) {
-                const mk_u64 until = s_now + t.cost;
-                mk_u64 now = mk_now();
-                while (now < until) now = mk_now();
-            }
-        } else {
-            const mk_u64 base = (mk_u64)c.worker * p->scratch_vecs;
-            const mk_u64 n = t.mem_vecs < p->scratch_vecs ? t.mem_vecs : p->scratch_vecs;
-            for (mk_u32 it = 0; it < t.cost; ++it) {
-                for (mk_u64 j = tid; j < n; j += blockDim.x) {
-                    uint4 v = p->scratch_src[base + j];
-                    v.x ^= it;
-                    p->scratch_dst[base + j] = v;
-                }
-            }
+        // Body: each class in its own code region.
+        switch (t.class_id) {
+            case 0: mk_body_attention(p, t, c.worker, s_now, tid); break;
+            case 1: mk_body_gemm(p, t, c.worker, s_now, tid); break;
+            case 2: mk_body_communication(p, t, c.worker, s_now, tid); break;
+            case 3: mk_body_sampling(p, t, c.worker, s_now, tid); break;
+            default: mk_body_other(p, t, c.worker, s_now, tid); break;
         }
         __syncthreads();
         if (tid == 0) {
-            if (t.extra_ns != 0u) {
-                const mk_u64 until = mk_now() + t.extra_ns;
-                while (mk_now() < until) {}
-            }
             const mk_u64 end = mk_now();
             ph[3] = end - t_start;
             mk_hook(c, MK_HOOK_END, task_id, t, c.worker, 0, end, ph[3]);
