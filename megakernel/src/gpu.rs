@@ -538,6 +538,56 @@ impl GpuExecutor {
         for _ in 0..reps.max(1) {
             per_op.push(timed(&|| enqueue(&k))?);
         }
+        // What kernel-level CUPTI sees of the per-operator build: one kernel
+        // record per operator (plus the class-delay spin of a memory op), in
+        // launch order; mean duration per class.
+        let _ = self.recorder.as_ref().map(|r| r.flush());
+        enqueue(&k)?;
+        st.synchronize().map_err(err("sync"))?;
+        let mut per_class_kernel_us = Vec::new();
+        if let Some(f) = self.recorder.as_ref().and_then(|r| r.flush().ok()) {
+            let mut ks: Vec<(u64, u64)> = f
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    Raw::Kernel {
+                        name, start, end, ..
+                    } if name.starts_with("cb_") => Some((*start, *end)),
+                    _ => None,
+                })
+                .collect();
+            ks.sort_unstable();
+            let mut classes_in_order = Vec::new();
+            for op in &s.ops {
+                let t = s.tasks[op.first_task as usize];
+                classes_in_order.push(op.class);
+                if t.body == mk::BODY_MEMORY && t.extra_ns > 0 {
+                    classes_in_order.push(op.class);
+                }
+            }
+            if ks.len() == classes_in_order.len() {
+                let mut sum = vec![(0f64, 0u32); CLASSES.len()];
+                // A memory op's extra spin kernel counts toward its operator.
+                let mut i = 0;
+                for op in &s.ops {
+                    let t = s.tasks[op.first_task as usize];
+                    let mut d = ks[i].1.saturating_sub(ks[i].0);
+                    i += 1;
+                    if t.body == mk::BODY_MEMORY && t.extra_ns > 0 {
+                        d += ks[i].1.saturating_sub(ks[i].0);
+                        i += 1;
+                    }
+                    if let Some(x) = sum.get_mut(op.class as usize) {
+                        x.0 += d as f64 / 1e3;
+                        x.1 += 1;
+                    }
+                }
+                per_class_kernel_us = sum
+                    .iter()
+                    .map(|(t, n)| if *n == 0 { 0.0 } else { t / *n as f64 })
+                    .collect();
+            }
+        }
         st.begin_capture(
             cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
@@ -560,6 +610,7 @@ impl GpuExecutor {
             mega.push(self.launch_only(s, &MonitorConfig::none())?);
         }
         Ok(Controls {
+            per_class_kernel_us,
             kernels_per_run: s.ops.len() as u32
                 + s.ops
                     .iter()
@@ -888,6 +939,9 @@ impl GpuExecutor {
 /// The controls' outer durations (ns per run).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Controls {
+    /// Mean duration of one operator's kernel(s) per class, as kernel-level
+    /// CUPTI sees the per-operator build (empty without the CUPTI recorder).
+    pub per_class_kernel_us: Vec<f64>,
     pub kernels_per_run: u32,
     pub kernel_per_op_ns: Vec<u64>,
     pub cuda_graph_ns: Vec<u64>,
