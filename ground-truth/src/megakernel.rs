@@ -409,7 +409,7 @@ pub struct ClassSpec {
     pub kib: u32,
 }
 
-/// A megakernel scenario (`catalog/megakernel/*.yaml`).
+/// A megakernel scenario (`megakernel/catalog/*.yaml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MkScenario {

@@ -6,7 +6,7 @@
 //! cargo run --release -p megakernel --example megakernel_check -- --out DIR [--reps N] [--sim] [--budget-s S]
 //! ```
 //!
-//! - every task-level family of `catalog/megakernel/` × N repetitions: the
+//! - every task-level family of `megakernel/catalog/` × N repetitions: the
 //!   twin, each variant (a matched variant calibrated to its pair's lateness),
 //!   one launch per monitor (none, task-log, aggregate, task-log-budget,
 //!   aggregate-sampled); bundles + sidecars in `DIR/FAMILY.cases.jsonl.gz`;

@@ -1,4 +1,4 @@
-//! The megakernel scenarios (`catalog/megakernel/*.yaml`), embedded.
+//! The megakernel scenarios (`megakernel/catalog/*.yaml`), embedded.
 
 use ground_truth::megakernel::MkScenario;
 use ground_truth::{FormatError, Readable};
@@ -8,35 +8,35 @@ use std::path::Path;
 pub const CATALOG: &[(&str, &str)] = &[
     (
         "mk-exec-vs-notify.slow-class.yaml",
-        include_str!("../../catalog/megakernel/mk-exec-vs-notify.slow-class.yaml"),
+        include_str!("../catalog/mk-exec-vs-notify.slow-class.yaml"),
     ),
     (
         "mk-exec-vs-notify.late-notify.yaml",
-        include_str!("../../catalog/megakernel/mk-exec-vs-notify.late-notify.yaml"),
+        include_str!("../catalog/mk-exec-vs-notify.late-notify.yaml"),
     ),
     (
         "mk-skew-vs-slow-class.skewed.yaml",
-        include_str!("../../catalog/megakernel/mk-skew-vs-slow-class.skewed.yaml"),
+        include_str!("../catalog/mk-skew-vs-slow-class.skewed.yaml"),
     ),
     (
         "mk-skew-vs-slow-class.slow-class.yaml",
-        include_str!("../../catalog/megakernel/mk-skew-vs-slow-class.slow-class.yaml"),
+        include_str!("../catalog/mk-skew-vs-slow-class.slow-class.yaml"),
     ),
     (
         "mk-burst-vs-starve.oversubscribed.yaml",
-        include_str!("../../catalog/megakernel/mk-burst-vs-starve.oversubscribed.yaml"),
+        include_str!("../catalog/mk-burst-vs-starve.oversubscribed.yaml"),
     ),
     (
         "mk-burst-vs-starve.starved.yaml",
-        include_str!("../../catalog/megakernel/mk-burst-vs-starve.starved.yaml"),
+        include_str!("../catalog/mk-burst-vs-starve.starved.yaml"),
     ),
     (
         "mk-notify-vs-starve.late-notify.yaml",
-        include_str!("../../catalog/megakernel/mk-notify-vs-starve.late-notify.yaml"),
+        include_str!("../catalog/mk-notify-vs-starve.late-notify.yaml"),
     ),
     (
         "mk-notify-vs-starve.starved.yaml",
-        include_str!("../../catalog/megakernel/mk-notify-vs-starve.starved.yaml"),
+        include_str!("../catalog/mk-notify-vs-starve.starved.yaml"),
     ),
 ];
 
@@ -44,7 +44,7 @@ pub const CATALOG: &[(&str, &str)] = &[
 pub fn load() -> Result<Vec<MkScenario>, FormatError> {
     CATALOG
         .iter()
-        .map(|(f, y)| MkScenario::parse(&Path::new("catalog/megakernel").join(f), y.as_bytes()))
+        .map(|(f, y)| MkScenario::parse(&Path::new("megakernel/catalog").join(f), y.as_bytes()))
         .collect()
 }
 

@@ -4,7 +4,7 @@
 //! long kernel and every logical operator becomes a task scheduled inside it.
 //! This crate runs such a kernel — `kernels/src/cuda/megakernel.cu` on a GPU
 //! ([`gpu`]), or its deterministic model ([`sim`]) — over task graphs built
-//! from `catalog/megakernel/*.yaml` ([`schedule`]), with task-level injections
+//! from `megakernel/catalog/*.yaml` ([`schedule`]), with task-level injections
 //! realised as data in the graph, captures from each device monitor
 //! configuration ([`monitor`]), and writes each case as a standard run bundle
 //! plus a task-telemetry sidecar ([`bundle`], [`case`]).
