@@ -3,8 +3,12 @@
 //! and what was expected. Writers are atomic (temp file + rename), so an
 //! interrupted run never leaves a half-written file behind.
 
+mod chunked;
+mod parallel;
+
 use crate::graph::NodeKind;
 use crate::{Bundle, Explanation, Scenario, TraceView, SCHEMA_VERSION};
+use chunked::ChunkedWriter;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -150,14 +154,26 @@ fn strip_position(msg: &str) -> String {
     }
 }
 
-/// Writes JSON to a temp file beside `file`, then renames it into place.
+/// Writes JSON to a temp file beside `file`, then renames it into place. The
+/// value is serialized straight into the file: a gigabyte bundle is never held
+/// in memory twice.
 pub fn write_json_atomic<T: Serialize + ?Sized>(file: &Path, value: &T) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    write_atomic(file, &bytes)
+    write_atomic_with(file, |out| {
+        serde_json::to_writer(out, value).map_err(std::io::Error::other)
+    })
 }
 
 /// Writes bytes atomically: a reader sees the old file or the whole new one.
 pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(file, |out| out.write_all(bytes))
+}
+
+/// Lets `fill` write the new content to a temp file beside `file`, then renames
+/// it into place; on failure the temp file is removed and `file` is untouched.
+fn write_atomic_with(
+    file: &Path,
+    fill: impl FnOnce(&mut ChunkedWriter) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -166,12 +182,20 @@ pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
         file.extension().and_then(|e| e.to_str()).unwrap_or(""),
         std::process::id()
     ));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut out = ChunkedWriter::new(f);
+        fill(&mut out)?;
+        let f = out.finish()?;
         f.sync_data().ok();
+        Ok(())
+    });
+    match written {
+        Ok(()) => std::fs::rename(&tmp, file),
+        Err(e) => {
+            std::fs::remove_file(&tmp).ok();
+            Err(e)
+        }
     }
-    std::fs::rename(&tmp, file)
 }
 
 fn version_problem(v: u32) -> Option<(String, String)> {
@@ -195,6 +219,13 @@ impl Readable for Scenario {
 
 impl Readable for Bundle {
     const WHAT: &'static str = "run bundle";
+
+    /// A bundle can reach gigabytes: written as `write_json_atomic` would,
+    /// with its node, edge and record arrays serialized on all cores.
+    fn write(&self, file: &Path) -> std::io::Result<()> {
+        write_atomic_with(file, |out| write_bundle(out, self))
+    }
+
     fn problems(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> =
             version_problem(self.schema_version).into_iter().collect();
@@ -218,6 +249,33 @@ impl Readable for Bundle {
         out.extend(truth_problems(&self.ground_truth, &rids));
         out
     }
+}
+
+/// The bytes of `serde_json::to_writer(out, bundle)`, field by field in
+/// declaration order (a test holds the two equal), with the large arrays
+/// written by [`parallel::write_array`].
+fn write_bundle(out: &mut ChunkedWriter, b: &Bundle) -> std::io::Result<()> {
+    fn json<T: Serialize>(out: &mut ChunkedWriter, value: &T) -> std::io::Result<()> {
+        serde_json::to_writer(out, value).map_err(std::io::Error::other)
+    }
+    let gt = &b.ground_truth;
+    out.write_all(b"{\"schema_version\":")?;
+    json(out, &b.schema_version)?;
+    out.write_all(b",\"manifest\":")?;
+    json(out, &b.manifest)?;
+    out.write_all(b",\"ground_truth\":{\"nodes\":")?;
+    parallel::write_array(out, &gt.nodes)?;
+    out.write_all(b",\"edges\":")?;
+    parallel::write_array(out, &gt.edges)?;
+    out.write_all(b",\"symptoms\":")?;
+    json(out, &gt.symptoms)?;
+    out.write_all(b",\"injections\":")?;
+    json(out, &gt.injections)?;
+    out.write_all(b"},\"trace\":")?;
+    parallel::write_array(out, &b.trace)?;
+    out.write_all(b",\"loss\":")?;
+    json(out, &b.loss)?;
+    out.write_all(b"}")
 }
 
 /// Structural checks of a ground truth: ids, references, acyclicity, launch parents.
@@ -406,5 +464,264 @@ impl Readable for Explanation {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunked::CHUNK;
+    use super::*;
+
+    #[test]
+    fn large_outputs_are_written_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("big.bin");
+        // Several chunks plus a tail, with a pattern that shows misordering.
+        let bytes: Vec<u8> = (0..(3 * CHUNK + 12_345)).map(|i| (i % 251) as u8).collect();
+        write_atomic(&file, &bytes).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), bytes);
+        let values: Vec<u64> = (0..2_000_000).collect();
+        write_json_atomic(&file, &values).unwrap();
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            serde_json::to_vec(&values).unwrap()
+        );
+    }
+
+    /// Every record kind with every field set, repeated past the size at
+    /// which the arrays are serialized in parallel.
+    fn big_bundle() -> Bundle {
+        use crate::graph::{Edge, EdgeType, Node, Phases, Symptom};
+        use crate::trace::*;
+        let scenario = Scenario::parse(
+            Path::new("dependency-vs-overlap.event-edge.yaml"),
+            include_bytes!("../../catalog/dependency-vs-overlap.event-edge.yaml"),
+        )
+        .unwrap();
+        let s = |t: &str| crate::SharedStr::from(t);
+        let records = |i: u64| {
+            let rid = i * 12 + 1;
+            [
+                Record::Api {
+                    rid,
+                    domain: ApiDomain::Driver,
+                    cbid: 7,
+                    name: s("cuLaunchKernel"),
+                    tid: 3,
+                    start: i,
+                    end: i + 1,
+                    correlation_id: 9,
+                },
+                Record::Kernel {
+                    rid: rid + 1,
+                    name: s("k\"q"),
+                    stream: 1,
+                    context: 2,
+                    device: 3,
+                    correlation_id: 4,
+                    graph_id: 5,
+                    graph_node_id: 6,
+                    queued: 7,
+                    submitted: 8,
+                    start: 9,
+                    end: 10,
+                    grid: [1, 2, 3],
+                    block: [4, 5, 6],
+                    channel: 11,
+                },
+                Record::Memcpy {
+                    rid: rid + 2,
+                    direction: CopyDirection::D2h,
+                    memory: HostMemory::Pageable,
+                    bytes: 1,
+                    stream: 2,
+                    context: 3,
+                    device: 4,
+                    correlation_id: 5,
+                    graph_id: 6,
+                    graph_node_id: 7,
+                    queued: 8,
+                    submitted: 9,
+                    start: 10,
+                    end: 11,
+                    channel: 12,
+                },
+                Record::Memset {
+                    rid: rid + 3,
+                    bytes: 1,
+                    stream: 2,
+                    context: 3,
+                    device: 4,
+                    correlation_id: 5,
+                    queued: 6,
+                    submitted: 7,
+                    start: 8,
+                    end: 9,
+                },
+                Record::Sync {
+                    rid: rid + 4,
+                    sync_type: SyncType::EventSynchronize,
+                    stream: 1,
+                    event: 2,
+                    event_sync_id: 3,
+                    correlation_id: 4,
+                    start: 5,
+                    end: 6,
+                },
+                Record::CudaEvent {
+                    rid: rid + 5,
+                    event: 1,
+                    event_sync_id: 2,
+                    stream: 3,
+                    correlation_id: 4,
+                    ts: 5,
+                },
+                Record::ExternalCorrelation {
+                    rid: rid + 6,
+                    external_kind: s("request"),
+                    external_id: 1,
+                    correlation_id: 2,
+                },
+                Record::Nvtx {
+                    rid: rid + 7,
+                    tid: 1,
+                    name: s("attention"),
+                    start: 2,
+                    end: 3,
+                },
+                Record::Marker {
+                    rid: rid + 8,
+                    tid: 1,
+                    phase: MarkerPhase::Enqueue,
+                    queue: s("q"),
+                    token: s("7"),
+                    ts: 2,
+                },
+                Record::Uprobe {
+                    rid: rid + 9,
+                    tid: 1,
+                    function: s("cuLaunchKernel"),
+                    enter: 2,
+                    exit: 3,
+                    handle: 4,
+                    stack: vec![s("a"), s("b")],
+                },
+                Record::Sched {
+                    rid: rid + 10,
+                    tid: 1,
+                    cpu: 2,
+                    switch_out: 3,
+                    switch_in: 4,
+                    reason: SwitchReason::Traced,
+                },
+                Record::PageFault {
+                    rid: rid + 11,
+                    tid: 1,
+                    ts: 2,
+                    duration: 3,
+                    address: 4,
+                    major: true,
+                },
+            ]
+        };
+        let n = 70_000u32;
+        let nodes = (0..n)
+            .map(|i| Node {
+                id: i,
+                kind: NodeKind::Kernel,
+                name: s("k"),
+                request: (i % 2 == 0).then(|| s("1")),
+                step: Some(s("producer")),
+                thread: Some(4),
+                stream: (i % 3 == 0).then_some(13),
+                call_site: Some(s("app!site")),
+                operator: Some(s("mlp")),
+                generation: i % 2,
+                start: 1,
+                end: 2,
+                queued: (i % 5) as u64,
+                submitted: 4,
+                rids: [i as u64].into_iter().collect(),
+            })
+            .collect();
+        let edges = (1..n)
+            .map(|i| Edge {
+                src: i - 1,
+                dst: i,
+                kind: EdgeType::ALL[i as usize % 9],
+            })
+            .collect();
+        let symptom = Symptom {
+            id: "q0".into(),
+            node: 1,
+            rid: 2,
+            question: crate::Question::Cause,
+            cause: scenario.cause,
+            answer: None,
+            lateness_ns: 1.5,
+            critical_path: vec![0, 1],
+            phases: Phases::default(),
+            boundaries: vec![],
+        };
+        Bundle {
+            schema_version: crate::SCHEMA_VERSION,
+            manifest: crate::Manifest {
+                scenario,
+                seed: 1,
+                repetition: 0,
+                backend: "sim".into(),
+                gpu: "g".into(),
+                driver: "d".into(),
+                cuda: "c".into(),
+                cupti: "p".into(),
+                tool_version: "0".into(),
+                host: "h".into(),
+                collectors: vec!["cupti".into()],
+                cross_check: Some(Default::default()),
+            },
+            ground_truth: crate::GroundTruth {
+                nodes,
+                edges,
+                symptoms: vec![symptom],
+                injections: vec![],
+            },
+            trace: (0..7_000).flat_map(records).collect(),
+            loss: crate::LossAccounting {
+                cupti_dropped: 1,
+                cupti_timestamps_dropped: 2,
+                ringbuffer_dropped: 3,
+            },
+        }
+    }
+
+    #[test]
+    fn bundles_are_written_as_serde_writes_them() {
+        let bundle = big_bundle();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("b.bundle.json");
+        bundle.write(&file).unwrap();
+        let written = std::fs::read(&file).unwrap();
+        assert!(written == serde_json::to_vec(&bundle).unwrap());
+        // And what is left out (zero times, generations) reads back the same.
+        let back: Bundle = from_json(&file, &written).unwrap();
+        assert!(back == bundle);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temp_file() {
+        struct Fails;
+        impl Serialize for Fails {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("no"))
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.json");
+        write_atomic(&file, b"old").unwrap();
+        let big: Vec<u64> = (0..2_000_000).collect();
+        assert!(write_json_atomic(&file, &(big, Fails)).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"old");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "the temp file was removed");
     }
 }
