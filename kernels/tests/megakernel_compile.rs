@@ -43,7 +43,10 @@ fn megakernel_compiles_to_ptx_for_hopper() {
         "mk_idle_pop",
         "mk_idle_hold",
     ] {
-        assert!(ptx.contains(&format!(".func")) && ptx.contains(f), "{f} is not its own function");
+        assert!(
+            ptx.contains(&format!(".func")) && ptx.contains(f),
+            "{f} is not its own function"
+        );
     }
     eprintln!("megakernel: {} bytes of PTX", ptx.len());
 }
