@@ -161,17 +161,15 @@ impl RunBuilder {
     /// about time or loss. Records stay in the order the recorder received them
     /// (as CUPTI buffers deliver them: not sorted by start time).
     pub fn finish(mut self, key: u64) -> (GroundTruth, Vec<Record>) {
-        let n = self.next_rid;
-        let perm = |r: Rid| scramble(r, n, key);
+        let perm = RidScramble::new(self.next_rid, key);
         for node in &mut self.truth.nodes {
             for r in &mut node.rids {
-                *r = perm(*r);
+                *r = perm.apply(*r);
             }
         }
         for rec in &mut self.trace {
-            *rec.rid_mut() = perm(rec.rid());
+            *rec.rid_mut() = perm.apply(rec.rid());
         }
-        // Rids are unique, so the unstable sort is deterministic.
         (self.truth, self.trace)
     }
 }
@@ -209,23 +207,42 @@ fn prefault<T>(v: &Vec<T>) {
 /// A keyed permutation of [0, n) shifted to start at 1: two rounds of
 /// multiply-by-odd and xorshift (each a bijection modulo a power of two),
 /// cycle-walked back into range. Cheap, and consecutive inputs land far apart.
-pub fn scramble(r: Rid, n: u64, key: u64) -> Rid {
-    let bits = 64 - n.max(2).saturating_sub(1).leading_zeros();
-    let mask = if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    let half = bits.div_ceil(2);
-    let (k1, k2) = (crate::mix(key) & mask, crate::mix(key ^ 0xA5A5) & mask);
-    let mut x = r;
-    loop {
-        x = (x ^ k1).wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask;
-        x ^= x >> half;
-        x = (x ^ k2).wrapping_mul(0xD6E8_FEB8_6659_FD93) & mask;
-        x ^= x >> half;
-        if x < n {
-            return x + 1;
+/// Its constants are derived once: a 1 M-op run scrambles millions of rids.
+pub struct RidScramble {
+    n: u64,
+    mask: u64,
+    half: u32,
+    k1: u64,
+    k2: u64,
+}
+
+impl RidScramble {
+    pub fn new(n: u64, key: u64) -> Self {
+        let bits = 64 - n.max(2).saturating_sub(1).leading_zeros();
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        RidScramble {
+            n,
+            mask,
+            half: bits.div_ceil(2),
+            k1: crate::mix(key) & mask,
+            k2: crate::mix(key ^ 0xA5A5) & mask,
+        }
+    }
+
+    pub fn apply(&self, r: Rid) -> Rid {
+        let mut x = r;
+        loop {
+            x = (x ^ self.k1).wrapping_mul(0x9E37_79B9_7F4A_7C15) & self.mask;
+            x ^= x >> self.half;
+            x = (x ^ self.k2).wrapping_mul(0xD6E8_FEB8_6659_FD93) & self.mask;
+            x ^= x >> self.half;
+            if x < self.n {
+                return x + 1;
+            }
         }
     }
 }
@@ -236,7 +253,8 @@ mod tests {
     #[test]
     fn scramble_is_a_permutation() {
         for n in [1u64, 2, 3, 17, 1000, 4096] {
-            let mut seen: Vec<u64> = (0..n).map(|r| scramble(r, n, 42)).collect();
+            let perm = RidScramble::new(n, 42);
+            let mut seen: Vec<u64> = (0..n).map(|r| perm.apply(r)).collect();
             seen.sort();
             assert_eq!(seen, (1..=n).collect::<Vec<_>>(), "n = {n}");
         }
