@@ -1,19 +1,50 @@
-//! Simulator speed: simulated operations per second, and a 1-million-op
-//! scenario recorded end to end. `cargo bench -p generator`.
+//! Simulator speed on the launch-bound scenario (`sim::launch_bound_scenario`,
+//! the same as `benches/scenarios/launch-bound-1m.yaml` at 1 M ops), in
+//! simulated operations per second (criterion's `elem/s`):
+//!
+//! - `simulate`: the model alone, on one core (what the no-injection twin run
+//!   costs);
+//! - `record`: a bundle recorded in memory (model, records, answers);
+//! - `record_and_write`: recorded and written as a bundle file, as
+//!   `causalbench record` does.
+//!
+//! `cargo bench -p generator --bench sim` (add `-- simulate` etc. to pick one).
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use generator::sim::SimBackend;
 use generator::Backend;
+use ground_truth::io::Readable;
 
 fn bench(c: &mut Criterion) {
+    let be = SimBackend::default();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let out = dir.path().join("launch-bound.bundle.json");
     let mut g = c.benchmark_group("sim");
     g.sample_size(10);
     for ops in [100_000u32, 1_000_000] {
         let sc = generator::sim::launch_bound_scenario(ops);
-        let be = SimBackend::default();
         g.throughput(Throughput::Elements(ops as u64));
-        g.bench_function(format!("record_{ops}_ops"), |b| {
-            b.iter(|| be.record(&sc, 0).expect("records"))
+        g.bench_function(format!("simulate/{ops}"), |b| {
+            b.iter(|| generator::sim::simulate_only(&be, &sc))
+        });
+        // Dropping a bundle is not part of recording it.
+        g.bench_function(format!("record/{ops}"), |b| {
+            b.iter_batched(
+                || (),
+                |()| be.record(&sc, 0).expect("records"),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function(format!("record_and_write/{ops}"), |b| {
+            b.iter_batched(
+                || (),
+                |()| {
+                    let bundle = be.record(&sc, 0).expect("records");
+                    bundle.write(&out).expect("writes");
+                    bundle
+                },
+                BatchSize::PerIteration,
+            )
         });
     }
     g.finish();

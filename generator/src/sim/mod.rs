@@ -104,6 +104,7 @@ impl Backend for SimBackend {
 
 /// A launch-bound scenario of `ops` kernel launches (for benchmarks and the
 /// generator-overhead measurement): one thread, two streams, 1 µs kernels.
+/// At 1 M ops it is `generator/benches/scenarios/launch-bound-1m.yaml`.
 pub fn launch_bound_scenario(ops: u32) -> Scenario {
     use ground_truth::scenario::{Program, Step, StreamDecl, SymptomDecl, ThreadDecl};
     let per_request = 100u32;
@@ -174,4 +175,18 @@ pub fn simulate_only(backend: &SimBackend, scenario: &Scenario) -> usize {
         .truth
         .nodes
         .len()
+}
+
+#[cfg(test)]
+mod tests {
+    use ground_truth::io::Readable;
+
+    /// The shipped 1 M-op scenario file is the benchmarks' scenario.
+    #[test]
+    fn launch_bound_1m_yaml_is_the_benchmark_scenario() {
+        let file = std::path::Path::new("launch-bound-1m.yaml");
+        let yaml = include_bytes!("../../benches/scenarios/launch-bound-1m.yaml");
+        let sc = ground_truth::Scenario::parse(file, yaml).unwrap();
+        assert_eq!(sc, super::launch_bound_scenario(1_000_000));
+    }
 }
