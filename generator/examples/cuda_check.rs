@@ -495,6 +495,8 @@ fn starve_check(be: &CudaBackend, ops: u32, out: &std::path::Path) -> serde_json
     use ground_truth::graph::NodeKind;
     let sc = generator::sim::launch_bound_scenario(ops);
     let budget = (2usize, 64usize << 10);
+    // Host records are beside the point here, and attaching costs ~20 s a run.
+    be.set_host_recorder(false).expect("session");
     let run = |starved: bool| -> serde_json::Value {
         be.set_cupti_starvation(starved.then_some(budget))
             .expect("session");

@@ -148,15 +148,7 @@ impl GpuExecutor {
         let env = Env {
             backend: "cuda".into(),
             gpu: ctx.name().unwrap_or_default(),
-            driver: std::fs::read_to_string("/proc/driver/nvidia/version")
-                .ok()
-                .and_then(|s| {
-                    s.split_whitespace()
-                        .skip_while(|w| *w != "Kernel")
-                        .nth(2)
-                        .map(str::to_string)
-                })
-                .unwrap_or_else(|| "unknown".into()),
+            driver: generator::cuda::driver_release().unwrap_or_else(|| "unknown".into()),
             cuda: format!("{}.{}", drv / 1000, (drv % 1000) / 10),
             cupti: recorder
                 .as_ref()

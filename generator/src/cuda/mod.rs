@@ -26,6 +26,7 @@ pub mod host;
 mod plan;
 mod truth;
 
+pub use driver::driver_release;
 pub use host::HostStats;
 pub use truth::{ClockCheck, RunStats};
 
