@@ -82,16 +82,16 @@ fn hog_deschedules_the_victim_for_the_requested_time() {
             Ok((r, gap)) => {
                 assert!(r.hog_spin() >= REQUESTED);
                 assert_eq!(r.requested, REQUESTED);
-                if within(gap, REQUESTED, 0.30) {
-                    if r.mechanism == HogMechanism::Fifo {
-                        // The victim was switched out runnable: its runqueue wait grew.
-                        if let Some(rd) = r.victim_run_delay {
-                            assert!(rd >= REQUESTED.mul_f64(0.7), "run_delay {rd:?}");
-                        }
-                    }
+                // Under SCHED_FIFO the victim was switched out runnable: its
+                // runqueue wait grew (a gap with no such wait was somebody
+                // else's doing on a busy machine: try again).
+                let runnable = r.mechanism != HogMechanism::Fifo
+                    || r.victim_run_delay
+                        .is_none_or(|rd| rd >= REQUESTED.mul_f64(0.7));
+                if within(gap, REQUESTED, 0.30) && runnable {
                     return;
                 }
-                seen.push((r.mechanism, gap));
+                seen.push((r.mechanism, gap, r.victim_run_delay));
             }
         }
     }
@@ -178,10 +178,15 @@ fn anchored_hog_ends_at_request_plus_duration() {
         Err(e @ InjectorError::PrivilegeMissing { .. }) => return skip(T, e),
         r => r.expect("hog"),
     };
-    let end = Duration::from_nanos(r.hog_end_ns - requested_at);
+    // Stops at the anchored deadline (a spawned hog that only got a CPU after
+    // the deadline, on a loaded machine, stops at once).
+    let deadline = requested_at + REQUESTED.as_nanos() as u64;
+    let due = deadline.max(r.hog_start_ns);
     assert!(
-        end >= REQUESTED && end <= REQUESTED + Duration::from_micros(200),
-        "hog ended {end:?} after the request"
+        r.hog_end_ns >= deadline && r.hog_end_ns <= due + 200_000,
+        "hog ended {} ns after its deadline (started {} ns after the request)",
+        r.hog_end_ns as i64 - deadline as i64,
+        r.hog_start_ns as i64 - requested_at as i64
     );
     assert!(r.hog_spin() < REQUESTED, "spun {:?}", r.hog_spin());
 }
@@ -239,10 +244,40 @@ fn run_here_makes_the_caller_the_hog() {
             .map(|g| g.duration())
             .sum();
         eprintln!("run_here: landed after {landed} ns, victim switched out {off:?}");
+        // The hog spun on the victim's CPU, within the anchored deadline, and
+        // the victim was off its CPU while it did.
+        assert_eq!(r.cpu, cpu);
+        assert!(r.hog_end_ns >= requested_at + REQUESTED.as_nanos() as u64);
+        assert!(off > Duration::ZERO, "the victim was never switched out");
         if landed < 1_000_000 && off >= REQUESTED / 2 {
             return;
         }
         seen.push((landed, off));
     }
+    // How fast the caller lands is only the scheduler's promise on a quiet
+    // machine: another process's thread on the victim's CPU keeps its slice.
+    if busy_machine() {
+        return skip(
+            T,
+            format!(
+                "timing not judged on a busy machine (load {:?}): {seen:?}",
+                loadavg()
+            ),
+        );
+    }
     panic!("the caller never landed within 1 ms and held the victim off for half the request: {seen:?}");
+}
+
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// More runnable threads than half the CPUs, on average over the last minute.
+fn busy_machine() -> bool {
+    loadavg().is_some_and(|l| l > 0.5 * allowed_cpus().len() as f64)
 }
