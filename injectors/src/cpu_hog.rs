@@ -84,6 +84,11 @@ pub struct CpuHog {
     /// from its own start, so the time the hog took to start and land on the
     /// victim's CPU is part of the requested stall instead of added to it.
     pub requested_at_ns: Option<u64>,
+    /// Put the victim back to `SCHED_OTHER` the moment the spin ends (for a
+    /// victim that lowered itself to `SCHED_IDLE` so the hog preempts it at
+    /// once): a `SCHED_IDLE` thread would otherwise wait behind any other
+    /// thread that became runnable on that CPU meanwhile.
+    pub restore_victim_policy: bool,
 }
 
 fn cpus_of(set: &CpuSet) -> Vec<usize> {
@@ -173,7 +178,14 @@ impl CpuHog {
             allow_fifo: true,
             fifo_priority: 50,
             requested_at_ns: None,
+            restore_victim_policy: false,
         }
+    }
+
+    /// See [`CpuHog::restore_victim_policy`].
+    pub fn restoring_victim_policy(mut self) -> Self {
+        self.restore_victim_policy = true;
+        self
     }
 
     /// Anchor the stall at `t` (CLOCK_MONOTONIC ns): the victim is held off
@@ -264,6 +276,7 @@ impl CpuHog {
             anchor: self.requested_at_ns,
             dur_ns: duration.as_nanos() as u64,
             victim: (pid, tid),
+            restore_victim_policy: self.restore_victim_policy,
         };
         let outcome = if here {
             let own =
@@ -324,6 +337,7 @@ struct HogSpin {
     anchor: Option<u64>,
     dur_ns: u64,
     victim: (i32, i32),
+    restore_victim_policy: bool,
 }
 
 impl HogSpin {
@@ -348,6 +362,12 @@ impl HogSpin {
             if state.is_none() && now >= mid {
                 state = Some(thread_state(self.victim.0, self.victim.1).map(|(st, _)| st));
             }
+        }
+        if self.restore_victim_policy {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: valid param; a thread id of the victim's process (root
+            // may change another thread's policy; failure leaves it idle).
+            unsafe { libc::sched_setscheduler(self.victim.1, libc::SCHED_OTHER, &param) };
         }
         drop_priority(mech);
         Ok((mech, t0, now, state.flatten()))

@@ -1816,6 +1816,7 @@ impl<'a> Exec<'a> {
                     let r = injectors::CpuHog::new(std::process::id() as i32, victim)
                         .with_fifo(false)
                         .requested_at(at)
+                        .restoring_victim_policy()
                         // This spinning thread is the hog: it lands on the
                         // victim's CPU within microseconds (a spawned thread
                         // may first wait for a slice on a busy CPU).
