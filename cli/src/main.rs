@@ -52,7 +52,7 @@ enum Command {
         /// `catalog` (the embedded suite, the default) or a directory of scenario files.
         #[arg(long)]
         suite: Option<String>,
-        /// Replay the bundles (`*.bundle.json`) of a recorded corpus directory. Alone it
+        /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
         /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
         /// on a machine without a GPU records the catalog on the simulator and replays
         /// the shipped corpus (results/corpus).

@@ -207,7 +207,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// Bundle files of a corpus directory (`*.json`), recursively, sorted.
+/// Bundle files of a corpus directory (`*.bundle.json`, gzip-compressed `*.bundle.json.gz`), recursively, sorted.
 fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -222,10 +222,7 @@ fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().ends_with(".bundle.json"))
-            {
+            } else if ground_truth::io::is_bundle_file(&p) {
                 out.push(p);
             }
         }

@@ -75,7 +75,7 @@ fn recorded_stacks_name_every_kernels_call_site() {
     let mut wrong = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if !path.to_string_lossy().ends_with(".bundle.json") {
+        if !ground_truth::io::is_bundle_file(&path) {
             continue;
         }
         let b = ground_truth::Bundle::read(&path).unwrap();

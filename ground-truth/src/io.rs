@@ -53,6 +53,28 @@ impl FormatError {
     }
 }
 
+/// The first two bytes of every gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// `bytes`, decompressed when they are a gzip stream.
+fn gunzip_if_compressed(file: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, FormatError> {
+    if !bytes.starts_with(&GZIP_MAGIC) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len() * 8);
+    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
+        .map_err(|e| FormatError::new(file, "", format!("expected a complete gzip stream: {e}")))?;
+    Ok(out)
+}
+
+/// Whether `path` names a run bundle file: `*.bundle.json`, or the same
+/// gzip-compressed, `*.bundle.json.gz`.
+pub fn is_bundle_file(path: &Path) -> bool {
+    path.file_name()
+        .map(|n| n.to_string_lossy())
+        .is_some_and(|n| n.ends_with(".bundle.json") || n.ends_with(".bundle.json.gz"))
+}
+
 /// A format that can be read from a file and checked beyond what serde checks.
 pub trait Readable: DeserializeOwned + Serialize {
     /// Human name used in messages.
@@ -61,9 +83,12 @@ pub trait Readable: DeserializeOwned + Serialize {
     fn problems(&self) -> Vec<(String, String)>;
 
     /// Reads and validates `file` (JSON; YAML too for scenarios).
+    /// A gzip-compressed file (any name; recognized by its magic bytes) is
+    /// decompressed first.
     fn read(file: &Path) -> Result<Self, FormatError> {
         let bytes = std::fs::read(file)
             .map_err(|e| FormatError::new(file, "", format!("cannot read {}: {e}", Self::WHAT)))?;
+        let bytes = gunzip_if_compressed(file, bytes)?;
         Self::parse(file, &bytes)
     }
 
