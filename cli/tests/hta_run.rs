@@ -30,7 +30,7 @@ fn run_scores_hta_on_the_views_it_reads() {
     let shipped =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/corpus/h200-580");
     for v in ["event-edge", "independent"] {
-        let f = format!("dependency-vs-overlap.{v}.r0.bundle.json");
+        let f = format!("dependency-vs-overlap.{v}.r0.bundle.json.gz");
         std::fs::copy(shipped.join(&f), corpus.join(&f)).unwrap();
     }
     let out = dir.path().join("results");
