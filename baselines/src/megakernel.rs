@@ -460,6 +460,21 @@ fn no_data(view: &TaskView, name: &str, started: Instant) -> Explanation {
     explanation(name, view, started, KernelCupti::answer())
 }
 
+/// Both task-log readers: the same decision over the same log, read either
+/// as the full event stream or, with `mpk_spans`, as MPK's dequeue-to-end spans.
+fn explain_from_log(name: &str, view: &TaskView, mpk_spans: bool) -> Explanation {
+    let t = Instant::now();
+    let (Some(c), Some(r)) = (&view.capture, &view.reference) else {
+        return no_data(view, name, t);
+    };
+    let a = decide(
+        &stats_from_log(c, view.workers, mpk_spans),
+        &stats_from_log(r, view.workers, mpk_spans),
+        lateness(view),
+    );
+    explanation(name, view, t, a)
+}
+
 /// The full task log (the compiler-native approach), coverage-aware.
 pub struct TaskLog;
 
@@ -471,16 +486,7 @@ impl TaskProfiler for TaskLog {
         matches!(monitor, Some("task-log" | "task-log-budget"))
     }
     fn explain_tasks(&self, view: &TaskView) -> Explanation {
-        let t = Instant::now();
-        let (Some(c), Some(r)) = (&view.capture, &view.reference) else {
-            return no_data(view, TaskProfiler::name(self), t);
-        };
-        let a = decide(
-            &stats_from_log(c, view.workers, false),
-            &stats_from_log(r, view.workers, false),
-            lateness(view),
-        );
-        explanation(TaskProfiler::name(self), view, t, a)
+        explain_from_log(TaskProfiler::name(self), view, false)
     }
 }
 
@@ -520,16 +526,7 @@ impl TaskProfiler for MpkStyle {
         matches!(monitor, Some("task-log" | "task-log-budget"))
     }
     fn explain_tasks(&self, view: &TaskView) -> Explanation {
-        let t = Instant::now();
-        let (Some(c), Some(r)) = (&view.capture, &view.reference) else {
-            return no_data(view, TaskProfiler::name(self), t);
-        };
-        let a = decide(
-            &stats_from_log(c, view.workers, true),
-            &stats_from_log(r, view.workers, true),
-            lateness(view),
-        );
-        explanation(TaskProfiler::name(self), view, t, a)
+        explain_from_log(TaskProfiler::name(self), view, true)
     }
 }
 

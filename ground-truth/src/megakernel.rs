@@ -332,6 +332,11 @@ impl Capture {
         }
         c
     }
+
+    /// How many logged events are of `kind`.
+    pub fn events_of(&self, kind: HookKind) -> usize {
+        self.events.iter().filter(|e| e.kind == kind).count()
+    }
 }
 
 /// Kinds of task-level injection.
@@ -453,20 +458,22 @@ fn four() -> u32 {
     4
 }
 
+/// The problem every megakernel format reports when its `schema_version` is
+/// not the one this build reads (wording shared by the three formats).
+fn schema_version_problem(found: u32) -> Option<(String, String)> {
+    (found != crate::SCHEMA_VERSION).then(|| {
+        (
+            "schema_version".into(),
+            format!("expected {}, found {found}", crate::SCHEMA_VERSION),
+        )
+    })
+}
+
 impl MkScenario {
     /// Semantic problems (path, message).
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        if self.schema_version != crate::SCHEMA_VERSION {
-            out.push((
-                "schema_version".into(),
-                format!(
-                    "expected {}, found {}",
-                    crate::SCHEMA_VERSION,
-                    self.schema_version
-                ),
-            ));
-        }
+        out.extend(schema_version_problem(self.schema_version));
         if self.name != format!("{}.{}", self.family, self.variant) {
             out.push((
                 "name".into(),
@@ -637,16 +644,7 @@ impl crate::io::Readable for TaskTelemetry {
             .into_iter()
             .map(|(p, m)| (format!("scenario.{p}"), m))
             .collect();
-        if self.schema_version != crate::SCHEMA_VERSION {
-            out.push((
-                "schema_version".into(),
-                format!(
-                    "expected {}, found {}",
-                    crate::SCHEMA_VERSION,
-                    self.schema_version
-                ),
-            ));
-        }
+        out.extend(schema_version_problem(self.schema_version));
         if self.truth.task_nodes.len() != self.tasks as usize {
             out.push((
                 "truth.task_nodes".into(),
@@ -725,16 +723,7 @@ impl crate::io::Readable for TaskView {
             .into_iter()
             .map(|(p, m)| (format!("base.{p}"), m))
             .collect();
-        if self.schema_version != crate::SCHEMA_VERSION {
-            out.push((
-                "schema_version".into(),
-                format!(
-                    "expected {}, found {}",
-                    crate::SCHEMA_VERSION,
-                    self.schema_version
-                ),
-            ));
-        }
+        out.extend(schema_version_problem(self.schema_version));
         out
     }
 }

@@ -74,6 +74,7 @@ pub struct Task {
     pub class_id: u32,
     pub worker: u32,
     pub body: u32,
+    /// Spin: ns. Memory: passes.
     pub cost: u32,
     pub dep_event: u32,
     pub trigger_event: u32,

@@ -4,20 +4,10 @@
 //! `CAUSALBENCH_REQUIRE_NVRTC=1`, in which case that is a failure (CI sets it
 //! after running `kernels/setup-nvrtc.sh`).
 
-use kernels::{compile_ptx, ensure_nvrtc, Kernel, KernelError};
+mod common;
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    match ensure_nvrtc() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CAUSALBENCH_REQUIRE_NVRTC").as_deref() == Ok("1") {
-                panic!("CAUSALBENCH_REQUIRE_NVRTC=1 but {e}");
-            }
-            eprintln!("SKIP {test}: {e}");
-            false
-        }
-    }
-}
+use common::nvrtc_or_skip;
+use kernels::{compile_ptx, Kernel, KernelError};
 
 #[test]
 fn every_kernel_compiles_to_ptx_for_hopper() {

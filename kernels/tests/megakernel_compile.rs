@@ -1,20 +1,10 @@
 //! Compiles the persistent megakernel to PTX with NVRTC (no GPU needed).
 //! Skips with a message without NVRTC unless `CAUSALBENCH_REQUIRE_NVRTC=1`.
 
-use kernels::{ensure_nvrtc, megakernel};
+mod common;
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    match ensure_nvrtc() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CAUSALBENCH_REQUIRE_NVRTC").as_deref() == Ok("1") {
-                panic!("CAUSALBENCH_REQUIRE_NVRTC=1 but {e}");
-            }
-            eprintln!("SKIP {test}: {e}");
-            false
-        }
-    }
-}
+use common::nvrtc_or_skip;
+use kernels::megakernel;
 
 #[test]
 fn megakernel_compiles_to_ptx_for_hopper() {

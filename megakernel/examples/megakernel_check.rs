@@ -110,24 +110,7 @@ fn median(v: &mut [u64]) -> u64 {
 
 fn case_summary(c: &CaseResult) -> Value {
     let t = &c.telemetry;
-    let classes: Vec<u32> = c
-        .bundle
-        .ground_truth
-        .nodes
-        .iter()
-        .filter(|n| n.kind == ground_truth::NodeKind::Task)
-        .map(|n| {
-            n.operator
-                .as_deref()
-                .and_then(ground_truth::megakernel::class_id)
-                .unwrap_or(0)
-        })
-        .collect();
-    let full = t
-        .captures
-        .iter()
-        .find(|x| x.config.name == "task-log")
-        .map(|x| signature::of(x, t.tasks as usize, &classes, t.workers));
+    let full = signature::of_task_log(&c.bundle, t);
     json!({
         "bundle": c.bundle.id(),
         "family": t.scenario.family,

@@ -251,11 +251,11 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
         let mut n = node(
             task_base + i,
             NodeKind::Task,
-            format!("task:{}", class_name(t.class)),
+            format!("task:{}", class_name(t.class_id)),
             map(tt.start),
             map(tt.end),
         );
-        n.operator = Some(class_name(t.class).into());
+        n.operator = Some(class_name(t.class_id).into());
         n.generation = t.task_gen;
         n.request = Some(t.req_gen.to_string().into());
         n.stream = Some(tt.worker);

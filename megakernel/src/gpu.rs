@@ -13,7 +13,7 @@
 use crate::bundle::{Env, KernelObs};
 use crate::case::{Executor, Launch};
 use crate::monitor::{capture_from_device, device_config};
-use crate::schedule::{Schedule, TaskDesc};
+use crate::schedule::Schedule;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
@@ -30,17 +30,6 @@ pub const BLOCK_THREADS: u32 = 128;
 
 fn err<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e:?}")
-}
-
-/// CLOCK_MONOTONIC in ns (the clock CUPTI records are put in).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 struct Buffers {
@@ -94,23 +83,6 @@ pub struct GpuExecutor {
     /// Give up on a launch after this long (device-side deadline).
     pub deadline_ns: u64,
     tid: u32,
-}
-
-fn to_device_task(t: &TaskDesc) -> mk::Task {
-    mk::Task {
-        class_id: t.class,
-        worker: t.worker,
-        body: t.body,
-        cost: t.cost,
-        dep_event: t.dep_event,
-        trigger_event: t.trigger_event,
-        wait_event: t.wait_event,
-        hold_ns: t.hold_ns,
-        task_gen: t.task_gen,
-        req_gen: t.req_gen,
-        mem_vecs: t.mem_vecs,
-        extra_ns: t.extra_ns,
-    }
 }
 
 impl GpuExecutor {
@@ -285,21 +257,12 @@ impl GpuExecutor {
         self.ensure_buffers(s)?;
         let st = self.stream.clone();
         let b = self.buf.as_mut().expect("allocated");
-        let tasks: Vec<mk::Task> = s.tasks.iter().map(to_device_task).collect();
-        let events: Vec<mk::Event> = s
-            .events
-            .iter()
-            .map(|e| mk::Event {
-                target: e.target,
-                first_dep: e.first_dep,
-                n_dep: e.n_dep,
-                postpone_ns: e.postpone_ns,
-            })
-            .collect();
+        // The schedule already holds the device structs: upload them as they are.
+        let (tasks, events) = (&s.tasks, &s.events);
         let e = err("uploading the task graph");
-        st.memcpy_htod(&tasks, &mut b.tasks.slice_mut(..tasks.len()))
+        st.memcpy_htod(tasks, &mut b.tasks.slice_mut(..tasks.len()))
             .map_err(e)?;
-        st.memcpy_htod(&events, &mut b.events.slice_mut(..events.len()))
+        st.memcpy_htod(events, &mut b.events.slice_mut(..events.len()))
             .map_err(err("uploading events"))?;
         if !s.deps.is_empty() {
             st.memcpy_htod(&s.deps, &mut b.deps.slice_mut(..s.deps.len()))
@@ -431,13 +394,13 @@ impl GpuExecutor {
         };
         let pp = b.params.device_ptr(&self.stream).0;
         let cp = b.config.device_ptr(&self.stream).0;
-        let a0 = monotonic_ns();
+        let a0 = generator::cuda::now();
         let mut lb = self.stream.launch_builder(&self.func);
         lb.arg(&pp).arg(&cp);
         // SAFETY: every buffer the parameters point at lives in `self.buf`
         // until the synchronize below.
         unsafe { lb.launch(cfg) }.map_err(err("launching mk_persistent"))?;
-        let a1 = monotonic_ns();
+        let a1 = generator::cuda::now();
         self.stream
             .synchronize()
             .map_err(err("waiting for mk_persistent"))?;
@@ -687,55 +650,9 @@ impl GpuExecutor {
             if !ok(r) {
                 return Err(());
             }
-            let mut reasons: Vec<Vec<cs::CUpti_PCSamplingStallReason>> = (0..MAX_PCS)
-                .map(|_| {
-                    vec![
-                        cs::CUpti_PCSamplingStallReason {
-                            pcSamplingStallReasonIndex: 0,
-                            samples: 0,
-                        };
-                        nreasons
-                    ]
-                })
-                .collect();
-            let mut pcs: Vec<cs::CUpti_PCSamplingPCData> = reasons
-                .iter_mut()
-                .map(|r| {
-                    let mut d: cs::CUpti_PCSamplingPCData = std::mem::zeroed();
-                    d.size = std::mem::size_of::<cs::CUpti_PCSamplingPCData>();
-                    d.stallReason = r.as_mut_ptr();
-                    d
-                })
-                .collect();
-            let mut data: cs::CUpti_PCSamplingData = std::mem::zeroed();
-            data.size = std::mem::size_of::<cs::CUpti_PCSamplingData>();
-            data.collectNumPcs = MAX_PCS;
-            data.pPcData = pcs.as_mut_ptr();
+            let mut buf = PcBuffer::new(MAX_PCS, nreasons);
             // A second buffer for cuptiPCSamplingGetData (what the range left over).
-            let mut reasons2: Vec<Vec<cs::CUpti_PCSamplingStallReason>> = (0..MAX_PCS)
-                .map(|_| {
-                    vec![
-                        cs::CUpti_PCSamplingStallReason {
-                            pcSamplingStallReasonIndex: 0,
-                            samples: 0,
-                        };
-                        nreasons
-                    ]
-                })
-                .collect();
-            let mut pcs2: Vec<cs::CUpti_PCSamplingPCData> = reasons2
-                .iter_mut()
-                .map(|r| {
-                    let mut d: cs::CUpti_PCSamplingPCData = std::mem::zeroed();
-                    d.size = std::mem::size_of::<cs::CUpti_PCSamplingPCData>();
-                    d.stallReason = r.as_mut_ptr();
-                    d
-                })
-                .collect();
-            let mut data2: cs::CUpti_PCSamplingData = std::mem::zeroed();
-            data2.size = std::mem::size_of::<cs::CUpti_PCSamplingData>();
-            data2.collectNumPcs = MAX_PCS;
-            data2.pPcData = pcs2.as_mut_ptr();
+            let mut buf2 = PcBuffer::new(MAX_PCS, nreasons);
             let attr =
                 |t: cs::CUpti_PCSamplingConfigurationAttributeType,
                  d: cs::CUpti_PCSamplingConfigurationInfo__bindgen_ty_1| {
@@ -791,7 +708,7 @@ impl GpuExecutor {
                     U {
                         samplingDataBufferData:
                             cs::CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9 {
-                                samplingDataBuffer: (&mut data as *mut cs::CUpti_PCSamplingData)
+                                samplingDataBuffer: (&mut buf.data as *mut cs::CUpti_PCSamplingData)
                                     .cast(),
                             },
                     },
@@ -835,25 +752,25 @@ impl GpuExecutor {
                         return Err(());
                     }
                 };
-                data2.totalNumPcs = 0;
-                data2.totalSamples = 0;
-                data2.droppedSamples = 0;
+                buf2.data.totalNumPcs = 0;
+                buf2.data.totalSamples = 0;
+                buf2.data.droppedSamples = 0;
                 let mut gd = cs::CUpti_PCSamplingGetDataParams {
                     size: std::mem::size_of::<cs::CUpti_PCSamplingGetDataParams>(),
                     pPriv: std::ptr::null_mut(),
                     ctx: ctx as _,
-                    pcSamplingData: (&mut data2 as *mut cs::CUpti_PCSamplingData).cast(),
+                    pcSamplingData: (&mut buf2.data as *mut cs::CUpti_PCSamplingData).cast(),
                 };
                 let get = cs::cuptiPCSamplingGetData(&mut gd);
                 let mut class_samples = vec![0u64; CLASSES.len()];
                 let (mut wait, mut idle, mut other) = (0u64, 0u64, 0u64);
-                let filled = data.totalNumPcs.min(MAX_PCS);
+                let filled = buf.data.totalNumPcs.min(MAX_PCS);
                 let filled2 = if ok(get) {
-                    data2.totalNumPcs.min(MAX_PCS)
+                    buf2.data.totalNumPcs.min(MAX_PCS)
                 } else {
                     0
                 };
-                for pc in pcs[..filled].iter().chain(pcs2[..filled2].iter()) {
+                for pc in buf.pcs[..filled].iter().chain(buf2.pcs[..filled2].iter()) {
                     let k = pc.stallReasonCount.min(nreasons);
                     let samples: u64 = (0..k)
                         .map(|j| (*pc.stallReason.add(j)).samples as u64)
@@ -885,10 +802,10 @@ impl GpuExecutor {
                         filled,
                         filled2,
                         get,
-                        data.totalSamples as u64,
-                        data2.totalSamples as u64,
-                        data.droppedSamples as u64 + data2.droppedSamples as u64,
-                        data.remainingNumPcs as u64 + data2.remainingNumPcs as u64,
+                        buf.data.totalSamples as u64,
+                        buf2.data.totalSamples as u64,
+                        buf.data.droppedSamples as u64 + buf2.data.droppedSamples as u64,
+                        buf.data.remainingNumPcs as u64 + buf2.data.remainingNumPcs as u64,
                         other
                     ),
                     class_samples,
@@ -896,10 +813,10 @@ impl GpuExecutor {
                     idle_samples: idle,
                 }, run_ns));
                 // Reset the buffer's counts for the next launch.
-                data.totalNumPcs = 0;
-                data.remainingNumPcs = 0;
-                data.totalSamples = 0;
-                data.droppedSamples = 0;
+                buf.data.totalNumPcs = 0;
+                buf.data.remainingNumPcs = 0;
+                buf.data.totalSamples = 0;
+                buf.data.droppedSamples = 0;
             }
             let mut dp = cs::CUpti_PCSamplingDisableParams {
                 size: std::mem::size_of::<cs::CUpti_PCSamplingDisableParams>(),
@@ -924,6 +841,54 @@ impl GpuExecutor {
                 ));
                 fail(&steps, n)
             }
+        }
+    }
+}
+
+/// One CUPTI PC-sampling output buffer: `max_pcs` PC records, each with room
+/// for every stall reason. `data` points into `pcs` and each of `pcs` into
+/// `_reasons`; the vectors' heap storage does not move when the struct does,
+/// but `data` itself must stay put once its address is given to CUPTI.
+struct PcBuffer {
+    _reasons: Vec<Vec<cudarc::cupti::sys::CUpti_PCSamplingStallReason>>,
+    pcs: Vec<cudarc::cupti::sys::CUpti_PCSamplingPCData>,
+    data: cudarc::cupti::sys::CUpti_PCSamplingData,
+}
+
+impl PcBuffer {
+    fn new(max_pcs: usize, nreasons: usize) -> Self {
+        use cudarc::cupti::sys as cs;
+        let mut reasons: Vec<Vec<cs::CUpti_PCSamplingStallReason>> = (0..max_pcs)
+            .map(|_| {
+                vec![
+                    cs::CUpti_PCSamplingStallReason {
+                        pcSamplingStallReasonIndex: 0,
+                        samples: 0,
+                    };
+                    nreasons
+                ]
+            })
+            .collect();
+        let mut pcs: Vec<cs::CUpti_PCSamplingPCData> = reasons
+            .iter_mut()
+            .map(|r| {
+                // SAFETY: a plain C struct of integers and pointers; all-zero is
+                // what CUPTI expects in the fields not set here.
+                let mut d: cs::CUpti_PCSamplingPCData = unsafe { std::mem::zeroed() };
+                d.size = std::mem::size_of::<cs::CUpti_PCSamplingPCData>();
+                d.stallReason = r.as_mut_ptr();
+                d
+            })
+            .collect();
+        // SAFETY: as above.
+        let mut data: cs::CUpti_PCSamplingData = unsafe { std::mem::zeroed() };
+        data.size = std::mem::size_of::<cs::CUpti_PCSamplingData>();
+        data.collectNumPcs = max_pcs;
+        data.pPcData = pcs.as_mut_ptr();
+        PcBuffer {
+            _reasons: reasons,
+            pcs,
+            data,
         }
     }
 }

@@ -15,23 +15,10 @@ use ground_truth::megakernel::{class_id, MkInjectionKind, MkScenario, TaskBody, 
 /// Sentinel for "no event".
 pub const NONE: u32 = u32::MAX;
 
-/// One task as the device sees it (mirrors `mk_task`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TaskDesc {
-    pub class: u32,
-    pub worker: u32,
-    pub body: u32,
-    /// Spin: ns. Memory: passes.
-    pub cost: u32,
-    pub dep_event: u32,
-    pub trigger_event: u32,
-    pub wait_event: u32,
-    pub hold_ns: u32,
-    pub task_gen: u32,
-    pub req_gen: u32,
-    pub mem_vecs: u32,
-    pub extra_ns: u32,
-}
+/// One task as the device sees it: the device's own `mk_task` mirror, so the
+/// simulator runs exactly what the GPU executor uploads (no field-by-field copy
+/// to fall out of step with the CUDA struct).
+pub type TaskDesc = kernels::megakernel::Task;
 
 /// Where a task came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,14 +32,8 @@ pub struct TaskMeta {
     pub nominal_ns: u64,
 }
 
-/// One dependency counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EventDesc {
-    pub target: u32,
-    pub first_dep: u32,
-    pub n_dep: u32,
-    pub postpone_ns: u32,
-}
+/// One dependency counter, likewise the device's own `mk_event` mirror.
+pub type EventDesc = kernels::megakernel::Event;
 
 /// One operator instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +203,7 @@ pub fn build(sc: &MkScenario, workers: u32, amount: Option<Amount>) -> Schedule 
                     TaskBody::Memory => (1, 1),
                 };
                 tasks.push(TaskDesc {
-                    class,
+                    class_id: class,
                     worker: route(tile, tiles, op_index, workers),
                     body,
                     cost,
@@ -333,7 +314,7 @@ fn inject(sc: &MkScenario, s: &mut Schedule, a: Amount) {
         MkInjectionKind::ClassDelay => {
             let extra = clamp_u32(a.0).max(1);
             for (i, t) in s.tasks.iter_mut().enumerate() {
-                if t.class == class {
+                if t.class_id == class {
                     t.extra_ns = extra;
                     s.injected_tasks.push(i as u32);
                 }

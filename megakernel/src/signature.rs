@@ -2,7 +2,8 @@
 //! the kernel when the outer duration does not.
 
 use crate::bundle::task_times;
-use ground_truth::megakernel::{Capture, HookKind, CLASSES};
+use ground_truth::megakernel::{class_id, Capture, HookKind, TaskTelemetry, CLASSES};
+use ground_truth::{Bundle, NodeKind};
 use serde::Serialize;
 
 /// Per-class phase statistics and scheduler facts of one launch.
@@ -20,6 +21,24 @@ pub struct Signature {
     pub pressure_events: u64,
     /// Tasks whose start was logged.
     pub tasks_seen: u64,
+}
+
+/// The signature of a case's full task log (`None`: the case ran no
+/// `task-log` monitor), from its bundle and task telemetry. Each task's class
+/// comes from its node in the bundle's ground truth (task nodes are in task
+/// order); a node that names no known class counts as class 0.
+pub fn of_task_log(bundle: &Bundle, t: &TaskTelemetry) -> Option<Signature> {
+    let classes: Vec<u32> = bundle
+        .ground_truth
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Task)
+        .map(|n| n.operator.as_deref().and_then(class_id).unwrap_or(0))
+        .collect();
+    t.captures
+        .iter()
+        .find(|x| x.config.name == "task-log")
+        .map(|x| of(x, t.tasks as usize, &classes, t.workers))
 }
 
 /// The signature of a capture that logged every task.
@@ -78,11 +97,7 @@ pub fn of(c: &Capture, tasks: usize, classes_of: &[u32], workers: u32) -> Signat
         wait_max_us: wait,
         queue_max_us: queue,
         worker_skew: skew,
-        pressure_events: c
-            .events
-            .iter()
-            .filter(|e| e.kind == HookKind::QueuePressure)
-            .count() as u64,
+        pressure_events: c.events_of(HookKind::QueuePressure) as u64,
         tasks_seen: seen,
     }
 }

@@ -96,7 +96,7 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
         let t = &s.tasks[i as usize];
         HookTask {
             task: i,
-            class: t.class,
+            class: t.class_id,
             task_gen: t.task_gen,
             req_gen: t.req_gen,
         }
@@ -232,8 +232,8 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
         let exec_body = (nominal * (1.0 + costs.jitter * j)).round().max(1.0) as u64;
         let end = body_start + exec_body + t.extra_ns as u64;
         let exec_phase = end - start;
-        if (t.class as usize) < exec_ns.len() {
-            exec_ns[t.class as usize] += exec_phase;
+        if (t.class_id as usize) < exec_ns.len() {
+            exec_ns[t.class_id as usize] += exec_phase;
         }
         wait_ns += wait_phase;
         let mut clock = end;
@@ -313,12 +313,7 @@ mod tests {
         let a = run(&s, &cfg, 1, &SimCosts::default());
         let b = run(&s, &cfg, 1, &SimCosts::default());
         assert_eq!(a.capture, b.capture);
-        let starts = a
-            .capture
-            .events
-            .iter()
-            .filter(|e| e.kind == HookKind::Start)
-            .count();
+        let starts = a.capture.events_of(HookKind::Start);
         assert_eq!(starts, s.tasks.len());
         // 8 steps of ≈ 2 × (20 + 25 + 8) + 15 µs.
         let ms = a.capture.kernel_ns as f64 / 1e6;

@@ -27,12 +27,7 @@ fn twin_runs_every_task_and_logs_every_hook() {
     let s = schedule::build(&all[0], g.default_workers(), None);
     let l = g.launch(&s, &MonitorConfig::task_log(u32::MAX), 1).unwrap();
     assert_eq!(l.error, 0);
-    let starts = l
-        .capture
-        .events
-        .iter()
-        .filter(|e| e.kind == HookKind::Start)
-        .count();
+    let starts = l.capture.events_of(HookKind::Start);
     assert_eq!(starts, s.tasks.len());
     let cov = l.capture.total_coverage();
     assert_eq!(cov.eligible, cov.observed);

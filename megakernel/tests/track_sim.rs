@@ -105,28 +105,7 @@ fn the_internal_cause_differs_measurably_in_the_task_log() {
     for pair in r.cases.chunks(2) {
         let sig: Vec<signature::Signature> = pair
             .iter()
-            .map(|c| {
-                let t = &c.telemetry;
-                let classes: Vec<u32> = c
-                    .bundle
-                    .ground_truth
-                    .nodes
-                    .iter()
-                    .filter(|n| n.kind == NodeKind::Task)
-                    .map(|n| {
-                        n.operator
-                            .as_deref()
-                            .and_then(ground_truth::megakernel::class_id)
-                            .unwrap()
-                    })
-                    .collect();
-                let log = t
-                    .captures
-                    .iter()
-                    .find(|x| x.config.name == "task-log")
-                    .unwrap();
-                signature::of(log, t.tasks as usize, &classes, t.workers)
-            })
+            .map(|c| signature::of_task_log(&c.bundle, &c.telemetry).expect("a task-log capture"))
             .collect();
         let differs = (0..4).any(|c| {
             (sig[0].exec_mean_us[c] - sig[1].exec_mean_us[c]).abs() > 1.0
@@ -256,11 +235,7 @@ fn bundles_and_sidecars_round_trip_through_a_pack_and_their_readers() {
         .iter()
         .find(|c| c.config.name == "task-log")
         .unwrap();
-    let starts = log
-        .events
-        .iter()
-        .filter(|e| e.kind == HookKind::Start)
-        .count();
+    let starts = log.events_of(HookKind::Start);
     assert_eq!(starts, t.tasks as usize);
 }
 
