@@ -19,7 +19,9 @@
 //! eBPF collector overhead, with vs without, interleaved;
 //! `--injection-table R` (default 0 = skip): every injection type (first
 //! catalog scenario of each kind) at 1 ms and 5 ms requested, R repetitions,
-//! symptom lateness vs the twin (bundles not written);
+//! symptom lateness vs the twin (bundles not written), also with the scenario's
+//! copies pinned when it has pageable ones; `--table-kinds a,b` limits it to
+//! those injection kinds;
 //! `--pairs-reps R` (default 0 = skip): every catalog scenario R repetitions,
 //! per paired family the lateness difference between variants;
 //! `--table-ebpf`: keep the eBPF recorder on for those two studies (default off);
@@ -229,7 +231,9 @@ fn main() {
     }
     let mut injection_table = json!(null);
     if table_reps > 0 {
-        injection_table = injection_study(&be, &scenarios, table_reps);
+        let kinds = arg(&args, "--table-kinds");
+        let kinds: Option<Vec<&str>> = kinds.as_deref().map(|k| k.split(',').collect());
+        injection_table = injection_study(&be, &scenarios, table_reps, kinds.as_deref());
         write_partial("injection-table", &injection_table);
     }
     let mut pairs = json!(null);
@@ -427,7 +431,12 @@ fn quantiles(v: &[f64]) -> serde_json::Value {
 }
 
 /// Issue 6: each injection type at 1 ms and 5 ms requested.
-fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> serde_json::Value {
+fn injection_study(
+    be: &CudaBackend,
+    scenarios: &[Scenario],
+    reps: u32,
+    table_kinds: Option<&[&str]>,
+) -> serde_json::Value {
     let mut seen = std::collections::BTreeSet::new();
     let mut rows = Vec::new();
     for sc in scenarios {
@@ -436,12 +445,16 @@ fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> serde
         if kind == "record_loss" || !seen.insert(kind.clone()) {
             continue;
         }
+        if table_kinds.is_some_and(|k| !k.iter().any(|k| *k == kind)) {
+            continue;
+        }
         // A transfer's own jitter (large for pageable copies, which the CPU
-        // stages) limits how precisely lengthening it can delay it: the same
-        // injection on a pinned copy of the same scenario is measured too.
+        // stages) limits how precisely lengthening one, or waiting behind
+        // one, shows an injection: the same injection with the scenario's
+        // copies pinned is measured too.
         let mut variants = vec![(sc.clone(), String::new())];
-        if let Some(pinned) = with_pinned_target(sc) {
-            variants.push((pinned, " (target copy pinned)".to_string()));
+        if let Some(pinned) = with_copies_pinned(sc) {
+            variants.push((pinned, " (copies pinned)".to_string()));
         }
         // No catalog scenario asks for major faults: measure them on the
         // minor-fault scenario.
@@ -539,25 +552,21 @@ fn starve_check(be: &CudaBackend, ops: u32, out: &std::path::Path) -> serde_json
     json!({"ops": ops, "normal": run(false), "starved": run(true)})
 }
 
-/// The scenario with its injection's target copy in pinned host memory, when
-/// the target is a pageable copy.
-fn with_pinned_target(sc: &Scenario) -> Option<Scenario> {
+/// The scenario with every pageable copy in pinned host memory, when it has any.
+fn with_copies_pinned(sc: &Scenario) -> Option<Scenario> {
     use ground_truth::scenario::Step;
     use ground_truth::trace::HostMemory;
-    let target = sc.injection.as_ref()?.target.clone();
     let mut s = sc.clone();
-    let step = s
-        .programs
-        .iter_mut()
-        .flat_map(|p| p.steps.iter_mut())
-        .find(|st| st.id() == Some(target.as_str()))?;
-    match step {
-        Step::Copy { memory, .. } if *memory == HostMemory::Pageable => {
-            *memory = HostMemory::Pinned;
-            Some(s)
+    let mut changed = false;
+    for step in s.programs.iter_mut().flat_map(|p| p.steps.iter_mut()) {
+        if let Step::Copy { memory, .. } = step {
+            if *memory == HostMemory::Pageable {
+                *memory = HostMemory::Pinned;
+                changed = true;
+            }
         }
-        _ => None,
     }
+    changed.then_some(s)
 }
 
 /// Issue 6: the paired families at their catalog magnitudes.
