@@ -70,7 +70,9 @@ fn recorded_stacks_name_every_kernels_call_site() {
     use ground_truth::io::Readable;
     use ground_truth::trace::Record;
     use std::collections::HashMap;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(CORPUS);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(CORPUS);
     let (mut kernels, mut recovered) = (0usize, 0usize);
     let mut wrong = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
