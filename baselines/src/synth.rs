@@ -126,6 +126,18 @@ impl ViewBuilder {
         start: Ns,
         end: Ns,
     ) -> Rid {
+        self.kernel_record(corr, stream, name, (0, 0), [queued, submitted, start, end])
+    }
+
+    /// A kernel record; `graph`: (graph id, node id), (0, 0) for a direct launch.
+    fn kernel_record(
+        &mut self,
+        corr: u32,
+        stream: u32,
+        name: &str,
+        graph: (u32, u64),
+        [queued, submitted, start, end]: [Ns; 4],
+    ) -> Rid {
         let rid = self.rid();
         self.push(Record::Kernel {
             rid,
@@ -134,8 +146,8 @@ impl ViewBuilder {
             context: 1,
             device: 0,
             correlation_id: corr,
-            graph_id: 0,
-            graph_node_id: 0,
+            graph_id: graph.0,
+            graph_node_id: graph.1,
             queued,
             submitted,
             start,
@@ -157,24 +169,8 @@ impl ViewBuilder {
         start: Ns,
         end: Ns,
     ) -> Rid {
-        let rid = self.rid();
-        self.push(Record::Kernel {
-            rid,
-            name: name.into(),
-            stream,
-            context: 1,
-            device: 0,
-            correlation_id: corr,
-            graph_id,
-            graph_node_id: node,
-            queued: 0,
-            submitted: 0,
-            start,
-            end,
-            grid: [132, 1, 1],
-            block: [128, 1, 1],
-            channel: 0,
-        })
+        // Graph node executions carry no queued/submitted timestamps.
+        self.kernel_record(corr, stream, name, (graph_id, node), [0, 0, start, end])
     }
 
     #[allow(clippy::too_many_arguments)]
