@@ -72,9 +72,10 @@ enum Command {
         /// Do not print the leaderboard at the end.
         #[arg(long)]
         quiet: bool,
-        /// Profilers to run: `all` (the built-in ones plus optional adapters such as
-        /// `hta-critical-path` when their tool is installed), `builtin`, or a comma list.
-        #[arg(long, default_value = "all")]
+        /// Profilers to run: `builtin` (default), `all` (the built-in ones plus optional
+        /// adapters such as `hta-critical-path` when their tool is installed; HTA costs
+        /// 1–2 s per view, hours over the whole default suite), or a comma list.
+        #[arg(long, default_value = "builtin")]
         profilers: String,
     },
     /// Record one run bundle.

@@ -42,6 +42,8 @@ fn run_scores_hta_on_the_views_it_reads() {
             "--quiet",
             "--reps",
             "1",
+            "--profilers",
+            "all",
             "--suite",
         ])
         .arg(&suite)
