@@ -209,12 +209,8 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                         ..
                     } => {
                         let blocks = (grid[0] as u64 * grid[1] as u64 * grid[2] as u64) as f64;
-                        let mut a = Map::new();
+                        let mut a = op_args(*device, *context, stream, corr);
                         a.insert("queued".into(), us(queued));
-                        a.insert("device".into(), json!(device));
-                        a.insert("context".into(), json!(context));
-                        a.insert("stream".into(), json!(stream));
-                        a.insert("correlation".into(), json!(corr));
                         a.insert("registers per thread".into(), json!(32));
                         a.insert("shared memory".into(), json!(0));
                         a.insert(
@@ -233,11 +229,7 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                         device,
                         ..
                     } => {
-                        let mut a = Map::new();
-                        a.insert("device".into(), json!(device));
-                        a.insert("context".into(), json!(context));
-                        a.insert("stream".into(), json!(stream));
-                        a.insert("correlation".into(), json!(corr));
+                        let mut a = op_args(*device, *context, stream, corr);
                         a.insert("bytes".into(), json!(bytes));
                         a.insert(
                             "memory bandwidth (GB/s)".into(),
@@ -251,11 +243,7 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                         device,
                         ..
                     } => {
-                        let mut a = Map::new();
-                        a.insert("device".into(), json!(device));
-                        a.insert("context".into(), json!(context));
-                        a.insert("stream".into(), json!(stream));
-                        a.insert("correlation".into(), json!(corr));
+                        let mut a = op_args(*device, *context, stream, corr);
                         a.insert("bytes".into(), json!(bytes));
                         a.insert(
                             "memory bandwidth (GB/s)".into(),
@@ -509,4 +497,14 @@ pub fn write_kineto(
         serde_json::to_string(&v).expect("serializes").as_bytes(),
     )?;
     Ok(stats)
+}
+
+/// The args every device op's event carries (Kineto's names).
+fn op_args(device: u32, context: u32, stream: u32, correlation: u32) -> Map<String, Value> {
+    let mut a = Map::new();
+    a.insert("device".into(), json!(device));
+    a.insert("context".into(), json!(context));
+    a.insert("stream".into(), json!(stream));
+    a.insert("correlation".into(), json!(correlation));
+    a
 }

@@ -319,26 +319,9 @@ fn mount_tracefs() -> Result<(), String> {
 pub(crate) fn finish_records(mut records: Vec<Record>) -> Vec<Record> {
     records.sort_by_key(|r| (r.interval().0, r.tid().unwrap_or(0), r.kind_name()));
     for (i, r) in records.iter_mut().enumerate() {
-        set_rid(r, i as u64);
+        *r.rid_mut() = i as u64;
     }
     records
-}
-
-fn set_rid(r: &mut Record, v: u64) {
-    match r {
-        Record::Api { rid, .. }
-        | Record::Kernel { rid, .. }
-        | Record::Memcpy { rid, .. }
-        | Record::Memset { rid, .. }
-        | Record::Sync { rid, .. }
-        | Record::CudaEvent { rid, .. }
-        | Record::ExternalCorrelation { rid, .. }
-        | Record::Nvtx { rid, .. }
-        | Record::Marker { rid, .. }
-        | Record::Uprobe { rid, .. }
-        | Record::Sched { rid, .. }
-        | Record::PageFault { rid, .. } => *rid = v,
-    }
 }
 
 #[cfg(test)]
