@@ -46,38 +46,7 @@ pub enum ModeArg {
 enum Command {
     /// The main job: record every scenario of the suite (or replay a corpus), derive the
     /// standard views, run every built-in profiler, score and report.
-    Run {
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: BackendArg,
-        /// `catalog` (the embedded suite, the default) or a directory of scenario files.
-        #[arg(long)]
-        suite: Option<String>,
-        /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
-        /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
-        /// on a machine without a GPU records the catalog on the simulator and replays
-        /// the shipped corpus (results/corpus).
-        #[arg(long)]
-        corpus: Option<PathBuf>,
-        #[arg(long, default_value = "out")]
-        out: PathBuf,
-        /// Repetitions per scenario (default: each scenario's own `repetitions`).
-        #[arg(long)]
-        reps: Option<u32>,
-        /// Overrides every scenario's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Worker threads (default: available cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Do not print the leaderboard at the end.
-        #[arg(long)]
-        quiet: bool,
-        /// Profilers to run: `builtin` (default), `all` (the built-in ones plus optional
-        /// adapters such as `hta-critical-path` when their tool is installed; HTA costs
-        /// 1–2 s per view, hours over the whole default suite), or a comma list.
-        #[arg(long, default_value = "builtin")]
-        profilers: String,
-    },
+    Run(run::RunArgs),
     /// Record one run bundle.
     Record {
         #[arg(long)]
@@ -217,27 +186,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run {
-            backend,
-            suite,
-            corpus,
-            out,
-            reps,
-            seed,
-            jobs,
-            quiet,
-            profilers,
-        } => run::run(run::RunArgs {
-            backend,
-            suite,
-            corpus,
-            out,
-            reps,
-            seed,
-            jobs,
-            quiet,
-            profilers,
-        }),
+        Command::Run(args) => run::run(args),
         Command::Record {
             scenario,
             backend,

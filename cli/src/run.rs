@@ -14,16 +14,38 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// `causalbench run`'s options.
+#[derive(clap::Args)]
 pub struct RunArgs {
+    #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
+    /// `catalog` (the embedded suite, the default) or a directory of scenario files.
+    #[arg(long)]
     pub suite: Option<String>,
+    /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
+    /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
+    /// on a machine without a GPU records the catalog on the simulator and replays
+    /// the shipped corpus (results/corpus).
+    #[arg(long)]
     pub corpus: Option<PathBuf>,
+    #[arg(long, default_value = "out")]
     pub out: PathBuf,
+    /// Repetitions per scenario (default: each scenario's own `repetitions`).
+    #[arg(long)]
     pub reps: Option<u32>,
+    /// Overrides every scenario's seed.
+    #[arg(long)]
     pub seed: Option<u64>,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
     pub jobs: Option<usize>,
+    /// Do not print the leaderboard at the end.
+    #[arg(long)]
     pub quiet: bool,
-    /// `all`, `builtin`, or a comma list of profiler names.
+    /// Profilers to run: `builtin` (default), `all` (the built-in ones plus optional
+    /// adapters such as `hta-critical-path` when their tool is installed; HTA costs
+    /// 1–2 s per view, hours over the whole default suite), or a comma list.
+    #[arg(long, default_value = "builtin")]
     pub profilers: String,
 }
 
