@@ -98,16 +98,25 @@ pub fn view(
     out: &Path,
 ) -> Result<(), Failure> {
     let spec = view_spec(collectors, mode, loss, targeted, loss_seed)?;
+    let started = std::time::Instant::now();
     let b = Bundle::read(bundle)?;
+    let read = started.elapsed();
     let d = views::derive(&b, spec);
+    let derived = started.elapsed();
     write(&d.view, out)?;
+    let total = started.elapsed();
     eprintln!(
-        "view {} of {}: {} records ({} removed by loss) -> {}",
+        "view {} of {}: {} records ({} removed by loss) -> {} in {:.3} s \
+         (read {:.3} s, derive {:.3} s, write {:.3} s)",
         spec.label(),
         b.id(),
         d.view.records.len(),
         d.removed.len(),
-        out.display()
+        out.display(),
+        total.as_secs_f64(),
+        read.as_secs_f64(),
+        (derived - read).as_secs_f64(),
+        (total - derived).as_secs_f64(),
     );
     Ok(())
 }

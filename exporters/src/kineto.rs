@@ -397,7 +397,7 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
     ));
     host_tids.insert(step_tid);
     // Order: by time, enclosing annotations before what they enclose, flows last.
-    events.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    events.sort_by_key(|e| (e.0, e.1));
 
     let mut trace_events: Vec<Value> = Vec::new();
     trace_events.push(

@@ -6,7 +6,9 @@
 //!   costs);
 //! - `record`: a bundle recorded in memory (model, records, answers);
 //! - `record_and_write`: recorded and written as a bundle file, as
-//!   `causalbench record` does.
+//!   `causalbench record` does;
+//! - `read_back`: that file read and checked, as `causalbench view` and the
+//!   evaluator do.
 //!
 //! `cargo bench -p generator --bench sim` (add `-- simulate` etc. to pick one).
 
@@ -50,6 +52,17 @@ fn bench(c: &mut Criterion) {
                     bundle.write(&out).expect("writes");
                     bundle
                 },
+                BatchSize::PerIteration,
+            )
+        });
+        be.record(&sc, 0)
+            .expect("records")
+            .write(&out)
+            .expect("writes");
+        g.bench_function(format!("read_back/{ops}"), |b| {
+            b.iter_batched(
+                || (),
+                |()| ground_truth::Bundle::read(&out).expect("reads its own bundle"),
                 BatchSize::PerIteration,
             )
         });

@@ -4,11 +4,13 @@
 //! interrupted run never leaves a half-written file behind.
 
 mod chunked;
-mod parallel;
+mod parallel_read;
+mod parallel_write;
 
 use crate::graph::NodeKind;
 use crate::{Bundle, Explanation, Scenario, TraceView, SCHEMA_VERSION};
 use chunked::ChunkedWriter;
+use rustc_hash::FxHashSet;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -96,13 +98,22 @@ pub trait Readable: DeserializeOwned + Serialize {
     fn parse(file: &Path, bytes: &[u8]) -> Result<Self, FormatError> {
         let value: Self = if is_yaml(file) {
             from_yaml(file, bytes)?
+        } else if let Some(value) = Self::parse_json_quickly(bytes) {
+            value
         } else {
-            from_json(file, bytes)?
+            from_json_tracked(file, bytes)?
         };
         if let Some((path, message)) = value.problems().into_iter().next() {
             return Err(FormatError::new(file, format!(".{path}"), message));
         }
         Ok(value)
+    }
+
+    /// The value in JSON `bytes`, by the fastest parser that accepts exactly
+    /// what `Deserialize` accepts; `None` for bad input, which is then parsed
+    /// again, tracked, to name the place of the error.
+    fn parse_json_quickly(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
     }
 
     /// Atomically writes the value as JSON (pretty for small formats).
@@ -131,19 +142,30 @@ fn json_path(p: &serde_path_to_error::Path) -> String {
 
 /// Deserializes JSON, reporting the JSON path and line of the first error.
 pub fn from_json<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, FormatError> {
+    // Tracking the path costs about as much as parsing itself (a gigabyte
+    // bundle: 9 s instead of 5), and only a failed parse needs it: parse
+    // untracked first, and parse again, tracked, to name the place of an error.
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok(value),
+        Err(_) => from_json_tracked(file, bytes),
+    }
+}
+
+/// [`from_json`] with the JSON path tracked all the way.
+fn from_json_tracked<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, FormatError> {
+    let error = |path: String, inner: serde_json::Error| FormatError {
+        file: file.to_path_buf(),
+        path,
+        line: (inner.line() > 0)
+            .then(|| format!("line {}, column {}", inner.line(), inner.column())),
+        message: strip_position(&inner.to_string()),
+    };
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = json_path(e.path());
-        let inner = e.into_inner();
-        let line =
-            (inner.line() > 0).then(|| format!("line {}, column {}", inner.line(), inner.column()));
-        FormatError {
-            file: file.to_path_buf(),
-            path,
-            line,
-            message: strip_position(&inner.to_string()),
-        }
-    })
+    let value = serde_path_to_error::deserialize(&mut *de)
+        .map_err(|e| error(json_path(e.path()), e.into_inner()))?;
+    // Only whitespace may follow the value, as `serde_json::from_slice` requires.
+    de.end().map_err(|e| error(String::new(), e))?;
+    Ok(value)
 }
 
 /// Deserializes YAML, reporting the path and line of the first error.
@@ -245,6 +267,12 @@ impl Readable for Scenario {
 impl Readable for Bundle {
     const WHAT: &'static str = "run bundle";
 
+    /// A bundle can reach gigabytes: its node, edge and record arrays are
+    /// parsed on all cores.
+    fn parse_json_quickly(bytes: &[u8]) -> Option<Self> {
+        parallel_read::parse_bundle(bytes)
+    }
+
     /// A bundle can reach gigabytes: written as `write_json_atomic` would,
     /// with its node, edge and record arrays serialized on all cores.
     fn write(&self, file: &Path) -> std::io::Result<()> {
@@ -261,7 +289,7 @@ impl Readable for Bundle {
                 .into_iter()
                 .map(|p| (format!("manifest.scenario.{}", p.path), p.message)),
         );
-        let mut rids = HashSet::with_capacity(self.trace.len());
+        let mut rids = FxHashSet::with_capacity_and_hasher(self.trace.len(), Default::default());
         for (i, r) in self.trace.iter().enumerate() {
             if !rids.insert(r.rid()) {
                 out.push((
@@ -278,7 +306,7 @@ impl Readable for Bundle {
 
 /// The bytes of `serde_json::to_writer(out, bundle)`, field by field in
 /// declaration order (a test holds the two equal), with the large arrays
-/// written by [`parallel::write_array`].
+/// written by [`parallel_write::write_array`].
 fn write_bundle(out: &mut ChunkedWriter, b: &Bundle) -> std::io::Result<()> {
     fn json<T: Serialize>(out: &mut ChunkedWriter, value: &T) -> std::io::Result<()> {
         serde_json::to_writer(out, value).map_err(std::io::Error::other)
@@ -289,22 +317,22 @@ fn write_bundle(out: &mut ChunkedWriter, b: &Bundle) -> std::io::Result<()> {
     out.write_all(b",\"manifest\":")?;
     json(out, &b.manifest)?;
     out.write_all(b",\"ground_truth\":{\"nodes\":")?;
-    parallel::write_array(out, &gt.nodes)?;
+    parallel_write::write_array(out, &gt.nodes)?;
     out.write_all(b",\"edges\":")?;
-    parallel::write_array(out, &gt.edges)?;
+    parallel_write::write_array(out, &gt.edges)?;
     out.write_all(b",\"symptoms\":")?;
     json(out, &gt.symptoms)?;
     out.write_all(b",\"injections\":")?;
     json(out, &gt.injections)?;
     out.write_all(b"},\"trace\":")?;
-    parallel::write_array(out, &b.trace)?;
+    parallel_write::write_array(out, &b.trace)?;
     out.write_all(b",\"loss\":")?;
     json(out, &b.loss)?;
     out.write_all(b"}")
 }
 
 /// Structural checks of a ground truth: ids, references, acyclicity, launch parents.
-fn truth_problems(gt: &crate::GroundTruth, trace_rids: &HashSet<u64>) -> Vec<(String, String)> {
+fn truth_problems(gt: &crate::GroundTruth, trace_rids: &FxHashSet<u64>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let n = gt.nodes.len();
     for (i, node) in gt.nodes.iter().enumerate() {
@@ -426,10 +454,16 @@ pub fn find_cycle(n: usize, edges: &[crate::Edge]) -> Option<u32> {
 
 impl Readable for TraceView {
     const WHAT: &'static str = "trace view";
+
+    /// A view of a large bundle is nearly as large: its records are parsed on
+    /// all cores.
+    fn parse_json_quickly(bytes: &[u8]) -> Option<Self> {
+        parallel_read::parse_view(bytes)
+    }
     fn problems(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> =
             version_problem(self.schema_version).into_iter().collect();
-        let mut rids = HashSet::with_capacity(self.records.len());
+        let mut rids = FxHashSet::with_capacity_and_hasher(self.records.len(), Default::default());
         for (i, r) in self.records.iter().enumerate() {
             if !rids.insert(r.rid()) {
                 out.push((
@@ -716,6 +750,94 @@ mod tests {
                 cupti_timestamps_dropped: 2,
                 ringbuffer_dropped: 3,
             },
+        }
+    }
+
+    /// A bundle small enough to mutate many times, and its view.
+    fn small_bundle_and_view() -> (Bundle, TraceView) {
+        let mut bundle = big_bundle();
+        bundle.ground_truth.nodes.truncate(4);
+        bundle.ground_truth.edges.truncate(3);
+        bundle.trace.truncate(14);
+        let view = TraceView {
+            schema_version: crate::SCHEMA_VERSION,
+            bundle: bundle.id(),
+            spec: crate::ViewSpec {
+                collectors: crate::Collectors::Combined,
+                mode: crate::Mode::Instrumented,
+                loss: crate::view::LossSpec::Uniform { rate: 0.5, seed: 3 },
+            },
+            queries: vec![crate::view::Query {
+                id: "q0".into(),
+                rid: 2,
+                question: crate::Question::Cause,
+            }],
+            collector_loss: bundle.loss,
+            records: bundle.trace.clone(),
+        };
+        (bundle, view)
+    }
+
+    /// The quick parser of `T` accepts `bytes` exactly when the tracked parser
+    /// does, and then reads the same value.
+    fn parsers_agree<T: Readable + PartialEq + fmt::Debug>(bytes: &[u8]) {
+        let quick = T::parse_json_quickly(bytes);
+        let tracked = from_json_tracked::<T>(Path::new("f.json"), bytes);
+        match (quick, tracked) {
+            (Some(q), Ok(t)) => assert!(q == t, "the parsers read different values"),
+            (None, Err(_)) => {}
+            (q, t) => panic!(
+                "quick parser accepted: {}, tracked parser: {t:?}\n{}",
+                q.is_some(),
+                String::from_utf8_lossy(bytes)
+            ),
+        }
+    }
+
+    #[test]
+    fn the_quick_parsers_read_what_was_written() {
+        let bundle = big_bundle();
+        let bytes = serde_json::to_vec(&bundle).unwrap();
+        let quick = Bundle::parse_json_quickly(&bytes).expect("a well-formed bundle");
+        assert!(quick == bundle);
+        let (_, mut view) = small_bundle_and_view();
+        view.records = bundle.trace.clone();
+        let bytes = serde_json::to_vec(&view).unwrap();
+        assert!(TraceView::parse_json_quickly(&bytes).expect("a well-formed view") == view);
+    }
+
+    #[test]
+    fn text_after_the_value_is_an_error_with_its_line() {
+        let (bundle, _) = small_bundle_and_view();
+        let mut bytes = serde_json::to_vec_pretty(&bundle).unwrap();
+        bytes.extend_from_slice(b"\n{}");
+        let err = Bundle::parse(Path::new("b.json"), &bytes).unwrap_err();
+        assert!(err.message.contains("trailing characters"), "{err}");
+        assert!(err.line.is_some(), "{err}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+        #[test]
+        fn quick_and_tracked_parsers_agree_on_damaged_files(
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            len in 0usize..6,
+            insert in proptest::collection::vec(
+                proptest::sample::select(b"{}[]\":,-0123456789.eE truefalsnul".to_vec()),
+                0..6,
+            ),
+        ) {
+            static TEXTS: std::sync::LazyLock<[Vec<u8>; 2]> = std::sync::LazyLock::new(|| {
+                let (bundle, view) = small_bundle_and_view();
+                [serde_json::to_vec(&bundle).unwrap(), serde_json::to_vec(&view).unwrap()]
+            });
+            for text in TEXTS.iter() {
+                let start = at.index(text.len());
+                let end = (start + len).min(text.len());
+                let damaged = [&text[..start], &insert[..], &text[end..]].concat();
+                parsers_agree::<Bundle>(&damaged);
+                parsers_agree::<TraceView>(&damaged);
+            }
         }
     }
 

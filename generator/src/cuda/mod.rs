@@ -118,6 +118,9 @@ pub struct EbpfOverhead {
     pub error: Option<String>,
 }
 
+/// One batch item's bundle (or why it failed) and the measurements of its runs.
+pub type BatchItemResult = (Result<Bundle, RecordError>, Vec<RunStats>);
+
 pub struct CudaBackend {
     session: OnceLock<Result<Mutex<Session>, String>>,
     stats: Mutex<Vec<RunStats>>,
@@ -175,13 +178,12 @@ impl CudaBackend {
     pub fn record_batch(
         &self,
         items: &[(Scenario, u32)],
-    ) -> Result<Vec<(Result<Bundle, RecordError>, Vec<RunStats>)>, RecordError> {
+    ) -> Result<Vec<BatchItemResult>, RecordError> {
         let s = self.session()?;
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
         let mut ok = Vec::new();
         let mut idx = Vec::new();
-        let mut out: Vec<Option<(Result<Bundle, RecordError>, Vec<RunStats>)>> =
-            Vec::with_capacity(items.len());
+        let mut out: Vec<Option<BatchItemResult>> = Vec::with_capacity(items.len());
         for (i, (sc, _)) in items.iter().enumerate() {
             if let Some(p) = sc.check().first() {
                 out.push(Some((
