@@ -9,6 +9,7 @@ use evaluator::CaseScore;
 use ground_truth::io::{write_atomic, Readable};
 use ground_truth::{Bundle, Scenario};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -172,6 +173,11 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         })
         .max(1);
     let backend = &*backend;
+    let recording_failures = if backend.records_in_batches() {
+        record_in_batches(&jobs, backend, out)
+    } else {
+        HashMap::new()
+    };
     std::thread::scope(|s| {
         for _ in 0..workers.min(jobs.len().max(1)) {
             s.spawn(|| loop {
@@ -184,6 +190,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     Ok(scores) if !scores.is_empty() => {
                         resumed.fetch_add(1, Ordering::SeqCst);
                         Ok(scores)
+                    }
+                    _ if recording_failures.contains_key(&key) => {
+                        Err(format!("{key}: {}", recording_failures[&key]))
                     }
                     _ => run_job(job, backend, out, &key, &profilers).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
@@ -253,6 +262,94 @@ fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     Ok(out)
 }
 
+/// Bundles recorded per batch on backends that record batches much cheaper
+/// than single runs: large enough to spread the GPU's eBPF recorder attach and
+/// drain, small enough that an interrupted run keeps most of what it recorded.
+const RECORD_BATCH: usize = 32;
+
+/// Records, batch by batch, the bundles of `jobs` that are neither scored nor
+/// recorded yet, and writes each batch's bundles as it finishes; `run_job` then
+/// finds them. Returns the recordings that failed, by job key.
+fn record_in_batches(
+    jobs: &[Job],
+    backend: &dyn generator::Backend,
+    out: &Path,
+) -> HashMap<String, String> {
+    let pending: Vec<(String, (Scenario, u32))> = jobs
+        .iter()
+        .filter_map(|job| match job {
+            Job::Record {
+                scenario,
+                repetition,
+            } => Some((job.key(backend.name()), (scenario.clone(), *repetition))),
+            Job::Replay { .. } => None,
+        })
+        .filter(|(key, (scenario, repetition))| {
+            let scored = evaluator::read_scores(&out.join("cases").join(format!("{key}.jsonl")))
+                .is_ok_and(|scores| !scores.is_empty());
+            !scored && recorded_bundle(out, key, backend, scenario, *repetition).is_none()
+        })
+        .collect();
+    let mut failures = HashMap::new();
+    if pending.is_empty() {
+        return failures;
+    }
+    let bar = ProgressBar::new(pending.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} bundles recorded on {msg}",
+        )
+        .expect("valid template"),
+    );
+    bar.set_message(backend.name());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    for batch in pending.chunks(RECORD_BATCH) {
+        let items: Vec<(Scenario, u32)> = batch.iter().map(|(_, item)| item.clone()).collect();
+        for ((key, _), recorded) in batch.iter().zip(backend.record_many(&items)) {
+            let written = recorded
+                .map_err(|e| e.to_string())
+                .and_then(|b| write_bundle(out, key, &b).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                failures.insert(key.clone(), e);
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    failures
+}
+
+/// Where a recorded bundle of the run is kept.
+fn bundle_path(out: &Path, key: &str) -> PathBuf {
+    out.join("bundles").join(format!("{key}.bundle.json"))
+}
+
+fn write_bundle(out: &Path, key: &str, bundle: &Bundle) -> Result<(), String> {
+    let path = bundle_path(out, key);
+    bundle
+        .write(&path)
+        .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))
+}
+
+/// The bundle an earlier (or interrupted) run recorded for this job, when it
+/// is a recording of exactly this scenario and repetition on this backend.
+fn recorded_bundle(
+    out: &Path,
+    key: &str,
+    backend: &dyn generator::Backend,
+    scenario: &Scenario,
+    repetition: u32,
+) -> Option<Bundle> {
+    let path = bundle_path(out, key);
+    if !path.is_file() {
+        return None;
+    }
+    let b = Bundle::read(&path).ok()?;
+    let m = &b.manifest;
+    (m.backend == backend.name() && m.repetition == repetition && m.scenario == *scenario)
+        .then_some(b)
+}
+
 /// Records or replays one bundle, then views, profiles and scores it.
 fn run_job(
     job: &Job,
@@ -265,15 +362,16 @@ fn run_job(
         Job::Record {
             scenario,
             repetition,
-        } => {
-            let b = backend
-                .record(scenario, *repetition)
-                .map_err(|e| format!("{key}: {e}"))?;
-            let path = out.join("bundles").join(format!("{key}.bundle.json"));
-            b.write(&path)
-                .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
-            b
-        }
+        } => match recorded_bundle(out, key, backend, scenario, *repetition) {
+            Some(b) => b,
+            None => {
+                let b = backend
+                    .record(scenario, *repetition)
+                    .map_err(|e| format!("{key}: {e}"))?;
+                write_bundle(out, key, &b)?;
+                b
+            }
+        },
         Job::Replay { path } => Bundle::read(path).map_err(|e| e.to_string())?,
     };
     let mut scores = Vec::new();
@@ -298,4 +396,108 @@ fn run_job(
         }
     }
     Ok(scores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use generator::sim::SimBackend;
+    use generator::{Backend, RecordError};
+
+    /// The simulator, recording in batches like the GPU, counting its calls.
+    #[derive(Default)]
+    struct BatchingSim {
+        sim: SimBackend,
+        singles: AtomicUsize,
+        batches: AtomicUsize,
+    }
+
+    impl Backend for BatchingSim {
+        fn name(&self) -> &'static str {
+            "sim"
+        }
+        fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
+            self.singles.fetch_add(1, Ordering::SeqCst);
+            self.sim.record(scenario, repetition)
+        }
+        fn record_many(&self, items: &[(Scenario, u32)]) -> Vec<Result<Bundle, RecordError>> {
+            self.batches.fetch_add(1, Ordering::SeqCst);
+            items.iter().map(|(s, r)| self.sim.record(s, *r)).collect()
+        }
+        fn records_in_batches(&self) -> bool {
+            true
+        }
+    }
+
+    fn record_jobs(count: usize) -> Vec<Job> {
+        let suite = crate::catalog::load_suite(crate::catalog::DEFAULT_SUITE).unwrap();
+        suite
+            .into_iter()
+            .flat_map(|scenario| (0..3).map(move |repetition| (scenario.clone(), repetition)))
+            .take(count)
+            .map(|(scenario, repetition)| Job::Record {
+                scenario,
+                repetition,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batching_backend_records_each_bundle_once_batch_by_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = record_jobs(RECORD_BATCH + 3);
+        let backend = BatchingSim::default();
+        let failures = record_in_batches(&jobs, &backend, dir.path());
+        assert!(failures.is_empty(), "{failures:?}");
+        assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
+        let profilers = vec!["causal-graph".to_string()];
+        for job in &jobs {
+            let key = job.key(backend.name());
+            let scores = run_job(job, &backend, dir.path(), &key, &profilers).unwrap();
+            assert!(!scores.is_empty(), "{key}");
+        }
+        // Every job found its recorded bundle: none was recorded again.
+        assert_eq!(backend.singles.load(Ordering::SeqCst), 0);
+        // A second pass (a resumed run) records nothing.
+        assert!(record_in_batches(&jobs, &backend, dir.path()).is_empty());
+        assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_recorded_bundle_is_reused_only_for_its_own_scenario_and_repetition() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = record_jobs(1);
+        let Job::Record {
+            scenario,
+            repetition,
+        } = &jobs[0]
+        else {
+            unreachable!()
+        };
+        let backend = BatchingSim::default();
+        let key = jobs[0].key(backend.name());
+        assert!(record_in_batches(&jobs, &backend, dir.path()).is_empty());
+        assert!(recorded_bundle(dir.path(), &key, &backend, scenario, *repetition).is_some());
+        assert!(recorded_bundle(dir.path(), &key, &backend, scenario, repetition + 1).is_none());
+        let mut reseeded = scenario.clone();
+        reseeded.seed += 1;
+        assert!(recorded_bundle(dir.path(), &key, &backend, &reseeded, *repetition).is_none());
+        // A damaged file is recorded again, not trusted.
+        std::fs::write(bundle_path(dir.path(), &key), b"{").unwrap();
+        assert!(recorded_bundle(dir.path(), &key, &backend, scenario, *repetition).is_none());
+    }
+
+    #[test]
+    fn failed_recordings_are_reported_by_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut jobs = record_jobs(2);
+        if let Job::Record { scenario, .. } = &mut jobs[1] {
+            scenario.programs.clear();
+        }
+        let backend = BatchingSim::default();
+        let failures = record_in_batches(&jobs, &backend, dir.path());
+        let failed_key = jobs[1].key(backend.name());
+        assert_eq!(failures.keys().collect::<Vec<_>>(), vec![&failed_key]);
+        assert!(bundle_path(dir.path(), &jobs[0].key(backend.name())).is_file());
+    }
 }

@@ -2,7 +2,7 @@
 
 use ground_truth::{Bundle, Scenario};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RecordError {
     #[error("scenario `{0}` cannot run: {1}")]
     Invalid(String, String),
@@ -16,6 +16,23 @@ pub trait Backend: Send + Sync {
     /// Records one repetition of `scenario` (its no-injection twin is run too, so
     /// lateness is measured, not assumed).
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError>;
+
+    /// Records every (scenario, repetition), in order. The default records them
+    /// one by one; a backend whose runs share an expensive setup records them
+    /// under one.
+    fn record_many(&self, items: &[(Scenario, u32)]) -> Vec<Result<Bundle, RecordError>> {
+        items
+            .iter()
+            .map(|(scenario, repetition)| self.record(scenario, *repetition))
+            .collect()
+    }
+
+    /// Whether [`Backend::record_many`] costs much less than one `record` per
+    /// item, so that a suite is best recorded batch by batch rather than bundle
+    /// by bundle in parallel workers.
+    fn records_in_batches(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -251,6 +251,28 @@ impl Backend for CudaBackend {
             .extend(stats);
         r.map_err(|m| RecordError::Invalid(scenario.name.clone(), m))
     }
+
+    /// One eBPF recorder session for the whole batch: attaching and draining
+    /// it costs seconds, far more than a catalog run.
+    fn record_many(&self, items: &[(Scenario, u32)]) -> Vec<Result<Bundle, RecordError>> {
+        match self.record_batch(items) {
+            Ok(done) => done
+                .into_iter()
+                .map(|(bundle, stats)| {
+                    self.stats
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(stats);
+                    bundle
+                })
+                .collect(),
+            Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    fn records_in_batches(&self) -> bool {
+        true
+    }
 }
 
 struct Session {
