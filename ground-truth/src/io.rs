@@ -69,6 +69,23 @@ fn gunzip_if_compressed(file: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, FormatEr
     Ok(out)
 }
 
+/// Files from this size on are parsed from a memory map: copying a gigabyte
+/// bundle into memory first cost 0.7 s and as much memory as the file.
+const MAP_FROM_BYTES: u64 = 64 << 20;
+
+/// A read-only map of `file` when it is a large regular file.
+fn map_if_large(file: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
+    let f = std::fs::File::open(file)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() < MAP_FROM_BYTES {
+        return Ok(None);
+    }
+    // SAFETY: the map is read-only and lives only while this read parses it.
+    // Our writers replace files by rename, never in place; a file truncated by
+    // another program while it is parsed is outside what a reader can defend.
+    unsafe { memmap2::Mmap::map(&f) }.map(Some)
+}
+
 /// Whether `path` names a run bundle file: `*.bundle.json`, or the same
 /// gzip-compressed, `*.bundle.json.gz`.
 pub fn is_bundle_file(path: &Path) -> bool {
@@ -88,8 +105,15 @@ pub trait Readable: DeserializeOwned + Serialize {
     /// A gzip-compressed file (any name; recognized by its magic bytes) is
     /// decompressed first.
     fn read(file: &Path) -> Result<Self, FormatError> {
-        let bytes = std::fs::read(file)
-            .map_err(|e| FormatError::new(file, "", format!("cannot read {}: {e}", Self::WHAT)))?;
+        let cannot_read = |e: std::io::Error| {
+            FormatError::new(file, "", format!("cannot read {}: {e}", Self::WHAT))
+        };
+        if let Some(map) = map_if_large(file).map_err(cannot_read)? {
+            if !map.starts_with(&GZIP_MAGIC) {
+                return Self::parse(file, &map);
+            }
+        }
+        let bytes = std::fs::read(file).map_err(cannot_read)?;
         let bytes = gunzip_if_compressed(file, bytes)?;
         Self::parse(file, &bytes)
     }
@@ -804,6 +828,33 @@ mod tests {
         view.records = bundle.trace.clone();
         let bytes = serde_json::to_vec(&view).unwrap();
         assert!(TraceView::parse_json_quickly(&bytes).expect("a well-formed view") == view);
+    }
+
+    #[test]
+    fn large_files_are_parsed_from_a_map_and_errors_still_name_the_place() {
+        let bundle = big_bundle();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("b.bundle.json");
+        // JSON may end in any amount of whitespace: a few megabytes of bundle,
+        // a file large enough to be mapped.
+        let mut bytes = serde_json::to_vec_pretty(&bundle).unwrap();
+        bytes.resize(MAP_FROM_BYTES as usize + 1, b' ');
+        std::fs::write(&file, &bytes).unwrap();
+        assert!(map_if_large(&file).unwrap().is_some());
+        // (This test bundle's nodes name rids it does not have: the read gets as
+        // far as the semantic checks, as a parse of the bytes in memory does.)
+        let from_map = Bundle::read(&file).unwrap_err();
+        assert_eq!(from_map, Bundle::parse(&file, &bytes).unwrap_err());
+        assert!(
+            from_map.message.contains("dangling reference to rid"),
+            "{from_map}"
+        );
+        let at = bytes.windows(7).position(|w| w == b"\"seed\":").unwrap();
+        bytes[at + 8] = b'x';
+        std::fs::write(&file, &bytes).unwrap();
+        let err = Bundle::read(&file).unwrap_err();
+        assert_eq!(err.path, ".manifest.scenario.seed", "{err}");
+        assert!(err.line.is_some(), "{err}");
     }
 
     #[test]
