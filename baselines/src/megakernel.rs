@@ -257,42 +257,18 @@ fn coverage_min(c: &Capture) -> f64 {
 /// Per-task phases from hook events. With `mpk_spans`, only what MPK's
 /// recorder keeps: one span from dequeue (wait begin, or start) to end.
 fn stats_from_log(c: &Capture, workers: u32, mpk_spans: bool) -> Stats {
-    #[derive(Default, Clone, Copy)]
-    struct T {
-        class: u32,
-        ready: u64,
-        wb: u64,
-        we: u64,
-        start: u64,
-        end: u64,
-        worker: u32,
-        seen: bool,
-    }
     let n_tasks = c
         .events
         .iter()
         .map(|e| e.task as usize + 1)
         .max()
         .unwrap_or(0);
-    let mut t = vec![T::default(); n_tasks];
-    let mut crossings = 0;
-    for e in &c.events {
-        let x = &mut t[e.task as usize];
-        x.class = e.class;
-        x.seen = true;
-        match e.kind {
-            HookKind::Ready => x.ready = e.ts,
-            HookKind::WaitBegin => x.wb = e.ts,
-            HookKind::WaitEnd => x.we = e.ts,
-            HookKind::Start => {
-                x.start = e.ts;
-                x.worker = e.worker;
-            }
-            HookKind::End => x.end = e.ts,
-            HookKind::QueuePressure => crossings += 1,
-            HookKind::Assigned => {}
-        }
-    }
+    let t = c.task_times(n_tasks);
+    let crossings = c
+        .events
+        .iter()
+        .filter(|e| e.kind == HookKind::QueuePressure)
+        .count() as u64;
     let mut classes = vec![
         ClassStats {
             workers: vec![0; workers as usize],
@@ -313,15 +289,23 @@ fn stats_from_log(c: &Capture, workers: u32, mpk_spans: bool) -> Stats {
         }
         let mut ph = [0f64; 4];
         if mpk_spans {
-            let from = if x.wb != 0 { x.wb } else { x.start };
+            let from = if x.wait_begin != 0 {
+                x.wait_begin
+            } else {
+                x.start
+            };
             ph[EXEC] = (x.end - from) as f64;
         } else {
-            let taken = if x.wb != 0 { x.wb } else { x.start };
+            let taken = if x.wait_begin != 0 {
+                x.wait_begin
+            } else {
+                x.start
+            };
             if x.ready != 0 && taken >= x.ready {
                 ph[QUEUE] = (taken - x.ready) as f64;
             }
-            if x.wb != 0 && x.we >= x.wb {
-                ph[WAIT] = (x.we - x.wb) as f64;
+            if x.wait_begin != 0 && x.wait_end >= x.wait_begin {
+                ph[WAIT] = (x.wait_end - x.wait_begin) as f64;
             }
             ph[EXEC] = (x.end - x.start) as f64;
         }

@@ -318,7 +318,47 @@ pub struct Capture {
     pub pc_sampling: Option<PcSampling>,
 }
 
+/// One task's times in a task log (device clock; a time whose event was not
+/// logged stays 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskTimes {
+    pub class: u32,
+    pub ready: u64,
+    pub wait_begin: u64,
+    pub wait_end: u64,
+    pub start: u64,
+    pub end: u64,
+    pub worker: u32,
+    /// Whether any event of the task was logged.
+    pub seen: bool,
+}
+
 impl Capture {
+    /// The times of tasks `0..tasks` from the logged events (events of other
+    /// tasks are ignored).
+    pub fn task_times(&self, tasks: usize) -> Vec<TaskTimes> {
+        let mut v = vec![TaskTimes::default(); tasks];
+        for e in &self.events {
+            let Some(t) = v.get_mut(e.task as usize) else {
+                continue;
+            };
+            t.class = e.class;
+            t.seen = true;
+            match e.kind {
+                HookKind::Ready => t.ready = e.ts,
+                HookKind::WaitBegin => t.wait_begin = e.ts,
+                HookKind::WaitEnd => t.wait_end = e.ts,
+                HookKind::Start => {
+                    t.start = e.ts;
+                    t.worker = e.worker;
+                }
+                HookKind::End => t.end = e.ts,
+                HookKind::Assigned | HookKind::QueuePressure => {}
+            }
+        }
+        v
+    }
+
     /// Pooled coverage over every class.
     pub fn total_coverage(&self) -> Coverage {
         let mut c = Coverage {

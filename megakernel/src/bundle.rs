@@ -17,9 +17,7 @@ use crate::schedule::{Schedule, NONE};
 use ground_truth::graph::{
     Boundary, Edge, EdgeType, InjectionRecord, Node, NodeKind, NodeRids, Phases, Symptom,
 };
-use ground_truth::megakernel::{
-    class_name, Capture, HookKind, MkScenario, TaskTelemetry, TaskTruth,
-};
+use ground_truth::megakernel::{class_name, Capture, MkScenario, TaskTelemetry, TaskTruth};
 use ground_truth::trace::{ApiDomain, Record};
 use ground_truth::{
     Bundle, Collectors, GroundTruth, LossAccounting, Manifest, Mode, Question, Readable, Scenario,
@@ -56,39 +54,6 @@ pub struct Env {
     pub cuda: String,
     pub cupti: String,
     pub host: String,
-}
-
-/// Per-task times from a full task log (device clock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TaskTimes {
-    pub ready: u64,
-    pub wait_begin: u64,
-    pub wait_end: u64,
-    pub start: u64,
-    pub end: u64,
-    pub worker: u32,
-}
-
-/// Task times from a capture that logged everything (missing events stay 0).
-pub fn task_times(c: &Capture, tasks: usize) -> Vec<TaskTimes> {
-    let mut v = vec![TaskTimes::default(); tasks];
-    for e in &c.events {
-        let Some(t) = v.get_mut(e.task as usize) else {
-            continue;
-        };
-        match e.kind {
-            HookKind::Ready => t.ready = e.ts,
-            HookKind::WaitBegin => t.wait_begin = e.ts,
-            HookKind::WaitEnd => t.wait_end = e.ts,
-            HookKind::Start => {
-                t.start = e.ts;
-                t.worker = e.worker;
-            }
-            HookKind::End => t.end = e.ts,
-            HookKind::Assigned | HookKind::QueuePressure => {}
-        }
-    }
-    v
 }
 
 /// The standard scenario embedded in the manifest: what CUPTI sees — one
@@ -199,7 +164,7 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
             (t as i128 + off).max(0) as u64
         }
     };
-    let times = task_times(inp.truth_capture, s.tasks.len());
+    let times = inp.truth_capture.task_times(s.tasks.len());
     let mut nodes = Vec::new();
     let mut edges = Vec::new();
     let mut api = node(

@@ -1,7 +1,6 @@
 //! The internal signature of a run, from a full task log: what differs inside
 //! the kernel when the outer duration does not.
 
-use crate::bundle::task_times;
 use ground_truth::megakernel::{class_id, Capture, HookKind, TaskTelemetry, CLASSES};
 use ground_truth::{Bundle, NodeKind};
 use serde::Serialize;
@@ -43,7 +42,7 @@ pub fn of_task_log(bundle: &Bundle, t: &TaskTelemetry) -> Option<Signature> {
 
 /// The signature of a capture that logged every task.
 pub fn of(c: &Capture, tasks: usize, classes_of: &[u32], workers: u32) -> Signature {
-    let t = task_times(c, tasks);
+    let t = c.task_times(tasks);
     let n = CLASSES.len();
     let mut exec = vec![(0f64, 0u64); n];
     let mut wait = vec![0f64; n];
