@@ -112,6 +112,33 @@ impl PartialEq<String> for SharedStr {
     }
 }
 
+/// Distinct strings a reading thread keeps to share: enough for the names a
+/// trace repeats (APIs, kernels, frames, call sites); a file of mostly unique
+/// strings (request tokens) only ever costs this many.
+const SHARED_WHILE_READING: usize = 4096;
+
+thread_local! {
+    static READ_STRINGS: std::cell::RefCell<rustc_hash::FxHashSet<SharedStr>> =
+        Default::default();
+}
+
+/// `text` as a `SharedStr`, sharing the allocation of an equal string read
+/// earlier on this thread: a bundle read back shares its repeated names as the
+/// recorder that wrote it did, instead of holding millions of copies.
+fn shared_on_this_thread(text: &str) -> SharedStr {
+    READ_STRINGS.with_borrow_mut(|seen| {
+        if let Some(s) = seen.get(text) {
+            return s.clone();
+        }
+        if seen.len() >= SHARED_WHILE_READING {
+            seen.clear();
+        }
+        let s = SharedStr::from(text);
+        seen.insert(s.clone());
+        s
+    })
+}
+
 impl Serialize for SharedStr {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.0)
@@ -126,12 +153,11 @@ impl<'de> Deserialize<'de> for SharedStr {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string")
             }
-            // One allocation straight from the parser's text (no String in between).
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SharedStr, E> {
-                Ok(SharedStr::from(v))
+                Ok(shared_on_this_thread(v))
             }
             fn visit_string<E: serde::de::Error>(self, v: String) -> Result<SharedStr, E> {
-                Ok(SharedStr::from(v))
+                Ok(shared_on_this_thread(&v))
             }
         }
         deserializer.deserialize_str(Visitor)
@@ -153,6 +179,23 @@ impl JsonSchema for SharedStr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_strings_read_on_one_thread_share_one_allocation() {
+        let names: Vec<SharedStr> =
+            serde_json::from_str(r#"["cuLaunchKernel","k","cuLaunchKernel","k\u0022"]"#).unwrap();
+        assert!(Arc::ptr_eq(&names[0].0, &names[2].0));
+        assert_eq!(names[3], "k\"");
+        // Mostly unique strings (request tokens) keep the table bounded, and
+        // every string still reads as itself.
+        let tokens: Vec<String> = (0..3 * SHARED_WHILE_READING)
+            .map(|i| format!("req-{i}"))
+            .collect();
+        let read: Vec<SharedStr> =
+            serde_json::from_str(&serde_json::to_string(&tokens).unwrap()).unwrap();
+        assert!(read.iter().zip(&tokens).all(|(r, t)| r == t));
+        assert!(READ_STRINGS.with_borrow(|seen| seen.len()) <= SHARED_WHILE_READING);
+    }
 
     #[test]
     fn reads_and_writes_as_a_plain_string() {
