@@ -153,13 +153,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let out = &args.out;
     std::fs::create_dir_all(out.join("cases"))
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
-    let bar = ProgressBar::new(jobs.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} bundles {msg}",
-        )
-        .expect("valid template"),
-    );
+    let bar = progress_bar(jobs.len(), "bundles {msg}");
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<CaseScore>> = Mutex::new(Vec::new());
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -185,14 +179,14 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 let Some(job) = jobs.get(i) else { break };
                 let key = job.key(backend.name());
                 bar.set_message(key.clone());
-                let done = out.join("cases").join(format!("{key}.jsonl"));
-                let outcome = match evaluator::read_scores(&done) {
-                    Ok(scores) if !scores.is_empty() => {
+                let done = scores_path(out, &key);
+                let outcome = match finished_scores(out, &key) {
+                    Some(scores) => {
                         resumed.fetch_add(1, Ordering::SeqCst);
                         Ok(scores)
                     }
-                    _ if recording_failures.contains_key(&key) => {
-                        Err(format!("{key}: {}", recording_failures[&key]))
+                    None if recording_failures.contains_key(&key) => {
+                        Err(recording_failures[&key].clone())
                     }
                     _ => run_job(job, backend, out, &key, &profilers).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
@@ -285,30 +279,23 @@ fn record_in_batches(
             Job::Replay { .. } => None,
         })
         .filter(|(key, (scenario, repetition))| {
-            let scored = evaluator::read_scores(&out.join("cases").join(format!("{key}.jsonl")))
-                .is_ok_and(|scores| !scores.is_empty());
-            !scored && recorded_bundle(out, key, backend, scenario, *repetition).is_none()
+            finished_scores(out, key).is_none()
+                && recorded_bundle(out, key, backend, scenario, *repetition).is_none()
         })
         .collect();
     let mut failures = HashMap::new();
     if pending.is_empty() {
         return failures;
     }
-    let bar = ProgressBar::new(pending.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} bundles recorded on {msg}",
-        )
-        .expect("valid template"),
-    );
+    let bar = progress_bar(pending.len(), "bundles recorded on {msg}");
     bar.set_message(backend.name());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     for batch in pending.chunks(RECORD_BATCH) {
         let items: Vec<(Scenario, u32)> = batch.iter().map(|(_, item)| item.clone()).collect();
         for ((key, _), recorded) in batch.iter().zip(backend.record_many(&items)) {
             let written = recorded
-                .map_err(|e| e.to_string())
-                .and_then(|b| write_bundle(out, key, &b).map_err(|e| e.to_string()));
+                .map_err(|e| format!("{key}: {e}"))
+                .and_then(|b| write_bundle(out, key, &b));
             if let Err(e) = written {
                 failures.insert(key.clone(), e);
             }
@@ -317,6 +304,30 @@ fn record_in_batches(
     }
     bar.finish_and_clear();
     failures
+}
+
+/// A progress bar of `len` bundles, `what` after the count.
+fn progress_bar(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {what}"
+        ))
+        .expect("valid template"),
+    );
+    bar
+}
+
+/// Where a bundle's scores are kept once it is finished.
+fn scores_path(out: &Path, key: &str) -> PathBuf {
+    out.join("cases").join(format!("{key}.jsonl"))
+}
+
+/// The scores of a bundle an earlier (or interrupted) run finished.
+fn finished_scores(out: &Path, key: &str) -> Option<Vec<CaseScore>> {
+    evaluator::read_scores(&scores_path(out, key))
+        .ok()
+        .filter(|scores| !scores.is_empty())
 }
 
 /// Where a recorded bundle of the run is kept.
