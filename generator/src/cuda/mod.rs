@@ -8,9 +8,9 @@
 //!   waits, synchronizations, `cuLaunchKernel`/`cuLaunchKernelEx`; every call
 //!   bound to its op through CUPTI external correlation (CUSTOM0 = op id,
 //!   CUSTOM1 = request token in instrumented mode).
-//! - [`cupti`]: activity buffers (RUNTIME, DRIVER, CONCURRENT_KERNEL, MEMCPY,
-//!   MEMSET, SYNCHRONIZATION, CUDA_EVENT, EXTERNAL_CORRELATION), CLOCK_MONOTONIC
-//!   timestamps, queued/submitted latency timestamps, dropped-record counts.
+//! - the CUPTI reference recorder is its own crate, `recorder-cupti` (activity
+//!   buffers, CLOCK_MONOTONIC timestamps, queued/submitted latency timestamps,
+//!   dropped-record counts, raw record → trace record).
 //! - [`plan`]: injections calibrated on the measured no-injection twin.
 //! - [`truth`]: nodes, edges and records from what happened, bound by
 //!   correlation id; cross-checked against the kernels' own `%globaltimer` log.
@@ -19,15 +19,14 @@
 //! [`RecordError::Unavailable`] with what is missing; nothing panics.
 
 mod call_sites;
-pub mod cupti;
 mod driver;
 mod exec;
 pub mod host;
 mod plan;
 mod truth;
 
-pub use driver::driver_release;
 pub use host::HostStats;
+pub use kernels::gpu::driver_release;
 pub use truth::{ClockCheck, RunStats};
 
 use crate::answers;
@@ -39,6 +38,7 @@ use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::{Mode, Node, Ns, SCHEMA_VERSION};
 use kernels::Kernel;
+use recorder_cupti as cupti;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

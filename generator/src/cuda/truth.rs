@@ -16,8 +16,12 @@ use crate::keys::{skey_step_id, Keys, StepKey};
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{InjectionKind, KernelKind, Scenario, SyncTarget};
-use ground_truth::trace::{ApiDomain, CopyDirection, HostMemory, MarkerPhase, Record, SyncType};
+use ground_truth::trace::{CopyDirection, MarkerPhase, Record};
 use ground_truth::{Mode, Ns};
+use recorder_cupti::convert::{
+    CallFacts, SYNC_CONTEXT_SYNCHRONIZE, SYNC_EVENT_SYNCHRONIZE, SYNC_STREAM_SYNCHRONIZE,
+    SYNC_STREAM_WAIT_EVENT,
+};
 use std::collections::{HashMap, HashSet};
 
 /// CUPTI vs `%globaltimer` agreement of the kernels of one run.
@@ -595,32 +599,8 @@ impl<'a> Builder<'a> {
         self.api_nodes.insert(o.id, node);
         for &i in &apis {
             self.used.insert(i);
-            if let Raw::Api {
-                driver,
-                cbid,
-                start,
-                end,
-                tid,
-                corr,
-            } = self.raw(i)
-            {
-                let name = self.rec.api_name(*driver, *cbid);
-                let (driver, cbid, start, end, tid, corr) =
-                    (*driver, *cbid, *start, *end, *tid, *corr);
-                self.b.record(Some(node), |rid| Record::Api {
-                    rid,
-                    domain: if driver {
-                        ApiDomain::Driver
-                    } else {
-                        ApiDomain::Runtime
-                    },
-                    cbid,
-                    name: name.into(),
-                    tid,
-                    start,
-                    end,
-                    correlation_id: corr,
-                });
+            if let Some(r) = self.convert(i, o) {
+                self.b.record(Some(node), |rid| with_rid(r, rid));
             }
         }
         self.request_records(o.id);
@@ -1008,30 +988,7 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 self.used.insert(i);
-                let r = match self.raw(i) {
-                    Raw::Api {
-                        driver,
-                        cbid,
-                        start,
-                        end,
-                        tid,
-                        corr,
-                    } => Some(Record::Api {
-                        rid: 0,
-                        domain: if *driver {
-                            ApiDomain::Driver
-                        } else {
-                            ApiDomain::Runtime
-                        },
-                        cbid: *cbid,
-                        name: self.rec.api_name(*driver, *cbid).into(),
-                        tid: *tid,
-                        start: *start,
-                        end: *end,
-                        correlation_id: *corr,
-                    }),
-                    _ => self.convert(i, o),
-                };
+                let r = self.convert(i, o);
                 if let Some(r) = r {
                     self.b.record(None, |rid| with_rid(r, rid));
                 }
@@ -1039,167 +996,20 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// A bound CUPTI device/sync/event record as a trace record (rid 0).
+    /// A bound CUPTI record as a trace record (rid 0), with what the op knows
+    /// and CUPTI does not (the raw event handle, the copy it asked for).
     fn convert(&self, i: usize, o: &Op) -> Option<Record> {
-        Some(match self.raw(i) {
-            Raw::Kernel {
-                name,
-                device,
-                context,
-                stream,
-                corr,
-                graph_id,
-                graph_node_id,
-                queued,
-                submitted,
-                start,
-                end,
-                grid,
-                block,
-                channel,
-            } => Record::Kernel {
-                rid: 0,
-                name: name.as_str().into(),
-                stream: *stream,
-                context: *context,
-                device: *device,
-                correlation_id: *corr,
-                graph_id: *graph_id,
-                graph_node_id: *graph_node_id,
-                queued: *queued,
-                submitted: *submitted,
-                start: *start,
-                end: *end,
-                grid: *grid,
-                block: *block,
-                channel: *channel,
-            },
-            Raw::Memcpy {
-                copy_kind,
-                src_kind,
-                dst_kind,
-                bytes,
-                start,
-                end,
-                device,
-                context,
-                stream,
-                corr,
-                graph_id,
-                graph_node_id,
-                channel,
-            } => {
-                let (dir0, mem0) = match &o.what {
-                    What::Copy {
-                        direction, memory, ..
-                    } => (*direction, *memory),
-                    _ => (CopyDirection::H2d, HostMemory::Pinned),
-                };
-                let direction = match copy_kind {
-                    1 => CopyDirection::H2d,
-                    2 => CopyDirection::D2h,
-                    8 => CopyDirection::D2d,
-                    _ => dir0,
-                };
-                let host_kind = match direction {
-                    CopyDirection::H2d => *src_kind,
-                    CopyDirection::D2h => *dst_kind,
-                    CopyDirection::D2d => 0,
-                };
-                let memory = match host_kind {
-                    1 => HostMemory::Pageable,
-                    2 => HostMemory::Pinned,
-                    _ => mem0,
-                };
-                Record::Memcpy {
-                    rid: 0,
-                    direction,
-                    memory,
-                    bytes: *bytes,
-                    stream: *stream,
-                    context: *context,
-                    device: *device,
-                    correlation_id: *corr,
-                    graph_id: *graph_id,
-                    graph_node_id: *graph_node_id,
-                    queued: 0,
-                    submitted: 0,
-                    start: *start,
-                    end: *end,
-                    channel: *channel,
-                }
-            }
-            Raw::Memset {
-                bytes,
-                start,
-                end,
-                device,
-                context,
-                stream,
-                corr,
-            } => Record::Memset {
-                rid: 0,
-                bytes: *bytes,
-                stream: *stream,
-                context: *context,
-                device: *device,
-                correlation_id: *corr,
-                queued: 0,
-                submitted: 0,
-                start: *start,
-                end: *end,
-            },
-            Raw::Sync {
-                sync_type,
-                start,
-                end,
-                corr,
-                stream,
-                sync_id,
-                ..
-            } => {
-                let st = match *sync_type {
-                    SYNC_EVENT_SYNCHRONIZE => SyncType::EventSynchronize,
-                    SYNC_STREAM_WAIT_EVENT => SyncType::StreamWaitEvent,
-                    SYNC_STREAM_SYNCHRONIZE => SyncType::StreamSynchronize,
-                    SYNC_CONTEXT_SYNCHRONIZE => SyncType::ContextSynchronize,
-                    _ => return None,
-                };
-                let event = if matches!(st, SyncType::EventSynchronize | SyncType::StreamWaitEvent)
-                {
-                    o.handle
-                } else {
-                    0
-                };
-                // CUPTI marks absent values with all-ones; the contract says 0.
-                let invalid = |v: u64| v >= u32::MAX as u64;
-                Record::Sync {
-                    rid: 0,
-                    sync_type: st,
-                    stream: if *stream == u32::MAX { 0 } else { *stream },
-                    event,
-                    event_sync_id: if invalid(*sync_id) { 0 } else { *sync_id },
-                    correlation_id: *corr,
-                    start: *start,
-                    end: *end,
-                }
-            }
-            Raw::CudaEvent {
-                corr,
-                stream,
-                ts,
-                sync_id,
-                ..
-            } => Record::CudaEvent {
-                rid: 0,
-                event: o.handle,
-                event_sync_id: *sync_id,
-                stream: *stream,
-                correlation_id: *corr,
-                ts: *ts,
-            },
-            Raw::Api { .. } | Raw::ExtCorr { .. } => return None,
-        })
+        let copy = match &o.what {
+            What::Copy {
+                direction, memory, ..
+            } => (*direction, *memory),
+            _ => CallFacts::default().copy,
+        };
+        let facts = CallFacts {
+            event_handle: o.handle,
+            copy,
+        };
+        recorder_cupti::to_record(self.raw(i), &facts, self.rec)
     }
 
     /// Injected device work that was still holding the resource when the
@@ -1252,11 +1062,6 @@ impl<'a> Builder<'a> {
         });
     }
 }
-
-const SYNC_EVENT_SYNCHRONIZE: u32 = 1;
-const SYNC_STREAM_WAIT_EVENT: u32 = 2;
-const SYNC_STREAM_SYNCHRONIZE: u32 = 3;
-const SYNC_CONTEXT_SYNCHRONIZE: u32 = 4;
 
 fn with_rid(mut r: Record, rid: u64) -> Record {
     *r.rid_mut() = rid;

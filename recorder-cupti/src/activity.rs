@@ -345,7 +345,7 @@ fn parse(p: *const u8) -> Option<Raw> {
 }
 
 unsafe extern "C" fn monotonic_timestamp() -> u64 {
-    super::now()
+    crate::now()
 }
 
 fn ok(what: &str, r: cs::CUptiResult) -> Result<(), String> {
@@ -446,8 +446,8 @@ impl Recorder {
         }
     }
 
-    /// A recorder that records nothing (offline tests of the ground-truth builder).
-    #[cfg(test)]
+    /// A recorder that records nothing and names callback ids from `names`
+    /// (driver?, cbid, name): for building truth from hand-made records offline.
     pub fn offline(names: &[(bool, u32, &str)]) -> Recorder {
         Recorder {
             version: 0,
@@ -484,7 +484,7 @@ impl Recorder {
     }
 
     /// CUPTI's stream id of a stream (differs from `cuStreamGetId`, SPEC §9).
-    pub(crate) fn stream_id(
+    pub fn stream_id(
         &self,
         ctx: cudarc::driver::sys::CUcontext,
         stream: cudarc::driver::sys::CUstream,
