@@ -2,17 +2,18 @@
 //! (manifest, ground truth, trace, loss accounting).
 //!
 //! What varies is the [`Backend`]: the deterministic simulator (`sim`) or the real
-//! GPU (`cuda`). Both hand a [`build::RunBuilder`] the same facts, so the ground
-//! truth and the record kinds downstream stages see are the same.
+//! GPU (`cuda`). Backends only execute; both hand what happened to the one
+//! recording path ([`record`]), so the ground truth and the record kinds
+//! downstream stages see are the same.
 //!
 //! Architecture invariant: depends only on `ground-truth`; never looks at views,
 //! profilers or scores.
 
 pub mod answers;
 pub mod backend;
-pub mod build;
 pub mod cuda;
 pub mod keys;
+pub mod record;
 pub mod sim;
 
 pub use backend::{select_backend, Backend, BackendKind, RecordError};

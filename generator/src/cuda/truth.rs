@@ -11,7 +11,7 @@
 use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, DevRef, HostEv, Op, RunLog, What};
 use super::plan::Plan;
-use crate::build::{NodeInfo, RunBuilder};
+use crate::record::{NodeInfo, RunBuilder};
 use crate::keys::{skey_step_id, Keys, StepKey};
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};

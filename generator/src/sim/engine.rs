@@ -6,14 +6,16 @@ use super::device::{CopyEngine, SmPool};
 use super::inject::{Action, Plan};
 use super::names::{Api, Names};
 use super::SimBackend;
-use crate::build::{NodeInfo, RunBuilder};
+use crate::record::faults::{finish_device_injection, DeviceInjection};
+use crate::record::steps::Observed;
+use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use crate::unit_noise;
 use ground_truth::bundle::LossAccounting;
-use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
+use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
     InjectionKind, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
 };
-use ground_truth::trace::{CopyDirection, HostMemory, MarkerPhase, Record, SwitchReason, SyncType};
+use ground_truth::trace::{CopyDirection, HostMemory, Record, Rid, SwitchReason, SyncType};
 use ground_truth::{Mode, Ns, SharedStr};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -94,6 +96,24 @@ struct KernelLaunch<'n> {
     grid: u32,
     block: u32,
     duration: Ns,
+}
+
+/// A copy to place on the device.
+struct Transfer {
+    direction: CopyDirection,
+    bytes: u64,
+    memory: HostMemory,
+}
+
+/// Where the device op of a call goes: its stream, the call (its `launch`
+/// predecessor), when the call pushed it, the call's correlation id, and the
+/// op's identity.
+struct Enqueued {
+    si: usize,
+    launch: NodeId,
+    queued: Ns,
+    corr: u32,
+    info: NodeInfo,
 }
 
 #[derive(Debug, Clone)]
@@ -387,27 +407,10 @@ impl<'a> Engine<'a> {
             let p = &self.sc.programs[pi];
             let th = self.pick_member(&p.start, false, at, i as u64);
             let tid = self.threads[th].tid;
-            let node = self.b.node(
-                NodeKind::Request,
-                format!("{}#{}", p.name, i),
-                NodeInfo {
-                    request: Some(token.clone()),
-                    thread: Some(tid),
-                    ..Default::default()
-                },
-                at,
-                at,
-            );
-            if self.instrumented {
-                self.b.record(Some(node), |rid| Record::Marker {
-                    rid,
-                    tid,
-                    phase: MarkerPhase::RequestBegin,
-                    queue: SharedStr::default(),
-                    token: token.clone(),
-                    ts: at,
-                });
-            }
+            let name = format!("{}#{}", p.name, i);
+            let node = self
+                .b
+                .request(name, token.clone(), tid, at, self.instrumented);
             let r = self.requests.len();
             self.requests.push(RequestState {
                 program: pi,
@@ -658,33 +661,16 @@ impl<'a> Engine<'a> {
         let tid = self.threads[th].tid;
         let at = self.threads[th].clock;
         let token = self.requests[item.request].token.clone();
-        let h = self.b.node(
-            NodeKind::QueueHandoff,
-            &queue,
-            NodeInfo {
-                request: Some(token.clone()),
-                thread: Some(tid),
-                ..Default::default()
-            },
+        let task = self.threads[th].task;
+        let h = self.b.handoff(
+            queue.clone(),
+            token,
+            tid,
             at,
-            at,
+            self.instrumented,
+            task,
+            item.pending_sync,
         );
-        if self.instrumented {
-            self.b.record(Some(h), |rid| Record::Marker {
-                rid,
-                tid,
-                phase: MarkerPhase::Enqueue,
-                queue: queue.clone(),
-                token: token.clone(),
-                ts: at,
-            });
-        }
-        if let Some(task) = self.threads[th].task {
-            self.b.edge(task, h, EdgeType::Handoff);
-        }
-        if let Some(dev) = item.pending_sync {
-            self.b.edge(dev, h, EdgeType::Sync);
-        }
         self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);
         let decl = self.queues[&*queue];
         let arrival = self.threads[th].clock + self.jitter(key ^ 2, self.be.host.wakeup_ns);
@@ -727,8 +713,8 @@ impl<'a> Engine<'a> {
             });
             return None;
         }
-        let (name, mechanism, dur) = match plan.kind {
-            InjectionKind::CpuDeschedule => ("cpu_deschedule", "sim:preemption", mag),
+        let (mechanism, dur) = match plan.kind {
+            InjectionKind::CpuDeschedule => ("sim:preemption", mag),
             InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
                 let major = plan.kind == InjectionKind::HostPageFaultMajor;
                 let cost = if major {
@@ -737,29 +723,14 @@ impl<'a> Engine<'a> {
                     self.be.host.minor_fault_ns
                 };
                 let n = (mag as f64 / cost as f64).round().max(1.0) as u64;
-                (
-                    if major {
-                        "host_page_fault_major"
-                    } else {
-                        "host_page_fault_minor"
-                    },
-                    "sim:page-faults",
-                    n * cost,
-                )
+                ("sim:page-faults", n * cost)
             }
             _ => return None,
         };
-        let fault = self.b.node(
-            NodeKind::InjectedFault,
-            name,
-            NodeInfo {
-                thread: Some(tid),
-                step: self.names.step(skey.program, skey.step).id.clone(),
-                ..Default::default()
-            },
-            start,
-            start + dur,
-        );
+        let step = self.names.step(skey.program, skey.step).id.clone();
+        let fault = self
+            .b
+            .injected_fault(plan.kind, tid, step, (start, start + dur));
         match plan.kind {
             InjectionKind::CpuDeschedule => {
                 let cpu = 3 + (tid % 13);
@@ -823,7 +794,14 @@ impl<'a> Engine<'a> {
         let corr = self.correlation;
         self.correlation += 1;
         let call_site = info.call_site.clone();
-        let node = self.b.node(kind, self.names.api(api), info, start, end);
+        let name = self.names.api(api).clone();
+        let node = self.b.call(
+            kind,
+            name,
+            info,
+            (start, end),
+            Some(&mut self.threads[th].prev),
+        );
         let spec = api.spec();
         self.b.record(Some(node), |rid| Record::Api {
             rid,
@@ -857,10 +835,6 @@ impl<'a> Engine<'a> {
                 correlation_id: corr,
             });
         }
-        if let Some(prev) = self.threads[th].prev {
-            self.b.edge(prev, node, EdgeType::HostOrder);
-        }
-        self.threads[th].prev = Some(node);
         (node, corr)
     }
 
@@ -914,7 +888,13 @@ impl<'a> Engine<'a> {
                     external_id,
                 );
                 api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
+                let at = Enqueued {
+                    si,
+                    launch: node,
+                    queued: start + QUEUE_OFFSET_NS,
+                    corr,
+                    info: inf,
+                };
                 let dev = match step {
                     Step::Kernel {
                         duration_us,
@@ -932,30 +912,32 @@ impl<'a> Engine<'a> {
                             block: *block,
                             duration,
                         };
-                        self.place_kernel(si, launch, queued, corr, inf, &skey)
+                        self.place_kernel(at, launch, &skey)
                     }
                     Step::Copy {
                         direction,
                         bytes,
                         memory,
                         ..
-                    } => self.memcpy(
-                        si, *direction, *bytes, *memory, queued, corr, inf, &skey, key,
-                    ),
-                    Step::Memset { bytes, .. } => {
-                        self.memset(si, *bytes, queued, corr, inf, &skey, key)
+                    } => {
+                        let copy = Transfer {
+                            direction: *direction,
+                            bytes: *bytes,
+                            memory: *memory,
+                        };
+                        self.memcpy(at, copy, &skey, key)
                     }
+                    Step::Memset { bytes, .. } => self.memset(at, *bytes, &skey, key),
                     Step::EventRecord { .. } => {
                         let ei = targets.event.expect("event steps name an event");
-                        self.event_record(si, ei, queued, corr, inf)
+                        self.event_record(at, ei)
                     }
                     Step::StreamWait { .. } => {
                         let ei = targets.event.expect("event steps name an event");
-                        self.stream_wait(si, ei, queued, corr, inf)
+                        self.stream_wait(at, ei)
                     }
                     _ => unreachable!("matched above"),
                 };
-                self.b.edge(node, dev, EdgeType::Launch);
                 self.remember(&skey, dev);
                 let mut ret = end;
                 // Pageable copies are staged through the host: the call returns only
@@ -997,8 +979,14 @@ impl<'a> Engine<'a> {
                     external_id,
                 );
                 api_node = Some(node);
-                let queued = start + QUEUE_OFFSET_NS;
-                self.graph_launch(si, gi, node, queued, corr, inf, &skey, key);
+                let at = Enqueued {
+                    si,
+                    launch: node,
+                    queued: start + QUEUE_OFFSET_NS,
+                    corr,
+                    info: inf,
+                };
+                self.graph_launch(at, gi, &skey, key);
                 self.remember(&skey, node);
                 self.threads[th].clock = end;
             }
@@ -1067,11 +1055,7 @@ impl<'a> Engine<'a> {
                     external_id,
                 );
                 api_node = Some(node);
-                for &w in &waited {
-                    if self.b.truth.nodes[w as usize].end > start {
-                        self.b.edge(w, node, EdgeType::Sync);
-                    }
-                }
+                self.b.sync_waits(node, &waited);
                 self.b.record(Some(node), |rid| Record::Sync {
                     rid,
                     sync_type,
@@ -1099,12 +1083,7 @@ impl<'a> Engine<'a> {
             }
         }
         if let Some(node) = api_node {
-            if let Some(f) = fault {
-                self.b.edge(f, node, EdgeType::Fault);
-            }
-            if let Some(dev) = pending_sync {
-                self.b.edge(dev, node, EdgeType::Sync);
-            }
+            self.b.call_waited(node, fault, pending_sync);
             if step_id.is_some() {
                 self.keys.insert(StepKey { api: true, ..skey }, node);
             }
@@ -1216,34 +1195,58 @@ impl<'a> Engine<'a> {
             .is_some_and(|p| p.lose_target.as_ref() == Some(skey))
     }
 
-    /// `dev` is the stream's new tail, ordered after the previous one(s).
-    /// The tail vector is reused: one op per stream step must not allocate.
-    fn stream_order(&mut self, si: usize, dev: NodeId) {
+    /// `dev` is the stream's new tail. The tail vector is reused: one op per
+    /// stream step must not allocate.
+    fn new_tail(&mut self, si: usize, dev: NodeId) {
         let tail = &mut self.streams[si].tail;
-        for &p in tail.iter() {
-            self.b.edge(p, dev, EdgeType::StreamOrder);
-        }
         tail.clear();
         tail.push(dev);
     }
 
-    /// Places a kernel on the SMs after the stream's previous work: its node,
-    /// stream order and CUPTI record (unless the plan loses it).
-    fn place_kernel(
+    /// A device op of `at`'s call placed on its stream with `times`: its node
+    /// and edges (`record::steps`), the stream's new tail, and what the
+    /// recorder saw of it.
+    fn enqueue<F: FnOnce(Rid) -> Record>(
         &mut self,
-        si: usize,
-        kernel: KernelLaunch,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        skey: &StepKey,
+        at: Enqueued,
+        kind: NodeKind,
+        name: SharedStr,
+        times: DeviceTimes,
+        waited_record: Option<NodeId>,
+        observed: Observed<F>,
     ) -> NodeId {
+        let dev = self.b.device_op(DeviceOp {
+            kind,
+            name,
+            info: at.info,
+            times,
+            launch: at.launch,
+            after: &self.streams[at.si].tail,
+            waited_record,
+        });
+        self.b.observe(dev, observed, &mut self.loss);
+        self.new_tail(at.si, dev);
+        dev
+    }
+
+    /// The record of a device op unless the plan loses it.
+    fn observed<F: FnOnce(Rid) -> Record>(&self, skey: &StepKey, make: F) -> Observed<F> {
+        if self.lose_record(skey) {
+            Observed::Lost
+        } else {
+            Observed::Record(make)
+        }
+    }
+
+    /// Places a kernel on the SMs after the stream's previous work.
+    fn place_kernel(&mut self, at: Enqueued, kernel: KernelLaunch, skey: &StepKey) -> NodeId {
         let KernelLaunch {
             name,
             grid,
             block,
             duration,
         } = kernel;
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
         let ready = queued.max(self.streams[si].tail_end);
         let start = self.sms.place(
             ready + self.be.device.dispatch_ns,
@@ -1254,47 +1257,41 @@ impl<'a> Engine<'a> {
         );
         let end = start + duration;
         let stream_id = self.streams[si].cupti_id;
-        let dev = self.b.node(NodeKind::Kernel, name, info, start, end);
-        self.b.set_device_times(dev, queued, ready, start, end);
-        self.stream_order(si, dev);
+        let record_name = name.clone();
+        let observed = self.observed(skey, |rid| Record::Kernel {
+            rid,
+            name: record_name,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            graph_id: 0,
+            graph_node_id: 0,
+            queued,
+            submitted: ready,
+            start,
+            end,
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            channel: si as u32,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        let dev = self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed);
         self.streams[si].tail_end = end;
-        if self.lose_record(skey) {
-            self.loss.cupti_dropped += 1;
-        } else {
-            self.b.record(Some(dev), |rid| Record::Kernel {
-                rid,
-                name: name.clone(),
-                stream: stream_id,
-                context: 1,
-                device: 0,
-                correlation_id: corr,
-                graph_id: 0,
-                graph_node_id: 0,
-                queued,
-                submitted: ready,
-                start,
-                end,
-                grid: [grid, 1, 1],
-                block: [block, 1, 1],
-                channel: si as u32,
-            });
-        }
         dev
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn memcpy(
-        &mut self,
-        si: usize,
-        direction: CopyDirection,
-        bytes: u64,
-        memory: HostMemory,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        skey: &StepKey,
-        key: u64,
-    ) -> NodeId {
+    fn memcpy(&mut self, at: Enqueued, copy: Transfer, skey: &StepKey, key: u64) -> NodeId {
+        let Transfer {
+            direction,
+            bytes,
+            memory,
+        } = copy;
         let d = &self.be.device;
         let bw = match (direction, memory) {
             (CopyDirection::D2d, _) => d.d2d_bytes_per_ns,
@@ -1303,6 +1300,7 @@ impl<'a> Engine<'a> {
         };
         let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns)
             + self.stretch(skey);
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
         let ready = queued.max(self.streams[si].tail_end);
         let start = if direction == CopyDirection::D2d {
             ready + d.copy_setup_ns
@@ -1312,96 +1310,77 @@ impl<'a> Engine<'a> {
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
         let name = self.names.memcpy(direction).clone();
-        let dev = self.b.node(NodeKind::Memcpy, name, info, start, end);
-        self.b.set_device_times(dev, queued, ready, start, end);
-        self.stream_order(si, dev);
+        let observed = self.observed(skey, |rid| Record::Memcpy {
+            rid,
+            direction,
+            memory,
+            bytes,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            graph_id: 0,
+            graph_node_id: 0,
+            queued,
+            submitted: ready,
+            start,
+            end,
+            channel: 100 + si as u32,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        let dev = self.enqueue(at, NodeKind::Memcpy, name, times, None, observed);
         self.streams[si].tail_end = end;
-        if self.lose_record(skey) {
-            self.loss.cupti_dropped += 1;
-        } else {
-            self.b.record(Some(dev), |rid| Record::Memcpy {
-                rid,
-                direction,
-                memory,
-                bytes,
-                stream: stream_id,
-                context: 1,
-                device: 0,
-                correlation_id: corr,
-                graph_id: 0,
-                graph_node_id: 0,
-                queued,
-                submitted: ready,
-                start,
-                end,
-                channel: 100 + si as u32,
-            });
-        }
         dev
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn memset(
-        &mut self,
-        si: usize,
-        bytes: u64,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        skey: &StepKey,
-        key: u64,
-    ) -> NodeId {
+    fn memset(&mut self, at: Enqueued, bytes: u64, skey: &StepKey, key: u64) -> NodeId {
         let d = &self.be.device;
         let dur = self.jitter(
             key ^ 0xE,
             1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns,
         ) + self.stretch(skey);
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
         let ready = queued.max(self.streams[si].tail_end);
         let start = ready + d.dispatch_ns;
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
         let name = self.names.memset.clone();
-        let dev = self.b.node(NodeKind::Memset, name, info, start, end);
-        self.b.set_device_times(dev, queued, ready, start, end);
-        self.stream_order(si, dev);
+        let observed = self.observed(skey, |rid| Record::Memset {
+            rid,
+            bytes,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            queued,
+            submitted: ready,
+            start,
+            end,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        let dev = self.enqueue(at, NodeKind::Memset, name, times, None, observed);
         self.streams[si].tail_end = end;
-        if self.lose_record(skey) {
-            self.loss.cupti_dropped += 1;
-        } else {
-            self.b.record(Some(dev), |rid| Record::Memset {
-                rid,
-                bytes,
-                stream: stream_id,
-                context: 1,
-                device: 0,
-                correlation_id: corr,
-                queued,
-                submitted: ready,
-                start,
-                end,
-            });
-        }
         dev
     }
 
-    fn event_record(
-        &mut self,
-        si: usize,
-        ei: usize,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-    ) -> NodeId {
+    fn event_record(&mut self, at: Enqueued, ei: usize) -> NodeId {
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
         let done = queued.max(self.streams[si].tail_end);
         let name = self.names.event_record.clone();
-        let dev = self.b.node(NodeKind::EventRecord, name, info, done, done);
-        self.b.set_device_times(dev, queued, done, done, done);
-        self.stream_order(si, dev);
         let sync_id = self.event_sync_id;
         self.event_sync_id += 1;
         let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
-        self.events[ei].last = Some((dev, done, sync_id));
-        self.b.record(Some(dev), |rid| Record::CudaEvent {
+        let observed = Observed::Record(|rid| Record::CudaEvent {
             rid,
             event,
             event_sync_id: sync_id,
@@ -1409,31 +1388,22 @@ impl<'a> Engine<'a> {
             correlation_id: corr,
             ts: done,
         });
+        let times = DeviceTimes::instant(queued, done);
+        let dev = self.enqueue(at, NodeKind::EventRecord, name, times, None, observed);
+        self.events[ei].last = Some((dev, done, sync_id));
         dev
     }
 
-    fn stream_wait(
-        &mut self,
-        si: usize,
-        ei: usize,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-    ) -> NodeId {
+    fn stream_wait(&mut self, at: Enqueued, ei: usize) -> NodeId {
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
         let start = queued.max(self.streams[si].tail_end);
         let last = self.events[ei].last;
-        let end = start.max(last.map(|l| l.1).unwrap_or(0));
+        let waited_record = last.map(|l| l.0);
+        let end = self.b.wait_end(start, waited_record);
         let name = self.names.stream_wait.clone();
-        let dev = self.b.node(NodeKind::StreamWait, name, info, start, end);
-        self.b.set_device_times(dev, queued, start, start, end);
-        self.stream_order(si, dev);
-        self.streams[si].tail_end = end;
-        if let Some((rec, _, _)) = last {
-            self.b.edge(rec, dev, EdgeType::Event);
-        }
         let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
         let event_sync_id = last.map(|l| l.2).unwrap_or(0);
-        self.b.record(Some(dev), |rid| Record::Sync {
+        let observed = Observed::Record(|rid| Record::Sync {
             rid,
             sync_type: SyncType::StreamWaitEvent,
             stream,
@@ -1443,21 +1413,25 @@ impl<'a> Engine<'a> {
             start,
             end,
         });
+        let times = DeviceTimes {
+            queued,
+            submitted: start,
+            start,
+            end,
+        };
+        let dev = self.enqueue(at, NodeKind::StreamWait, name, times, waited_record, observed);
+        self.streams[si].tail_end = end;
         dev
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn graph_launch(
-        &mut self,
-        si: usize,
-        gi: usize,
-        launch: NodeId,
-        queued: Ns,
-        corr: u32,
-        info: NodeInfo,
-        skey: &StepKey,
-        key: u64,
-    ) {
+    fn graph_launch(&mut self, at: Enqueued, gi: usize, skey: &StepKey, key: u64) {
+        let Enqueued {
+            si,
+            launch,
+            queued,
+            corr,
+            info,
+        } = at;
         let decl = &self.sc.graphs[gi];
         let base_ready = queued.max(self.streams[si].tail_end);
         let tail = std::mem::take(&mut self.streams[si].tail);
@@ -1480,13 +1454,8 @@ impl<'a> Engine<'a> {
                 graph_node: Some(n.id.clone()),
                 ..skey.clone()
             };
-            let ready = n
-                .after
-                .iter()
-                .map(|a| self.b.truth.nodes[ids[a.as_str()] as usize].end)
-                .max()
-                .unwrap_or(base_ready)
-                .max(base_ready);
+            let deps: Vec<NodeId> = n.after.iter().map(|a| ids[a.as_str()]).collect();
+            let ready = self.b.graph_ready(base_ready, &deps);
             let dur = self.jitter(
                 key ^ crate::mix(ni as u64 + 77),
                 (n.kernel.duration_us * 1000.0) as Ns,
@@ -1503,17 +1472,21 @@ impl<'a> Engine<'a> {
             let names = self.names.step(skey.program, skey.step);
             inf.step = Some(names.graph_node_steps[ni].clone());
             let name = self.names.graph_kernel(gi, ni).clone();
-            let dev = self.b.node(NodeKind::GraphNode, name, inf, start, end);
-            self.b.set_device_times(dev, queued, ready, start, end);
-            self.b.edge(launch, dev, EdgeType::Launch);
-            if n.after.is_empty() {
-                for &p in &tail {
-                    self.b.edge(p, dev, EdgeType::StreamOrder);
-                }
-            }
-            for a in &n.after {
-                self.b.edge(ids[a.as_str()], dev, EdgeType::Graph);
-            }
+            let op = DeviceOp {
+                kind: NodeKind::GraphNode,
+                name: name.clone(),
+                info: inf,
+                times: DeviceTimes {
+                    queued,
+                    submitted: ready,
+                    start,
+                    end,
+                },
+                launch,
+                after: if n.after.is_empty() { &tail } else { &[] },
+                waited_record: None,
+            };
+            let dev = self.b.graph_node(op, &deps);
             ids.insert(&n.id, dev);
             if !has_dependants[ni] {
                 sinks.push(dev);
@@ -1524,12 +1497,9 @@ impl<'a> Engine<'a> {
                 + ((gi as u64) << 8)
                 + ni as u64;
             let (grid, block) = ([n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
-            if self.lose_record(&nkey) {
-                self.loss.cupti_dropped += 1;
-            } else {
-                self.b.record(Some(dev), |rid| Record::Kernel {
+            let observed = self.observed(&nkey, |rid| Record::Kernel {
                     rid,
-                    name: self.names.graph_kernel(gi, ni).clone(),
+                    name,
                     stream: stream_id,
                     context: 1,
                     device: 0,
@@ -1544,7 +1514,7 @@ impl<'a> Engine<'a> {
                     block,
                     channel: si as u32,
                 });
-            }
+            self.b.observe(dev, observed, &mut self.loss);
             if step_has_id {
                 self.keys.insert(nkey, dev);
             }
@@ -1601,8 +1571,14 @@ impl<'a> Engine<'a> {
                     block: 256,
                     duration: until.saturating_sub(begin).max(1_000),
                 };
-                let dev = self.place_kernel(si, launch, queued, corr, inf, &NO_STEP);
-                self.b.edge(node, dev, EdgeType::Launch);
+                let at = Enqueued {
+                    si,
+                    launch: node,
+                    queued,
+                    corr,
+                    info: inf,
+                };
+                let dev = self.place_kernel(at, launch, &NO_STEP);
                 if delays_target {
                     self.pending_fault_edges.push(dev);
                 }
@@ -1634,18 +1610,19 @@ impl<'a> Engine<'a> {
                     let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64
                         * d.pinned_bytes_per_ns)
                         .max(4096.0) as u64;
-                    let dev = self.memcpy(
-                        si_inj,
-                        CopyDirection::H2d,
-                        bytes,
-                        HostMemory::Pinned,
+                    let at = Enqueued {
+                        si: si_inj,
+                        launch: node,
                         queued,
                         corr,
-                        inf,
-                        &NO_STEP,
-                        u64::MAX,
-                    );
-                    self.b.edge(node, dev, EdgeType::Launch);
+                        info: inf,
+                    };
+                    let copy = Transfer {
+                        direction: CopyDirection::H2d,
+                        bytes,
+                        memory: HostMemory::Pinned,
+                    };
+                    let dev = self.memcpy(at, copy, &NO_STEP, u64::MAX);
                     self.pending_fault_edges.push(dev);
                     t = end;
                 }
@@ -1654,65 +1631,32 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Injected device work that delayed the target gets a `fault` edge to it,
-    /// and the injection's measured magnitude is filled in by the answers step.
+    /// The injection record of device-side work and its `fault` edge
+    /// (`record::faults`); the measured magnitude is filled in by the answers step.
     fn finish_faults(&mut self) {
         let Some(plan) = self.plan else { return };
-        let Some(target) = plan
-            .device_target
-            .as_ref()
-            .and_then(|k| self.keys.get(k))
-            .copied()
-        else {
-            if matches!(
-                plan.kind,
-                InjectionKind::RecordLoss | InjectionKind::UnrelatedWork
-            ) {
-                self.injections.push(InjectionRecord {
-                    kind: plan.kind.as_str().into(),
-                    mechanism: if plan.kind == InjectionKind::RecordLoss {
-                        "sim:dropped-record"
-                    } else {
-                        "sim:concurrent-kernel"
-                    }
-                    .into(),
-                    requested_us: plan.magnitude_ns as f64 / 1000.0,
-                    measured_us: plan.magnitude_ns as f64 / 1000.0,
-                    fault_node: None,
-                });
-            }
-            return;
-        };
-        let start = self.b.truth.nodes[target as usize].start;
-        // Only work that was still holding the resource when the target was ready delayed it.
-        let mut last: Option<NodeId> = None;
-        for &d in &self.pending_fault_edges {
-            let n = &self.b.truth.nodes[d as usize];
-            if n.end <= start + 1
-                && n.end > self.b.truth.nodes[target as usize].submitted
-                && last.is_none_or(|l| self.b.truth.nodes[l as usize].end < n.end)
-            {
-                last = Some(d);
-            }
-        }
-        if let Some(d) = last {
-            if plan.kind != InjectionKind::StreamBacklog {
-                self.b.edge(d, target, EdgeType::Fault);
-            }
-        }
         let mechanism = match plan.kind {
+            InjectionKind::RecordLoss => "sim:dropped-record",
             InjectionKind::OccupancyPressure => "sim:occupancy-hog-kernel",
             InjectionKind::StreamBacklog => "sim:backlog-kernels",
             InjectionKind::PcieContention => "sim:bulk-copies",
             InjectionKind::UnrelatedWork => "sim:concurrent-kernel",
             _ => return,
         };
-        self.injections.push(InjectionRecord {
-            kind: plan.kind.as_str().into(),
-            mechanism: mechanism.into(),
-            requested_us: plan.magnitude_ns as f64 / 1000.0,
-            measured_us: f64::NAN,
-            fault_node: last,
-        });
+        let target = plan
+            .device_target
+            .as_ref()
+            .and_then(|k| self.keys.get(k))
+            .copied();
+        let injection = DeviceInjection {
+            kind: plan.kind,
+            mechanism,
+            magnitude_ns: plan.magnitude_ns,
+            target,
+        };
+        let injected = std::mem::take(&mut self.pending_fault_edges);
+        if let Some(record) = finish_device_injection(&mut self.b, injection, &injected) {
+            self.injections.push(record);
+        }
     }
 }

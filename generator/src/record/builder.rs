@@ -1,6 +1,6 @@
-//! Assembles a run's ground truth and trace: every node gets its edges and the
-//! records that observe it, in one place, so backends can't disagree on what a
-//! step produces (see docs/records.md).
+//! The primitives of a run's ground truth and trace: nodes, edges, records
+//! and their rids. What a step produces out of them is decided in
+//! [`super::steps`]; backends call that, not these, for scenario steps.
 
 use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind};
 use ground_truth::trace::{MarkerPhase, Record, Rid};
