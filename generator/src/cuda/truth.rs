@@ -11,12 +11,14 @@
 use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, DevRef, HostEv, Op, RunLog, What};
 use super::plan::Plan;
-use crate::record::{NodeInfo, RunBuilder};
 use crate::keys::{skey_step_id, Keys, StepKey};
+use crate::record::faults::{finish_device_injection, DeviceInjection};
+use crate::record::steps::Observed;
+use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
-use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
+use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{InjectionKind, KernelKind, Scenario, SyncTarget};
-use ground_truth::trace::{CopyDirection, MarkerPhase, Record};
+use ground_truth::trace::{CopyDirection, Record, Rid};
 use ground_truth::{Mode, Ns};
 use recorder_cupti::convert::{
     CallFacts, SYNC_CONTEXT_SYNCHRONIZE, SYNC_EVENT_SYNCHRONIZE, SYNC_STREAM_SYNCHRONIZE,
@@ -369,29 +371,9 @@ impl<'a> Builder<'a> {
         let a = &self.log.arrivals[i];
         let r = &self.log.requests[a.request];
         let p = &self.sc.programs[r.program];
-        let token = r.token.to_string();
-        let node = self.b.node(
-            NodeKind::Request,
-            format!("{}#{}", p.name, r.index),
-            NodeInfo {
-                request: Some(token.as_str().into()),
-                thread: Some(a.tid),
-                ..Default::default()
-            },
-            a.t,
-            a.t,
-        );
-        if self.instrumented {
-            let (tid, ts) = (a.tid, a.t);
-            self.b.record(Some(node), |rid| Record::Marker {
-                rid,
-                tid,
-                phase: MarkerPhase::RequestBegin,
-                queue: Default::default(),
-                token: token.into(),
-                ts,
-            });
-        }
+        let token = r.token.to_string().into();
+        let name = format!("{}#{}", p.name, r.index);
+        let node = self.b.request(name, token, a.tid, a.t, self.instrumented);
         self.requests[a.request] = Some(node);
     }
 
@@ -428,33 +410,16 @@ impl<'a> Builder<'a> {
                 pending,
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
-                let h = self.b.node(
-                    NodeKind::QueueHandoff,
-                    queue.clone(),
-                    NodeInfo {
-                        request: Some(token.as_str().into()),
-                        thread: Some(tid),
-                        ..Default::default()
-                    },
+                let (task, blocked_by) = (self.threads[ti].task, self.blocking_copy(pending));
+                let h = self.b.handoff(
+                    queue.into(),
+                    token.into(),
+                    tid,
                     t,
-                    t,
+                    self.instrumented,
+                    task,
+                    blocked_by,
                 );
-                if self.instrumented {
-                    self.b.record(Some(h), |rid| Record::Marker {
-                        rid,
-                        tid,
-                        phase: MarkerPhase::Enqueue,
-                        queue: queue.into(),
-                        token: token.into(),
-                        ts: t,
-                    });
-                }
-                if let Some(task) = self.threads[ti].task {
-                    self.b.edge(task, h, EdgeType::Handoff);
-                }
-                if let Some(d) = self.blocking_copy(pending) {
-                    self.b.edge(d, h, EdgeType::Sync);
-                }
                 self.handoffs.insert(id, h);
                 self.threads[ti] = ThreadState::default();
             }
@@ -464,17 +429,8 @@ impl<'a> Builder<'a> {
                 let fault_node = if s.kind == InjectionKind::HostDelay {
                     None
                 } else {
-                    let f = self.b.node(
-                        NodeKind::InjectedFault,
-                        s.kind.as_str(),
-                        NodeInfo {
-                            thread: Some(s.tid),
-                            step: skey_step_id(self.sc, &s.skey),
-                            ..Default::default()
-                        },
-                        s.t0,
-                        s.t1,
-                    );
+                    let step = skey_step_id(self.sc, &s.skey);
+                    let f = self.b.injected_fault(s.kind, s.tid, step, (s.t0, s.t1));
                     self.faults.insert(index, f);
                     Some(f)
                 };
@@ -501,12 +457,9 @@ impl<'a> Builder<'a> {
                 let Some(&o) = self.ops.get(&op) else { return };
                 let injector = self.log.injector == Some(ti);
                 let node = self.api_op(ti, o, injector);
-                if let Some(f) = fault.and_then(|f| self.faults.get(&f).copied()) {
-                    self.b.edge(f, node, EdgeType::Fault);
-                }
-                if let Some(d) = self.blocking_copy(pending) {
-                    self.b.edge(d, node, EdgeType::Sync);
-                }
+                let fault = fault.and_then(|f| self.faults.get(&f).copied());
+                let blocked_by = self.blocking_copy(pending);
+                self.b.call_waited(node, fault, blocked_by);
             }
         }
     }
@@ -540,11 +493,29 @@ impl<'a> Builder<'a> {
             .fold(queued, Ns::max)
     }
 
-    fn stream_order(&mut self, prev: &[DevRef], dev: NodeId) {
-        for p in prev {
-            if let Some(n) = self.node_of(p) {
-                self.b.edge(n, dev, EdgeType::StreamOrder);
-            }
+    /// The device nodes `op` follows on its stream (its `stream_order` predecessors).
+    fn after(&self, prev: &[DevRef]) -> Vec<NodeId> {
+        prev.iter().filter_map(|p| self.node_of(p)).collect()
+    }
+
+    /// What the recorder made of a bound record `rec` of `o` (lost when the
+    /// plan drops the record of `key`).
+    fn observed(
+        &mut self,
+        rec: Option<usize>,
+        o: &Op,
+        key: Option<&StepKey>,
+    ) -> Observed<impl FnOnce(Rid) -> Record> {
+        let Some(i) = rec else {
+            return Observed::Nothing;
+        };
+        self.used.insert(i);
+        if self.lost(key) {
+            return Observed::Lost;
+        }
+        match self.convert(i, o) {
+            Some(r) => Observed::Record(move |rid| with_rid(r, rid)),
+            None => Observed::Nothing,
         }
     }
 
@@ -595,7 +566,8 @@ impl<'a> Builder<'a> {
             operator: o.operator.clone().map(Into::into),
             generation: if on_stream { o.generation } else { 0 },
         };
-        let node = self.b.node(kind, name, info.clone(), start, end);
+        let prev = (!injector).then_some(&mut self.threads[ti].prev);
+        let node = self.b.call(kind, name, info.clone(), (start, end), prev);
         self.api_nodes.insert(o.id, node);
         for &i in &apis {
             self.used.insert(i);
@@ -604,12 +576,6 @@ impl<'a> Builder<'a> {
             }
         }
         self.request_records(o.id);
-        if !injector {
-            if let Some(prev) = self.threads[ti].prev {
-                self.b.edge(prev, node, EdgeType::HostOrder);
-            }
-            self.threads[ti].prev = Some(node);
-        }
         let queued_default = start;
         match &o.what {
             What::Kernel { .. } | What::Copy { .. } | What::Memset { .. } => {
@@ -728,10 +694,21 @@ impl<'a> Builder<'a> {
             ),
             _ => (NodeKind::Memset, "memset".to_string()),
         };
-        let dev = self.b.node(kind, name, info, st, en);
-        self.b.set_device_times(dev, queued, submitted, st, en);
-        self.b.edge(api, dev, EdgeType::Launch);
-        self.stream_order(o.prev.as_slice(), dev);
+        let after = self.after(o.prev.as_slice());
+        let dev = self.b.device_op(DeviceOp {
+            kind,
+            name: name.into(),
+            info,
+            times: DeviceTimes {
+                queued,
+                submitted,
+                start: st,
+                end: en,
+            },
+            launch: api,
+            after: &after,
+            waited_record: None,
+        });
         self.dev_nodes.insert(
             DevRef {
                 op: o.id,
@@ -759,15 +736,8 @@ impl<'a> Builder<'a> {
             crate::keys::remember(&mut self.keys, self.sc, k, dev);
             self.stretch_record(k, st, en);
         }
-        let Some(i) = rec else { return };
-        self.used.insert(i);
-        if self.lost(o.skey.as_ref()) {
-            self.loss.cupti_dropped += 1;
-            return;
-        }
-        if let Some(r) = self.convert(i, o) {
-            self.b.record(Some(dev), |rid| with_rid(r, rid));
-        }
+        let observed = self.observed(rec, o, o.skey.as_ref());
+        self.b.observe(dev, observed, &mut self.loss);
     }
 
     /// Injection record of a lengthened target: the measured extra duration.
@@ -804,12 +774,16 @@ impl<'a> Builder<'a> {
         // The device timestamp, when CUPTI gave one in the host clock domain.
         let ts_ok = ts > 0 && ts + 1_000_000 >= queued && ts <= self.log.end + 10_000_000_000;
         let done = if ts_ok { ts.max(queued) } else { ready };
-        let dev = self
-            .b
-            .node(NodeKind::EventRecord, "event record", info, done, done);
-        self.b.set_device_times(dev, queued, done, done, done);
-        self.b.edge(api, dev, EdgeType::Launch);
-        self.stream_order(o.prev.as_slice(), dev);
+        let after = self.after(o.prev.as_slice());
+        let dev = self.b.device_op(DeviceOp {
+            kind: NodeKind::EventRecord,
+            name: "event record".into(),
+            info,
+            times: DeviceTimes::instant(queued, done),
+            launch: api,
+            after: &after,
+            waited_record: None,
+        });
         self.dev_nodes.insert(
             DevRef {
                 op: o.id,
@@ -820,17 +794,21 @@ impl<'a> Builder<'a> {
         if let Some(k) = &o.skey {
             crate::keys::remember(&mut self.keys, self.sc, k, dev);
         }
-        if let Some(i) = rec {
+        let record = rec.and_then(|i| {
             self.used.insert(i);
-            if let Some(mut r) = self.convert(i, o) {
-                if let Record::CudaEvent { ts, .. } = &mut r {
-                    if !ts_ok {
-                        *ts = 0;
-                    }
+            self.convert(i, o)
+        });
+        let observed = match record {
+            Some(mut r) => {
+                // A timestamp outside the host clock domain is "not provided".
+                if let (false, Record::CudaEvent { ts, .. }) = (ts_ok, &mut r) {
+                    *ts = 0;
                 }
-                self.b.record(Some(dev), |rid| with_rid(r, rid));
+                Observed::Record(move |rid| with_rid(r, rid))
             }
-        }
+            None => Observed::Nothing,
+        };
+        self.b.observe(dev, observed, &mut self.loss);
     }
 
     fn stream_wait(&mut self, o: &'a Op, api: NodeId, info: NodeInfo, queued: Ns) {
@@ -842,16 +820,22 @@ impl<'a> Builder<'a> {
         let src = o
             .event_src
             .and_then(|e| self.node_of(&DevRef { op: e, gnode: None }));
-        let end = start.max(src.map(|s| self.end_of(s)).unwrap_or(0));
-        let dev = self
-            .b
-            .node(NodeKind::StreamWait, "stream wait", info, start, end);
-        self.b.set_device_times(dev, queued, start, start, end);
-        self.b.edge(api, dev, EdgeType::Launch);
-        self.stream_order(o.prev.as_slice(), dev);
-        if let Some(s) = src {
-            self.b.edge(s, dev, EdgeType::Event);
-        }
+        let end = self.b.wait_end(start, src);
+        let after = self.after(o.prev.as_slice());
+        let dev = self.b.device_op(DeviceOp {
+            kind: NodeKind::StreamWait,
+            name: "stream wait".into(),
+            info,
+            times: DeviceTimes {
+                queued,
+                submitted: start,
+                start,
+                end,
+            },
+            launch: api,
+            after: &after,
+            waited_record: src,
+        });
         self.dev_nodes.insert(
             DevRef {
                 op: o.id,
@@ -862,12 +846,8 @@ impl<'a> Builder<'a> {
         if let Some(k) = &o.skey {
             crate::keys::remember(&mut self.keys, self.sc, k, dev);
         }
-        if let Some(i) = rec {
-            self.used.insert(i);
-            if let Some(r) = self.convert(i, o) {
-                self.b.record(Some(dev), |rid| with_rid(r, rid));
-            }
-        }
+        let observed = self.observed(rec, o, None);
+        self.b.observe(dev, observed, &mut self.loss);
     }
 
     fn graph_launch(&mut self, o: &'a Op, gi: usize, api: NodeId, info: NodeInfo, queued: Ns) {
@@ -888,7 +868,7 @@ impl<'a> Builder<'a> {
                 .filter_map(|a| decl.nodes.iter().position(|m| &m.id == a))
                 .filter_map(|j| ids.get(j).copied())
                 .collect();
-            let ready = deps.iter().map(|&d| self.end_of(d)).fold(base, Ns::max);
+            let ready = self.b.graph_ready(base, &deps);
             let rec = assigned.get(ni).copied().flatten();
             self.stats.device_ops += 1;
             let (st, en) = match rec.map(|i| self.raw(i)) {
@@ -909,18 +889,26 @@ impl<'a> Builder<'a> {
             };
             let mut inf = info.clone();
             inf.step = Some(format!("{}/{}", step_id.clone().unwrap_or_default(), n.id).into());
-            let dev = self
-                .b
-                .node(NodeKind::GraphNode, n.kernel.name.clone(), inf, st, en);
-            self.b
-                .set_device_times(dev, queued, ready.min(st.max(queued)), st, en);
-            self.b.edge(api, dev, EdgeType::Launch);
-            if n.after.is_empty() {
-                self.stream_order(o.prev.as_slice(), dev);
-            }
-            for &d in &deps {
-                self.b.edge(d, dev, EdgeType::Graph);
-            }
+            let after = if n.after.is_empty() {
+                self.after(o.prev.as_slice())
+            } else {
+                Vec::new()
+            };
+            let op = DeviceOp {
+                kind: NodeKind::GraphNode,
+                name: n.kernel.name.as_str().into(),
+                info: inf,
+                times: DeviceTimes {
+                    queued,
+                    submitted: ready.min(st.max(queued)),
+                    start: st,
+                    end: en,
+                },
+                launch: api,
+                after: &after,
+                waited_record: None,
+            };
+            let dev = self.b.graph_node(op, &deps);
             ids.push(dev);
             self.dev_nodes.insert(
                 DevRef {
@@ -935,15 +923,8 @@ impl<'a> Builder<'a> {
                 }
                 self.stretch_record(k, st, en);
             }
-            let Some(i) = rec else { continue };
-            self.used.insert(i);
-            if self.lost(nkey.as_ref()) {
-                self.loss.cupti_dropped += 1;
-                continue;
-            }
-            if let Some(r) = self.convert(i, o) {
-                self.b.record(Some(dev), |rid| with_rid(r, rid));
-            }
+            let observed = self.observed(rec, o, nkey.as_ref());
+            self.b.observe(dev, observed, &mut self.loss);
         }
     }
 
@@ -958,14 +939,8 @@ impl<'a> Builder<'a> {
             .iter()
             .copied()
             .find(|&i| matches!(self.raw(i), Raw::Sync { sync_type, .. } if *sync_type == want));
-        let start = self.b.truth.nodes[node as usize].start;
-        for w in &o.waited {
-            if let Some(n) = self.node_of(w) {
-                if self.end_of(n) > start {
-                    self.b.edge(n, node, EdgeType::Sync);
-                }
-            }
-        }
+        let waited = self.after(&o.waited);
+        self.b.sync_waits(node, &waited);
         if let Some(i) = rec {
             self.used.insert(i);
             if let Some(r) = self.convert(i, o) {
@@ -1012,8 +987,8 @@ impl<'a> Builder<'a> {
         recorder_cupti::to_record(self.raw(i), &facts, self.rec)
     }
 
-    /// Injected device work that was still holding the resource when the
-    /// target became ready gets a `fault` edge to it (as in the simulator).
+    /// The injection record of device-side work and its `fault` edge
+    /// (`record::faults`, the same rule as the simulator's).
     fn finish_faults(&mut self) {
         let Some(plan) = self.plan else { return };
         let target = plan
@@ -1021,45 +996,16 @@ impl<'a> Builder<'a> {
             .as_ref()
             .and_then(|k| self.keys.get(k))
             .copied();
-        let Some(target) = target else {
-            if matches!(
-                plan.kind,
-                InjectionKind::RecordLoss | InjectionKind::UnrelatedWork
-            ) {
-                self.injections.push(InjectionRecord {
-                    kind: plan.kind.as_str().into(),
-                    mechanism: plan.mechanism.clone(),
-                    requested_us: plan.magnitude_ns as f64 / 1000.0,
-                    measured_us: plan.magnitude_ns as f64 / 1000.0,
-                    fault_node: None,
-                });
-            }
-            return;
+        let injection = DeviceInjection {
+            kind: plan.kind,
+            mechanism: &plan.mechanism,
+            magnitude_ns: plan.magnitude_ns,
+            target,
         };
-        let t = &self.b.truth.nodes[target as usize];
-        let (start, submitted) = (t.start, t.submitted);
-        let mut last: Option<NodeId> = None;
-        for &d in &self.injected_devs {
-            let n = &self.b.truth.nodes[d as usize];
-            if n.end <= start + 2_000
-                && n.end > submitted
-                && last.is_none_or(|l| self.b.truth.nodes[l as usize].end < n.end)
-            {
-                last = Some(d);
-            }
+        let injected = std::mem::take(&mut self.injected_devs);
+        if let Some(record) = finish_device_injection(&mut self.b, injection, &injected) {
+            self.injections.push(record);
         }
-        if let Some(d) = last {
-            if plan.kind != InjectionKind::StreamBacklog {
-                self.b.edge(d, target, EdgeType::Fault);
-            }
-        }
-        self.injections.push(InjectionRecord {
-            kind: plan.kind.as_str().into(),
-            mechanism: plan.mechanism.clone(),
-            requested_us: plan.magnitude_ns as f64 / 1000.0,
-            measured_us: f64::NAN,
-            fault_node: last,
-        });
     }
 }
 
@@ -1102,6 +1048,7 @@ fn expected_api(w: &What) -> &'static str {
 mod tests {
     use super::*;
     use crate::cuda::exec::{Arrival, GraphMeta, ReqInfo, Tail, ThreadLog};
+    use ground_truth::graph::EdgeType;
     use ground_truth::scenario::LaunchApi;
 
     const SCENARIO: &str = r#"

@@ -100,7 +100,13 @@ mod tests {
     /// ending at each of `ends`.
     fn run(ends: &[Ns]) -> (RunBuilder, NodeId, Vec<NodeId>) {
         let mut b = RunBuilder::new(false);
-        let target = b.node(NodeKind::Kernel, "target", NodeInfo::default(), 500_000, 600_000);
+        let target = b.node(
+            NodeKind::Kernel,
+            "target",
+            NodeInfo::default(),
+            500_000,
+            600_000,
+        );
         b.set_device_times(target, 90_000, 100_000, 500_000, 600_000);
         let injected = ends
             .iter()
@@ -114,7 +120,10 @@ mod tests {
         // Ends exactly at the start, and a little after it (timestamp overlap).
         for end in [500_000, 500_000 + FAULT_END_TOLERANCE_NS] {
             let (b, target, injected) = run(&[end]);
-            assert_eq!(delaying_work(&b.truth, target, &injected), Some(injected[0]));
+            assert_eq!(
+                delaying_work(&b.truth, target, &injected),
+                Some(injected[0])
+            );
         }
         // Ends later than the tolerance: the target did not wait for it.
         let (b, target, injected) = run(&[500_000 + FAULT_END_TOLERANCE_NS + 1]);
@@ -127,7 +136,10 @@ mod tests {
     #[test]
     fn of_several_holders_the_last_to_release_is_the_fault() {
         let (b, target, injected) = run(&[300_000, 499_000, 200_000]);
-        assert_eq!(delaying_work(&b.truth, target, &injected), Some(injected[1]));
+        assert_eq!(
+            delaying_work(&b.truth, target, &injected),
+            Some(injected[1])
+        );
     }
 
     #[test]

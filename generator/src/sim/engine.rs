@@ -1419,7 +1419,14 @@ impl<'a> Engine<'a> {
             start,
             end,
         };
-        let dev = self.enqueue(at, NodeKind::StreamWait, name, times, waited_record, observed);
+        let dev = self.enqueue(
+            at,
+            NodeKind::StreamWait,
+            name,
+            times,
+            waited_record,
+            observed,
+        );
         self.streams[si].tail_end = end;
         dev
     }
@@ -1498,22 +1505,22 @@ impl<'a> Engine<'a> {
                 + ni as u64;
             let (grid, block) = ([n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
             let observed = self.observed(&nkey, |rid| Record::Kernel {
-                    rid,
-                    name,
-                    stream: stream_id,
-                    context: 1,
-                    device: 0,
-                    correlation_id: corr,
-                    graph_id: exec_id,
-                    graph_node_id,
-                    queued: 0,
-                    submitted: 0,
-                    start,
-                    end,
-                    grid,
-                    block,
-                    channel: si as u32,
-                });
+                rid,
+                name,
+                stream: stream_id,
+                context: 1,
+                device: 0,
+                correlation_id: corr,
+                graph_id: exec_id,
+                graph_node_id,
+                queued: 0,
+                submitted: 0,
+                start,
+                end,
+                grid,
+                block,
+                channel: si as u32,
+            });
             self.b.observe(dev, observed, &mut self.loss);
             if step_has_id {
                 self.keys.insert(nkey, dev);
