@@ -13,6 +13,7 @@ pub mod answers;
 pub mod backend;
 pub mod cuda;
 pub mod keys;
+pub mod plan;
 pub mod record;
 pub mod sim;
 

@@ -1801,7 +1801,7 @@ impl<'a> Exec<'a> {
         while !stop.load(Ordering::Acquire) {
             match self.inj.state.load(Ordering::Acquire) {
                 REQUEST => {
-                    for a in &plan.actions {
+                    for a in &plan.realised {
                         self.inject_action(ti, &mut log, a);
                     }
                     self.inj.state.store(ACK, Ordering::Release);

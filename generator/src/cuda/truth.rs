@@ -12,7 +12,7 @@ use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, DevRef, HostEv, Op, RunLog, What};
 use super::plan::Plan;
 use crate::keys::{skey_step_id, Keys, StepKey};
-use crate::record::faults::{finish_device_injection, DeviceInjection};
+use crate::record::faults::finish_plan;
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
@@ -991,19 +991,8 @@ impl<'a> Builder<'a> {
     /// (`record::faults`, the same rule as the simulator's).
     fn finish_faults(&mut self) {
         let Some(plan) = self.plan else { return };
-        let target = plan
-            .device_target
-            .as_ref()
-            .and_then(|k| self.keys.get(k))
-            .copied();
-        let injection = DeviceInjection {
-            kind: plan.kind,
-            mechanism: &plan.mechanism,
-            magnitude_ns: plan.magnitude_ns,
-            target,
-        };
         let injected = std::mem::take(&mut self.injected_devs);
-        if let Some(record) = finish_device_injection(&mut self.b, injection, &injected) {
+        if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
             self.injections.push(record);
         }
     }

@@ -4,6 +4,8 @@
 //! delays (`RunBuilder::injected_fault`).
 
 use super::builder::RunBuilder;
+use crate::keys::Keys;
+use crate::plan::Plan;
 use ground_truth::graph::{EdgeType, GroundTruth, InjectionRecord, NodeId};
 use ground_truth::scenario::InjectionKind;
 use ground_truth::Ns;
@@ -88,6 +90,28 @@ pub fn finish_device_injection(
         measured_us: f64::NAN,
         fault_node: cause,
     })
+}
+
+/// [`finish_device_injection`] for `plan`'s device-side injection (if it
+/// has one), with the target resolved among the run's `keys`.
+pub fn finish_plan(
+    b: &mut RunBuilder,
+    plan: &Plan,
+    keys: &Keys,
+    injected: &[NodeId],
+) -> Option<InjectionRecord> {
+    let target = plan
+        .device_target
+        .as_ref()
+        .and_then(|k| keys.get(k))
+        .copied();
+    let injection = DeviceInjection {
+        kind: plan.kind,
+        mechanism: &plan.mechanism,
+        magnitude_ns: plan.magnitude_ns,
+        target,
+    };
+    finish_device_injection(b, injection, injected)
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 //! the device model at the moment it is enqueued.
 
 use super::device::{CopyEngine, SmPool};
-use super::inject::{Action, Plan};
 use super::names::{Api, Names};
 use super::SimBackend;
-use crate::record::faults::{finish_device_injection, DeviceInjection};
+use crate::plan::{Action, Plan};
+use crate::record::faults::finish_plan;
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use crate::unit_noise;
@@ -706,15 +706,15 @@ impl<'a> Engine<'a> {
             self.threads[th].clock = start + mag;
             self.injections.push(InjectionRecord {
                 kind: plan.kind.as_str().into(),
-                mechanism: "sim:host-compute".into(),
+                mechanism: plan.mechanism.clone(),
                 requested_us: mag as f64 / 1000.0,
                 measured_us: mag as f64 / 1000.0,
                 fault_node: None,
             });
             return None;
         }
-        let (mechanism, dur) = match plan.kind {
-            InjectionKind::CpuDeschedule => ("sim:preemption", mag),
+        let dur = match plan.kind {
+            InjectionKind::CpuDeschedule => mag,
             InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
                 let major = plan.kind == InjectionKind::HostPageFaultMajor;
                 let cost = if major {
@@ -723,7 +723,7 @@ impl<'a> Engine<'a> {
                     self.be.host.minor_fault_ns
                 };
                 let n = (mag as f64 / cost as f64).round().max(1.0) as u64;
-                ("sim:page-faults", n * cost)
+                n * cost
             }
             _ => return None,
         };
@@ -768,7 +768,7 @@ impl<'a> Engine<'a> {
         self.threads[th].clock = start + dur;
         self.injections.push(InjectionRecord {
             kind: plan.kind.as_str().into(),
-            mechanism: mechanism.into(),
+            mechanism: plan.mechanism.clone(),
             requested_us: mag as f64 / 1000.0,
             measured_us: dur as f64 / 1000.0,
             fault_node: Some(fault),
@@ -1176,10 +1176,12 @@ impl<'a> Engine<'a> {
     /// Extra duration the plan adds to this device op (lengthening injections).
     fn stretch(&mut self, skey: &StepKey) -> Ns {
         match self.plan {
-            Some(p) if p.stretch_target.as_ref() == Some(skey) => {
+            // The model has no bandwidth noise: it lengthens the op by the
+            // magnitude itself, whatever form the GPU realises it in.
+            Some(p) if p.stretches(skey) => {
                 self.injections.push(InjectionRecord {
                     kind: p.kind.as_str().into(),
-                    mechanism: "sim:longer-device-work".into(),
+                    mechanism: p.mechanism.clone(),
                     requested_us: p.magnitude_ns as f64 / 1000.0,
                     measured_us: p.magnitude_ns as f64 / 1000.0,
                     fault_node: None,
@@ -1191,8 +1193,7 @@ impl<'a> Engine<'a> {
     }
 
     fn lose_record(&self, skey: &StepKey) -> bool {
-        self.plan
-            .is_some_and(|p| p.lose_target.as_ref() == Some(skey))
+        self.plan.is_some_and(|p| p.lose.as_ref() == Some(skey))
     }
 
     /// `dev` is the stream's new tail. The tail vector is reused: one op per
@@ -1544,13 +1545,15 @@ impl<'a> Engine<'a> {
         };
         match action {
             Action::Kernel {
-                stream,
+                on_target_stream,
                 name,
                 grid,
                 until,
                 delays_target,
+                ..
             } => {
-                let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
+                // The scenario's streams come first, in declaration order.
+                let si = on_target_stream.unwrap_or(si_inj);
                 let end = start + hp.launch_ns;
                 let inf = info(self.streams[si].cupti_id);
                 let handle = self.streams[si].handle;
@@ -1591,7 +1594,7 @@ impl<'a> Engine<'a> {
                 }
                 self.threads[th].clock = end;
             }
-            Action::Copies { count, until } => {
+            Action::Copies { count, until, .. } => {
                 let mut t = start;
                 for i in 0..count {
                     let end = t + hp.copy_call_ns;
@@ -1642,27 +1645,8 @@ impl<'a> Engine<'a> {
     /// (`record::faults`); the measured magnitude is filled in by the answers step.
     fn finish_faults(&mut self) {
         let Some(plan) = self.plan else { return };
-        let mechanism = match plan.kind {
-            InjectionKind::RecordLoss => "sim:dropped-record",
-            InjectionKind::OccupancyPressure => "sim:occupancy-hog-kernel",
-            InjectionKind::StreamBacklog => "sim:backlog-kernels",
-            InjectionKind::PcieContention => "sim:bulk-copies",
-            InjectionKind::UnrelatedWork => "sim:concurrent-kernel",
-            _ => return,
-        };
-        let target = plan
-            .device_target
-            .as_ref()
-            .and_then(|k| self.keys.get(k))
-            .copied();
-        let injection = DeviceInjection {
-            kind: plan.kind,
-            mechanism,
-            magnitude_ns: plan.magnitude_ns,
-            target,
-        };
         let injected = std::mem::take(&mut self.pending_fault_edges);
-        if let Some(record) = finish_device_injection(&mut self.b, injection, &injected) {
+        if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
             self.injections.push(record);
         }
     }

@@ -14,6 +14,7 @@ pub use engine::HostParams;
 
 use crate::answers;
 use crate::backend::{Backend, RecordError};
+use crate::plan::{DeviceFacts, Twin};
 use ground_truth::bundle::{Bundle, Manifest};
 use ground_truth::{Scenario, SCHEMA_VERSION};
 
@@ -40,7 +41,18 @@ impl Backend for SimBackend {
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, None, false);
-                let plan = inject::plan(scenario, inj, &twin);
+                let measured = Twin {
+                    nodes: &twin.builder.truth.nodes,
+                    keys: &twin.keys,
+                    origin: 0,
+                };
+                let device = DeviceFacts {
+                    sms: self.device.sms,
+                    dispatch_ns: self.device.dispatch_ns,
+                    copy_setup_ns: self.device.copy_setup_ns,
+                };
+                let mut plan = crate::plan::plan(scenario, inj, &measured, device);
+                plan.mechanism = inject::mechanism(inj.kind).into();
                 (
                     engine::run(scenario, self, seed, Some(&plan), true),
                     Some(twin),
@@ -53,10 +65,11 @@ impl Backend for SimBackend {
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
         let sd = &scenario.symptom;
-        let mut key = inject::target_key(scenario, sd.program.as_deref(), &sd.step, sd.request)
-            .ok_or_else(|| {
-                RecordError::Invalid(scenario.name.clone(), "symptom.step names no step".into())
-            })?;
+        let mut key =
+            crate::keys::target_key(scenario, sd.program.as_deref(), &sd.step, sd.request)
+                .ok_or_else(|| {
+                    RecordError::Invalid(scenario.name.clone(), "symptom.step names no step".into())
+                })?;
         key.graph_node = sd.graph_node.clone();
         let missing =
             || RecordError::Invalid(scenario.name.clone(), "the symptom step never ran".into());
