@@ -117,32 +117,30 @@ impl<'a> LoadedObject<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::hint::black_box;
 
     #[inline(never)]
     fn covered_function(x: u64) -> u64 {
-        std::hint::black_box(x.wrapping_mul(17).rotate_left(3))
+        black_box(x.wrapping_mul(17).rotate_left(3))
     }
 
     static DATA: [u8; 64] = [7; 64];
 
+    /// From the function's first byte to its last, and not one byte further.
     #[test]
-    fn the_fde_covers_the_whole_function() {
+    fn the_fde_spans_exactly_the_function() {
         let addr = covered_function as *const () as u64;
-        let _ = covered_function(1);
-        let (start, size) = fde_extent(addr).expect("an FDE for an own function");
-        assert_eq!(start, addr);
-        assert!(size > 0 && size < 4096, "size {size}");
-        assert_eq!(fde_extent(addr + size - 1), Some((start, size)));
-        assert_ne!(fde_extent(addr + size), Some((start, size)));
+        black_box(covered_function(black_box(1)));
+        let extent = fde_extent(addr);
+        let (start, size) = extent.expect("an FDE for an own function");
+        assert_eq!((start, fde_extent(addr + size - 1)), (addr, extent));
+        assert_ne!(fde_extent(addr + size), extent);
     }
 
     #[test]
     fn no_extent_outside_code() {
         let on_stack = 0u64;
-        assert_eq!(
-            fde_extent(std::hint::black_box(&on_stack) as *const u64 as u64),
-            None
-        );
+        assert_eq!(fde_extent(black_box(&on_stack) as *const u64 as u64), None);
         assert_eq!(fde_extent(DATA.as_ptr() as u64), None);
         assert_eq!(fde_extent(0x10), None);
     }
