@@ -167,7 +167,7 @@ pub fn register(label: &str) -> Result<(), String> {
     let Some((start, size)) = own_function_extent(t as *const () as u64) else {
         return fail(
             &mut reg,
-            "the executable has no symbol for its trampoline".into(),
+            "the executable has no symbol or unwind entry for its trampoline".into(),
         );
     };
     if reg.perf_map.is_none() {
