@@ -34,7 +34,6 @@ pub use truth::{ClockCheck, RunStats};
 
 use crate::answers;
 use crate::backend::{Backend, RecordError};
-use crate::keys::target_key;
 use cudarc::driver::sys;
 use driver::{ck, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, H};
 use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
@@ -191,12 +190,7 @@ impl Backend for CudaBackend {
     }
 
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
-        if let Some(p) = scenario.check().first() {
-            return Err(RecordError::Invalid(
-                scenario.name.clone(),
-                format!("{}: {}", p.path, p.message),
-            ));
-        }
+        crate::backend::check(scenario)?;
         let s = self.session()?;
         // One run at a time on the GPU: CUPTI and the device are process-wide.
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());

@@ -225,35 +225,29 @@ impl Session {
         let injections = out.injections;
         let (mut truth, trace) = out.builder.finish(seed);
         truth.injections = injections;
-        let sd = &sc.symptom;
-        let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)
-            .ok_or_else(|| "symptom.step names no step".to_string())?;
-        key.graph_node = sd.graph_node.clone();
-        let node = *keys
-            .get(&key)
-            .ok_or_else(|| "the symptom step never ran".to_string())?;
-        let twin_node = match &twin {
-            Some(t) => {
-                let n = t
-                    .keys
-                    .get(&key)
-                    .ok_or_else(|| "the symptom step never ran in the twin".to_string())?;
-                shifted(&t.builder.truth.nodes[*n as usize], t.origin, origin)
-            }
-            None => truth.nodes[node as usize].clone(),
+        let twin_node = |key: &crate::keys::StepKey| {
+            let t = twin.as_ref()?;
+            let n = t.keys.get(key)?;
+            Some(shifted(
+                &t.builder.truth.nodes[*n as usize],
+                t.origin,
+                origin,
+            ))
         };
-        let symptom = answers::symptom(sc, &truth, &trace, node, &twin_node)?;
+        answers::add_symptom(
+            sc,
+            &mut truth,
+            &trace,
+            &keys,
+            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+        )?;
         let check = format!(
             "; CUPTI vs %globaltimer over {} kernels (offset-calibrated): max |start diff| {} ns, max |end diff| {} ns; spin kernels shortened by the measured {} ns launch overhead",
             clock.kernels, clock.max_start_dev_ns, clock.max_end_dev_ns, self.spin_overhead_ns
         );
         for inj in &mut truth.injections {
-            if inj.measured_us.is_nan() {
-                inj.measured_us = symptom.lateness_ns / 1000.0;
-            }
             inj.mechanism.push_str(&check);
         }
-        truth.symptoms.push(symptom);
         let mut collectors = vec!["cupti".to_string()];
         if with_host {
             collectors.push("ebpf".into());
