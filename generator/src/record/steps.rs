@@ -92,6 +92,54 @@ impl RunBuilder {
         node
     }
 
+    /// A host task beginning at `at` on thread `tid` for request `token`, after a
+    /// handoff through `queue` (empty for the request's first task): the node, its
+    /// task-begin marker (instrumented runs), and its `request` and `handoff` edges.
+    /// The handoff node ends when the task begins.
+    #[allow(clippy::too_many_arguments)]
+    pub fn host_task(
+        &mut self,
+        token: impl Into<SharedStr>,
+        tid: u32,
+        queue: impl Into<SharedStr>,
+        at: Ns,
+        instrumented: bool,
+        request: Option<NodeId>,
+        handoff: Option<NodeId>,
+    ) -> NodeId {
+        let queue = queue.into();
+        let name = if queue.is_empty() {
+            "task".to_string()
+        } else {
+            format!("task after {queue}")
+        };
+        let token = token.into();
+        let info = NodeInfo {
+            request: Some(token.clone()),
+            thread: Some(tid),
+            ..Default::default()
+        };
+        let task = self.node(NodeKind::HostTask, name, info, at, at);
+        if instrumented {
+            self.record(Some(task), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::TaskBegin,
+                queue,
+                token,
+                ts: at,
+            });
+        }
+        if let Some(r) = request {
+            self.edge(r, task, EdgeType::Request);
+        }
+        if let Some(h) = handoff {
+            self.truth.nodes[h as usize].end = at;
+            self.edge(h, task, EdgeType::Handoff);
+        }
+        task
+    }
+
     /// A push onto `queue` at `at` by the task `task` of thread `tid`: the
     /// handoff node (ended when the consumer's task begins, `host_task`), its
     /// enqueue marker, the `handoff` edge from the task and, when the push
