@@ -6,7 +6,12 @@
 //! recording path ([`record`]), so the ground truth and the record kinds
 //! downstream stages see are the same.
 //!
-//! Architecture invariant: depends only on `ground-truth`; never looks at views,
+//! The injection plan ([`plan`]) and the symptom's answers ([`answers`]) are
+//! likewise one for every backend.
+//!
+//! Architecture invariant: the simulator, the recording path, the plan and the
+//! answers depend only on `ground-truth`; the GPU backend adds `kernels`,
+//! `injectors`, `ebpf-recorder` and `recorder-cupti`. Never looks at views,
 //! profilers or scores.
 
 pub mod answers;

@@ -11,9 +11,13 @@
 //! - the CUPTI reference recorder is its own crate, `recorder-cupti` (activity
 //!   buffers, CLOCK_MONOTONIC timestamps, queued/submitted latency timestamps,
 //!   dropped-record counts, raw record → trace record).
-//! - [`plan`]: injections calibrated on the measured no-injection twin.
-//! - [`truth`]: nodes, edges and records from what happened, bound by
-//!   correlation id; cross-checked against the kernels' own `%globaltimer` log.
+//! - [`plan`]: the one injection plan (`crate::plan`, sized on the measured
+//!   no-injection twin) realised as real kernels, copies and page faults.
+//! - [`truth`]: what happened, bound by correlation id and cross-checked
+//!   against the kernels' own `%globaltimer` log, handed to the one recording
+//!   path (`crate::record`) that the simulator uses too.
+//! - [`recording`]: the twin and the injected run of each scenario, batches
+//!   under one eBPF recorder session; [`measure`]: the backend's own overheads.
 //!
 //! Without a GPU, libcuda, CUPTI or NVRTC, [`CudaBackend::new`] returns
 //! [`RecordError::Unavailable`] with what is missing; nothing panics.
