@@ -4,9 +4,9 @@
 //! what CUPTI measured, bound by correlation id: every generator call carried
 //! a recorder-private external correlation id (CUSTOM0 = op id), so each CUPTI
 //! API record, and through its correlation id each device record, belongs to
-//! exactly one op. Node kinds, edges, rid ownership and the records per step
-//! follow the simulator (`sim/engine.rs`, docs/records.md), so both backends
-//! mean the same thing.
+//! exactly one op. Node kinds, edges and rid ownership come from the one
+//! recording path (`crate::record`, docs/records.md) the simulator records
+//! through too, so both backends mean the same thing.
 
 mod binding;
 mod clock;
