@@ -15,13 +15,13 @@ streams: [{name: s1}, {name: s2}]
 events: [{name: ready}]
 programs:
   - name: serve
-start: host
-steps:
-  - {op: kernel, id: producer, stream: s1, name: producer, duration_us: 2000}
-  - {op: event_record, event: ready, stream: s1}
-  - {op: stream_wait, stream: s2, event: ready}
-  - {op: kernel, id: consumer, stream: s2, name: consumer, duration_us: 300, grid: 64}
-  - {op: sync, target: device}
+    start: host
+    steps:
+      - {op: kernel, id: producer, stream: s1, name: producer, duration_us: 2000}
+      - {op: event_record, event: ready, stream: s1}
+      - {op: stream_wait, stream: s2, event: ready}
+      - {op: kernel, id: consumer, stream: s2, name: consumer, duration_us: 300, grid: 64}
+      - {op: sync, target: device}
 symptom: {step: consumer}
 "#;
 
