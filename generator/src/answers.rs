@@ -10,6 +10,9 @@ use ground_truth::view::ViewSpec;
 use ground_truth::Scenario;
 use std::collections::HashMap;
 
+/// Finds the twin's node of a step, in the injected run's clock.
+pub type TwinNode<'f> = &'f dyn Fn(&StepKey) -> Option<Node>;
+
 /// Adds the scenario's symptom to a recorded run's `truth`: its step resolved
 /// among the run's `keys` and compared with the same step of the twin
 /// (`twin_node` finds it, by key, in the twin's own clock; `None`: the run had
@@ -20,7 +23,7 @@ pub fn add_symptom(
     truth: &mut GroundTruth,
     trace: &[Record],
     keys: &Keys,
-    twin_node: Option<&dyn Fn(&StepKey) -> Option<Node>>,
+    twin_node: Option<TwinNode>,
 ) -> Result<(), String> {
     let sd = &sc.symptom;
     let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)

@@ -483,14 +483,19 @@ impl Recorder {
         })
     }
 
-    /// CUPTI's stream id of a stream (differs from `cuStreamGetId`, SPEC §9).
-    pub fn stream_id(
+    /// CUPTI's stream id of a stream (differs from `cuStreamGetId`,
+    /// docs/gpu-facts.md).
+    ///
+    /// # Safety
+    /// `ctx` and `stream` must be live handles of this process's CUDA context
+    /// and one of its streams.
+    pub unsafe fn stream_id(
         &self,
         ctx: cudarc::driver::sys::CUcontext,
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<u32, String> {
         let mut id = 0u32;
-        // SAFETY: valid context and stream handles.
+        // SAFETY: the caller passes live handles.
         ok("cuptiGetStreamIdEx", unsafe {
             cs::cuptiGetStreamIdEx(ctx, stream, 0, &mut id)
         })?;

@@ -470,7 +470,8 @@ impl<'a> Exec<'a> {
                 });
                 ck("cuStreamCreateWithPriority", r)?;
                 st.handle = H(new);
-                st.cupti_id = self.dev.recorder.stream_id(self.dev.ctx.0, new)?;
+                // SAFETY: the session's live context and the stream just created.
+                st.cupti_id = unsafe { self.dev.recorder.stream_id(self.dev.ctx.0, new) }?;
                 st.generation += 1;
                 st.tail = Tail::Empty;
                 Ok(())

@@ -567,7 +567,8 @@ fn create_stream(dev: &Device, priority: i32) -> Result<StreamState, String> {
     ck("cuStreamCreateWithPriority", unsafe {
         sys::cuStreamCreateWithPriority(&mut s, 1, priority)
     })?;
-    let cupti_id = dev.recorder.stream_id(dev.ctx.0, s)?;
+    // SAFETY: the session's live context and the stream just created.
+    let cupti_id = unsafe { dev.recorder.stream_id(dev.ctx.0, s) }?;
     Ok(StreamState {
         handle: H(s),
         cupti_id,
