@@ -12,6 +12,21 @@ impl<'a> Builder<'a> {
             .fold(queued, Ns::max)
     }
 
+    /// `dev` is the device node of `o` (not a graph launch): a stream
+    /// predecessor of later ops, and the node of its step.
+    pub(super) fn placed(&mut self, o: &Op, dev: NodeId) {
+        self.dev_nodes.insert(
+            DevRef {
+                op: o.id,
+                gnode: None,
+            },
+            dev,
+        );
+        if let Some(k) = &o.skey {
+            crate::keys::remember(&mut self.keys, self.sc, k, dev);
+        }
+    }
+
     /// The device nodes `op` follows on its stream (its `stream_order` predecessors).
     pub(super) fn after(&self, prev: &[DevRef]) -> Vec<NodeId> {
         prev.iter().filter_map(|p| self.node_of(p)).collect()
@@ -117,13 +132,7 @@ impl<'a> Builder<'a> {
             after: &after,
             waited_record: None,
         });
-        self.dev_nodes.insert(
-            DevRef {
-                op: o.id,
-                gnode: None,
-            },
-            dev,
-        );
+        self.placed(o, dev);
         if o.injected && o.delays_target {
             self.injected_devs.push(dev);
         }
@@ -141,7 +150,6 @@ impl<'a> Builder<'a> {
             }
         }
         if let Some(k) = &o.skey {
-            crate::keys::remember(&mut self.keys, self.sc, k, dev);
             self.stretch_record(k, st, en);
         }
         let observed = self.observed(rec, o, o.skey.as_ref());
@@ -192,16 +200,7 @@ impl<'a> Builder<'a> {
             after: &after,
             waited_record: None,
         });
-        self.dev_nodes.insert(
-            DevRef {
-                op: o.id,
-                gnode: None,
-            },
-            dev,
-        );
-        if let Some(k) = &o.skey {
-            crate::keys::remember(&mut self.keys, self.sc, k, dev);
-        }
+        self.placed(o, dev);
         let record = rec.and_then(|i| {
             self.used.insert(i);
             self.convert(i, o)
@@ -244,16 +243,7 @@ impl<'a> Builder<'a> {
             after: &after,
             waited_record: src,
         });
-        self.dev_nodes.insert(
-            DevRef {
-                op: o.id,
-                gnode: None,
-            },
-            dev,
-        );
-        if let Some(k) = &o.skey {
-            crate::keys::remember(&mut self.keys, self.sc, k, dev);
-        }
+        self.placed(o, dev);
         let observed = self.observed(rec, o, None);
         self.b.observe(dev, observed, &mut self.loss);
     }

@@ -16,7 +16,7 @@ use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, DevRef, HostEv, Op, RunLog, What};
 use super::plan::Plan;
 use crate::keys::{skey_step_id, Keys, StepKey};
-use crate::record::faults::finish_plan;
+use crate::record::faults::{finish_plan, FAULT_END_TOLERANCE_NS};
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
@@ -351,7 +351,9 @@ impl<'a> Builder<'a> {
     }
 
     /// The device node of a pageable copy whose call returned only after the
-    /// copy finished (so the next host operation waited for it).
+    /// copy finished, so the next host operation waited for it (its end is
+    /// stamped no later than the return, within the device clock's
+    /// granularity, `record::faults::FAULT_END_TOLERANCE_NS`).
     fn blocking_copy(&self, pending: Option<u64>) -> Option<NodeId> {
         let op = pending?;
         let d = *self.dev_nodes.get(&DevRef { op, gnode: None })?;
@@ -360,7 +362,7 @@ impl<'a> Builder<'a> {
             &self.b.truth.nodes[d as usize],
             &self.b.truth.nodes[a as usize],
         );
-        (dn.end <= an.end + 2_000).then_some(d)
+        (dn.end <= an.end + FAULT_END_TOLERANCE_NS).then_some(d)
     }
 
     fn node_of(&self, r: &DevRef) -> Option<NodeId> {

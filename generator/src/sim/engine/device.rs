@@ -58,6 +58,9 @@ impl Engine<'_> {
         });
         self.b.observe(dev, observed, &mut self.loss);
         self.new_tail(at.si, dev);
+        // An event record ends when the stream's earlier work does, so it
+        // moves the stream's end no later than that work already had.
+        self.streams[at.si].tail_end = times.end;
         dev
     }
 
@@ -123,7 +126,6 @@ impl Engine<'_> {
             end,
         };
         let dev = self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed);
-        self.streams[si].tail_end = end;
         dev
     }
 
@@ -181,7 +183,6 @@ impl Engine<'_> {
             end,
         };
         let dev = self.enqueue(at, NodeKind::Memcpy, name, times, None, observed);
-        self.streams[si].tail_end = end;
         dev
     }
 
@@ -216,7 +217,6 @@ impl Engine<'_> {
             end,
         };
         let dev = self.enqueue(at, NodeKind::Memset, name, times, None, observed);
-        self.streams[si].tail_end = end;
         dev
     }
 
@@ -274,7 +274,6 @@ impl Engine<'_> {
             waited_record,
             observed,
         );
-        self.streams[si].tail_end = end;
         dev
     }
 
