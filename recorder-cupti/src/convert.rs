@@ -246,24 +246,17 @@ mod tests {
             event_handle: 0,
             copy: (CopyDirection::D2h, HostMemory::Pageable),
         };
-        match to_record(&copy(1, 2), &facts, &names) {
+        let kinds = |raw: &Raw| match to_record(raw, &facts, &names) {
             Some(Record::Memcpy {
                 direction, memory, ..
-            }) => {
-                assert_eq!(direction, CopyDirection::H2d);
-                assert_eq!(memory, HostMemory::Pinned);
-            }
+            }) => (direction, memory),
             other => panic!("{other:?}"),
-        }
-        match to_record(&copy(99, 0), &facts, &names) {
-            Some(Record::Memcpy {
-                direction, memory, ..
-            }) => {
-                assert_eq!(direction, CopyDirection::D2h);
-                assert_eq!(memory, HostMemory::Pageable);
-            }
-            other => panic!("{other:?}"),
-        }
+        };
+        assert_eq!(kinds(&copy(1, 2)), (CopyDirection::H2d, HostMemory::Pinned));
+        assert_eq!(
+            kinds(&copy(99, 0)),
+            (CopyDirection::D2h, HostMemory::Pageable)
+        );
     }
 
     #[test]
