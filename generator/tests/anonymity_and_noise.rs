@@ -171,3 +171,100 @@ fn the_same_seed_gives_the_same_bundle() {
         assert!(a == b, "{}", sc.name);
     }
 }
+
+/// The simulator's default noise rates are the ones measured on the H200
+/// corpus (docs/records.md, "Background noise"): natural preemptions and page
+/// faults, those that no injected fault node owns, in the bundles without a host
+/// injection, per second of application-thread activity (each thread's API span).
+#[test]
+fn the_default_noise_rates_are_the_h200_corpus_rates() {
+    use ground_truth::graph::NodeKind;
+    use ground_truth::scenario::InjectionKind;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/corpus/h200-580");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("SKIP: no corpus at {}", dir.display());
+        return;
+    };
+    let mut paths: Vec<_> = entries
+        .map(|e| e.expect("corpus entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".bundle.json.gz"))
+        .collect();
+    paths.sort();
+    let (mut bundles, mut with_natural, mut preemptions, mut faults) = (0, 0, 0, 0);
+    let (mut thread_s, mut off_cpu_us) = (0.0, Vec::new());
+    for p in &paths {
+        let b = Bundle::read(p).expect("corpus bundle");
+        let host_injection = b.manifest.scenario.injection.as_ref().is_some_and(|i| {
+            matches!(
+                i.kind,
+                InjectionKind::CpuDeschedule
+                    | InjectionKind::HostPageFaultMinor
+                    | InjectionKind::HostPageFaultMajor
+            )
+        });
+        if host_injection {
+            continue;
+        }
+        bundles += 1;
+        let injected: BTreeSet<_> = b
+            .ground_truth
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::InjectedFault)
+            .flat_map(|n| n.rids.iter().copied())
+            .collect();
+        let mut spans: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+        let (mut p_here, mut f_here) = (0, 0);
+        for r in b.trace.iter().filter(|r| !injected.contains(&r.rid())) {
+            match r {
+                Record::Api {
+                    tid, start, end, ..
+                } => {
+                    let s = spans.entry(*tid).or_insert((*start, *end));
+                    *s = (s.0.min(*start), s.1.max(*end));
+                }
+                Record::Sched {
+                    reason,
+                    switch_out,
+                    switch_in,
+                    ..
+                } if *reason != SwitchReason::Blocked => {
+                    p_here += 1;
+                    off_cpu_us.push((switch_in - switch_out) as f64 / 1000.0);
+                }
+                Record::PageFault { .. } => f_here += 1,
+                _ => {}
+            }
+        }
+        // Every API-calling thread is active over the whole span of the run's calls.
+        let first = spans.values().map(|s| s.0).min().unwrap_or(0);
+        let last = spans.values().map(|s| s.1).max().unwrap_or(0);
+        thread_s += (last - first) as f64 / 1e9 * spans.len() as f64;
+        with_natural += (p_here + f_here > 0) as u32;
+        preemptions += p_here;
+        faults += f_here;
+    }
+    if bundles == 0 {
+        eprintln!("SKIP: the corpus at {} has no bundles", dir.display());
+        return;
+    }
+    off_cpu_us.sort_by(f64::total_cmp);
+    let per_s = |n: u32| n as f64 / thread_s;
+    eprintln!(
+        "H200 corpus: {with_natural} of {bundles} bundles without a host injection have a natural \
+         preemption or page fault; {preemptions} preemptions ({:.1}/thread-s), {faults} page faults \
+         ({:.1}/thread-s) over {thread_s:.2} thread-s; off-CPU p10 {:.1} p50 {:.1} p90 {:.1} max {:.1} us",
+        per_s(preemptions),
+        per_s(faults),
+        quantile(&off_cpu_us, 0.1),
+        quantile(&off_cpu_us, 0.5),
+        quantile(&off_cpu_us, 0.9),
+        off_cpu_us.last().copied().unwrap_or(0.0),
+    );
+    let params = generator::sim::NoiseParams::default();
+    let near = |a: f64, b: f64| (a - b).abs() <= 0.1 * b;
+    assert!(near(params.preemptions_per_s, per_s(preemptions)));
+    assert!(near(params.faults_per_s, per_s(faults)));
+    let p50 = params.preemption_ns[1] as f64 / 1000.0;
+    assert!(near(p50, quantile(&off_cpu_us, 0.5)), "p50 {p50}");
+}

@@ -32,7 +32,7 @@ impl Default for NoiseParams {
     fn default() -> Self {
         NoiseParams {
             preemptions_per_s: 5.8,
-            preemption_ns: [7_300, 11_500, 15_500, 45_500],
+            preemption_ns: [8_400, 11_900, 15_500, 45_500],
             faults_per_s: 8.0,
             fault_ns: (1_500, 4_000),
             launch_scale_spread: 0.15,
