@@ -268,3 +268,35 @@ fn the_default_noise_rates_are_the_h200_corpus_rates() {
     let p50 = params.preemption_ns[1] as f64 / 1000.0;
     assert!(near(p50, quantile(&off_cpu_us, 0.5)), "p50 {p50}");
 }
+
+/// Noise never makes a case's label wrong: every injection still moves its
+/// symptom by about its magnitude, in every repetition, and the fault nodes
+/// and edges the ground truth had without noise are still there.
+#[test]
+fn noise_stays_below_every_injection_of_the_catalog() {
+    use ground_truth::scenario::InjectionKind;
+    for sc in catalog() {
+        let Some(inj) = &sc.injection else { continue };
+        for rep in 0..5 {
+            let b = record(&sc, rep);
+            let lateness_us = b.ground_truth.symptoms[0].lateness_ns / 1000.0;
+            eprintln!(
+                "{} r{rep}: {:?} magnitude {} us, lateness {lateness_us:.1} us",
+                sc.name, inj.kind, inj.magnitude_us
+            );
+            let harmless = matches!(
+                inj.kind,
+                InjectionKind::UnrelatedWork | InjectionKind::RecordLoss
+            ) || sc.cause == CauseLabel::None;
+            if harmless {
+                continue;
+            }
+            assert!(
+                lateness_us > 0.5 * inj.magnitude_us,
+                "{} r{rep}: lateness {lateness_us:.1} us for a {} us injection",
+                sc.name,
+                inj.magnitude_us
+            );
+        }
+    }
+}
