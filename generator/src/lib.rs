@@ -14,6 +14,7 @@
 //! `injectors`, `ebpf-recorder` and `recorder-cupti`. Never looks at views,
 //! profilers or scores.
 
+pub mod anonymous;
 pub mod answers;
 pub mod backend;
 pub mod cuda;

@@ -1,12 +1,17 @@
 //! The injection plan, the same for every backend: a scenario's injection
 //! turned into what to do where and when, sized from the measured
-//! no-injection twin the way a real injector is. Injected device work is
-//! issued just before the target's own call (so it is ahead of the target in
-//! every queue) and sized to hold the resource until the target's twin start
-//! plus the requested magnitude. Each backend realises the plan its own way:
-//! the simulator places the work in its model at the twin times, the GPU
-//! backend's injector thread issues real work when the victim reaches the
-//! trigger step (`cuda/plan.rs`).
+//! no-injection twin the way a real injector is. Injected device work that
+//! must delay the target is issued when the target's thread reaches the
+//! target's call (it hands the injector a trigger), so it is ahead of the
+//! target in every queue: the twin's noise is independent of the run's, so a
+//! time read off the twin could not promise that. It is sized to hold the
+//! resource until the target's twin start plus the requested magnitude. Work
+//! that must not delay the target is issued at a twin time. The plan fixes
+//! only what the mechanism needs (the resource and how long it is held);
+//! names, call sites, grids and copy sizes are drawn to look like the
+//! application's (`crate::anonymous`) where the backend realises the plan:
+//! the simulator in its model (`sim/engine/injected_work.rs`), the GPU
+//! backend as real kernels and copies (`cuda/plan.rs`).
 
 use crate::keys::{target_key, Keys, StepKey};
 use ground_truth::graph::{Node, NodeKind};
@@ -39,21 +44,21 @@ pub enum Action {
     Kernel {
         /// `Some(stream index)`: on the target's stream (backlog); `None`: the injector's stream.
         on_target_stream: Option<usize>,
-        name: &'static str,
         kernel: InjectedKernel,
-        grid: u32,
+        /// `None`: an application-like grid (the mechanism does not depend on it).
+        grid: Option<u32>,
         /// When it can start holding its resource, and when it must let go.
         from: Ns,
         until: Ns,
         delays_target: bool,
     },
-    /// Bulk pinned H2D copies on the injector's stream, keeping the copy
-    /// engine busy from `from` until `until`.
+    /// Pinned H2D copies on the injector's stream, keeping the copy engine
+    /// busy from `from` until about `until`; `bytes_per_ns` is the twin's
+    /// pinned bandwidth, to size them.
     Copies {
-        count: u32,
-        bytes_each: u64,
         from: Ns,
         until: Ns,
+        bytes_per_ns: f64,
     },
 }
 
@@ -70,7 +75,8 @@ pub struct Plan {
     pub lose: Option<StepKey>,
     /// Device op the injected work delays (gets a `fault` edge).
     pub device_target: Option<StepKey>,
-    /// The injected work, each with the twin time it is issued at.
+    /// The injected work, each with the twin time it is issued at; work that
+    /// delays the target is issued at the `trigger` instead.
     pub actions: Vec<(Ns, Action)>,
     /// How the backend realised it (its injection record's `mechanism`);
     /// filled in by the backend.
@@ -79,6 +85,16 @@ pub struct Plan {
     pub bytes_needed: u64,
     /// The target's duration in the twin (to measure a lengthening).
     pub twin_target_ns: Option<u64>,
+}
+
+impl Action {
+    /// Whether the work must delay the target, and so is issued at the trigger.
+    pub fn delays_target(&self) -> bool {
+        match self {
+            Action::Kernel { delays_target, .. } => *delays_target,
+            Action::Copies { .. } => true,
+        }
+    }
 }
 
 impl Plan {
@@ -122,8 +138,6 @@ pub struct DeviceFacts {
 
 /// Default pinned bandwidth when the twin has no copy to measure (bytes/ns).
 const PINNED_BYTES_PER_NS: f64 = 52.0;
-/// Largest single injected copy (the GPU's scratch buffers hold one).
-const MAX_COPY: u64 = 256 << 20;
 /// How long before the target's call the injected work is issued.
 const ISSUE_LEAD_NS: Ns = 40_000;
 /// From issuing injected work to it holding its resource.
@@ -224,9 +238,8 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
         InjectionKind::OccupancyPressure => {
             let hog = Action::Kernel {
                 on_target_stream: None,
-                name: "occupancy_hog",
                 kernel: InjectedKernel::OccupancyHog,
-                grid: device.sms,
+                grid: Some(device.sms),
                 from: holds_from,
                 until: until.saturating_sub(lead),
                 delays_target: true,
@@ -238,9 +251,8 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
         InjectionKind::StreamBacklog => {
             let backlog = Action::Kernel {
                 on_target_stream: target_stream,
-                name: "backlog_work",
                 kernel: InjectedKernel::Spin,
-                grid: 16,
+                grid: None,
                 from: holds_from,
                 until: until.saturating_sub(lead),
                 delays_target: true,
@@ -250,15 +262,10 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
             p.device_target = Some(key);
         }
         InjectionKind::PcieContention => {
-            let total = ((until.saturating_sub(holds_from)) as f64 * bw(true)).round() as u64;
-            let count = total.div_ceil(MAX_COPY).max(2);
-            let each = (total / count).max(4096).next_multiple_of(4096);
-            p.bytes_needed = p.bytes_needed.max(each);
             let copies = Action::Copies {
-                count: count as u32,
-                bytes_each: each,
                 from: holds_from,
                 until,
+                bytes_per_ns: bw(true),
             };
             p.actions.push((issue_at, copies));
             p.trigger = Some(step_key);
@@ -269,11 +276,11 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
                 Some(_) => dev_start.saturating_sub(UNRELATED_LEAD_NS),
                 None => issue_at,
             };
+            // On SMs the target leaves free: the work runs beside it, never ahead of it.
             let unrelated = Action::Kernel {
                 on_target_stream: None,
-                name: "unrelated_work",
                 kernel: InjectedKernel::Spin,
-                grid: 8,
+                grid: Some(8),
                 from,
                 until: from + mag,
                 delays_target: false,

@@ -2,9 +2,11 @@
 //! the measured twin like the simulator's): the plan's work as real kernels
 //! and copies that the injector thread issues when the victim reaches the
 //! trigger step (the victim hands it a trigger right before the target's own
-//! call, so the work is ahead of the target in every queue), and the pages a
+//! call, so the work is ahead of the target in every queue), named and sized
+//! like the application's own work (`crate::anonymous`), and the pages a
 //! page-fault injection will touch, prepared before the run.
 
+use crate::anonymous::Disguise;
 use crate::plan::{Action, DeviceFacts, InjectedKernel};
 pub use crate::plan::{Stretch, Twin};
 use ground_truth::scenario::{Injection, InjectionKind, Scenario};
@@ -18,6 +20,10 @@ const DISPATCH_NS: u64 = 3_000;
 const COPY_SETUP_NS: u64 = 2_000;
 /// Shortest injected kernel that delays a target (shorter ones cannot reach it).
 const MIN_HOLD_NS: u64 = 20_000;
+/// Largest single injected copy (the scratch buffers hold one).
+const MAX_COPY: u64 = 256 << 20;
+/// At most this many copies make up one injected action.
+const MAX_PIECES: usize = 64;
 
 /// One piece of injected work as the injector thread issues it.
 #[derive(Debug, Clone)]
@@ -25,14 +31,21 @@ pub enum DevAction {
     Kernel {
         /// `Some(stream index)`: on the target's stream (backlog); `None`: the injector's stream.
         on_target_stream: Option<usize>,
+        /// Drawn from the scenario's kernel names (`crate::anonymous`).
         name: String,
+        /// Drawn from the application's call sites: the launch goes through the same trampoline.
+        call_site: Option<String>,
         kernel: Kernel,
         grid: u32,
         dur_ns: u64,
         delays_target: bool,
     },
-    /// Bulk pinned H2D copies on the injector's stream.
-    Copies { count: u32, bytes_each: u64 },
+    /// Pinned H2D copies on the injector's stream, of application-like sizes
+    /// where the application copies.
+    Copies {
+        sizes: Vec<u64>,
+        call_site: Option<String>,
+    },
 }
 
 /// The plan with what the GPU needs to carry it out.
@@ -52,14 +65,14 @@ impl std::ops::Deref for Plan {
     }
 }
 
-/// A piece of the plan's work as the real kernel or copies that do it: a
-/// kernel runs from when it can hold its resource until the plan's release
-/// time; copies are already sized in bytes.
-fn realise(action: &Action) -> DevAction {
+/// A piece of the plan's work as the real kernel or copies that do it,
+/// shaped like the application's work (`disguise`): a kernel runs from when it
+/// can hold its resource until the plan's release time; copies fill that time
+/// at the twin's pinned bandwidth.
+fn realise(action: &Action, disguise: &Disguise, sms: u32) -> DevAction {
     match action {
         Action::Kernel {
             on_target_stream,
-            name,
             kernel,
             grid,
             from,
@@ -67,12 +80,13 @@ fn realise(action: &Action) -> DevAction {
             delays_target,
         } => DevAction::Kernel {
             on_target_stream: *on_target_stream,
-            name: name.to_string(),
+            name: disguise.kernel_name(0).into(),
+            call_site: disguise.call_site(0).map(str::to_string),
             kernel: match kernel {
                 InjectedKernel::Spin => Kernel::Spin,
                 InjectedKernel::OccupancyHog => Kernel::OccupancyHog,
             },
-            grid: *grid,
+            grid: grid.unwrap_or_else(|| disguise.grid(0, 16).min(sms)),
             dur_ns: until.saturating_sub(*from).max(if *delays_target {
                 MIN_HOLD_NS
             } else {
@@ -81,11 +95,27 @@ fn realise(action: &Action) -> DevAction {
             delays_target: *delays_target,
         },
         Action::Copies {
-            count, bytes_each, ..
-        } => DevAction::Copies {
-            count: *count,
-            bytes_each: *bytes_each,
-        },
+            from,
+            until,
+            bytes_per_ns,
+        } => {
+            let b = *bytes_per_ns;
+            let budget = until.saturating_sub(*from);
+            let ns_of = |bytes: u64| (bytes as f64 / b) as u64;
+            // Application-sized copies where the application copies; else
+            // equal MiB-rounded ones.
+            let sizes = disguise
+                .copy_sizes(budget, ns_of, MAX_PIECES)
+                .unwrap_or_else(|| {
+                    let total = (budget as f64 * b).round() as u64;
+                    let count = total.div_ceil(MAX_COPY).max(2);
+                    vec![(total / count).max(1 << 20).next_multiple_of(1 << 20); count as usize]
+                });
+            DevAction::Copies {
+                sizes,
+                call_site: disguise.call_site(1).map(str::to_string),
+            }
+        }
     }
 }
 
@@ -111,14 +141,14 @@ fn mechanism(p: &crate::plan::Plan, realised: &[DevAction]) -> String {
             "cuda:backlog-kernel ({:.0} us spin on the target's stream, issued by the injector thread just before the target's call)",
             *dur_ns as f64 / 1e3
         ),
-        (InjectionKind::PcieContention, Some(DevAction::Copies { count, bytes_each }), _) => {
-            let held = p.actions.first().map(|(_, a)| match a {
-                Action::Copies { from, until, .. } => until.saturating_sub(*from).max(1),
-                Action::Kernel { .. } => 1,
+        (InjectionKind::PcieContention, Some(DevAction::Copies { sizes, .. }), _) => {
+            let b = p.actions.first().map_or(0.0, |(_, a)| match a {
+                Action::Copies { bytes_per_ns, .. } => *bytes_per_ns,
+                Action::Kernel { .. } => 0.0,
             });
-            let gbps = (*count as u64 * bytes_each) as f64 / held.unwrap_or(1) as f64;
+            let (count, moved) = (sizes.len(), sizes.iter().sum::<u64>());
             format!(
-                "cuda:bulk-copies ({count} pinned H2D copies of {bytes_each} bytes at {gbps:.1} GB/s on another stream, queued on the copy engine just before the target copy)"
+                "cuda:bulk-copies ({count} pinned H2D copies, {moved} bytes in all, at {b:.1} GB/s on another stream, queued on the copy engine just before the target copy)"
             )
         }
         (InjectionKind::UnrelatedWork, _, _) => {
@@ -133,15 +163,28 @@ pub fn plan(
     inj: &Injection,
     twin: &Twin,
     sms: u32,
+    seed: u64,
     minor_fault_ns: impl FnOnce(bool) -> Result<f64, String>,
 ) -> Plan {
+    // `seed` keys the draws that make injected work look like the application's.
+    let disguise = Disguise::new(sc, seed);
     let device = DeviceFacts {
         sms,
         dispatch_ns: DISPATCH_NS,
         copy_setup_ns: COPY_SETUP_NS,
     };
     let mut plan = crate::plan::plan(sc, inj, twin, device);
-    let realised: Vec<DevAction> = plan.actions.iter().map(|(_, a)| realise(a)).collect();
+    let realised: Vec<DevAction> = plan
+        .actions
+        .iter()
+        .map(|(_, a)| realise(a, &disguise, sms))
+        .collect();
+    for a in &realised {
+        if let DevAction::Copies { sizes, .. } = a {
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            plan.bytes_needed = plan.bytes_needed.max(largest);
+        }
+    }
     plan.mechanism = mechanism(&plan, &realised);
     let mut p = Plan {
         plan,

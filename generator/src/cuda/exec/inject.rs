@@ -203,6 +203,7 @@ impl<'a> Exec<'a> {
             DevAction::Kernel {
                 on_target_stream,
                 name,
+                call_site,
                 kernel,
                 grid,
                 dur_ns,
@@ -225,7 +226,7 @@ impl<'a> Exec<'a> {
                 let mut op = self.new_op(ti, log.tid, None, None, what);
                 op.injected = true;
                 op.delays_target = *delays_target;
-                op.call_site = Some(Arc::from("causalbench-injector"));
+                op.call_site = call_site.as_deref().map(Arc::from);
                 let f = self.func(name, *kernel);
                 self.enqueue_kernel(
                     &mut op,
@@ -244,8 +245,8 @@ impl<'a> Exec<'a> {
                 });
                 log.ops.push(op);
             }
-            DevAction::Copies { count, bytes_each } => {
-                for _ in 0..*count {
+            DevAction::Copies { sizes, call_site } => {
+                for bytes_each in sizes {
                     let what = What::Copy {
                         direction: CopyDirection::H2d,
                         bytes: *bytes_each,
@@ -255,7 +256,7 @@ impl<'a> Exec<'a> {
                     let mut op = self.new_op(ti, log.tid, None, None, what);
                     op.injected = true;
                     op.delays_target = true;
-                    op.call_site = Some(Arc::from("causalbench-injector"));
+                    op.call_site = call_site.as_deref().map(Arc::from);
                     self.enqueue_copy(
                         &mut op,
                         self.injector_stream,

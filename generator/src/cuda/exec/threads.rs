@@ -37,7 +37,8 @@ impl<'a> Exec<'a> {
                 let barrier = &barrier;
                 let stop = &stop_injector;
                 std::thread::Builder::new()
-                    .name("causalbench-injector".into())
+                    // Named like the workers: a thread name must not name the injector.
+                    .name(format!("cb-worker-{nthreads}"))
                     .spawn_scoped(s, move || me.injector(nthreads, barrier, stop))
                     .expect("spawn injector thread")
             });

@@ -5,6 +5,42 @@
 use super::*;
 
 impl Engine<'_> {
+    /// The background preemptions and page faults that hit this application
+    /// thread before its next step: real (simulated) stalls with the records a
+    /// recorder sees, and no ground-truth node (they are host time, not a cause).
+    pub(super) fn background_noise(&mut self, th: usize, key: u64) {
+        let tid = self.threads[th].tid;
+        for stall in self.noise.before_step(th, self.threads[th].clock, key) {
+            let at = self.threads[th].clock;
+            let cost = match stall {
+                Stall::Preempted(off_cpu) => {
+                    let cpu = 3 + (tid % 13);
+                    self.b.record(None, |rid| Record::Sched {
+                        rid,
+                        tid,
+                        cpu,
+                        switch_out: at,
+                        switch_in: at + off_cpu,
+                        reason: SwitchReason::Preempted,
+                    });
+                    off_cpu
+                }
+                Stall::PageFault { cost, address } => {
+                    self.b.record(None, |rid| Record::PageFault {
+                        rid,
+                        tid,
+                        ts: at,
+                        duration: cost,
+                        address,
+                        major: false,
+                    });
+                    cost
+                }
+            };
+            self.threads[th].clock = at + cost;
+        }
+    }
+
     /// Host stall injected right before the target call (preemption or page faults).
     pub(super) fn host_stall(&mut self, th: usize, skey: &StepKey) -> Option<NodeId> {
         let plan = self.plan?;
@@ -191,7 +227,7 @@ impl Engine<'_> {
                 // Calls that enqueue one op on one stream share everything but the op itself.
                 let si = targets.stream.expect("stream steps name a stream");
                 let call = self.stream_call(step, skey.program, si, skey.step);
-                let end = start + self.jitter(key, call.latency_ns);
+                let end = start + self.call_latency(key, call.latency_ns);
                 let inf = info(
                     call.call_site,
                     Some(self.streams[si].cupti_id),
@@ -284,7 +320,7 @@ impl Engine<'_> {
             Step::GraphLaunch { .. } => {
                 let si = targets.stream.expect("graph launches name a stream");
                 let gi = targets.graph.expect("graph launches name a graph");
-                let end = start + self.jitter(key, hp.graph_launch_ns);
+                let end = start + self.call_latency(key, hp.graph_launch_ns);
                 let s = &self.streams[si];
                 let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
                 let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
@@ -352,7 +388,7 @@ impl Engine<'_> {
                     .unwrap_or(0),
                     _ => 0,
                 };
-                let call_end = start + self.jitter(key, hp.sync_call_ns);
+                let call_end = start + self.call_latency(key, hp.sync_call_ns);
                 let done = waited
                     .iter()
                     .map(|&n| self.b.truth.nodes[n as usize].end)

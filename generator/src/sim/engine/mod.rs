@@ -6,16 +6,16 @@
 
 mod calls;
 mod device;
-mod injector;
+mod injected_work;
 
 use super::device::{CopyEngine, SmPool};
 use super::names::{Api, Names};
+use super::noise::{Noise, Stall};
 use super::SimBackend;
+use crate::anonymous::Disguise;
 use crate::plan::{Action, Plan};
-use crate::record::faults::finish_plan;
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
-use crate::unit_noise;
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
@@ -222,16 +222,23 @@ struct Engine<'a> {
     /// Device nodes of injected work that delay the target, resolved at the end.
     pending_fault_edges: Vec<NodeId>,
     instrumented: bool,
+    /// Background noise of this run (its own seed: the twin's is independent).
+    noise: Noise,
+    /// What injected work imitates.
+    disguise: Disguise,
 }
 
+/// Simulates `sc`: `seed` keys the run's structure (pool choices, injected
+/// work's disguise), `noise_seed` its background noise and jitter.
 pub fn run(
     sc: &Scenario,
     be: &SimBackend,
     seed: u64,
+    noise_seed: u64,
     plan: Option<&Plan>,
     keep_records: bool,
 ) -> Run {
-    let mut e = Engine::new(sc, be, seed, plan, keep_records);
+    let mut e = Engine::new(sc, be, seed, noise_seed, plan, keep_records);
     let ops: usize = sc
         .programs
         .iter()
@@ -259,6 +266,7 @@ impl<'a> Engine<'a> {
         sc: &'a Scenario,
         be: &'a SimBackend,
         seed: u64,
+        noise_seed: u64,
         plan: Option<&'a Plan>,
         keep: bool,
     ) -> Self {
@@ -287,6 +295,7 @@ impl<'a> Engine<'a> {
             }
             pools.insert(decl.0.to_string(), members);
         }
+        let thread_count = threads.len();
         let mut e = Engine {
             sc,
             be,
@@ -319,6 +328,8 @@ impl<'a> Engine<'a> {
             injections: Vec::new(),
             pending_fault_edges: Vec::new(),
             instrumented: sc.mode == Mode::Instrumented,
+            noise: Noise::new(noise_seed, &be.noise, be.host.jitter, thread_count),
+            disguise: Disguise::new(sc, seed),
         };
         for (i, s) in sc
             .streams
@@ -385,8 +396,20 @@ impl<'a> Engine<'a> {
     }
 
     fn jitter(&self, key: u64, v: Ns) -> Ns {
-        let j = unit_noise(self.seed ^ key) * self.be.host.jitter;
-        ((v as f64) * (1.0 + j)).round().max(0.0) as Ns
+        self.noise.jitter_ns(key, v)
+    }
+
+    /// An API call's latency this run (the run's launch-latency scale, then per-call jitter).
+    fn call_latency(&self, key: u64, v: Ns) -> Ns {
+        self.jitter(key, self.noise.launch_latency(v))
+    }
+
+    fn injector_thread(&self) -> usize {
+        self.pools[INJECTOR_THREAD][0]
+    }
+
+    fn injector_stream(&self) -> usize {
+        self.stream_ix[INJECTOR_STREAM]
     }
 
     fn schedule(&mut self, th: usize, at: Ns) {
@@ -440,8 +463,14 @@ impl<'a> Engine<'a> {
 
     fn schedule_injector(&mut self) {
         let Some(plan) = self.plan else { return };
-        let th = self.pools[INJECTOR_THREAD][0];
-        let mut actions: Vec<(Ns, Action)> = plan.actions.clone();
+        let th = self.injector_thread();
+        // Work that delays the target is issued at the trigger instead (`run_triggered`).
+        let mut actions: Vec<(Ns, Action)> = plan
+            .actions
+            .iter()
+            .filter(|(_, a)| !a.delays_target())
+            .cloned()
+            .collect();
         actions.sort_by_key(|a| a.0);
         if let Some(&(first, _)) = actions.first() {
             self.threads[th].actions = actions.into();
@@ -585,6 +614,10 @@ impl<'a> Engine<'a> {
             let fault = self.host_stall(th, &skey);
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
+        }
+        self.background_noise(th, key);
+        if self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey)) {
+            self.run_triggered(th);
         }
         self.threads[th].current.as_mut().unwrap().step += 1;
         match step {
