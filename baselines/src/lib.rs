@@ -15,6 +15,9 @@
 //! External profilers run through [`external::ExternalCommand`] (protocol in
 //! `baselines/PROTOCOL.md`).
 //!
+//! Leakage probes ([`probes`], [`probe_names`]) answer from names, record kinds or
+//! structure alone; they are the floor of the leaderboard, never in the built-in set.
+//!
 //! Optional third-party analyzers, run only where installed ([`optional_names`]):
 //! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
 //! export of the view, through `ExternalCommand`.
@@ -29,6 +32,7 @@ pub mod hta;
 pub mod index;
 pub mod megakernel;
 pub mod nvtx_enclosure;
+pub mod probes;
 pub mod synth;
 pub mod timestamp_join;
 
@@ -66,6 +70,12 @@ pub fn builtin_names() -> &'static [&'static str] {
     NAMES
 }
 
+/// Names of the leakage probes ([`probes`]): run only when asked for
+/// (`--profilers probes`), shown apart on the leaderboard.
+pub fn probe_names() -> &'static [&'static str] {
+    probes::NAMES
+}
+
 /// Optional profilers usable here (third-party analyzers that are installed), in
 /// leaderboard order. `hta-critical-path` is listed when HTA imports ([`hta_available`]).
 pub fn optional_names() -> Vec<&'static str> {
@@ -85,9 +95,12 @@ pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
     }
 }
 
-/// A built-in or optional profiler by name (an optional one that is not installed
-/// abstains).
+/// A built-in, optional or probe profiler by name (an optional one that is not
+/// installed abstains).
 pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
+    if let Some(p) = probes::probe(name) {
+        return Some(p);
+    }
     Some(match name {
         hta::NAME => Box::new(HtaCriticalPath::default()),
         "timestamp-join" => Box::new(TimestampJoin),
