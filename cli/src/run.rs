@@ -482,7 +482,7 @@ mod tests {
         let both = names("causal-graph,builtin,probes");
         assert_eq!(both[0], "causal-graph");
         assert_eq!(both.len(), builtin.len() + probes.len());
-        let err = profiler_names("builtin,nope").err().expect("unknown name");
+        let err = profiler_names("builtin,nope").expect_err("unknown name");
         assert_eq!(err.code, 2);
         assert!(err.message.contains("`nope`"), "{}", err.message);
     }
