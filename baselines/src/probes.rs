@@ -178,15 +178,7 @@ fn by_kinds(view: &TraceView, _query: &Query) -> Option<CauseLabel> {
     if any(&|r| graph_node(r).is_some()) {
         return Some(CauseLabel::GraphDependency);
     }
-    if any(&|r| {
-        matches!(
-            r,
-            Record::Sync {
-                sync_type: SyncType::StreamWaitEvent,
-                ..
-            }
-        )
-    }) {
+    if any(&is_stream_wait) {
         return Some(CauseLabel::EventWait);
     }
     if any(&|r| {
@@ -264,15 +256,7 @@ fn by_structure(view: &TraceView, query: &Query) -> Option<CauseLabel> {
         return Some(CauseLabel::GraphDependency);
     }
     // A wait joins two streams: a dependency between them exists.
-    let waits = records.iter().any(|r| {
-        matches!(
-            r,
-            Record::Sync {
-                sync_type: SyncType::StreamWaitEvent,
-                ..
-            }
-        )
-    });
+    let waits = records.iter().any(is_stream_wait);
     if waits {
         return Some(CauseLabel::EventWait);
     }
@@ -320,6 +304,17 @@ fn by_surface(view: &TraceView, query: &Query) -> Option<CauseLabel> {
     by_names(view, query)
         .or_else(|| by_kinds(view, query))
         .or_else(|| by_structure(view, query))
+}
+
+/// A stream's wait on an event: one stream's work gated by another's.
+fn is_stream_wait(r: &Record) -> bool {
+    matches!(
+        r,
+        Record::Sync {
+            sync_type: SyncType::StreamWaitEvent,
+            ..
+        }
+    )
 }
 
 /// The graph node id of a graph-launched device op.
