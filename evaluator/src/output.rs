@@ -2,7 +2,7 @@
 //! Every write is atomic (`ground_truth::io::write_atomic`); every read returns a
 //! [`FormatError`] naming the file and line instead of panicking.
 
-use crate::leaderboard::{Leaderboard, LeaderboardRow, CSV_COLUMNS};
+use crate::leaderboard::{is_probe, Leaderboard, LeaderboardRow, CSV_COLUMNS};
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::io::write_atomic;
@@ -151,14 +151,20 @@ impl Leaderboard {
     /// `leaderboard.md`: the leaderboard table and the per-family pair-accuracy table.
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
-        let cases: u64 = self.rows.iter().map(|r| r.cases + r.lossy_cases).sum();
+        // Probes are the floor, not contestants: they have their own appendix.
+        let ranked: Vec<&LeaderboardRow> = self
+            .rows
+            .iter()
+            .filter(|r| !is_probe(&r.profiler))
+            .collect();
+        let cases: u64 = ranked.iter().map(|r| r.cases + r.lossy_cases).sum();
         let _ = writeln!(md, "# causalbench leaderboard\n");
         let _ = writeln!(
             md,
             "{} profiler × collectors × mode rows from {} scored cases. Accuracy columns use loss-free \
              views; `unresolved_recall`, `false_confidence_rate` and `brier` pool every view. \
              Definitions: `evaluator/METRICS.md`. `n/a`: undefined (nothing to measure).\n",
-            self.rows.len(),
+            ranked.len(),
             cases
         );
         let cols = &CSV_COLUMNS[..19];
@@ -172,7 +178,7 @@ impl Leaderboard {
                 .collect::<Vec<_>>()
                 .join("|")
         );
-        for r in &self.rows {
+        for r in ranked {
             let cells = row_cells(r, 3, "n/a");
             let _ = writeln!(md, "| {} |", cells[..19].join(" | "));
         }
@@ -183,7 +189,46 @@ impl Leaderboard {
             "Share of pair groups (family × repetition × view) in which every variant was diagnosed \
              correctly; all collectors and modes pooled. Cells: accuracy (correct/pairs).\n"
         );
-        let profilers = self.profilers();
+        let (probes, profilers): (Vec<String>, Vec<String>) =
+            self.profilers().into_iter().partition(|p| is_probe(p));
+        self.families_markdown(&mut md, &profilers);
+        self.backends_markdown(&mut md, &profilers);
+        if !probes.is_empty() {
+            self.probes_markdown(&mut md, &probes);
+        }
+        md
+    }
+
+    /// The appendix: the leakage probes' pair accuracy, the floor a profiler has to beat.
+    fn probes_markdown(&self, md: &mut String, probes: &[String]) {
+        let _ = writeln!(
+            md,
+            "\n## Appendix — floor: probes that use no causal reasoning\n"
+        );
+        let _ = writeln!(
+            md,
+            "Each probe answers from one kind of surface evidence only (names, record kinds, \
+             structure) and abstains on everything else (`docs/integrity.md`). A profiler's pair \
+             accuracy means something only well above theirs. Pooled: every family, collectors \
+             and mode.\n"
+        );
+        let _ = writeln!(md, "| probe | pairs correct | pairs | pair_accuracy |");
+        let _ = writeln!(md, "| --- | ---: | ---: | ---: |");
+        for p in probes {
+            let (pairs, correct) = self.pooled_pairs(p);
+            let accuracy = (pairs > 0).then(|| correct as f64 / pairs as f64);
+            let _ = writeln!(
+                md,
+                "| {p} | {correct} | {pairs} | {} |",
+                fixed(accuracy, 3, "n/a")
+            );
+        }
+        let _ = writeln!(md);
+        self.families_markdown(md, probes);
+    }
+
+    /// Pair accuracy per family (rows) and profiler (columns), collectors and modes pooled.
+    fn families_markdown(&self, md: &mut String, profilers: &[String]) {
         let mut fams: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
         for f in &self.families_pooled {
             fams.entry(&f.family).or_default().insert(
@@ -217,13 +262,11 @@ impl Leaderboard {
                 let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
             }
         }
-        self.backends_markdown(&mut md);
-        md
     }
 
     /// Per-backend pair accuracy (combined collectors, instrumented) and the
     /// sim-to-real agreement, when more than one backend was scored.
-    fn backends_markdown(&self, md: &mut String) {
+    fn backends_markdown(&self, md: &mut String, profilers: &[String]) {
         let backends: std::collections::BTreeSet<&str> =
             self.backends.iter().map(|b| b.backend.as_str()).collect();
         if backends.len() < 2 {
@@ -237,7 +280,7 @@ impl Leaderboard {
         let names: Vec<&str> = backends.iter().copied().collect();
         let _ = writeln!(md, "| profiler | {} |", names.join(" | "));
         let _ = writeln!(md, "| --- |{}", " ---: |".repeat(names.len()));
-        for p in self.profilers() {
+        for p in profilers {
             let cells: Vec<String> = names
                 .iter()
                 .map(|b| {
@@ -245,7 +288,7 @@ impl Leaderboard {
                         .iter()
                         .find(|r| {
                             r.backend == *b
-                                && r.profiler == p
+                                && r.profiler == *p
                                 && r.collectors == Collectors::Combined
                                 && r.mode == Mode::Instrumented
                         })
@@ -268,7 +311,7 @@ impl Leaderboard {
                 md,
                 "| profiler | groups | agreeing | agreement |\n| --- | ---: | ---: | ---: |"
             );
-            for r in &self.sim_to_real {
+            for r in self.sim_to_real.iter().filter(|r| !is_probe(&r.profiler)) {
                 let _ = writeln!(
                     md,
                     "| {} | {} | {} | {} |",

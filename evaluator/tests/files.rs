@@ -270,3 +270,35 @@ fn schemas_are_generated() {
     }
     assert!(evaluator::schema("nope").is_none());
 }
+
+#[test]
+fn probes_are_listed_in_the_appendix_not_among_the_profilers() {
+    let mut scores = result_set(true);
+    let probes: Vec<CaseScore> = scores
+        .iter()
+        .filter(|s| s.profiler == "timestamp-join")
+        .map(|s| CaseScore {
+            profiler: "probe-names".into(),
+            ..s.clone()
+        })
+        .collect();
+    scores.extend(probes);
+    let lb = Leaderboard::from_scores(&scores);
+    assert!(lb.rows.iter().any(|r| r.profiler == "probe-names"));
+    let md = lb.to_markdown();
+    let (main, appendix) = md
+        .split_once("## Appendix — floor: probes that use no causal reasoning")
+        .expect("an appendix when probes were scored");
+    assert!(!main.contains("probe-names"), "{main}");
+    assert!(main.contains("| timestamp-join |"), "{main}");
+    let (pairs, correct) = lb.pooled_pairs("probe-names");
+    assert!(pairs > 0);
+    assert!(
+        appendix.contains(&format!("| probe-names | {correct} | {pairs} |")),
+        "{appendix}"
+    );
+    // Without probes there is no appendix.
+    assert!(!Leaderboard::from_scores(&result_set(true))
+        .to_markdown()
+        .contains("Appendix"));
+}
