@@ -514,6 +514,9 @@ impl MkScenario {
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         out.extend(schema_version_problem(self.schema_version));
+        if let Some(message) = crate::identifier::identifier_problem(&self.name) {
+            out.push(("name".into(), message));
+        }
         if self.name != format!("{}.{}", self.family, self.variant) {
             out.push((
                 "name".into(),

@@ -262,3 +262,75 @@ proptest! {
         }
     }
 }
+
+/// The scenario seed with `from` replaced by `to` (once), and the problem
+/// its reader reports.
+fn scenario_error(from: &str, to: &str) -> ground_truth::FormatError {
+    assert!(SCENARIO.contains(from), "{from}");
+    let text = SCENARIO.replacen(from, to, 1);
+    Scenario::parse(Path::new("s.yaml"), text.as_bytes()).unwrap_err()
+}
+
+#[test]
+fn scenario_names_are_identifiers() {
+    for name in ["../../escape", "a/b", "..", ".hidden", "-x", "a b"] {
+        let e = scenario_error(
+            "name: stale-identity.reused-event",
+            &format!("name: \"{name}\""),
+        );
+        assert_eq!(e.path, ".name", "{name}: {e}");
+        assert!(e.message.contains("expected an identifier"), "{e}");
+    }
+    let e = scenario_error("family: stale-identity", "family: x/y");
+    assert_eq!(e.path, ".family", "{e}");
+}
+
+#[test]
+fn times_that_would_overflow_nanoseconds_are_refused() {
+    let e = scenario_error("duration_us: 500", "duration_us: 1e16");
+    assert_eq!(e.path, ".programs[0].steps[0].duration_us", "{e}");
+    assert!(e.message.contains("over the limit"), "{e}");
+    let e = scenario_error("magnitude_us: 3500", "magnitude_us: 1e17");
+    assert_eq!(e.path, ".injection.magnitude_us", "{e}");
+    let e = scenario_error("interval_us: 25000", "interval_us: -1");
+    assert_eq!(e.path, ".programs[0].interval_us", "{e}");
+    // Each time within the limit, together past it.
+    let e = scenario_error("duration_us: 500", "duration_us: 5e11");
+    assert_eq!(e.path, ".programs", "{e}");
+    assert!(e.message.contains("times add up to"), "{e}");
+}
+
+#[test]
+fn scenario_sizes_past_the_limit_are_refused_before_anything_runs() {
+    let e = scenario_error("requests: 3", "requests: 10000000");
+    assert_eq!(e.path, ".programs", "{e}");
+    assert!(e.message.contains("over the limit of 2000000"), "{e}");
+    let e = scenario_error("  - name: host\n", "  - name: host\n    count: 4000000000\n");
+    assert_eq!(e.path, ".threads", "{e}");
+    assert!(e.message.contains("over the limit of 1024"), "{e}");
+    let e = scenario_error("repetitions: 3", "repetitions: 1000000000");
+    assert_eq!(e.path, ".repetitions", "{e}");
+    let e = scenario_error("grid: 64}", "grid: 64, block: 4096}");
+    assert_eq!(e.path, ".programs[0].steps[0].block", "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Every name a scenario reader accepts is one plain path component.
+    #[test]
+    fn accepted_names_stay_inside_their_directory(name in "[a-z./ _-]{0,12}") {
+        let text = SCENARIO.replacen(
+            "name: stale-identity.reused-event",
+            &format!("name: \"{name}\""),
+            1,
+        );
+        let read = Scenario::parse(Path::new("s.yaml"), text.as_bytes());
+        if read.is_ok() {
+            let mut parts = Path::new(&name).components();
+            prop_assert!(matches!(parts.next(), Some(std::path::Component::Normal(_))));
+            prop_assert!(parts.next().is_none(), "{}", name);
+            prop_assert!(!name.starts_with('.'));
+        }
+    }
+}

@@ -60,12 +60,13 @@ pub(super) fn write_atomic_with(
 /// once is enough (a writer that dies later is cleaned up by the next run).
 fn remove_stale_temp_files_once(dir: &Path) {
     static SWEPT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
-    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    // Keyed by the path as written: a directory named two ways is only
+    // listed twice.
     let first = SWEPT
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .get_or_insert_with(HashSet::new)
-        .insert(key);
+        .insert(dir.to_path_buf());
     if first {
         remove_stale_temp_files(dir);
     }
