@@ -131,7 +131,8 @@ fn a_gzip_stream_expanding_a_thousandfold_is_refused_for_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let bomb = gzip_bomb(16 << 20);
     assert!(bomb.len() < 100_000, "{} bytes", bomb.len());
-    let checks: [(&str, fn(&Path) -> Result<(), ground_truth::FormatError>); 4] = [
+    type Read = fn(&Path) -> Result<(), ground_truth::FormatError>;
+    let checks: [(&str, Read); 4] = [
         ("b.bundle.json.gz", |f| Bundle::read(f).map(drop)),
         ("v.json.gz", |f| TraceView::read(f).map(drop)),
         ("e.json.gz", |f| Explanation::read(f).map(drop)),
