@@ -36,10 +36,17 @@ mod tests {
 
     #[test]
     fn identifiers() {
-        for good in ["dependency-vs-overlap.event-edge", "a", "_x", "launch-bound-1000000"] {
+        for good in [
+            "dependency-vs-overlap.event-edge",
+            "a",
+            "_x",
+            "launch-bound-1000000",
+        ] {
             assert_eq!(identifier_problem(good), None, "{good}");
         }
-        for bad in ["", "../x", "a/b", "..", ".hidden", "-rf", "a b", "é", "a\\b", "x\0"] {
+        for bad in [
+            "", "../x", "a/b", "..", ".hidden", "-rf", "a b", "é", "a\\b", "x\0",
+        ] {
             assert!(identifier_problem(bad).is_some(), "{bad:?}");
         }
         assert!(identifier_problem(&"a".repeat(MAX_IDENTIFIER_LEN + 1)).is_some());

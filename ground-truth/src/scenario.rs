@@ -599,7 +599,11 @@ impl Scenario {
                     "must be at least 1".into(),
                 );
             }
-            limits::check_time(p.interval_us, &format!("programs[{pi}].interval_us"), &mut bad);
+            limits::check_time(
+                p.interval_us,
+                &format!("programs[{pi}].interval_us"),
+                &mut bad,
+            );
             limits::check_time(p.offset_us, &format!("programs[{pi}].offset_us"), &mut bad);
             let mut depth = 0i32;
             for (si, s) in p.steps.iter().enumerate() {

@@ -306,7 +306,10 @@ fn scenario_sizes_past_the_limit_are_refused_before_anything_runs() {
     let e = scenario_error("requests: 3", "requests: 10000000");
     assert_eq!(e.path, ".programs", "{e}");
     assert!(e.message.contains("over the limit of 2000000"), "{e}");
-    let e = scenario_error("  - name: host\n", "  - name: host\n    count: 4000000000\n");
+    let e = scenario_error(
+        "  - name: host\n",
+        "  - name: host\n    count: 4000000000\n",
+    );
     assert_eq!(e.path, ".threads", "{e}");
     assert!(e.message.contains("over the limit of 1024"), "{e}");
     let e = scenario_error("repetitions: 3", "repetitions: 1000000000");

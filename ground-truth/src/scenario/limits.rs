@@ -133,7 +133,10 @@ pub(super) fn check_bytes(bytes: u64, path: &str, bad: &mut dyn FnMut(String, St
 /// A launch shape CUDA accepts.
 pub(super) fn check_shape(grid: u32, block: u32, path: &str, bad: &mut dyn FnMut(String, String)) {
     if grid == 0 || block == 0 {
-        bad(format!("{path}.grid"), "grid and block must be at least 1".into());
+        bad(
+            format!("{path}.grid"),
+            "grid and block must be at least 1".into(),
+        );
     }
     if grid > MAX_GRID_BLOCKS {
         bad(
