@@ -47,6 +47,12 @@ pub struct Scenario {
     #[serde(default)]
     pub injection: Option<Injection>,
     pub symptom: SymptomDecl,
+    /// Kernel names that application-like work draws from: injected kernels
+    /// (hogs, backlog, concurrent work) take a seeded draw from this pool, so
+    /// nothing in a view names the injector or the cause. Empty (the default):
+    /// the scenario's own kernel names, with their multiplicity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
 }
 
 fn one() -> u32 {
@@ -759,6 +765,14 @@ impl Scenario {
                 "symptom.answer".into(),
                 "call_site and operator questions need an expected `answer`".into(),
             );
+        }
+        for (i, n) in self.names.iter().enumerate() {
+            if n.is_empty() {
+                bad(
+                    format!("names[{i}]"),
+                    "a kernel name cannot be empty".into(),
+                );
+            }
         }
         if let Some(inj) = &self.injection {
             limits::check_time(inj.magnitude_us, "injection.magnitude_us", &mut bad);
