@@ -31,8 +31,9 @@ pub struct RunArgs {
     pub corpus: Option<PathBuf>,
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-    /// Repetitions per scenario (default: each scenario's own `repetitions`).
-    #[arg(long)]
+    /// Repetitions per scenario (default: each scenario's own `repetitions`),
+    /// at most the scenario-size limit of repetitions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
     pub reps: Option<u32>,
     /// Overrides every scenario's seed.
     #[arg(long)]

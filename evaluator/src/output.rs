@@ -5,7 +5,7 @@
 use crate::leaderboard::{is_probe, Leaderboard, LeaderboardRow, CSV_COLUMNS};
 use crate::score::CaseScore;
 use crate::EvalError;
-use ground_truth::io::write_atomic;
+use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
 use ground_truth::{Collectors, FormatError, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,15 +39,16 @@ pub fn write_scores(path: &Path, scores: &[CaseScore]) -> Result<(), EvalError> 
     write_atomic(path, scores_to_jsonl(scores).as_bytes()).map_err(io_err(path))
 }
 
-/// Reads `scores.jsonl`. Blank lines are skipped; the first bad line is reported
-/// as `FILE:line N, column C: at PATH: message`.
+/// Reads `scores.jsonl` within the readers' input limits
+/// (`ground_truth::io::InputLimits`). Blank lines are skipped; the first bad
+/// line is reported as `FILE:line N, column C: at PATH: message`.
 pub fn read_scores(path: &Path) -> Result<Vec<CaseScore>, FormatError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| FormatError::new(path, "", format!("cannot read case scores: {e}")))?;
+    let bytes = read_input(path, "case scores", &InputLimits::DEFAULT)?;
     parse_scores(path, &bytes)
 }
 
-/// Parses `scores.jsonl` bytes as if they came from `file`.
+/// Parses `scores.jsonl` bytes as if they came from `file`: exactly one case
+/// score per line.
 pub fn parse_scores(file: &Path, bytes: &[u8]) -> Result<Vec<CaseScore>, FormatError> {
     let mut out = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -56,25 +57,27 @@ pub fn parse_scores(file: &Path, bytes: &[u8]) -> Result<Vec<CaseScore>, FormatE
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        let error = |path: String, inner: serde_json::Error| FormatError {
+            file: file.to_path_buf(),
+            path,
+            line: Some(format!("line {lineno}, column {}", inner.column())),
+            message: format!(
+                "expected one case score (a JSON object) per line: {}",
+                parser_message(&inner.to_string())
+            ),
+        };
         let de = &mut serde_json::Deserializer::from_slice(line);
-        let score: CaseScore = serde_path_to_error::deserialize(de).map_err(|e| {
-            let p = e.path().to_string();
-            let inner = e.into_inner();
-            let msg = inner.to_string();
-            let msg = msg
-                .rfind(" at line ")
-                .map_or(msg.clone(), |k| msg[..k].to_string());
-            FormatError {
-                file: file.to_path_buf(),
-                path: if p == "." {
-                    String::new()
-                } else {
-                    format!(".{p}")
-                },
-                line: Some(format!("line {lineno}, column {}", inner.column())),
-                message: format!("expected one case score (a JSON object) per line: {msg}"),
-            }
+        let score: CaseScore = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+            let p = ground_truth::io::bounded_echo(e.path().to_string());
+            let path = if p == "." {
+                String::new()
+            } else {
+                format!(".{p}")
+            };
+            error(path, e.into_inner())
         })?;
+        // A second value on the line is an error, not a score dropped unread.
+        de.end().map_err(|e| error(String::new(), e))?;
         out.push(score);
     }
     Ok(out)

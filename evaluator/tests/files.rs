@@ -111,6 +111,36 @@ fn malformed_line_is_reported_with_file_and_line() {
 }
 
 #[test]
+fn two_scores_on_one_line_are_an_error_with_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(SCORES_FILE);
+    let scores = result_set(true);
+    let first = evaluator::scores_to_jsonl(&scores[..1]);
+    let two = evaluator::scores_to_jsonl(&scores[1..3]).replace('\n', " ");
+    std::fs::write(&p, format!("{first}{two}\n")).unwrap();
+    let e = read_scores(&p).unwrap_err();
+    assert_eq!(
+        e.line.as_deref().map(|l| l.starts_with("line 2,")),
+        Some(true),
+        "{e}"
+    );
+    assert!(e.message.contains("trailing characters"), "{e}");
+}
+
+#[test]
+fn a_huge_wrong_typed_value_is_not_echoed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(SCORES_FILE);
+    std::fs::write(&p, format!("\"{}\"\n", "y".repeat(1 << 20))).unwrap();
+    let shown = read_scores(&p).unwrap_err().to_string();
+    assert!(shown.len() < 1000, "{} bytes", shown.len());
+    let p = dir.path().join("unknown-key.jsonl");
+    std::fs::write(&p, format!("{{\"{}\": 3}}\n", "k".repeat(1 << 20))).unwrap();
+    let shown = read_scores(&p).unwrap_err().to_string();
+    assert!(shown.len() < 1000, "{} bytes", shown.len());
+}
+
+#[test]
 fn report_writes_every_file_deterministically() {
     let dir = tempfile::tempdir().unwrap();
     let scores = result_set(false);
