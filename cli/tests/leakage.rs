@@ -28,7 +28,6 @@ fn probe_pairs(out: &std::path::Path) -> Vec<(String, u64, u64)> {
 }
 
 #[test]
-#[ignore = "until injected work is anonymous (branch anon-noise)"]
 fn no_probe_separates_the_catalog_better_than_chance() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
