@@ -1,7 +1,7 @@
 //! The discrete-event core: host threads execute request programs one step at
 //! a time in global time order, and every API call places its device work on
 //! the device model at the moment it is enqueued. `calls` makes a step's API
-//! call, `device` places its work, `injector` issues the plan's work; all of
+//! call, `device` places its work, `injected_work` issues the plan's work; all of
 //! them record through the shared per-step rules (`crate::record`).
 
 mod calls;
