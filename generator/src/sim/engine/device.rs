@@ -125,8 +125,7 @@ impl Engine<'_> {
             start,
             end,
         };
-        let dev = self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed);
-        dev
+        self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed)
     }
 
     pub(super) fn memcpy(
@@ -182,8 +181,7 @@ impl Engine<'_> {
             start,
             end,
         };
-        let dev = self.enqueue(at, NodeKind::Memcpy, name, times, None, observed);
-        dev
+        self.enqueue(at, NodeKind::Memcpy, name, times, None, observed)
     }
 
     pub(super) fn memset(&mut self, at: Enqueued, bytes: u64, skey: &StepKey, key: u64) -> NodeId {
@@ -216,8 +214,7 @@ impl Engine<'_> {
             start,
             end,
         };
-        let dev = self.enqueue(at, NodeKind::Memset, name, times, None, observed);
-        dev
+        self.enqueue(at, NodeKind::Memset, name, times, None, observed)
     }
 
     pub(super) fn event_record(&mut self, at: Enqueued, ei: usize) -> NodeId {
@@ -266,15 +263,14 @@ impl Engine<'_> {
             start,
             end,
         };
-        let dev = self.enqueue(
+        self.enqueue(
             at,
             NodeKind::StreamWait,
             name,
             times,
             waited_record,
             observed,
-        );
-        dev
+        )
     }
 
     pub(super) fn graph_launch(&mut self, at: Enqueued, gi: usize, skey: &StepKey, key: u64) {
