@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// 1–2 s per view, hours over the whole default suite), or a comma list.
     #[arg(long, default_value = "builtin")]
     pub profilers: String,
+    /// Repetitions of each megakernel-track family, scored into the track's own
+    /// leaderboard section (0: leave the track out).
+    #[arg(long, default_value_t = 3)]
+    pub megakernel_reps: u32,
 }
 
 /// Resolves `--profilers` to names, built-in ones first.
@@ -205,8 +209,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     let scores = results.into_inner().unwrap();
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
+    let track = crate::track::run_in(out, backend.name(), args.megakernel_reps)?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
+        if let Some(rows) = &track {
+            println!("{}", crate::track::section(rows));
+        }
     }
     let resumed = resumed.into_inner();
     eprintln!(
