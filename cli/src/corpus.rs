@@ -99,11 +99,11 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                 if let Some(h) = run.and_then(|s| s.host.as_ref()) {
                     sites.add(h, sc.family == "call-site-attribution");
                 }
-                bar.println(summary_line(&b, run, per_run));
+                gpu::say(&bar, summary_line(&b, run, per_run));
                 bundles.push(bundle_summary(&b, run, per_run));
             }
             Err(e) => {
-                bar.println(format!("FAIL {} r{rep}: {e}", sc.name));
+                gpu::say(&bar, format!("FAIL {} r{rep}: {e}", sc.name));
                 failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string(),
                     "stats_errors": stats.iter().flat_map(|s| s.errors.clone()).collect::<Vec<_>>()}));
             }

@@ -42,3 +42,14 @@ pub fn progress(len: usize, what: &str) -> indicatif::ProgressBar {
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
 }
+
+/// Prints a line above the bar, or plainly when the bar is hidden (stderr is
+/// not a terminal: a log file keeps every line).
+pub fn say(bar: &indicatif::ProgressBar, line: impl Into<String>) {
+    let line = line.into();
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}

@@ -281,7 +281,7 @@ fn record_families(
             let cases = match run_family(ex, variants, &options) {
                 Ok(cases) => cases,
                 Err(e) => {
-                    bar.println(format!("{family} r{rep}: {e}"));
+                    crate::gpu::say(&bar, format!("{family} r{rep}: {e}"));
                     summary.push("errors", json!(format!("{family} r{rep}: {e}")));
                     if e.contains("device error") || e.contains("launching") || e.contains("waiting for") {
                         // The kernel itself failed: the rest would fail the same way.
@@ -334,7 +334,7 @@ fn record_families(
             out.cases.extend(new.iter().cloned());
             packed.extend(new);
             write_pack(&args.out, family, &packed, summary);
-            bar.println(format!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64()));
+            crate::gpu::say(&bar, format!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64()));
         }
     }
     bar.finish_and_clear();
