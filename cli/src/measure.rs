@@ -266,12 +266,15 @@ fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32, kinds: &
             "lateness_all_us": late,
             "errors": errors, "seconds": t.elapsed().as_secs_f64(),
         });
-        gpu::say(&bar, format!(
-            "{:44} {magnitude_us:>6} us: within 10 % {within}/{} median {}",
-            format!("{kind}{note}"),
-            row["ok"],
-            row["lateness_us"]["median"]
-        ));
+        gpu::say(
+            &bar,
+            format!(
+                "{:44} {magnitude_us:>6} us: within 10 % {within}/{} median {}",
+                format!("{kind}{note}"),
+                row["ok"],
+                row["lateness_us"]["median"]
+            ),
+        );
         rows.push(row);
         bar.inc(1);
     }
@@ -306,7 +309,10 @@ fn pairs_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> Value {
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
         };
-        gpu::say(&bar, format!("{:60} median lateness {median:.1} us", sc.name));
+        gpu::say(
+            &bar,
+            format!("{:60} median lateness {median:.1} us", sc.name),
+        );
         by_family.entry(sc.family.clone()).or_default().push(json!({
             "variant": sc.variant, "scenario": sc.name,
             "cause": sc.injection.as_ref().map(|i| i.kind.as_str().to_string()),

@@ -134,7 +134,11 @@ fn acceptance(rows: &[evaluator::megakernel::TrackRow], summary: &Value) -> Valu
 
 /// The GPU, when the options ask for it (or `auto` finds one).
 fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuExecutor>, Failure> {
-    let backend = if args.sim { BackendArg::Sim } else { args.backend };
+    let backend = if args.sim {
+        BackendArg::Sim
+    } else {
+        args.backend
+    };
     let opened = match backend {
         BackendArg::Sim => return Ok(None),
         BackendArg::Auto if !generator::backend::gpu_present() => {
@@ -283,7 +287,10 @@ fn record_families(
                 Err(e) => {
                     crate::gpu::say(&bar, format!("{family} r{rep}: {e}"));
                     summary.push("errors", json!(format!("{family} r{rep}: {e}")));
-                    if e.contains("device error") || e.contains("launching") || e.contains("waiting for") {
+                    if e.contains("device error")
+                        || e.contains("launching")
+                        || e.contains("waiting for")
+                    {
                         // The kernel itself failed: the rest would fail the same way.
                         out.device_failed = true;
                         break;
@@ -334,7 +341,10 @@ fn record_families(
             out.cases.extend(new.iter().cloned());
             packed.extend(new);
             write_pack(&args.out, family, &packed, summary);
-            crate::gpu::say(&bar, format!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64()));
+            crate::gpu::say(
+                &bar,
+                format!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64()),
+            );
         }
     }
     bar.finish_and_clear();
@@ -349,7 +359,12 @@ fn write_pack(out: &Path, family: &str, cases: &[PackedCase], summary: &mut Summ
 }
 
 /// Step 1b (CPU only): every track profiler on every capture it reads.
-fn score(args: &RunArgs, cases: &[PackedCase], summary: &mut Summary, note: Option<&str>) -> Result<(), Failure> {
+fn score(
+    args: &RunArgs,
+    cases: &[PackedCase],
+    summary: &mut Summary,
+    note: Option<&str>,
+) -> Result<(), Failure> {
     let t = Instant::now();
     let (scored, rows) = crate::track::write(&args.out, cases)?;
     eprintln!("{}", evaluator::megakernel::track_markdown(&rows));
@@ -368,7 +383,13 @@ fn score(args: &RunArgs, cases: &[PackedCase], summary: &mut Summary, note: Opti
 }
 
 /// Step 2: interleaved launches of the twin under each monitor.
-fn perturbation(args: &RunArgs, ex: &mut dyn Executor, scenario: &MkScenario, workers: u32, summary: &mut Summary) {
+fn perturbation(
+    args: &RunArgs,
+    ex: &mut dyn Executor,
+    scenario: &MkScenario,
+    workers: u32,
+    summary: &mut Summary,
+) {
     let twin = schedule::build(scenario, workers, None);
     let monitors = standard_monitors();
     let mut kernel: Vec<Vec<u64>> = vec![Vec::new(); monitors.len()];

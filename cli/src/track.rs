@@ -24,7 +24,10 @@ pub const SECTION: &str = "## Megakernel track";
 /// Case packs of a directory (`*.cases.jsonl.gz`), sorted.
 pub fn pack_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
-        Failure::input(format!("{}: cannot read pack directory: {e}", dir.display()))
+        Failure::input(format!(
+            "{}: cannot read pack directory: {e}",
+            dir.display()
+        ))
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -70,12 +73,22 @@ pub fn measure_launches(backend: &str) -> u32 {
 
 /// The pack of an earlier (or interrupted) run, when it holds exactly
 /// `variants` × repetitions `0..reps` recorded on `backend`.
-fn finished_pack(path: &Path, variants: &[MkScenario], reps: u32, backend: &str) -> Option<Vec<PackedCase>> {
+fn finished_pack(
+    path: &Path,
+    variants: &[MkScenario],
+    reps: u32,
+    backend: &str,
+) -> Option<Vec<PackedCase>> {
     let cases = pack::read(path).ok()?;
     let mut seen: Vec<(String, u32)> = cases
         .iter()
         .filter(|c| c.bundle.manifest.backend == backend)
-        .map(|c| (c.telemetry.scenario.name.clone(), c.bundle.manifest.repetition))
+        .map(|c| {
+            (
+                c.telemetry.scenario.name.clone(),
+                c.bundle.manifest.repetition,
+            )
+        })
         .collect();
     seen.sort();
     let mut expected: Vec<(String, u32)> = variants
@@ -84,6 +97,35 @@ fn finished_pack(path: &Path, variants: &[MkScenario], reps: u32, backend: &str)
         .collect();
     expected.sort();
     (seen == expected && cases.len() == expected.len()).then_some(cases)
+}
+
+/// The track's part of `causalbench run`. A run that records its suite
+/// records the track too, on its backend's executor (`reps` repetitions; 0
+/// leaves the track out); a run that only replays a corpus replays the
+/// track's packs of that corpus (`CORPUS/megakernel/`) when it has them.
+pub fn in_run(
+    out: &Path,
+    backend: &str,
+    recording: bool,
+    corpus: Option<&Path>,
+    reps: u32,
+) -> Result<Option<Vec<TrackRow>>, Failure> {
+    if recording {
+        return run_in(out, backend, reps);
+    }
+    let Some(packs) = corpus.map(|c| c.join(PACKS_DIR)).filter(|p| p.is_dir()) else {
+        return Ok(None);
+    };
+    let mut cases = Vec::new();
+    for f in pack_files(&packs)? {
+        cases.extend(pack::read(&f)?);
+    }
+    if cases.is_empty() {
+        return Ok(None);
+    }
+    let (_, rows) = write(out, &cases)?;
+    append_section(out, &rows)?;
+    Ok(Some(rows))
 }
 
 /// Records (or reuses from `OUT/megakernel/`) every family × `reps` on the
@@ -119,8 +161,9 @@ pub fn run_in(out: &Path, backend: &str, reps: u32) -> Result<Option<Vec<TrackRo
                 measure_launches: measure_launches(backend),
                 ..Default::default()
             };
-            let recorded = run_family(ex, variants, &options)
-                .map_err(|e| Failure::failed(format!("megakernel family {family} r{repetition}: {e}")))?;
+            let recorded = run_family(ex, variants, &options).map_err(|e| {
+                Failure::failed(format!("megakernel family {family} r{repetition}: {e}"))
+            })?;
             packed.extend(recorded.into_iter().map(|c| PackedCase {
                 bundle: c.bundle,
                 telemetry: c.telemetry,
@@ -188,8 +231,9 @@ pub fn append_section(out: &Path, rows: &[TrackRow]) -> Result<(), Failure> {
 
 /// Reads `track-scores.jsonl`; a bad line is an input error naming file and line.
 pub fn read_scores(path: &Path) -> Result<Vec<TrackCase>, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("{}: cannot read track scores: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::input(format!("{}: cannot read track scores: {e}", path.display()))
+    })?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
