@@ -32,7 +32,7 @@ fn run(out: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
 fn run_writes_every_file_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let (code, _, err) = run(&out, &["--reps", "1"]);
+    let (code, _, err) = run(&out, &["--reps", "1", "--megakernel-reps", "1"]);
     assert_eq!(code, 0, "{err}");
     for f in [
         "leaderboard.md",
@@ -78,7 +78,7 @@ fn run_writes_every_file_and_resumes() {
         .unwrap()
         .path();
     std::fs::remove_file(&victim).unwrap();
-    let (code, _, err) = run(&out, &["--reps", "1"]);
+    let (code, _, err) = run(&out, &["--reps", "1", "--megakernel-reps", "1"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("(26 resumed)"), "{err}");
     let strip = |bytes: &[u8]| -> Vec<serde_json::Value> {
