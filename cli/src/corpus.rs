@@ -304,10 +304,12 @@ impl CallSites {
             h.call_sites_nearest_wrong,
             h.nearest_other_call,
         ];
-        for i in 0..6 {
-            self.all[i] += v[i];
-            if family {
-                self.family[i] += v[i];
+        for (total, count) in self.all.iter_mut().zip(v) {
+            *total += count;
+        }
+        if family {
+            for (total, count) in self.family.iter_mut().zip(v) {
+                *total += count;
             }
         }
         if family {

@@ -127,10 +127,7 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
         }
         MeasureCommand::EbpfOverhead(a) => {
             let be = gpu::open("measure ebpf-overhead")?;
-            let bar = gpu::progress(1, "eBPF overhead");
-            let o = be.ebpf_overhead(a.launches, a.reps);
-            bar.finish_and_clear();
-            let o = o.map_err(Failure::failed)?;
+            let o = benchmark("eBPF overhead", || be.ebpf_overhead(a.launches, a.reps))?;
             let value = json!({
                 "kernels": o.kernels, "with_ns": o.with_ns, "without_ns": o.without_ns,
                 "ratio_median": o.ratio, "uprobes": o.uprobes,
@@ -141,10 +138,7 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
         }
         MeasureCommand::LaunchOverhead(a) => {
             let be = gpu::open("measure launch-overhead")?;
-            let bar = gpu::progress(1, "launch overhead");
-            let o = be.launch_overhead(a.kernels, a.reps);
-            bar.finish_and_clear();
-            let o = o.map_err(Failure::failed)?;
+            let o = benchmark("launch overhead", || be.launch_overhead(a.kernels, a.reps))?;
             let value = json!({
                 "kernels": o.kernels, "direct_ns": o.direct_ns, "generator_ns": o.generator_ns,
                 "direct_bound_ns": o.direct_bound_ns, "spin_overhead_ns": o.spin_overhead_ns,
@@ -158,6 +152,17 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
     gpu::write_json(&out, &value)?;
     eprintln!("causalbench: wrote {}", out.display());
     Ok(())
+}
+
+/// One of the backend's own benchmarks, under a spinner.
+fn benchmark<T>(
+    what: &str,
+    run: impl FnOnce() -> Result<T, generator::RecordError>,
+) -> Result<T, Failure> {
+    let bar = gpu::progress(1, what);
+    let result = run();
+    bar.finish_and_clear();
+    result.map_err(Failure::failed)
 }
 
 fn study_backend(command: &str, suite: &StudySuite) -> Result<CudaBackend, Failure> {

@@ -103,31 +103,28 @@ fn run_writes_every_file_and_resumes() {
 
     // `report` rebuilds the section from the track's scores; `megakernel
     // report` scores the packs `run` kept to the same verdicts.
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["report", "--results", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeds(&["report", "--results", out.to_str().unwrap()]);
     check_track(&out, &track);
     let packs = out.join("megakernel");
     let rescored = dir.path().join("rescored");
+    succeeds(&[
+        "megakernel",
+        "report",
+        "--packs",
+        packs.to_str().unwrap(),
+        "--out",
+        rescored.to_str().unwrap(),
+    ]);
+    assert_eq!(strip_timing(track_rows(&rescored)), strip_timing(track));
+}
+
+fn succeeds(args: &[&str]) {
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["megakernel", "report", "--packs", packs.to_str().unwrap()])
-        .args(["--out", rescored.to_str().unwrap()])
+        .args(args)
         .output()
         .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(strip_timing(track_rows(&rescored)), strip_timing(track));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
 }
 
 fn track_rows(dir: &std::path::Path) -> Vec<serde_json::Value> {
