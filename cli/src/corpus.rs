@@ -78,7 +78,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
     let started = Instant::now();
-    let bar = gpu::progress(items.len(), "bundles");
+    let bar = crate::progress::bar(items.len(), "bundles");
     bar.set_message("recording under one recorder session");
     let batch = be.record_batch(&items).map_err(Failure::failed)?;
     bar.set_message("");
@@ -99,11 +99,11 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                 if let Some(h) = run.and_then(|s| s.host.as_ref()) {
                     sites.add(h, sc.family == "call-site-attribution");
                 }
-                gpu::say(&bar, summary_line(&b, run, per_run));
+                crate::progress::say(&bar, summary_line(&b, run, per_run));
                 bundles.push(bundle_summary(&b, run, per_run));
             }
             Err(e) => {
-                gpu::say(&bar, format!("FAIL {} r{rep}: {e}", sc.name));
+                crate::progress::say(&bar, format!("FAIL {} r{rep}: {e}", sc.name));
                 failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string(),
                     "stats_errors": stats.iter().flat_map(|s| s.errors.clone()).collect::<Vec<_>>()}));
             }

@@ -29,27 +29,3 @@ pub fn write_json(path: &Path, value: &Value) -> Result<(), Failure> {
     ground_truth::io::write_atomic(path, text.as_bytes())
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }
-
-/// The indicatif bar every GPU subcommand shows: `len` steps of `what`.
-pub fn progress(len: usize, what: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(len as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {what} {{msg}}"
-        ))
-        .expect("valid template"),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
-}
-
-/// Prints a line above the bar, or plainly when the bar is hidden (stderr is
-/// not a terminal: a log file keeps every line).
-pub fn say(bar: &indicatif::ProgressBar, line: impl Into<String>) {
-    let line = line.into();
-    if bar.is_hidden() {
-        eprintln!("{line}");
-    } else {
-        bar.println(line);
-    }
-}

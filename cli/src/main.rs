@@ -11,6 +11,7 @@ mod gpu;
 mod measure;
 mod megakernel;
 mod megakernel_run;
+mod progress;
 mod run;
 mod track;
 

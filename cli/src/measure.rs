@@ -159,7 +159,7 @@ fn benchmark<T>(
     what: &str,
     run: impl FnOnce() -> Result<T, generator::RecordError>,
 ) -> Result<T, Failure> {
-    let bar = gpu::progress(1, what);
+    let bar = crate::progress::bar(1, what);
     let result = run();
     bar.finish_and_clear();
     result.map_err(Failure::failed)
@@ -247,7 +247,7 @@ fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32, kinds: &
             }
         }
     }
-    let bar = gpu::progress(plan.len(), "injection rows");
+    let bar = crate::progress::bar(plan.len(), "injection rows");
     let mut rows = Vec::new();
     for (kind, sc, note, magnitude_us) in plan {
         let mut s = sc.clone();
@@ -271,7 +271,7 @@ fn injection_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32, kinds: &
             "lateness_all_us": late,
             "errors": errors, "seconds": t.elapsed().as_secs_f64(),
         });
-        gpu::say(
+        crate::progress::say(
             &bar,
             format!(
                 "{:44} {magnitude_us:>6} us: within 10 % {within}/{} median {}",
@@ -305,7 +305,7 @@ fn with_copies_pinned(sc: &Scenario) -> Option<Scenario> {
 /// The paired families at their suite magnitudes (`measurements/pairs.json`).
 fn pairs_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> Value {
     let mut by_family: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    let bar = gpu::progress(scenarios.len(), "scenarios");
+    let bar = crate::progress::bar(scenarios.len(), "scenarios");
     for sc in scenarios {
         bar.set_message(sc.name.clone());
         let (late, _, errors) = lateness_runs(be, sc, reps);
@@ -314,7 +314,7 @@ fn pairs_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> Value {
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
         };
-        gpu::say(
+        crate::progress::say(
             &bar,
             format!("{:60} median lateness {median:.1} us", sc.name),
         );
@@ -357,7 +357,7 @@ fn pairs_study(be: &CudaBackend, scenarios: &[Scenario], reps: u32) -> Value {
 fn starve_check(be: &CudaBackend, ops: u32, dir: &Path) -> Result<Value, Failure> {
     let sc = generator::sim::launch_bound_scenario(ops);
     let budget = (2usize, 64usize << 10);
-    let bar = gpu::progress(2, "runs");
+    let bar = crate::progress::bar(2, "runs");
     let run = |starved: bool| -> Result<Value, Failure> {
         be.set_cupti_starvation(starved.then_some(budget))
             .map_err(Failure::failed)?;

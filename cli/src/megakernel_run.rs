@@ -263,7 +263,7 @@ fn record_families(
         first_cases: Vec::new(),
         device_failed: false,
     };
-    let bar = crate::gpu::progress(families.len() * args.reps as usize, "family runs");
+    let bar = crate::progress::bar(families.len() * args.reps as usize, "family runs");
     for (family, variants) in families {
         if out.device_failed {
             break;
@@ -285,7 +285,7 @@ fn record_families(
             let cases = match run_family(ex, variants, &options) {
                 Ok(cases) => cases,
                 Err(e) => {
-                    crate::gpu::say(&bar, format!("{family} r{rep}: {e}"));
+                    crate::progress::say(&bar, format!("{family} r{rep}: {e}"));
                     summary.push("errors", json!(format!("{family} r{rep}: {e}")));
                     if e.contains("device error")
                         || e.contains("launching")
@@ -341,7 +341,7 @@ fn record_families(
             out.cases.extend(new.iter().cloned());
             packed.extend(new);
             write_pack(&args.out, family, &packed, summary);
-            crate::gpu::say(
+            crate::progress::say(
                 &bar,
                 format!("{family} r{rep}: {:.2} s", t.elapsed().as_secs_f64()),
             );

@@ -139,7 +139,7 @@ pub fn run_in(out: &Path, backend: &str, reps: u32) -> Result<Option<Vec<TrackRo
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
     let families = families()?;
-    let bar = crate::gpu::progress(families.len() * reps as usize, "megakernel cases");
+    let bar = crate::progress::bar(families.len() * reps as usize, "megakernel cases");
     let mut executor: Option<Box<dyn Executor>> = None;
     let mut cases = Vec::new();
     for (family, variants) in &families {
