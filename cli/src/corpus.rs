@@ -37,8 +37,9 @@ pub struct RecordArgs {
     /// `catalog` (the embedded suite) or a directory of scenario files.
     #[arg(long, default_value = crate::catalog::DEFAULT_SUITE)]
     pub suite: String,
-    /// Repetitions per scenario (default: each scenario's own `repetitions`).
-    #[arg(long)]
+    /// Repetitions per scenario (default: each scenario's own `repetitions`),
+    /// at most the scenario-size limit of repetitions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
     pub reps: Option<u32>,
     /// Record only the scenarios whose name contains this text.
     #[arg(long)]
