@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// `builtin,probes`.
     #[arg(long, default_value = "builtin")]
     pub profilers: String,
+    /// Repetitions of each megakernel-track family, recorded with the suite and
+    /// scored into the track's own leaderboard section (0: leave the track out).
+    /// A run that only replays `--corpus` replays the corpus's `megakernel/` packs instead.
+    #[arg(long, default_value_t = 3)]
+    pub megakernel_reps: u32,
 }
 
 /// Resolves `--profilers` to names, in the order given, each once.
@@ -217,8 +222,18 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     let scores = results.into_inner().unwrap();
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
+    let track = crate::track::in_run(
+        out,
+        backend.name(),
+        record,
+        corpus.as_deref(),
+        args.megakernel_reps,
+    )?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
+        if let Some(rows) = &track {
+            println!("{}", crate::track::section(rows));
+        }
     }
     let resumed = resumed.into_inner();
     eprintln!(
