@@ -300,3 +300,44 @@ fn noise_stays_below_every_injection_of_the_catalog() {
         }
     }
 }
+
+/// The injector's thread is not always the one with the highest thread id.
+#[test]
+fn the_injector_thread_id_is_not_always_the_last() {
+    use ground_truth::graph::EdgeType;
+    let sc = catalog()
+        .into_iter()
+        .find(|s| s.name == "late-launch-vs-device-queueing.occupancy-hog")
+        .expect("in the catalog");
+    let mut highest = 0;
+    for rep in 0..10 {
+        let b = record(&sc, rep);
+        let truth = &b.ground_truth;
+        let hog = truth.injections[0]
+            .fault_node
+            .expect("the hog delayed the target");
+        let call = truth
+            .edges
+            .iter()
+            .find(|e| e.dst == hog && e.kind == EdgeType::Launch)
+            .expect("a launched kernel")
+            .src;
+        let rids = &truth.nodes[call as usize].rids;
+        let tid_of = |r: &Record| match r {
+            Record::Api { tid, .. } => Some(*tid),
+            _ => None,
+        };
+        let tid = b
+            .trace
+            .iter()
+            .filter(|r| rids.contains(&r.rid()))
+            .find_map(tid_of)
+            .expect("the call's api record");
+        let max = b.trace.iter().filter_map(tid_of).max().unwrap();
+        highest += (tid == max) as u32;
+    }
+    assert!(
+        highest < 10,
+        "the injector had the highest tid in every repetition"
+    );
+}

@@ -249,6 +249,11 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let mut threads = Vec::new();
         let mut pools = HashMap::new();
+        // Ids are handed out in a seeded order, so the injector's thread and
+        // stream are not always the last ones.
+        let thread_count = sc.threads.iter().map(|t| t.count as usize).sum::<usize>() + 1;
+        let tid_order = crate::anonymous::shuffled(seed, thread_count);
+        let stream_order = crate::anonymous::shuffled(seed ^ 1, sc.streams.len() + 1);
         for decl in sc
             .threads
             .iter()
@@ -259,7 +264,7 @@ impl<'a> Engine<'a> {
             for _ in 0..decl.1 {
                 members.push(threads.len());
                 threads.push(Thread {
-                    tid: TID_BASE + threads.len() as u32,
+                    tid: TID_BASE + tid_order[threads.len()] as u32,
                     clock: 0,
                     queue: VecDeque::new(),
                     current: None,
@@ -272,7 +277,6 @@ impl<'a> Engine<'a> {
             }
             pools.insert(decl.0.to_string(), members);
         }
-        let thread_count = threads.len();
         let mut e = Engine {
             sc,
             be,
@@ -315,17 +319,17 @@ impl<'a> Engine<'a> {
             .chain([INJECTOR_STREAM])
             .enumerate()
         {
-            let cupti_id = e.next_cupti_stream;
-            e.next_cupti_stream += 1;
+            let cupti_id = e.next_cupti_stream + stream_order[i] as u32;
             e.streams.push(Stream {
                 cupti_id,
-                handle: 0x5600_0000_1000 + 0x200 * i as u64,
+                handle: 0x5600_0000_1000 + 0x200 * stream_order[i] as u64,
                 generation: 0,
                 tail_end: 0,
                 tail: Vec::new(),
             });
             e.stream_ix.insert(s.to_string(), i);
         }
+        e.next_cupti_stream += stream_order.len() as u32;
         for (i, ev) in sc.events.iter().enumerate() {
             e.events.push(Event {
                 handle: 0x5700_0000_2000 + 0x40 * i as u64,
