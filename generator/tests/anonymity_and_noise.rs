@@ -341,3 +341,16 @@ fn the_injector_thread_id_is_not_always_the_last() {
         "the injector had the highest tid in every repetition"
     );
 }
+
+/// A scenario's `names:` pool names its injected kernels.
+#[test]
+fn injected_kernels_take_their_names_from_the_pool() {
+    let mut sc = catalog()
+        .into_iter()
+        .find(|s| s.name == "late-launch-vs-device-queueing.occupancy-hog")
+        .expect("in the catalog");
+    sc.names = vec!["attn_fwd".into(), "gemm".into()];
+    let seen = names(&record(&sc, 0)).kernels;
+    let expected: BTreeSet<String> = ["prep", "gemm", "attn_fwd"].map(String::from).into();
+    assert_eq!(seen, expected);
+}
