@@ -108,7 +108,8 @@ struct Item {
     handoff: Option<(NodeId, SharedStr)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
-    /// The injected host stall before the current step already happened (its fault node, if any).
+    /// What comes before the current step (an injected or background stall, the
+    /// injector's trigger) already happened (the injected stall's fault node, if any).
     stalled: Option<Option<NodeId>>,
 }
 
@@ -607,11 +608,22 @@ impl<'a> Engine<'a> {
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
         }
-        self.background_noise(th, key);
-        if self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey)) {
-            self.run_triggered(th);
+        if item.stalled.is_none() {
+            // Background stalls and the injector's trigger take time before the
+            // step, so they are steps of their own too.
+            let stalled = self.background_noise(th, key);
+            let trigger = self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey));
+            if trigger {
+                self.run_triggered(th);
+            }
+            if stalled || trigger {
+                self.threads[th].current.as_mut().unwrap().stalled = Some(None);
+                return;
+            }
         }
-        self.threads[th].current.as_mut().unwrap().step += 1;
+        let current = self.threads[th].current.as_mut().unwrap();
+        current.step += 1;
+        current.stalled = None;
         match step {
             Step::HostWork { duration_us, .. } => {
                 let d = self.jitter(key, (duration_us * 1000.0) as Ns);
@@ -743,9 +755,11 @@ impl<'a> Engine<'a> {
     /// The background preemptions and page faults that hit this application
     /// thread before its next step: real (simulated) stalls with the records a
     /// recorder sees, and no ground-truth node (they are host time, not a cause).
-    fn background_noise(&mut self, th: usize, key: u64) {
+    /// Returns whether any stall happened.
+    fn background_noise(&mut self, th: usize, key: u64) -> bool {
         let tid = self.threads[th].tid;
-        for stall in self.noise.before_step(th, self.threads[th].clock, key) {
+        let stalls = self.noise.before_step(th, self.threads[th].clock, key);
+        for &stall in &stalls {
             let at = self.threads[th].clock;
             let cost = match stall {
                 Stall::Preempted(off_cpu) => {
@@ -774,6 +788,7 @@ impl<'a> Engine<'a> {
             };
             self.threads[th].clock = at + cost;
         }
+        !stalls.is_empty()
     }
 
     /// Host stall injected right before the target call (preemption or page faults).

@@ -27,6 +27,25 @@ pub enum Action {
     /// Pinned H2D copies of application-like sizes on the injector's stream
     /// that keep the copy engine busy until about `until`.
     Copies { until: Ns },
+    /// One call of an action above, as the engine expands it when the action
+    /// is issued; each call is a step of the injector thread of its own.
+    Call(InjectedCall),
+}
+
+#[derive(Debug, Clone)]
+pub enum InjectedCall {
+    Kernel {
+        stream: usize,
+        grid: u32,
+        block: u32,
+        duration: Ns,
+        delays_target: bool,
+        latency: Ns,
+    },
+    Copy {
+        bytes: u64,
+        latency: Ns,
+    },
 }
 
 #[derive(Debug, Clone)]

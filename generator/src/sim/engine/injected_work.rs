@@ -5,9 +5,9 @@
 
 use super::{Engine, KernelLaunch, NO_STEP, QUEUE_OFFSET_NS};
 use crate::build::NodeInfo;
-use crate::sim::inject::Action;
+use crate::sim::inject::{Action, InjectedCall};
 use crate::sim::names::Api;
-use ground_truth::graph::{EdgeType, NodeId, NodeKind};
+use ground_truth::graph::{EdgeType, NodeKind};
 use ground_truth::trace::{CopyDirection, HostMemory};
 use ground_truth::{Ns, SharedStr};
 
@@ -15,61 +15,39 @@ use ground_truth::{Ns, SharedStr};
 const MAX_PIECES: usize = 64;
 
 impl Engine<'_> {
-    /// Runs the actions the target's thread triggers right before its call: the
-    /// injector issues them now and the target's thread waits until it has, as
-    /// the GPU backend's trigger does.
+    /// Issues the actions the target's thread triggers right before its call:
+    /// the injector makes their calls from now on, one engine step each, and the
+    /// target's thread waits until the last one has returned, as the GPU
+    /// backend's trigger does.
     pub(super) fn run_triggered(&mut self, victim: usize) {
         let Some(plan) = self.plan else { return };
         let th = self.injector_thread();
-        let now = self.threads[victim].clock;
+        let now = self.threads[victim].clock.max(self.threads[th].clock);
+        let mut t = now;
+        let mut calls = Vec::new();
         for action in plan.triggered.clone() {
-            self.threads[th].clock = self.threads[th].clock.max(now);
-            self.inject_action(th, action);
+            for (at, call) in self.expand(action, t) {
+                t = at + call_latency(&call);
+                calls.push((at, Action::Call(call)));
+            }
         }
-        let done = self.threads[th].clock;
+        for call in calls.into_iter().rev() {
+            self.threads[th].actions.push_front(call);
+        }
+        self.schedule(th, now);
         let c = &mut self.threads[victim].clock;
-        *c = (*c).max(done);
+        *c = (*c).max(t);
     }
 
-    /// One injected API call on the injector thread at `at`, with an
-    /// application-like call site. Returns its node, correlation id, the node
-    /// info its device work takes and when the call returns.
-    fn injected_call(
-        &mut self,
-        th: usize,
-        api: Api,
-        si: usize,
-        at: Ns,
-        latency_ns: Ns,
-    ) -> (NodeId, u32, NodeInfo, Ns) {
-        let draw = self.b.truth.nodes.len() as u64;
-        let info = NodeInfo {
-            stream: Some(self.streams[si].cupti_id),
-            call_site: self.disguise.call_site(draw).map(SharedStr::from),
-            ..Default::default()
+    /// The calls of an injected action issued at `start`, with their times.
+    fn expand(&self, action: Action, start: Ns) -> Vec<(Ns, InjectedCall)> {
+        let mut draws = 0u64;
+        let mut latency = |ns: Ns| {
+            draws += 1;
+            self.jitter(0x1c ^ (start << 8) ^ draws, self.noise.launch_latency(ns))
         };
-        let end = at + self.jitter(draw ^ 0x1c, self.noise.launch_latency(latency_ns));
-        let handle = self.streams[si].handle;
-        let (node, corr) = self.api_call(
-            th,
-            NodeKind::ApiCall,
-            api,
-            info.clone(),
-            at,
-            end,
-            handle,
-            None,
-        );
-        self.threads[th].prev = None;
-        (node, corr, info, end)
-    }
-
-    /// Runs one injector action: real work issued by the injector thread.
-    pub(super) fn inject_action(&mut self, th: usize, action: Action) {
-        let start = self.threads[th].clock;
-        let si_inj = self.injector_stream();
-        let launch_ns = self.be.host.launch_ns;
-        let copy_call_ns = self.be.host.copy_call_ns;
+        let mut calls = Vec::new();
+        let mut t = start;
         match action {
             Action::Kernel {
                 stream,
@@ -77,44 +55,38 @@ impl Engine<'_> {
                 until,
                 delays_target,
             } => {
-                let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
-                let draw = self.b.truth.nodes.len() as u64;
-                let grid = grid.unwrap_or_else(|| self.disguise.grid(draw, 16));
-                let block = self.disguise.block(draw, 128);
+                let si = stream
+                    .map(|s| self.stream_ix[&s])
+                    .unwrap_or(self.injector_stream());
+                let grid = grid.unwrap_or_else(|| self.disguise.grid(start, 16));
+                let block = self.disguise.block(start, 128);
                 let dispatch = self.be.device.dispatch_ns;
                 let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end);
-                let total = self.be.device.sms;
-                let begin = self
-                    .sms
-                    .earliest(ready + dispatch, grid, 1, total, self.now);
+                let sms = self.be.device.sms;
+                let begin = self.sms.free_from(ready + dispatch, grid, 1, sms);
                 // Injected kernels run exactly until `until` and are never lost.
                 let busy = until.saturating_sub(begin).max(1_000);
-                let pieces = self.disguise.kernel_pieces(busy, dispatch, MAX_PIECES);
-                let mut t = start;
-                for duration in pieces {
-                    let (node, corr, inf, end) =
-                        self.injected_call(th, Api::LaunchKernel, si, t, launch_ns);
-                    let name = SharedStr::from(self.disguise.kernel_name(node as u64));
-                    let launch = KernelLaunch {
-                        name: &name,
-                        grid,
-                        block,
-                        duration,
-                    };
-                    let queued = t + QUEUE_OFFSET_NS;
-                    let dev = self.place_kernel(si, launch, queued, corr, inf, &NO_STEP);
-                    self.b.edge(node, dev, EdgeType::Launch);
-                    if delays_target {
-                        self.pending_fault_edges.push(dev);
-                    }
-                    t = end;
+                for duration in self.disguise.kernel_pieces(busy, dispatch, MAX_PIECES) {
+                    let latency = latency(self.be.host.launch_ns);
+                    calls.push((
+                        t,
+                        InjectedCall::Kernel {
+                            stream: si,
+                            grid,
+                            block,
+                            duration,
+                            delays_target,
+                            latency,
+                        },
+                    ));
+                    t += latency;
                 }
-                self.threads[th].clock = t;
             }
             Action::Copies { until } => {
                 let d = &self.be.device;
+                let si = self.injector_stream();
                 let (setup, bw) = (d.copy_setup_ns, d.pinned_bytes_per_ns);
-                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si_inj].tail_end) + setup;
+                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end) + setup;
                 let busy = until.saturating_sub(ready.max(self.copies.free_at));
                 let ns_of = |bytes: u64| setup + (bytes as f64 / bw) as Ns;
                 // Without application copies to imitate: two equal MiB-rounded copies.
@@ -125,27 +97,100 @@ impl Engine<'_> {
                         let each = (busy.saturating_sub(2 * setup) as f64 / 2.0 * bw) as u64;
                         vec![each.next_multiple_of(1 << 20); 2]
                     });
-                let mut t = start;
                 for bytes in sizes {
-                    let (node, corr, inf, end) =
-                        self.injected_call(th, Api::MemcpyAsyncH2d, si_inj, t, copy_call_ns);
-                    let dev = self.memcpy(
-                        si_inj,
-                        CopyDirection::H2d,
-                        bytes,
-                        HostMemory::Pinned,
-                        t + QUEUE_OFFSET_NS,
-                        corr,
-                        inf,
-                        &NO_STEP,
-                        node as u64,
-                    );
-                    self.b.edge(node, dev, EdgeType::Launch);
-                    self.pending_fault_edges.push(dev);
-                    t = end;
+                    let latency = latency(self.be.host.copy_call_ns);
+                    calls.push((t, InjectedCall::Copy { bytes, latency }));
+                    t += latency;
                 }
-                self.threads[th].clock = t;
             }
+            Action::Call(call) => calls.push((t, call)),
         }
+        calls
+    }
+
+    /// Runs one injector action: an action is expanded into its calls, which
+    /// come next in the injector's queue; a call is made.
+    pub(super) fn inject_action(&mut self, th: usize, action: Action) {
+        let start = self.threads[th].clock;
+        let call = match action {
+            Action::Call(call) => call,
+            action => {
+                for call in self.expand(action, start).into_iter().rev() {
+                    self.threads[th]
+                        .actions
+                        .push_front((call.0, Action::Call(call.1)));
+                }
+                return;
+            }
+        };
+        let (api, si) = match call {
+            InjectedCall::Kernel { stream, .. } => (Api::LaunchKernel, stream),
+            InjectedCall::Copy { .. } => (Api::MemcpyAsyncH2d, self.injector_stream()),
+        };
+        let draw = self.b.truth.nodes.len() as u64;
+        let info = NodeInfo {
+            stream: Some(self.streams[si].cupti_id),
+            call_site: self.disguise.call_site(draw).map(SharedStr::from),
+            ..Default::default()
+        };
+        let end = start + call_latency(&call);
+        let handle = self.streams[si].handle;
+        let (node, corr) = self.api_call(
+            th,
+            NodeKind::ApiCall,
+            api,
+            info.clone(),
+            start,
+            end,
+            handle,
+            None,
+        );
+        self.threads[th].prev = None;
+        let queued = start + QUEUE_OFFSET_NS;
+        let dev = match call {
+            InjectedCall::Kernel {
+                grid,
+                block,
+                duration,
+                delays_target,
+                ..
+            } => {
+                let name = SharedStr::from(self.disguise.kernel_name(node as u64));
+                let launch = KernelLaunch {
+                    name: &name,
+                    grid,
+                    block,
+                    duration,
+                };
+                let dev = self.place_kernel(si, launch, queued, corr, info, &NO_STEP);
+                if delays_target {
+                    self.pending_fault_edges.push(dev);
+                }
+                dev
+            }
+            InjectedCall::Copy { bytes, .. } => {
+                let dev = self.memcpy(
+                    si,
+                    CopyDirection::H2d,
+                    bytes,
+                    HostMemory::Pinned,
+                    queued,
+                    corr,
+                    info,
+                    &NO_STEP,
+                    node as u64,
+                );
+                self.pending_fault_edges.push(dev);
+                dev
+            }
+        };
+        self.b.edge(node, dev, EdgeType::Launch);
+        self.threads[th].clock = end;
+    }
+}
+
+fn call_latency(call: &InjectedCall) -> Ns {
+    match call {
+        InjectedCall::Kernel { latency, .. } | InjectedCall::Copy { latency, .. } => *latency,
     }
 }
