@@ -25,6 +25,13 @@ fn catalog() -> Vec<Scenario> {
         .collect()
 }
 
+fn scenario(name: &str) -> Scenario {
+    catalog()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("{name} is in the catalog"))
+}
+
 fn record(sc: &Scenario, rep: u32) -> Bundle {
     SimBackend::default()
         .record(sc, rep)
@@ -135,10 +142,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// the negative control's symptom lateness varies from repetition to repetition.
 #[test]
 fn repetitions_give_different_symptom_lateness() {
-    let sc = catalog()
-        .into_iter()
-        .find(|s| s.name == "concurrent-work.harmless")
-        .expect("the negative control is in the catalog");
+    let sc = scenario("concurrent-work.harmless");
     let mut lateness_us: Vec<f64> = (0..20)
         .map(|rep| record(&sc, rep).ground_truth.symptoms[0].lateness_ns / 1000.0)
         .collect();
@@ -305,10 +309,7 @@ fn noise_stays_below_every_injection_of_the_catalog() {
 #[test]
 fn the_injector_thread_id_is_not_always_the_last() {
     use ground_truth::graph::EdgeType;
-    let sc = catalog()
-        .into_iter()
-        .find(|s| s.name == "late-launch-vs-device-queueing.occupancy-hog")
-        .expect("in the catalog");
+    let sc = scenario("late-launch-vs-device-queueing.occupancy-hog");
     let mut highest = 0;
     for rep in 0..10 {
         let b = record(&sc, rep);
@@ -345,10 +346,7 @@ fn the_injector_thread_id_is_not_always_the_last() {
 /// A scenario's `names:` pool names its injected kernels.
 #[test]
 fn injected_kernels_take_their_names_from_the_pool() {
-    let mut sc = catalog()
-        .into_iter()
-        .find(|s| s.name == "late-launch-vs-device-queueing.occupancy-hog")
-        .expect("in the catalog");
+    let mut sc = scenario("late-launch-vs-device-queueing.occupancy-hog");
     sc.names = vec!["attn_fwd".into(), "gemm".into()];
     let seen = names(&record(&sc, 0)).kernels;
     let expected: BTreeSet<String> = ["prep", "gemm", "attn_fwd"].map(String::from).into();
