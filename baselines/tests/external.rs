@@ -148,3 +148,20 @@ fn rejects_oversized_and_invalid_output() {
     }
     assert!(err.to_string().contains("o.json"), "{err}");
 }
+
+#[test]
+fn a_small_gzip_stream_does_not_get_past_the_output_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    // About 30 bytes on disk, 3000 once decompressed.
+    let err = ExternalCommand::new("head -c 3000 /dev/zero | gzip > {out}; true {view}")
+        .with_max_output(1000)
+        .run(&dir.path().join("v.json"), &out)
+        .unwrap_err();
+    match &err {
+        ExternalError::Invalid(f) => {
+            assert!(f.message.contains("input limit of 1000 bytes"), "{f}")
+        }
+        other => panic!("{other}"),
+    }
+}
