@@ -131,7 +131,8 @@ struct Item {
     handoff: Option<(NodeId, SharedStr)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
-    /// The injected host stall before the current step already happened (its fault node, if any).
+    /// What comes before the current step (an injected or background stall, the
+    /// injector's trigger) already happened (the injected stall's fault node, if any).
     stalled: Option<Option<NodeId>>,
 }
 
@@ -272,6 +273,11 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let mut threads = Vec::new();
         let mut pools = HashMap::new();
+        // Ids are handed out in a seeded order, so the injector's thread and
+        // stream are not always the last ones.
+        let thread_count = sc.threads.iter().map(|t| t.count as usize).sum::<usize>() + 1;
+        let tid_order = crate::anonymous::shuffled(seed, thread_count);
+        let stream_order = crate::anonymous::shuffled(seed ^ 1, sc.streams.len() + 1);
         for decl in sc
             .threads
             .iter()
@@ -282,7 +288,7 @@ impl<'a> Engine<'a> {
             for _ in 0..decl.1 {
                 members.push(threads.len());
                 threads.push(Thread {
-                    tid: TID_BASE + threads.len() as u32,
+                    tid: TID_BASE + tid_order[threads.len()] as u32,
                     clock: 0,
                     queue: VecDeque::new(),
                     current: None,
@@ -295,7 +301,6 @@ impl<'a> Engine<'a> {
             }
             pools.insert(decl.0.to_string(), members);
         }
-        let thread_count = threads.len();
         let mut e = Engine {
             sc,
             be,
@@ -338,17 +343,17 @@ impl<'a> Engine<'a> {
             .chain([INJECTOR_STREAM])
             .enumerate()
         {
-            let cupti_id = e.next_cupti_stream;
-            e.next_cupti_stream += 1;
+            let cupti_id = e.next_cupti_stream + stream_order[i] as u32;
             e.streams.push(Stream {
                 cupti_id,
-                handle: 0x5600_0000_1000 + 0x200 * i as u64,
+                handle: 0x5600_0000_1000 + 0x200 * stream_order[i] as u64,
                 generation: 0,
                 tail_end: 0,
                 tail: Vec::new(),
             });
             e.stream_ix.insert(s.to_string(), i);
         }
+        e.next_cupti_stream += stream_order.len() as u32;
         for (i, ev) in sc.events.iter().enumerate() {
             e.events.push(Event {
                 handle: 0x5700_0000_2000 + 0x40 * i as u64,
@@ -615,11 +620,22 @@ impl<'a> Engine<'a> {
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
         }
-        self.background_noise(th, key);
-        if self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey)) {
-            self.run_triggered(th);
+        if item.stalled.is_none() {
+            // Background stalls and the injector's trigger take time before the
+            // step, so they are steps of their own too.
+            let stalled = self.background_noise(th, key);
+            let trigger = self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey));
+            if trigger {
+                self.run_triggered(th);
+            }
+            if stalled || trigger {
+                self.threads[th].current.as_mut().unwrap().stalled = Some(None);
+                return;
+            }
         }
-        self.threads[th].current.as_mut().unwrap().step += 1;
+        let current = self.threads[th].current.as_mut().unwrap();
+        current.step += 1;
+        current.stalled = None;
         match step {
             Step::HostWork { duration_us, .. } => {
                 let d = self.jitter(key, (duration_us * 1000.0) as Ns);
