@@ -232,7 +232,9 @@ pub fn injected_kernels(p: &Plan) -> Vec<(String, Kernel)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Keys;
     use ground_truth::io::Readable;
+    use ground_truth::scenario::Step;
 
     /// The GPU's injected kernels are compiled under, and its injected calls made
     /// from, names the scenario's own application work uses.
@@ -286,7 +288,7 @@ mod tests {
             for seed in 0..4 {
                 let inj = sc.injection.as_ref().expect("an injection");
                 let p = plan(&sc, inj, &twin, 132, seed, |_| Err("none".into()));
-                for a in &p.actions {
+                for a in &p.realised {
                     planned += 1;
                     match a {
                         DevAction::Kernel {

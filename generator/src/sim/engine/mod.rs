@@ -8,12 +8,14 @@ mod calls;
 mod device;
 mod injected_work;
 
+use injected_work::InjectorWork;
+
 use super::device::{CopyEngine, SmPool};
 use super::names::{Api, Names};
 use super::noise::{Noise, Stall};
 use super::SimBackend;
 use crate::anonymous::Disguise;
-use crate::plan::{Action, Plan};
+use crate::plan::Plan;
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
@@ -146,7 +148,8 @@ struct Thread {
     task: Option<NodeId>,
     prev: Option<NodeId>,
     nvtx: Vec<(SharedStr, Ns)>,
-    actions: VecDeque<(Ns, Action)>,
+    /// The injector's work to come, each with when it is issued.
+    actions: VecDeque<(Ns, InjectorWork)>,
 }
 
 #[derive(Debug, Clone)]
@@ -470,11 +473,11 @@ impl<'a> Engine<'a> {
         let Some(plan) = self.plan else { return };
         let th = self.injector_thread();
         // Work that delays the target is issued at the trigger instead (`run_triggered`).
-        let mut actions: Vec<(Ns, Action)> = plan
+        let mut actions: Vec<(Ns, InjectorWork)> = plan
             .actions
             .iter()
             .filter(|(_, a)| !a.delays_target())
-            .cloned()
+            .map(|(at, a)| (*at, InjectorWork::Action(a.clone())))
             .collect();
         actions.sort_by_key(|a| a.0);
         if let Some(&(first, _)) = actions.first() {
@@ -525,9 +528,9 @@ impl<'a> Engine<'a> {
     fn tick(&mut self, th: usize) {
         if let Some(&(at, _)) = self.threads[th].actions.front() {
             if at <= self.now.max(self.threads[th].clock) {
-                let (at, action) = self.threads[th].actions.pop_front().unwrap();
+                let (at, work) = self.threads[th].actions.pop_front().unwrap();
                 self.threads[th].clock = self.threads[th].clock.max(at);
-                self.inject_action(th, action);
+                self.inject(th, work);
                 if let Some(&(next, _)) = self.threads[th].actions.front() {
                     let c = self.threads[th].clock;
                     self.schedule(th, next.max(c));
