@@ -198,6 +198,13 @@ impl Disguise {
     }
 }
 
+/// A seeded permutation of `0..n`: the order in which ids are handed out.
+pub fn shuffled(seed: u64, n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| mix(seed ^ mix(0x6f72_6465 ^ i as u64)));
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

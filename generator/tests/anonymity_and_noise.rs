@@ -25,6 +25,13 @@ fn catalog() -> Vec<Scenario> {
         .collect()
 }
 
+fn scenario(name: &str) -> Scenario {
+    catalog()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("{name} is in the catalog"))
+}
+
 fn record(sc: &Scenario, rep: u32) -> Bundle {
     SimBackend::default()
         .record(sc, rep)
@@ -135,10 +142,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// the negative control's symptom lateness varies from repetition to repetition.
 #[test]
 fn repetitions_give_different_symptom_lateness() {
-    let sc = catalog()
-        .into_iter()
-        .find(|s| s.name == "concurrent-work.harmless")
-        .expect("the negative control is in the catalog");
+    let sc = scenario("concurrent-work.harmless");
     let mut lateness_us: Vec<f64> = (0..20)
         .map(|rep| record(&sc, rep).ground_truth.symptoms[0].lateness_ns / 1000.0)
         .collect();
@@ -299,4 +303,52 @@ fn noise_stays_below_every_injection_of_the_catalog() {
             );
         }
     }
+}
+
+/// The injector's thread is not always the one with the highest thread id.
+#[test]
+fn the_injector_thread_id_is_not_always_the_last() {
+    use ground_truth::graph::EdgeType;
+    let sc = scenario("late-launch-vs-device-queueing.occupancy-hog");
+    let mut highest = 0;
+    for rep in 0..10 {
+        let b = record(&sc, rep);
+        let truth = &b.ground_truth;
+        let hog = truth.injections[0]
+            .fault_node
+            .expect("the hog delayed the target");
+        let call = truth
+            .edges
+            .iter()
+            .find(|e| e.dst == hog && e.kind == EdgeType::Launch)
+            .expect("a launched kernel")
+            .src;
+        let rids = &truth.nodes[call as usize].rids;
+        let tid_of = |r: &Record| match r {
+            Record::Api { tid, .. } => Some(*tid),
+            _ => None,
+        };
+        let tid = b
+            .trace
+            .iter()
+            .filter(|r| rids.contains(&r.rid()))
+            .find_map(tid_of)
+            .expect("the call's api record");
+        let max = b.trace.iter().filter_map(tid_of).max().unwrap();
+        highest += (tid == max) as u32;
+    }
+    assert!(
+        highest < 10,
+        "the injector had the highest tid in every repetition"
+    );
+}
+
+/// A scenario's `names:` pool names its injected kernels.
+#[test]
+fn injected_kernels_take_their_names_from_the_pool() {
+    let mut sc = scenario("late-launch-vs-device-queueing.occupancy-hog");
+    sc.names = vec!["attn_fwd".into(), "gemm".into()];
+    let seen = names(&record(&sc, 0)).kernels;
+    let expected: BTreeSet<String> = ["prep", "gemm", "attn_fwd"].map(String::from).into();
+    assert_eq!(seen, expected);
 }

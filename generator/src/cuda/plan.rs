@@ -228,3 +228,83 @@ pub fn injected_kernels(p: &Plan) -> Vec<(String, Kernel)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+    use ground_truth::io::Readable;
+    use ground_truth::scenario::Step;
+
+    /// The GPU's injected kernels are compiled under, and its injected calls made
+    /// from, names the scenario's own application work uses.
+    #[test]
+    fn injected_work_is_named_like_the_application() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+        let keys = Keys::new();
+        let twin = Twin {
+            nodes: &[],
+            keys: &keys,
+            origin: 0,
+        };
+        let mut planned = 0;
+        for name in [
+            "late-launch-vs-device-queueing.occupancy-hog",
+            "late-launch-vs-device-queueing.stream-backlog",
+            "call-site-attribution.site-a",
+            "slow-copy-vs-blocked-consumer.own-copy-contended",
+            "concurrent-work.harmless",
+        ] {
+            let sc = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("catalog");
+            let kernels: Vec<&str> = sc
+                .programs
+                .iter()
+                .flat_map(|p| &p.steps)
+                .filter_map(|s| match s {
+                    Step::Kernel { name, .. } => Some(name.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let sites: Vec<Option<&str>> = sc
+                .programs
+                .iter()
+                .flat_map(|p| &p.steps)
+                .filter_map(|s| match s {
+                    Step::Kernel { call_site, .. } | Step::Copy { call_site, .. } => {
+                        Some(call_site.as_deref())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let copies: Vec<u64> = sc
+                .programs
+                .iter()
+                .flat_map(|p| &p.steps)
+                .filter_map(|s| match s {
+                    Step::Copy { bytes, .. } => Some(*bytes),
+                    _ => None,
+                })
+                .collect();
+            for seed in 0..4 {
+                let inj = sc.injection.as_ref().expect("an injection");
+                let p = plan(&sc, inj, &twin, 132, seed, |_| Err("none".into()));
+                for a in &p.realised {
+                    planned += 1;
+                    match a {
+                        DevAction::Kernel {
+                            name, call_site, ..
+                        } => {
+                            assert!(kernels.contains(&name.as_str()), "{name}");
+                            assert!(sites.contains(&call_site.as_deref()), "{call_site:?}");
+                        }
+                        DevAction::Copies { sizes, call_site } => {
+                            assert!(sizes.iter().all(|b| copies.contains(b)), "{sizes:?}");
+                            assert!(sites.contains(&call_site.as_deref()), "{call_site:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(planned, 20);
+    }
+}

@@ -49,6 +49,11 @@ impl SmPool {
     /// Earliest start ≥ `ready` at which `need` SMs are free for `dur`, without reserving.
     pub fn earliest(&mut self, ready: Ns, need: u32, dur: Ns, total: u32, horizon: Ns) -> Ns {
         self.running.retain(|&(_, end, _)| end > horizon);
+        self.free_from(ready, need, dur, total)
+    }
+
+    /// As `earliest`, without dropping the entries that ended (read-only).
+    pub fn free_from(&self, ready: Ns, need: u32, dur: Ns, total: u32) -> Ns {
         let need = need.min(total);
         let mut t = ready;
         loop {

@@ -79,7 +79,7 @@ pub struct Noise {
 impl Noise {
     /// `base_jitter`: the host's relative per-op jitter (`HostParams::jitter`).
     pub fn new(seed: u64, params: &NoiseParams, base_jitter: f64, threads: usize) -> Noise {
-        let seed = mix(seed ^ 0x6e6f_6973_65);
+        let seed = mix(seed ^ 0x006e_6f69_7365);
         let spread = |salt: u64, s: f64| 1.0 + (unit(seed ^ salt) * 2.0 - 1.0) * s;
         Noise {
             seed,

@@ -8,9 +8,11 @@ impl Engine<'_> {
     /// The background preemptions and page faults that hit this application
     /// thread before its next step: real (simulated) stalls with the records a
     /// recorder sees, and no ground-truth node (they are host time, not a cause).
-    pub(super) fn background_noise(&mut self, th: usize, key: u64) {
+    /// Returns whether any stall happened.
+    pub(super) fn background_noise(&mut self, th: usize, key: u64) -> bool {
         let tid = self.threads[th].tid;
-        for stall in self.noise.before_step(th, self.threads[th].clock, key) {
+        let stalls = self.noise.before_step(th, self.threads[th].clock, key);
+        for &stall in &stalls {
             let at = self.threads[th].clock;
             let cost = match stall {
                 Stall::Preempted(off_cpu) => {
@@ -39,6 +41,7 @@ impl Engine<'_> {
             };
             self.threads[th].clock = at + cost;
         }
+        !stalls.is_empty()
     }
 
     /// Host stall injected right before the target call (preemption or page faults).

@@ -9,17 +9,52 @@ use crate::plan::Action;
 use crate::record::faults::finish_plan;
 use crate::record::NodeInfo;
 use crate::sim::names::Api;
-use ground_truth::graph::{NodeId, NodeKind};
+use ground_truth::graph::NodeKind;
 use ground_truth::trace::{CopyDirection, HostMemory};
 use ground_truth::{Ns, SharedStr};
 
 /// At most this many kernels (or copies) make up one injected action.
 const MAX_PIECES: usize = 64;
 
+/// What the injector thread does next: a plan action, or one call of an
+/// action it has expanded. Each call is an engine step of its own, so the
+/// calls other threads make in between are placed in enqueue order.
+#[derive(Debug, Clone)]
+pub(super) enum InjectorWork {
+    Action(Action),
+    Call(InjectedCall),
+}
+
+/// One injected API call, as an action expands into them when it is issued.
+#[derive(Debug, Clone)]
+pub(super) enum InjectedCall {
+    Kernel {
+        stream: usize,
+        grid: u32,
+        block: u32,
+        duration: Ns,
+        delays_target: bool,
+        latency: Ns,
+    },
+    Copy {
+        bytes: u64,
+        latency: Ns,
+    },
+}
+
+impl InjectedCall {
+    fn latency(&self) -> Ns {
+        match self {
+            InjectedCall::Kernel { latency, .. } | InjectedCall::Copy { latency, .. } => *latency,
+        }
+    }
+}
+
 impl Engine<'_> {
-    /// Runs the actions the target's thread triggers right before its call: the
-    /// injector issues them now and the target's thread waits until it has, as
-    /// the GPU backend's trigger does.
+    /// Issues the actions the target's thread triggers right before its call:
+    /// the injector makes their calls from now on, one engine step each, and
+    /// the target's thread waits until the last one has returned, as the GPU
+    /// backend's trigger does.
     pub(super) fn run_triggered(&mut self, victim: usize) {
         let Some(plan) = self.plan else { return };
         let triggered: Vec<Action> = plan
@@ -32,34 +67,129 @@ impl Engine<'_> {
             return;
         }
         let th = self.injector_thread();
-        let now = self.threads[victim].clock;
+        let now = self.threads[victim].clock.max(self.threads[th].clock);
+        let mut done = now;
+        let mut calls = Vec::new();
         for action in triggered {
-            self.threads[th].clock = self.threads[th].clock.max(now);
-            self.inject_action(th, action);
+            for (at, call) in self.expand(action, done) {
+                done = at + call.latency();
+                calls.push((at, InjectorWork::Call(call)));
+            }
         }
-        let done = self.threads[th].clock;
+        self.queue_next(th, calls);
+        self.schedule(th, now);
         let c = &mut self.threads[victim].clock;
         *c = (*c).max(done);
     }
 
+    /// Puts `work` at the front of the injector's queue, in its order.
+    fn queue_next(&mut self, th: usize, work: Vec<(Ns, InjectorWork)>) {
+        for item in work.into_iter().rev() {
+            self.threads[th].actions.push_front(item);
+        }
+    }
+
+    /// The calls of an injected action issued at `start`, with their times.
+    /// Their latencies are drawn here, keyed by `start`, because the calls are
+    /// made later, one step each.
+    fn expand(&self, action: Action, start: Ns) -> Vec<(Ns, InjectedCall)> {
+        let mut draws = 0u64;
+        let mut latency = |ns: Ns| {
+            draws += 1;
+            self.call_latency(0x1c ^ (start << 8) ^ draws, ns)
+        };
+        let mut calls = Vec::new();
+        let mut t = start;
+        match action {
+            Action::Kernel {
+                on_target_stream,
+                grid,
+                until,
+                delays_target,
+                ..
+            } => {
+                // The scenario's streams come first, in declaration order.
+                let si = on_target_stream.unwrap_or(self.injector_stream());
+                let grid = grid.unwrap_or_else(|| self.disguise.grid(start, 16));
+                let block = self.disguise.block(start, 128);
+                let dispatch = self.be.device.dispatch_ns;
+                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end);
+                let sms = self.be.device.sms;
+                let begin = self.sms.free_from(ready + dispatch, grid, 1, sms);
+                // Injected kernels run exactly until `until` and are never lost.
+                let busy = until.saturating_sub(begin).max(1_000);
+                for duration in self.disguise.kernel_pieces(busy, dispatch, MAX_PIECES) {
+                    let latency = latency(self.be.host.launch_ns);
+                    calls.push((
+                        t,
+                        InjectedCall::Kernel {
+                            stream: si,
+                            grid,
+                            block,
+                            duration,
+                            delays_target,
+                            latency,
+                        },
+                    ));
+                    t += latency;
+                }
+            }
+            Action::Copies { until, .. } => {
+                let d = &self.be.device;
+                let si = self.injector_stream();
+                let (setup, bw) = (d.copy_setup_ns, d.pinned_bytes_per_ns);
+                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end) + setup;
+                let busy = until.saturating_sub(ready.max(self.copies.free_at));
+                let ns_of = |bytes: u64| setup + (bytes as f64 / bw) as Ns;
+                // Without application copies to imitate: two equal MiB-rounded copies.
+                let sizes = self
+                    .disguise
+                    .copy_sizes(busy, ns_of, MAX_PIECES)
+                    .unwrap_or_else(|| {
+                        let each = (busy.saturating_sub(2 * setup) as f64 / 2.0 * bw) as u64;
+                        vec![each.next_multiple_of(1 << 20); 2]
+                    });
+                for bytes in sizes {
+                    let latency = latency(self.be.host.copy_call_ns);
+                    calls.push((t, InjectedCall::Copy { bytes, latency }));
+                    t += latency;
+                }
+            }
+        }
+        calls
+    }
+
+    /// Runs one step of the injector: an action is expanded into its calls,
+    /// which come next in its queue; a call is made.
+    pub(super) fn inject(&mut self, th: usize, work: InjectorWork) {
+        let start = self.threads[th].clock;
+        match work {
+            InjectorWork::Action(action) => {
+                let calls = self.expand(action, start);
+                let work = calls
+                    .into_iter()
+                    .map(|(at, call)| (at, InjectorWork::Call(call)))
+                    .collect();
+                self.queue_next(th, work);
+            }
+            InjectorWork::Call(call) => self.injected_call(th, call, start),
+        }
+    }
+
     /// One injected API call on the injector thread at `at`, with an
-    /// application-like call site. Returns its node, correlation id, the node
-    /// info its device work takes and when the call returns.
-    fn injected_call(
-        &mut self,
-        th: usize,
-        api: Api,
-        si: usize,
-        at: Ns,
-        latency_ns: Ns,
-    ) -> (NodeId, u32, NodeInfo, Ns) {
+    /// application-like call site, and the device work it enqueues.
+    fn injected_call(&mut self, th: usize, call: InjectedCall, at: Ns) {
+        let (api, si) = match call {
+            InjectedCall::Kernel { stream, .. } => (Api::LaunchKernel, stream),
+            InjectedCall::Copy { .. } => (Api::MemcpyAsyncH2d, self.injector_stream()),
+        };
         let draw = self.b.truth.nodes.len() as u64;
         let info = NodeInfo {
             stream: Some(self.streams[si].cupti_id),
             call_site: self.disguise.call_site(draw).map(SharedStr::from),
             ..Default::default()
         };
-        let end = at + self.jitter(draw ^ 0x1c, self.noise.launch_latency(latency_ns));
+        let end = at + call.latency();
         let handle = self.streams[si].handle;
         let (node, corr) = self.api_call(
             th,
@@ -72,100 +202,44 @@ impl Engine<'_> {
             None,
         );
         self.threads[th].prev = None;
-        (node, corr, info, end)
-    }
-
-    /// Runs one injector action: real work issued by the injector thread.
-    pub(super) fn inject_action(&mut self, th: usize, action: Action) {
-        let start = self.threads[th].clock;
-        let si_inj = self.injector_stream();
-        let launch_ns = self.be.host.launch_ns;
-        let copy_call_ns = self.be.host.copy_call_ns;
-        match action {
-            Action::Kernel {
-                on_target_stream,
+        let enqueued = Enqueued {
+            si,
+            launch: node,
+            queued: at + QUEUE_OFFSET_NS,
+            corr,
+            info,
+        };
+        match call {
+            InjectedCall::Kernel {
                 grid,
-                until,
+                block,
+                duration,
                 delays_target,
                 ..
             } => {
-                // The scenario's streams come first, in declaration order.
-                let si = on_target_stream.unwrap_or(si_inj);
-                let draw = self.b.truth.nodes.len() as u64;
-                let grid = grid.unwrap_or_else(|| self.disguise.grid(draw, 16));
-                let block = self.disguise.block(draw, 128);
-                let dispatch = self.be.device.dispatch_ns;
-                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end);
-                let total = self.be.device.sms;
-                let begin = self
-                    .sms
-                    .earliest(ready + dispatch, grid, 1, total, self.now);
-                // Injected kernels run exactly until `until` and are never lost.
-                let busy = until.saturating_sub(begin).max(1_000);
-                let pieces = self.disguise.kernel_pieces(busy, dispatch, MAX_PIECES);
-                let mut t = start;
-                for duration in pieces {
-                    let (node, corr, inf, end) =
-                        self.injected_call(th, Api::LaunchKernel, si, t, launch_ns);
-                    let name = SharedStr::from(self.disguise.kernel_name(node as u64));
-                    let launch = KernelLaunch {
-                        name: &name,
-                        grid,
-                        block,
-                        duration,
-                    };
-                    let at = Enqueued {
-                        si,
-                        launch: node,
-                        queued: t + QUEUE_OFFSET_NS,
-                        corr,
-                        info: inf,
-                    };
-                    let dev = self.place_kernel(at, launch, &NO_STEP);
-                    if delays_target {
-                        self.pending_fault_edges.push(dev);
-                    }
-                    t = end;
-                }
-                self.threads[th].clock = t;
-            }
-            Action::Copies { until, .. } => {
-                let d = &self.be.device;
-                let (setup, bw) = (d.copy_setup_ns, d.pinned_bytes_per_ns);
-                let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si_inj].tail_end) + setup;
-                let busy = until.saturating_sub(ready.max(self.copies.free_at));
-                let ns_of = |bytes: u64| setup + (bytes as f64 / bw) as Ns;
-                // Without application copies to imitate: two equal MiB-rounded copies.
-                let sizes = self
-                    .disguise
-                    .copy_sizes(busy, ns_of, MAX_PIECES)
-                    .unwrap_or_else(|| {
-                        let each = (busy.saturating_sub(2 * setup) as f64 / 2.0 * bw) as u64;
-                        vec![each.next_multiple_of(1 << 20); 2]
-                    });
-                let mut t = start;
-                for bytes in sizes {
-                    let (node, corr, inf, end) =
-                        self.injected_call(th, Api::MemcpyAsyncH2d, si_inj, t, copy_call_ns);
-                    let at = Enqueued {
-                        si: si_inj,
-                        launch: node,
-                        queued: t + QUEUE_OFFSET_NS,
-                        corr,
-                        info: inf,
-                    };
-                    let copy = Transfer {
-                        direction: CopyDirection::H2d,
-                        bytes,
-                        memory: HostMemory::Pinned,
-                    };
-                    let dev = self.memcpy(at, copy, &NO_STEP, node as u64);
+                let name = SharedStr::from(self.disguise.kernel_name(node as u64));
+                let launch = KernelLaunch {
+                    name: &name,
+                    grid,
+                    block,
+                    duration,
+                };
+                let dev = self.place_kernel(enqueued, launch, &NO_STEP);
+                if delays_target {
                     self.pending_fault_edges.push(dev);
-                    t = end;
                 }
-                self.threads[th].clock = t;
+            }
+            InjectedCall::Copy { bytes, .. } => {
+                let copy = Transfer {
+                    direction: CopyDirection::H2d,
+                    bytes,
+                    memory: HostMemory::Pinned,
+                };
+                let dev = self.memcpy(enqueued, copy, &NO_STEP, node as u64);
+                self.pending_fault_edges.push(dev);
             }
         }
+        self.threads[th].clock = end;
     }
 
     /// The injection record of device-side work and its `fault` edge

@@ -8,12 +8,14 @@ mod calls;
 mod device;
 mod injected_work;
 
+use injected_work::InjectorWork;
+
 use super::device::{CopyEngine, SmPool};
 use super::names::{Api, Names};
 use super::noise::{Noise, Stall};
 use super::SimBackend;
 use crate::anonymous::Disguise;
-use crate::plan::{Action, Plan};
+use crate::plan::Plan;
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
@@ -131,7 +133,8 @@ struct Item {
     handoff: Option<(NodeId, SharedStr)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
-    /// The injected host stall before the current step already happened (its fault node, if any).
+    /// What comes before the current step (an injected or background stall, the
+    /// injector's trigger) already happened (the injected stall's fault node, if any).
     stalled: Option<Option<NodeId>>,
 }
 
@@ -145,7 +148,8 @@ struct Thread {
     task: Option<NodeId>,
     prev: Option<NodeId>,
     nvtx: Vec<(SharedStr, Ns)>,
-    actions: VecDeque<(Ns, Action)>,
+    /// The injector's work to come, each with when it is issued.
+    actions: VecDeque<(Ns, InjectorWork)>,
 }
 
 #[derive(Debug, Clone)]
@@ -272,6 +276,11 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let mut threads = Vec::new();
         let mut pools = HashMap::new();
+        // Ids are handed out in a seeded order, so the injector's thread and
+        // stream are not always the last ones.
+        let thread_count = sc.threads.iter().map(|t| t.count as usize).sum::<usize>() + 1;
+        let tid_order = crate::anonymous::shuffled(seed, thread_count);
+        let stream_order = crate::anonymous::shuffled(seed ^ 1, sc.streams.len() + 1);
         for decl in sc
             .threads
             .iter()
@@ -282,7 +291,7 @@ impl<'a> Engine<'a> {
             for _ in 0..decl.1 {
                 members.push(threads.len());
                 threads.push(Thread {
-                    tid: TID_BASE + threads.len() as u32,
+                    tid: TID_BASE + tid_order[threads.len()] as u32,
                     clock: 0,
                     queue: VecDeque::new(),
                     current: None,
@@ -295,7 +304,6 @@ impl<'a> Engine<'a> {
             }
             pools.insert(decl.0.to_string(), members);
         }
-        let thread_count = threads.len();
         let mut e = Engine {
             sc,
             be,
@@ -338,17 +346,17 @@ impl<'a> Engine<'a> {
             .chain([INJECTOR_STREAM])
             .enumerate()
         {
-            let cupti_id = e.next_cupti_stream;
-            e.next_cupti_stream += 1;
+            let cupti_id = e.next_cupti_stream + stream_order[i] as u32;
             e.streams.push(Stream {
                 cupti_id,
-                handle: 0x5600_0000_1000 + 0x200 * i as u64,
+                handle: 0x5600_0000_1000 + 0x200 * stream_order[i] as u64,
                 generation: 0,
                 tail_end: 0,
                 tail: Vec::new(),
             });
             e.stream_ix.insert(s.to_string(), i);
         }
+        e.next_cupti_stream += stream_order.len() as u32;
         for (i, ev) in sc.events.iter().enumerate() {
             e.events.push(Event {
                 handle: 0x5700_0000_2000 + 0x40 * i as u64,
@@ -465,11 +473,11 @@ impl<'a> Engine<'a> {
         let Some(plan) = self.plan else { return };
         let th = self.injector_thread();
         // Work that delays the target is issued at the trigger instead (`run_triggered`).
-        let mut actions: Vec<(Ns, Action)> = plan
+        let mut actions: Vec<(Ns, InjectorWork)> = plan
             .actions
             .iter()
             .filter(|(_, a)| !a.delays_target())
-            .cloned()
+            .map(|(at, a)| (*at, InjectorWork::Action(a.clone())))
             .collect();
         actions.sort_by_key(|a| a.0);
         if let Some(&(first, _)) = actions.first() {
@@ -520,9 +528,9 @@ impl<'a> Engine<'a> {
     fn tick(&mut self, th: usize) {
         if let Some(&(at, _)) = self.threads[th].actions.front() {
             if at <= self.now.max(self.threads[th].clock) {
-                let (at, action) = self.threads[th].actions.pop_front().unwrap();
+                let (at, work) = self.threads[th].actions.pop_front().unwrap();
                 self.threads[th].clock = self.threads[th].clock.max(at);
-                self.inject_action(th, action);
+                self.inject(th, work);
                 if let Some(&(next, _)) = self.threads[th].actions.front() {
                     let c = self.threads[th].clock;
                     self.schedule(th, next.max(c));
@@ -615,11 +623,22 @@ impl<'a> Engine<'a> {
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
         }
-        self.background_noise(th, key);
-        if self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey)) {
-            self.run_triggered(th);
+        if item.stalled.is_none() {
+            // Background stalls and the injector's trigger take time before the
+            // step, so they are steps of their own too.
+            let stalled = self.background_noise(th, key);
+            let trigger = self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey));
+            if trigger {
+                self.run_triggered(th);
+            }
+            if stalled || trigger {
+                self.threads[th].current.as_mut().unwrap().stalled = Some(None);
+                return;
+            }
         }
-        self.threads[th].current.as_mut().unwrap().step += 1;
+        let current = self.threads[th].current.as_mut().unwrap();
+        current.step += 1;
+        current.stalled = None;
         match step {
             Step::HostWork { duration_us, .. } => {
                 let d = self.jitter(key, (duration_us * 1000.0) as Ns);
