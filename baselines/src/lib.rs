@@ -13,7 +13,7 @@
 //! | `causal-graph` | [`causal_graph`] | typed partial order from explicit semantics (the reference design) |
 //!
 //! External profilers run through [`external::ExternalCommand`] (protocol in
-//! `baselines/PROTOCOL.md`).
+//! `baselines/PROTOCOL.md`), isolated by [`sandbox`] (`docs/integrity.md`).
 //!
 //! Optional third-party analyzers, run only where installed ([`optional_names`]):
 //! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
@@ -28,13 +28,14 @@ pub mod hta;
 pub mod index;
 pub mod megakernel;
 pub mod nvtx_enclosure;
+pub mod sandbox;
 pub mod synth;
 pub mod timestamp_join;
 
 pub use causal_graph::{why_late, CausalGraph};
 pub use cupti_correlation::CuptiCorrelation;
 pub use ebpf_host::EbpfHost;
-pub use external::{ExternalCommand, ExternalError};
+pub use external::{Confinement, ExternalCommand, ExternalError};
 pub use hta::{hta_available, HtaCriticalPath};
 pub use nvtx_enclosure::NvtxEnclosure;
 pub use timestamp_join::TimestampJoin;

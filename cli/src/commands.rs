@@ -95,13 +95,18 @@ pub fn view(
     loss: Option<f64>,
     targeted: bool,
     loss_seed: u64,
+    view_key: Option<&Path>,
     out: &Path,
 ) -> Result<(), Failure> {
     let spec = view_spec(collectors, mode, loss, targeted, loss_seed)?;
+    let key = match view_key {
+        Some(path) => crate::manifest::key_file(path)?,
+        None => views::ViewKey::random(),
+    };
     let started = std::time::Instant::now();
     let b = Bundle::read(bundle)?;
     let read = started.elapsed();
-    let d = views::derive(&b, spec);
+    let d = views::derive_with_key(&b, spec, &key);
     let derived = started.elapsed();
     write(&d.view, out)?;
     let total = started.elapsed();
@@ -125,6 +130,7 @@ pub fn profile(
     profiler: Option<String>,
     cmd: Option<String>,
     timeout: u64,
+    allow_unisolated: bool,
     view: &Path,
     out: &Path,
 ) -> Result<(), Failure> {
@@ -142,8 +148,17 @@ pub fn profile(
         (None, Some(cmd)) => {
             // Validate the view first so a bad input is reported as ours, not the tool's.
             TraceView::read(view)?;
+            let isolation =
+                baselines::sandbox::detect(allow_unisolated).map_err(Failure::input)?;
+            if isolation == baselines::sandbox::Isolation::Unisolated {
+                eprintln!(
+                    "causalbench: WARNING: this kernel has no usable Landlock: the profiler runs \
+                     UNISOLATED and can read every file you can"
+                );
+            }
             let ext = baselines::ExternalCommand::new(&cmd)
-                .with_timeout(std::time::Duration::from_secs(timeout));
+                .with_timeout(std::time::Duration::from_secs(timeout))
+                .with_confinement(baselines::Confinement::IsolatedIfAvailable);
             ext.run(view, out)
                 .map_err(|e| Failure::failed(format!("external profiler `{cmd}`: {e}")))?
         }
@@ -166,10 +181,13 @@ pub fn profile(
 }
 
 pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Result<(), Failure> {
+    crate::manifest::check_bundle_file(bundle)?;
     let b = Bundle::read(bundle)?;
     let v = TraceView::read(view)?;
     let e = Explanation::read(explanation)?;
-    if v.bundle != views::opaque_id(&b.id()) {
+    // The view's id is opaque and the view is a file anyone could edit: it is
+    // matched by deriving it again from the bundle.
+    if !views::derived_from(&v, &b) {
         return Err(Failure::input(format!(
             "{}: this view was not derived from bundle {}",
             view.display(),
@@ -204,7 +222,12 @@ pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
 }
 
 pub fn report(results: &Path) -> Result<(), Failure> {
+    let tampered = crate::manifest::Manifest::read(results)?.tampered(results);
+    if !tampered.is_empty() {
+        return Err(Failure::failed(tampered.join("\n")));
+    }
     let r = evaluator::report(results).map_err(eval_failure)?;
+    crate::manifest::mark_leaderboard(results)?;
     println!("{}", r.leaderboard.to_markdown());
     eprintln!(
         "{} case scores; wrote {} files under {}",

@@ -4,6 +4,8 @@
 mod catalog;
 mod commands;
 mod export;
+mod external;
+mod manifest;
 mod run;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -76,6 +78,10 @@ enum Command {
         targeted_loss: bool,
         #[arg(long, default_value_t = 0)]
         loss_seed: u64,
+        /// File holding the secret that names the view's bundle (created when absent);
+        /// without it a random key is drawn (docs/integrity.md).
+        #[arg(long)]
+        view_key: Option<PathBuf>,
         #[arg(long)]
         out: PathBuf,
     },
@@ -89,6 +95,9 @@ enum Command {
         /// External profiler timeout in seconds.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// On a kernel without Landlock, run the external profiler unisolated instead of refusing.
+        #[arg(long, requires = "cmd")]
+        allow_unisolated: bool,
         #[arg(long)]
         view: PathBuf,
         #[arg(long)]
@@ -151,6 +160,7 @@ enum Command {
 }
 
 /// A failure with its exit code.
+#[derive(Debug)]
 pub struct Failure {
     pub code: u8,
     pub message: String,
@@ -201,6 +211,7 @@ fn main() -> ExitCode {
             loss,
             targeted_loss,
             loss_seed,
+            view_key,
             out,
         } => commands::view(
             &bundle,
@@ -209,15 +220,17 @@ fn main() -> ExitCode {
             loss,
             targeted_loss,
             loss_seed,
+            view_key.as_deref(),
             &out,
         ),
         Command::Profile {
             profiler,
             cmd,
             timeout,
+            allow_unisolated,
             view,
             out,
-        } => commands::profile(profiler, cmd, timeout, &view, &out),
+        } => commands::profile(profiler, cmd, timeout, allow_unisolated, &view, &out),
         Command::Score {
             bundle,
             view,
