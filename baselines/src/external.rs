@@ -162,7 +162,8 @@ impl ExternalCommand {
             template: self.template.clone(),
             reason,
         };
-        let words = shell_words::split(&self.template).map_err(|e| template_error(e.to_string()))?;
+        let words =
+            shell_words::split(&self.template).map_err(|e| template_error(e.to_string()))?;
         if words.is_empty() {
             return Err(template_error("names no program".into()));
         }
@@ -226,7 +227,8 @@ impl ExternalCommand {
         if let Some(dir) = log_path.parent() {
             std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
         }
-        let log = File::create(&log_path).map_err(io(format!("cannot create {}", log_path.display())))?;
+        let log =
+            File::create(&log_path).map_err(io(format!("cannot create {}", log_path.display())))?;
         cmd.stderr(log);
         self.confine(&mut cmd, &args, view_path, out_path, &pview, &pout_dir)
             .map_err(|source| ExternalError::Isolation {
@@ -291,8 +293,10 @@ impl ExternalCommand {
         if let Some(dir) = out_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
         }
-        std::fs::copy(&pout, out_path)
-            .map_err(io(format!("cannot copy its explanation to {}", out_path.display())))?;
+        std::fs::copy(&pout, out_path).map_err(io(format!(
+            "cannot copy its explanation to {}",
+            out_path.display()
+        )))?;
         Ok(Explanation::read(out_path)?)
     }
 
@@ -314,8 +318,10 @@ impl ExternalCommand {
         if isolation == Isolation::Unisolated {
             return Ok(());
         }
-        // Whatever lies beside the view and the output (a bundle, say) stays out of reach.
-        let neighbours: Vec<PathBuf> = [view_path, out_path]
+        // Whatever lies beside the view and the output (a bundle, say) stays out of
+        // reach, and so do the private directories of other invocations.
+        let temp = std::env::temp_dir().join("causalbench-profiler-");
+        let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
             .iter()
             .map(|p| {
                 let dir = p.parent().filter(|d| !d.as_os_str().is_empty());

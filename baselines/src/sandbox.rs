@@ -136,25 +136,28 @@ pub fn grants(
         }
         g.read.push(dir.to_path_buf());
     }
-    let mut own_files: Vec<PathBuf> = argv
-        .first()
-        .and_then(|program| resolve_program(program))
+    // Programs (the command and a script's interpreter) and plain files, by name.
+    let program = argv.first().and_then(|p| resolve_program(p));
+    let interpreter = program.as_deref().and_then(interpreter_of);
+    let programs: Vec<PathBuf> = program.into_iter().chain(interpreter).collect();
+    let files = argv
+        .iter()
+        .skip(1)
+        .map(Path::new)
+        .filter(|p| p.is_file())
+        .map(Path::to_path_buf);
+    let own_files: Vec<(bool, PathBuf)> = programs
         .into_iter()
+        .map(|p| (true, p))
+        .chain(files.map(|f| (false, f)))
         .collect();
-    own_files.extend(
-        argv.iter()
-            .skip(1)
-            .map(Path::new)
-            .filter(|p| p.is_file())
-            .map(Path::to_path_buf),
-    );
     let mut add = |grant: PathBuf| {
         if !g.read.contains(&grant) {
             g.read.push(grant);
         }
     };
     let reaches_protected = |dir: &Path| guarded.iter().any(|p| p.starts_with(dir));
-    for (i, file) in own_files.iter().enumerate() {
+    for (is_program, file) in &own_files {
         // The file as named and, through symbolic links, as stored.
         for f in [file.clone(), canonical(file)] {
             let f = canonical(f.parent().unwrap_or(Path::new("/")))
@@ -165,7 +168,7 @@ pub fn grants(
             let dir = f.parent().map(Path::to_path_buf).unwrap_or_default();
             // A program in `PREFIX/bin` (or a version manager's `PREFIX/shims`)
             // needs its installation: a virtual environment's packages, pyenv's versions.
-            let prefix = (i == 0)
+            let prefix = is_program
                 .then(|| install_prefix(&dir))
                 .flatten()
                 .filter(|p| !reaches_protected(p));
@@ -179,6 +182,24 @@ pub fn grants(
     g.read.push(view.to_path_buf());
     g.write.push(out_dir.to_path_buf());
     Ok(g)
+}
+
+/// The interpreter a `#!` script names (through `env NAME`: NAME on `PATH`).
+fn interpreter_of(script: &Path) -> Option<PathBuf> {
+    use std::io::{BufRead, Read};
+    let mut line = String::new();
+    std::io::BufReader::new(std::fs::File::open(script).ok()?.take(256))
+        .read_line(&mut line)
+        .ok()?;
+    let mut words = line.strip_prefix("#!")?.split_whitespace();
+    let first = words.next()?;
+    if first.ends_with("/env") {
+        words
+            .find(|w| !w.starts_with('-') && !w.contains('='))
+            .and_then(resolve_program)
+    } else {
+        resolve_program(first)
+    }
 }
 
 /// `PREFIX` of a program directory `PREFIX/bin` or `PREFIX/shims`, unless that is `/`.
@@ -259,12 +280,7 @@ impl Sandbox {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::syscall(
-                    libc::SYS_landlock_restrict_self,
-                    ruleset.as_raw_fd(),
-                    0u32,
-                ) != 0
-                {
+                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -305,13 +321,27 @@ mod tests {
         std::fs::write(&script, "").unwrap();
         let inside = results.join("bundles/b.json");
         std::fs::write(&inside, "").unwrap();
-        let argv: Vec<String> = ["python3", script.to_str().unwrap(), inside.to_str().unwrap()]
-            .map(String::from)
-            .to_vec();
-        let g = grants(&argv, Path::new("/v"), Path::new("/o"), &[results.clone()], &[]).unwrap();
+        let argv: Vec<String> = [
+            "python3",
+            script.to_str().unwrap(),
+            inside.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let g = grants(
+            &argv,
+            Path::new("/v"),
+            Path::new("/o"),
+            std::slice::from_ref(&results),
+            &[],
+        )
+        .unwrap();
         let real = canonical(&script);
         assert!(g.read.contains(&real), "{g:?}");
-        assert!(!g.read.iter().any(|p| canonical(&results).starts_with(p)), "{g:?}");
+        assert!(
+            !g.read.iter().any(|p| canonical(&results).starts_with(p)),
+            "{g:?}"
+        );
         // A script of its own directory is granted with that directory.
         let elsewhere = tempfile::tempdir().unwrap();
         let own = elsewhere.path().join("p.sh");
@@ -319,5 +349,19 @@ mod tests {
         let argv = vec!["sh".to_string(), own.to_str().unwrap().to_string()];
         let g = grants(&argv, Path::new("/v"), Path::new("/o"), &[results], &[]).unwrap();
         assert!(g.read.contains(&canonical(elsewhere.path())), "{g:?}");
+        // An executable script's interpreter comes with its installation.
+        let exe = elsewhere.path().join("prof");
+        std::fs::write(&exe, "#!/usr/bin/env -S sh -e\n").unwrap();
+        let g = grants(
+            &[exe.to_str().unwrap().to_string()],
+            Path::new("/v"),
+            Path::new("/o"),
+            &[],
+            &[],
+        )
+        .unwrap();
+        let sh = resolve_program("sh").unwrap();
+        let sh_prefix = install_prefix(&canonical(sh.parent().unwrap())).unwrap();
+        assert!(g.read.contains(&sh_prefix), "{g:?}");
     }
 }

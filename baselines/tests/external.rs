@@ -178,7 +178,11 @@ fn a_left_behind_child_does_not_hold_the_harness() {
         .with_timeout(Duration::from_secs(5))
         .run(&view, &out)
         .unwrap_or_else(|e| panic!("{e}"));
-    let failing = script(dir.path(), "fails.sh", "sleep 40 &\necho broken >&2\nexit 4\n");
+    let failing = script(
+        dir.path(),
+        "fails.sh",
+        "sleep 40 &\necho broken >&2\nexit 4\n",
+    );
     let err = ExternalCommand::new(format!("sh {} {{view}} {{out}}", failing.display()))
         .run(&view, &out)
         .unwrap_err();
@@ -198,7 +202,11 @@ fn a_view_path_cannot_inject_a_command() {
     let dir = tempfile::tempdir().unwrap();
     let (view, ..) = small_view(dir.path());
     let marker = dir.path().join("injected");
-    let evil_dir = dir.path().join(format!("{{out}} x; touch {}; '$(touch {})'", marker.display(), marker.display()));
+    let evil_dir = dir.path().join(format!(
+        "{{out}} x; touch {}; '$(touch {})'",
+        marker.display(),
+        marker.display()
+    ));
     std::fs::create_dir_all(&evil_dir).unwrap();
     let evil_view = evil_dir.join("v.json");
     std::fs::copy(&view, &evil_view).unwrap();
@@ -243,21 +251,34 @@ fn an_isolated_profiler_cannot_read_the_results() {
         .with_stderr_log(&log)
         .run(&view, &dir.path().join("o.json"))
         .unwrap_err();
-    assert!(matches!(err, ExternalError::Failed { code: Some(9), .. }), "{err}");
+    assert!(
+        matches!(err, ExternalError::Failed { code: Some(9), .. }),
+        "{err}"
+    );
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("Permission denied"), "{logged}");
     // Writing anywhere but its output fails too; the legitimate profiler works.
     let writes = script(
         tools.path(),
         "writes.sh",
-        &format!("echo x > {}/planted || exit 8\n{VALID}\n", tools.path().display()),
+        &format!(
+            "echo x > {}/planted || exit 8\n{VALID}\n",
+            tools.path().display()
+        ),
     );
     let err = ExternalCommand::new(format!("sh {} {{view}} {{out}}", writes.display()))
         .run(&view, &dir.path().join("o.json"))
         .unwrap_err();
-    assert!(matches!(err, ExternalError::Failed { code: Some(8), .. }), "{err}");
+    assert!(
+        matches!(err, ExternalError::Failed { code: Some(8), .. }),
+        "{err}"
+    );
     assert!(!tools.path().join("planted").exists());
-    let fine = script(tools.path(), "fine.sh", &format!("cat \"$1\" > /dev/null || exit 7\n{VALID}\n"));
+    let fine = script(
+        tools.path(),
+        "fine.sh",
+        &format!("cat \"$1\" > /dev/null || exit 7\n{VALID}\n"),
+    );
     ExternalCommand::new(format!("sh {} {{view}} {{out}}", fine.display()))
         .protecting(&results)
         .run(&view, &dir.path().join("o.json"))

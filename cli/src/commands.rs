@@ -90,15 +90,10 @@ pub fn view_spec(
 
 pub fn view(
     bundle: &Path,
-    collectors: CollectorsArg,
-    mode: ModeArg,
-    loss: Option<f64>,
-    targeted: bool,
-    loss_seed: u64,
+    spec: ViewSpec,
     view_key: Option<&Path>,
     out: &Path,
 ) -> Result<(), Failure> {
-    let spec = view_spec(collectors, mode, loss, targeted, loss_seed)?;
     let key = match view_key {
         Some(path) => crate::manifest::key_file(path)?,
         None => views::ViewKey::random(),
@@ -148,8 +143,7 @@ pub fn profile(
         (None, Some(cmd)) => {
             // Validate the view first so a bad input is reported as ours, not the tool's.
             TraceView::read(view)?;
-            let isolation =
-                baselines::sandbox::detect(allow_unisolated).map_err(Failure::input)?;
+            let isolation = baselines::sandbox::detect(allow_unisolated).map_err(Failure::input)?;
             if isolation == baselines::sandbox::Isolation::Unisolated {
                 eprintln!(
                     "causalbench: WARNING: this kernel has no usable Landlock: the profiler runs \
@@ -159,8 +153,7 @@ pub fn profile(
             let ext = baselines::ExternalCommand::new(&cmd)
                 .with_timeout(std::time::Duration::from_secs(timeout))
                 .with_confinement(baselines::Confinement::IsolatedIfAvailable);
-            ext.run(view, out)
-                .map_err(|e| Failure::failed(format!("external profiler `{cmd}`: {e}")))?
+            ext.run(view, out).map_err(Failure::failed)?
         }
         (None, None) => {
             return Err(Failure::input(

@@ -64,11 +64,19 @@ impl Externals {
     }
 
     /// Parses the `--profiler` arguments and decides isolation once, warning loudly when there is none.
-    pub fn new(args: &[String], allow_unisolated: bool, timeout: Duration) -> Result<Externals, Failure> {
-        let profilers: Vec<ExternalProfiler> = args.iter().map(|a| parse(a)).collect::<Result<_, _>>()?;
+    pub fn new(
+        args: &[String],
+        allow_unisolated: bool,
+        timeout: Duration,
+    ) -> Result<Externals, Failure> {
+        let profilers: Vec<ExternalProfiler> =
+            args.iter().map(|a| parse(a)).collect::<Result<_, _>>()?;
         let mut seen = std::collections::HashSet::new();
         if let Some(p) = profilers.iter().find(|p| !seen.insert(&p.name)) {
-            return Err(Failure::input(format!("--profiler: `{}` is given twice", p.name)));
+            return Err(Failure::input(format!(
+                "--profiler: `{}` is given twice",
+                p.name
+            )));
         }
         let isolation = if profilers.is_empty() {
             None
@@ -134,7 +142,14 @@ mod tests {
         let p = parse("mine=python3 my.py {view} {out}").unwrap();
         assert_eq!(p.name, "mine");
         assert_eq!(p.template, "python3 my.py {view} {out}");
-        for bad in ["mine", "=x", "a b=x", "causal-graph=x", "mine=", "mine=x 'open"] {
+        for bad in [
+            "mine",
+            "=x",
+            "a b=x",
+            "causal-graph=x",
+            "mine=",
+            "mine=x 'open",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

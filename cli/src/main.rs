@@ -213,16 +213,8 @@ fn main() -> ExitCode {
             loss_seed,
             view_key,
             out,
-        } => commands::view(
-            &bundle,
-            collectors,
-            mode,
-            loss,
-            targeted_loss,
-            loss_seed,
-            view_key.as_deref(),
-            &out,
-        ),
+        } => commands::view_spec(collectors, mode, loss, targeted_loss, loss_seed)
+            .and_then(|spec| commands::view(&bundle, spec, view_key.as_deref(), &out)),
         Command::Profile {
             profiler,
             cmd,

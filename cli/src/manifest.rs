@@ -53,7 +53,10 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         match std::fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
-            Err(e) => Err(Failure::input(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => Err(Failure::input(format!(
+                "cannot read {}: {e}",
+                path.display()
+            ))),
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| Failure::input(format!("{}: {e}", path.display()))),
         }
@@ -129,7 +132,8 @@ impl RunManifest {
         let sha256 = sha256_file(path).map_err(|e| format!("{key}: {e}"))?;
         let path = path.strip_prefix(&self.dir).unwrap_or(path).to_path_buf();
         let mut m = self.manifest.lock().unwrap();
-        m.bundles.insert(key.to_string(), BundleHash { path, sha256 });
+        m.bundles
+            .insert(key.to_string(), BundleHash { path, sha256 });
         m.write(&self.dir).map_err(|e| format!("{key}: {e}"))
     }
 
@@ -146,7 +150,9 @@ impl RunManifest {
 /// Refuses a bundle file that a results directory's manifest lists with other bytes.
 /// A bundle outside any results directory has nothing to check against.
 pub fn check_bundle_file(bundle: &Path) -> Result<(), Failure> {
-    let real = bundle.canonicalize().unwrap_or_else(|_| bundle.to_path_buf());
+    let real = bundle
+        .canonicalize()
+        .unwrap_or_else(|_| bundle.to_path_buf());
     for dir in real.ancestors().skip(1).take(2) {
         if !dir.join(MANIFEST_FILE).is_file() {
             continue;
@@ -176,7 +182,10 @@ pub fn key_file(path: &Path) -> Result<views::ViewKey, Failure> {
             write_owner_only(path, &key.to_hex())?;
             Ok(key)
         }
-        Err(e) => Err(Failure::input(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => Err(Failure::input(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -205,7 +214,9 @@ pub fn mark_leaderboard(dir: &Path) -> Result<(), Failure> {
     let path = dir.join(evaluator::LEADERBOARD_MD);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
-    let marked = format!("> **WARNING: {isolation}.** Scores of external profilers are not trustworthy.\n\n{text}");
+    let marked = format!(
+        "> **WARNING: {isolation}.** Scores of external profilers are not trustworthy.\n\n{text}"
+    );
     write_atomic(&path, marked.as_bytes())
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }

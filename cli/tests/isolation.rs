@@ -95,7 +95,10 @@ fn run_scores_an_external_profiler_isolated_from_the_results() {
     // The harness named the row, whatever the profiler wrote into meta.profiler.
     let scores = std::fs::read_to_string(out.join("scores.jsonl")).unwrap();
     assert_eq!(
-        scores.lines().filter(|l| l.contains("\"profiler\":\"mine\"")).count(),
+        scores
+            .lines()
+            .filter(|l| l.contains("\"profiler\":\"mine\""))
+            .count(),
         30
     );
     // Its attempt to reach the results was denied by the kernel, and the log shows it.
@@ -167,7 +170,10 @@ fn a_bundle_changed_after_the_run_is_detected() {
     std::fs::write(&bundle, bytes).unwrap();
     let (code, _, err) = causalbench(&["score", "--bundle", b, "--view", v, "--explanation", e]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("was modified after the harness recorded it"), "{err}");
+    assert!(
+        err.contains("was modified after the harness recorded it"),
+        "{err}"
+    );
     let (code, _, err) = causalbench(&["report", "--results", out.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("was modified"), "{err}");
