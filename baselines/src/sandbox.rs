@@ -66,8 +66,15 @@ pub enum SandboxError {
     Ruleset(String),
 }
 
+/// Set (to anything) to behave as on a kernel without Landlock: how the refusal
+/// and `--allow-unisolated` are tested on kernels that have it.
+pub const PRETEND_NO_LANDLOCK: &str = "CAUSALBENCH_PRETEND_NO_LANDLOCK";
+
 /// The running kernel's Landlock ABI, `None` when it has none (or it is disabled).
 pub fn kernel_abi() -> Option<i32> {
+    if std::env::var_os(PRETEND_NO_LANDLOCK).is_some() {
+        return None;
+    }
     // SAFETY: the documented version query of landlock_create_ruleset(2): no pointer is read.
     let v = unsafe {
         libc::syscall(

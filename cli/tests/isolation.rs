@@ -117,6 +117,71 @@ fn run_scores_an_external_profiler_isolated_from_the_results() {
 }
 
 #[test]
+fn without_landlock_run_refuses_unless_allowed_and_then_says_so() {
+    if !python3() {
+        eprintln!("skipped: needs python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let script = tools.path().join("my.py");
+    std::fs::write(&script, MY_PY).unwrap();
+    let out = dir.path().join("results");
+    let profiler = format!(
+        "mine=python3 {} {{view}} {{out}} {}",
+        script.display(),
+        out.display()
+    );
+    let suite = one_scenario_suite(dir.path());
+    let run = |extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .env(baselines::sandbox::PRETEND_NO_LANDLOCK, "1")
+            .args([
+                "run",
+                "--backend",
+                "sim",
+                "--reps",
+                "1",
+                "--profilers",
+                "causal-graph",
+            ])
+            .args(["--quiet", "--suite", suite.to_str().unwrap()])
+            .args(["--out", out.to_str().unwrap(), "--profiler", &profiler])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--allow-unisolated"), "{err}");
+    assert!(!out.join("scores.jsonl").exists());
+    let (code, err) = run(&["--allow-unisolated"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("UNISOLATED"), "{err}");
+    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(manifest.contains("UNISOLATED"), "{manifest}");
+    let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("mine,")), "{csv}");
+    // Unconfined, the profiler could list the results: exactly what the warning says.
+    let logs = walk(&out.join("logs"));
+    assert!(std::fs::read_to_string(&logs[0])
+        .unwrap()
+        .contains("listed the results"));
+    for _ in 0..2 {
+        let md = std::fs::read_to_string(out.join("leaderboard.md")).unwrap();
+        assert!(md.starts_with("> **WARNING: UNISOLATED"), "{md}");
+        assert_eq!(md.matches("WARNING").count(), 1, "{md}");
+        // `report` rebuilds the leaderboard with the warning.
+        let (code, _, err) = causalbench(&["report", "--results", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+}
+
+#[test]
 fn run_refuses_a_bad_profiler_argument() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
