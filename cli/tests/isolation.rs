@@ -72,6 +72,17 @@ with open(sys.argv[2], "w") as f:
                "edges": [], "attribution": [], "diagnoses": []}, f)
 "#;
 
+/// `--profiler mine=python3 TOOLS/my.py {view} {out} RESULTS`, its script written into `tools`.
+fn mine(tools: &Path, results: &Path) -> String {
+    let script = tools.join("my.py");
+    std::fs::write(&script, MY_PY).unwrap();
+    format!(
+        "mine=python3 {} {{view}} {{out}} {}",
+        script.display(),
+        results.display()
+    )
+}
+
 #[test]
 fn run_scores_an_external_profiler_isolated_from_the_results() {
     if !python3() || !landlock() {
@@ -80,14 +91,8 @@ fn run_scores_an_external_profiler_isolated_from_the_results() {
     }
     let dir = tempfile::tempdir().unwrap();
     let tools = tempfile::tempdir().unwrap();
-    let script = tools.path().join("my.py");
-    std::fs::write(&script, MY_PY).unwrap();
     let out = dir.path().join("results");
-    let profiler = format!(
-        "mine=python3 {} {{view}} {{out}} {}",
-        script.display(),
-        out.display()
-    );
+    let profiler = mine(tools.path(), &out);
     let (code, _, err) = run_one(dir.path(), &out, &["--profiler", &profiler]);
     assert_eq!(code, 0, "{err}");
     let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
@@ -124,14 +129,8 @@ fn without_landlock_run_refuses_unless_allowed_and_then_says_so() {
     }
     let dir = tempfile::tempdir().unwrap();
     let tools = tempfile::tempdir().unwrap();
-    let script = tools.path().join("my.py");
-    std::fs::write(&script, MY_PY).unwrap();
     let out = dir.path().join("results");
-    let profiler = format!(
-        "mine=python3 {} {{view}} {{out}} {}",
-        script.display(),
-        out.display()
-    );
+    let profiler = mine(tools.path(), &out);
     let suite = one_scenario_suite(dir.path());
     let run = |extra: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
