@@ -19,103 +19,18 @@
 //! (not followed), identity across host threads, call sites. It marks a path
 //! incomplete only when a device op's own launch call is absent.
 
-use crate::analysis::{self, ranked, Peers};
+use crate::analysis::Peers;
+use crate::common::{
+    attribution, attribution_targets, correlation_edges, device_phase_diagnosis, finish, Output,
+};
 use crate::index::{Index, Pos};
-use crate::{attribution, attribution_targets, finish, Output, Profiler};
+use crate::Profiler;
 use ground_truth::trace::Record;
-use ground_truth::{CauseLabel, Diagnosis, EdgeType, Evidence, Explanation, Query, TraceView};
+use ground_truth::{Explanation, TraceView};
 use std::collections::HashMap;
 use std::time::Instant;
 
 pub struct CuptiCorrelation;
-
-/// Launch edges by correlation id and stream order of device ops by start;
-/// returns each op's stream predecessor.
-pub(crate) fn correlation_edges(ix: &Index, out: &mut Output) -> HashMap<Pos, Pos> {
-    let mut pred = HashMap::new();
-    let mut last: HashMap<u32, Pos> = HashMap::new();
-    for &op in &ix.device_ops {
-        if let Some(api) = ix.launch_api(op) {
-            out.edge(ix, api, op, EdgeType::Launch, Evidence::Explicit, 1.0);
-        }
-        let s = ix.rec(op).stream().unwrap_or(0);
-        if let Some(prev) = last.insert(s, op) {
-            out.edge(ix, prev, op, EdgeType::StreamOrder, Evidence::Observed, 1.0);
-            pred.insert(op, prev);
-        }
-    }
-    pred
-}
-
-/// The device op a query is about: the record itself, or the activity of an api call.
-pub(crate) fn device_op_of(ix: &Index, p: Pos) -> Option<Pos> {
-    let r = ix.rec(p);
-    if r.is_device_op() {
-        return Some(p);
-    }
-    let c = r.correlation_id()?;
-    ix.acts_by_corr
-        .get(&c)?
-        .iter()
-        .copied()
-        .find(|&a| ix.rec(a).is_device_op())
-}
-
-/// Diagnosis from device phases only.
-pub(crate) fn device_phase_diagnosis(
-    ix: &Index,
-    peers: &Peers,
-    stream_pred: &HashMap<Pos, Pos>,
-    q: &Query,
-    answer: Option<String>,
-) -> Diagnosis {
-    let Some(p) = ix.pos(q.rid) else {
-        return crate::empty_diagnosis(q);
-    };
-    let Some(op) = device_op_of(ix, p) else {
-        return Diagnosis {
-            causes: ranked(vec![(CauseLabel::None, 1.0)]),
-            critical_path: vec![ix.rid(p)],
-            answer,
-            ..crate::empty_diagnosis(q)
-        };
-    };
-    let pe = peers.of(ix, op);
-    let typical = analysis::typical_latency(ix, &pe);
-    let mut ph = analysis::device_excess(ix, &pe, op);
-    let causes = analysis::device_phase_causes(ix, op, &ph, typical);
-    if causes.first().is_some_and(|c| c.0 == CauseLabel::None) {
-        ph = Default::default();
-    }
-    let api = ix.launch_api(op);
-    let mut path = Vec::new();
-    if causes
-        .first()
-        .is_some_and(|c| c.0 == CauseLabel::StreamBacklog)
-    {
-        if let Some(&sp) = stream_pred.get(&op) {
-            if let Some(a) = ix.launch_api(sp) {
-                path.push(ix.rid(a));
-            }
-            path.push(ix.rid(sp));
-        }
-    } else if let Some(a) = api {
-        path.push(ix.rid(a));
-    }
-    path.push(ix.rid(op));
-    if op != p {
-        path.push(ix.rid(p));
-    }
-    Diagnosis {
-        query: q.id.clone(),
-        causes: ranked(causes),
-        critical_path: path,
-        phases: ph,
-        complete: api.is_some() || !ix.has_api_records(),
-        first_unresolved: (api.is_none() && ix.has_api_records()).then(|| ix.rid(op)),
-        answer,
-    }
-}
 
 impl Profiler for CuptiCorrelation {
     fn name(&self) -> &str {

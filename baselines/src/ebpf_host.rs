@@ -24,8 +24,9 @@
 //! timestamp join, and missing device records.
 
 use crate::analysis::{self, ranked, significant, NOISE_NS};
+use crate::common::{attribution, attribution_targets, finish, Output};
 use crate::index::{call_site_frame, Index, Pos};
-use crate::{attribution, attribution_targets, finish, Output, Profiler};
+use crate::Profiler;
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{
     CauseLabel, Diagnosis, EdgeType, Evidence, Explanation, Phases, Question, TraceView,
@@ -238,13 +239,13 @@ impl Profiler for EbpfHost {
         }
         for q in &view.queries {
             let Some(p) = ix.pos(q.rid) else {
-                out.diagnoses.push(crate::empty_diagnosis(q));
+                out.diagnoses.push(crate::common::empty_diagnosis(q));
                 continue;
             };
             let Some((u, _)) = eb.call_of(p) else {
                 out.diagnoses.push(Diagnosis {
                     critical_path: vec![q.rid],
-                    ..crate::empty_diagnosis(q)
+                    ..crate::common::empty_diagnosis(q)
                 });
                 continue;
             };
@@ -311,7 +312,7 @@ impl Profiler for EbpfHost {
                 Question::CallSite => site.map(str::to_string),
                 Question::Operator => ix
                     .nvtx_enclosing_on(tid, ix.start(u))
-                    .map(|n| crate::timestamp_join::nvtx_name(ix, n)),
+                    .map(|n| crate::common::nvtx_name(ix, n)),
                 _ => None,
             };
             out.diagnoses.push(Diagnosis {

@@ -297,7 +297,10 @@ impl ExternalCommand {
             "cannot copy its explanation to {}",
             out_path.display()
         )))?;
-        Ok(Explanation::read(out_path)?)
+        // The limit holds for the decompressed size too: a small gzip stream
+        // may expand to any size.
+        let limits = ground_truth::io::InputLimits::DEFAULT.at_most(self.max_output_bytes);
+        Ok(Explanation::read_within(out_path, &limits)?)
     }
 
     /// Puts `cmd` under the Landlock ruleset of this invocation, as its confinement asks.

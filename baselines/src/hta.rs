@@ -15,8 +15,9 @@
 //! `CAUSALBENCH_HTA=0` turns the profiler off. HTA reads CUPTI records only: it is run
 //! on `cupti` and `combined` views ([`reads_view`]).
 
+use crate::common::empty_diagnosis;
 use crate::external::ExternalCommand;
-use crate::{empty_diagnosis, Profiler, VERSION};
+use crate::{Profiler, VERSION};
 use ground_truth::{Collectors, Explanation, ExplanationMeta, TraceView, ViewSpec, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -15,12 +15,16 @@
 //! External profilers run through [`external::ExternalCommand`] (protocol in
 //! `baselines/PROTOCOL.md`), isolated by [`sandbox`] (`docs/integrity.md`).
 //!
+//! Leakage probes ([`probes`], [`probe_names`]) answer from names, record kinds or
+//! structure alone; they are the floor of the leaderboard, never in the built-in set.
+//!
 //! Optional third-party analyzers, run only where installed ([`optional_names`]):
 //! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
 //! export of the view, through `ExternalCommand`.
 
 pub mod analysis;
 pub mod causal_graph;
+mod common;
 pub mod cupti_correlation;
 pub mod ebpf_host;
 pub mod external;
@@ -28,6 +32,7 @@ pub mod hta;
 pub mod index;
 pub mod megakernel;
 pub mod nvtx_enclosure;
+pub mod probes;
 pub mod sandbox;
 pub mod synth;
 pub mod timestamp_join;
@@ -40,13 +45,7 @@ pub use hta::{hta_available, HtaCriticalPath};
 pub use nvtx_enclosure::NvtxEnclosure;
 pub use timestamp_join::TimestampJoin;
 
-use ground_truth::trace::Rid;
-use ground_truth::{
-    Attribution, ClaimedEdge, Diagnosis, EdgeType, Evidence, Explanation, ExplanationMeta,
-    TraceView, SCHEMA_VERSION,
-};
-use index::{Index, Pos};
-use std::time::Instant;
+use ground_truth::{Explanation, TraceView};
 
 /// Version written into every built-in profiler's explanation.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -72,6 +71,12 @@ pub fn builtin_names() -> &'static [&'static str] {
     NAMES
 }
 
+/// Names of the leakage probes ([`probes`]): run only when asked for
+/// (`--profilers probes`), shown apart on the leaderboard.
+pub fn probe_names() -> &'static [&'static str] {
+    probes::NAMES
+}
+
 /// Optional profilers usable here (third-party analyzers that are installed), in
 /// leaderboard order. `hta-critical-path` is listed when HTA imports ([`hta_available`]).
 pub fn optional_names() -> Vec<&'static str> {
@@ -91,9 +96,12 @@ pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
     }
 }
 
-/// A built-in or optional profiler by name (an optional one that is not installed
-/// abstains).
+/// A built-in, optional or probe profiler by name (an optional one that is not
+/// installed abstains).
 pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
+    if let Some(p) = probes::probe(name) {
+        return Some(p);
+    }
     Some(match name {
         hta::NAME => Box::new(HtaCriticalPath::default()),
         "timestamp-join" => Box::new(TimestampJoin),
@@ -103,104 +111,4 @@ pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
         "causal-graph" => Box::new(CausalGraph),
         _ => return None,
     })
-}
-
-/// What a baseline produced, before metadata is attached.
-#[derive(Debug, Default)]
-pub(crate) struct Output {
-    pub edges: Vec<ClaimedEdge>,
-    pub attribution: Vec<Attribution>,
-    pub diagnoses: Vec<Diagnosis>,
-}
-
-impl Output {
-    pub fn edge(
-        &mut self,
-        ix: &Index,
-        src: Pos,
-        dst: Pos,
-        kind: EdgeType,
-        evidence: Evidence,
-        confidence: f64,
-    ) {
-        self.edges
-            .push(edge(ix.rid(src), ix.rid(dst), kind, evidence, confidence));
-    }
-}
-
-pub(crate) fn edge(
-    src: Rid,
-    dst: Rid,
-    kind: EdgeType,
-    evidence: Evidence,
-    confidence: f64,
-) -> ClaimedEdge {
-    let mut confidence = confidence.clamp(0.0, 1.0);
-    if evidence == Evidence::Inferred {
-        confidence = confidence.min(0.95);
-    }
-    ClaimedEdge {
-        src,
-        dst,
-        kind,
-        evidence,
-        confidence: (confidence * 1000.0).round() / 1000.0,
-    }
-}
-
-/// Wraps a baseline's output with metadata and the measured wall time.
-pub(crate) fn finish(
-    name: &str,
-    view: &TraceView,
-    started: Instant,
-    mut out: Output,
-) -> Explanation {
-    out.edges
-        .sort_by(|a, b| (a.dst, a.src, a.kind).cmp(&(b.dst, b.src, b.kind)));
-    out.edges
-        .dedup_by(|a, b| a.src == b.src && a.dst == b.dst && a.kind == b.kind);
-    out.attribution.sort_by_key(|a| a.rid);
-    out.attribution.dedup_by_key(|a| a.rid);
-    Explanation {
-        schema_version: SCHEMA_VERSION,
-        meta: ExplanationMeta {
-            profiler: name.to_string(),
-            version: VERSION.to_string(),
-            view: view.spec,
-            wall_ms: started.elapsed().as_secs_f64() * 1000.0,
-        },
-        edges: out.edges,
-        attribution: out.attribution,
-        diagnoses: out.diagnoses,
-    }
-}
-
-/// Records a baseline attributes to requests: every device activity plus the
-/// records asked about.
-pub(crate) fn attribution_targets(ix: &Index) -> Vec<Pos> {
-    let mut v = ix.device_ops.clone();
-    v.extend(ix.view.queries.iter().filter_map(|q| ix.pos(q.rid)));
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-pub(crate) fn attribution(ix: &Index, p: Pos, token: Option<String>) -> Attribution {
-    Attribution {
-        rid: ix.rid(p),
-        request: token.unwrap_or_else(|| Attribution::UNKNOWN.to_string()),
-    }
-}
-
-/// The answer to a query a baseline cannot say anything about.
-pub(crate) fn empty_diagnosis(q: &ground_truth::Query) -> Diagnosis {
-    Diagnosis {
-        query: q.id.clone(),
-        causes: analysis::ranked(vec![(ground_truth::CauseLabel::None, 1.0)]),
-        critical_path: Vec::new(),
-        phases: ground_truth::Phases::default(),
-        complete: false,
-        first_unresolved: None,
-        answer: None,
-    }
 }

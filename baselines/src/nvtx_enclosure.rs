@@ -17,10 +17,12 @@
 //! causes, event/graph dependencies, call sites.
 
 use crate::analysis::Peers;
-use crate::cupti_correlation::{correlation_edges, device_op_of, device_phase_diagnosis};
+use crate::common::{
+    attribution, attribution_targets, correlation_edges, device_op_of, device_phase_diagnosis,
+    finish, nvtx_name, Output,
+};
 use crate::index::{Index, Pos};
-use crate::timestamp_join::nvtx_name;
-use crate::{attribution, attribution_targets, finish, Output, Profiler};
+use crate::Profiler;
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{Explanation, Question, TraceView};
 use std::time::Instant;

@@ -20,8 +20,9 @@
 //! that decays with the time gap.
 
 use crate::analysis::{self, ranked, significant, Peers};
+use crate::common::{attribution, attribution_targets, finish, nvtx_name, Output};
 use crate::index::{call_site_frame, median, CallKind, Index, Pos};
-use crate::{attribution, attribution_targets, finish, Output, Profiler};
+use crate::Profiler;
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{
     CauseLabel, Diagnosis, EdgeType, Evidence, Explanation, Phases, Question, TraceView,
@@ -136,7 +137,7 @@ impl Profiler for TimestampJoin {
         }
         for q in &view.queries {
             let Some(p) = ix.pos(q.rid) else {
-                out.diagnoses.push(crate::empty_diagnosis(q));
+                out.diagnoses.push(crate::common::empty_diagnosis(q));
                 continue;
             };
             let is_dev = ix.rec(p).is_device_op();
@@ -259,12 +260,5 @@ impl Profiler for TimestampJoin {
             });
         }
         finish(self.name(), view, t0, out)
-    }
-}
-
-pub(crate) fn nvtx_name(ix: &Index, n: Pos) -> String {
-    match ix.rec(n) {
-        Record::Nvtx { name, .. } => name.to_string(),
-        _ => String::new(),
     }
 }

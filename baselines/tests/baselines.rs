@@ -71,6 +71,24 @@ fn names_resolve() {
 }
 
 #[test]
+fn probes_resolve_apart_from_the_builtin_set_and_answer_every_query() {
+    let v = baselines::synth::synthetic_view(2_000);
+    for n in baselines::probe_names() {
+        assert!(n.starts_with("probe-"), "{n}");
+        assert!(
+            !builtin_names().contains(n),
+            "{n} is not a built-in baseline"
+        );
+        let e = run(n, &v);
+        assert_eq!(e.meta.profiler, *n);
+        assert_eq!(e.diagnoses.len(), v.queries.len());
+        // No causal reasoning: no edges, no request identity.
+        assert!(e.edges.is_empty());
+        assert!(e.attribution.iter().all(|a| a.request == "unknown"));
+    }
+}
+
+#[test]
 fn every_baseline_handles_every_view_shape() {
     let v = baselines::synth::synthetic_view(5_000);
     assert!(!v.queries.is_empty());

@@ -284,3 +284,21 @@ fn an_isolated_profiler_cannot_read_the_results() {
         .run(&view, &dir.path().join("o.json"))
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn a_small_gzip_stream_does_not_get_past_the_output_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    // About 30 bytes on disk, 3000 once decompressed.
+    let err =
+        ExternalCommand::new("sh -c 'head -c 3000 /dev/zero | gzip > \"$1\"' sh {out} {view}")
+            .with_max_output(1000)
+            .run(&any_view(dir.path()), &out)
+            .unwrap_err();
+    match &err {
+        ExternalError::Invalid(f) => {
+            assert!(f.message.contains("input limit of 1000 bytes"), "{f}")
+        }
+        other => panic!("{other}"),
+    }
+}

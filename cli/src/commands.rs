@@ -133,8 +133,9 @@ pub fn profile(
         (Some(name), _) => {
             let p = baselines::builtin(&name).ok_or_else(|| {
                 Failure::input(format!(
-                    "no built-in profiler named `{name}` (known: {})",
-                    baselines::builtin_names().join(", ")
+                    "no built-in profiler named `{name}` (known: {}; probes: {})",
+                    baselines::builtin_names().join(", "),
+                    baselines::probe_names().join(", ")
                 ))
             })?;
             let v = TraceView::read(view)?;
@@ -289,6 +290,10 @@ pub fn list(suite: &str) -> Result<(), Failure> {
         );
     }
     println!("\nprofilers: {}", baselines::builtin_names().join(", "));
+    println!(
+        "probes:    {} (no causal reasoning: --profilers probes, docs/integrity.md)",
+        baselines::probe_names().join(", ")
+    );
     println!(
         "formats:   {}",
         ground_truth::schema::NAMES

@@ -32,6 +32,10 @@ pub fn parse(arg: &str) -> Result<ExternalProfiler, Failure> {
     if baselines::builtin(name).is_some() || baselines::optional_names().contains(&name) {
         return Err(bad("NAME is taken by a built-in profiler"));
     }
+    // The leaderboard lists `probe-*` rows as the floor, not among the profilers.
+    if evaluator::is_probe(name) {
+        return Err(bad("NAME is reserved for the project's leakage probes"));
+    }
     if template.trim().is_empty() {
         return Err(bad("CMD is empty"));
     }

@@ -35,8 +35,9 @@ pub struct RunArgs {
     pub corpus: Option<PathBuf>,
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-    /// Repetitions per scenario (default: each scenario's own `repetitions`).
-    #[arg(long)]
+    /// Repetitions per scenario (default: each scenario's own `repetitions`),
+    /// at most the scenario-size limit of repetitions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
     pub reps: Option<u32>,
     /// Overrides every scenario's seed.
     #[arg(long)]
@@ -47,9 +48,11 @@ pub struct RunArgs {
     /// Do not print the leaderboard at the end.
     #[arg(long)]
     pub quiet: bool,
-    /// Profilers to run: `builtin` (default), `all` (the built-in ones plus optional
-    /// adapters such as `hta-critical-path` when their tool is installed; HTA costs
-    /// 1–2 s per view, hours over the whole default suite), or a comma list.
+    /// Profilers to run, a comma list of names and sets: `builtin` (default), `all`
+    /// (the built-in ones plus optional adapters such as `hta-critical-path` when their
+    /// tool is installed; HTA costs 1–2 s per view, hours over the whole default
+    /// suite), `probes` (the leakage probes, `docs/integrity.md`), e.g.
+    /// `builtin,probes`.
     #[arg(long, default_value = "builtin")]
     pub profilers: String,
     /// An external profiler scored beside the built-in ones, `NAME=CMD` (repeatable; CMD
@@ -72,30 +75,39 @@ struct Shared<'a> {
     externals: &'a Externals,
 }
 
-/// Resolves `--profilers` to names, built-in ones first.
+/// Resolves `--profilers` to names, in the order given, each once.
 fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
-    let builtin = baselines::builtin_names().iter().map(|s| s.to_string());
-    let optional = baselines::optional_names()
-        .into_iter()
-        .map(|s| s.to_string());
-    match arg {
-        "all" => Ok(builtin.chain(optional).collect()),
-        "builtin" => Ok(builtin.collect()),
-        list => list
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(|n| {
-                baselines::builtin(n).map(|_| n.to_string()).ok_or_else(|| {
-                    Failure::input(format!(
-                        "--profilers: no profiler named `{n}` (known: {}, {})",
-                        baselines::builtin_names().join(", "),
-                        baselines::optional_names().join(", ")
-                    ))
-                })
-            })
-            .collect(),
+    let mut names: Vec<String> = Vec::new();
+    for item in arg.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let set: Vec<&str> = match item {
+            "builtin" => baselines::builtin_names().to_vec(),
+            "all" => baselines::builtin_names()
+                .iter()
+                .copied()
+                .chain(baselines::optional_names())
+                .collect(),
+            "probes" => baselines::probe_names().to_vec(),
+            name if baselines::builtin(name).is_some() => vec![name],
+            name => {
+                return Err(Failure::input(format!(
+                    "--profilers: no profiler or set named `{name}` (sets: builtin, all, probes; \
+                     profilers: {}, {}, {})",
+                    baselines::builtin_names().join(", "),
+                    baselines::optional_names().join(", "),
+                    baselines::probe_names().join(", ")
+                )))
+            }
+        };
+        for name in set {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
     }
+    if names.is_empty() {
+        return Err(Failure::input("--profilers: no profiler named"));
+    }
+    Ok(names)
 }
 
 /// Where the shipped corpus lives, relative to the working directory.
@@ -535,6 +547,29 @@ mod tests {
                 repetition,
             })
             .collect()
+    }
+
+    fn names(arg: &str) -> Vec<String> {
+        profiler_names(arg).unwrap_or_else(|f| panic!("{}", f.message))
+    }
+
+    #[test]
+    fn profiler_sets_and_names_combine_in_order_each_once() {
+        let builtin: Vec<String> = baselines::builtin_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(names("builtin"), builtin);
+        let probes = names("probes");
+        assert_eq!(probes, baselines::probe_names());
+        assert!(probes.iter().all(|p| evaluator::is_probe(p)));
+        assert!(builtin.iter().all(|p| !evaluator::is_probe(p)));
+        let both = names("causal-graph,builtin,probes");
+        assert_eq!(both[0], "causal-graph");
+        assert_eq!(both.len(), builtin.len() + probes.len());
+        let err = profiler_names("builtin,nope").expect_err("unknown name");
+        assert_eq!(err.code, 2);
+        assert!(err.message.contains("`nope`"), "{}", err.message);
     }
 
     #[test]

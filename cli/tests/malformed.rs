@@ -349,3 +349,80 @@ fn bundle_node_rid_not_in_trace() {
         ".ground_truth.nodes[2].rids[0]",
     );
 }
+
+#[test]
+fn scenario_past_the_limits() {
+    let good = good_scenario();
+    let with = |from: &str, to: &str| {
+        assert!(good.contains(from), "{from}");
+        good.replacen(from, to, 1)
+    };
+    bad_scenario(
+        &with(
+            "name: late-launch-vs-device-queueing.occupancy-hog",
+            "name: ../../escape",
+        ),
+        ".name",
+    );
+    bad_scenario(
+        &with("requests: 3", "requests: 10000000"),
+        "over the limit of 2000000",
+    );
+}
+
+#[test]
+fn a_gzip_bomb_is_refused_naming_the_limit() {
+    use std::io::Write;
+    let d = tmp();
+    let f = d.path().join("b.bundle.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(b"{").unwrap();
+    for _ in 0..256 {
+        enc.write_all(&[b' '; 1 << 16]).unwrap();
+    }
+    std::fs::write(&f, enc.finish().unwrap()).unwrap();
+    let out = d.path().join("v.json");
+    expect_bad(
+        run(&[
+            "view",
+            "--bundle",
+            f.to_str().unwrap(),
+            "--collectors",
+            "combined",
+            "--mode",
+            "instrumented",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+        &f,
+        "the limit of a gzip stream's expansion",
+    );
+}
+
+#[test]
+fn two_scores_on_one_line_are_refused_with_the_line() {
+    let d = tmp();
+    let f = d.path().join("scores.jsonl");
+    std::fs::write(&f, "{} {}\n").unwrap();
+    expect_bad(
+        run(&["report", "--results", d.path().to_str().unwrap()]),
+        &f,
+        "line 1",
+    );
+}
+
+#[test]
+fn huge_repetitions_are_refused_before_anything_runs() {
+    let d = tmp();
+    let o = run(&[
+        "run",
+        "--backend",
+        "sim",
+        "--reps",
+        "1000000000",
+        "--out",
+        d.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("10000"), "{}", o.stderr);
+}

@@ -143,6 +143,16 @@ pub struct LossRow {
     pub symptom_accuracy: Option<f64>,
 }
 
+/// Leakage probes (`docs/integrity.md`) are the profilers named `probe-…`: the
+/// markdown leaderboard shows them in an appendix, as the floor, not among the
+/// profilers (`evaluator/METRICS.md`).
+pub const PROBE_PREFIX: &str = "probe-";
+
+/// Whether a profiler is a leakage probe ([`PROBE_PREFIX`]).
+pub fn is_probe(profiler: &str) -> bool {
+    profiler.starts_with(PROBE_PREFIX)
+}
+
 /// The leaderboard and its side tables (`leaderboard.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
@@ -569,6 +579,17 @@ impl Leaderboard {
             }
         }
         lb
+    }
+
+    /// Pair groups (counted, correct) of one profiler, every family, collectors and
+    /// mode pooled.
+    pub fn pooled_pairs(&self, profiler: &str) -> (u64, u64) {
+        self.families_pooled
+            .iter()
+            .filter(|f| f.profiler == profiler)
+            .fold((0, 0), |(pairs, correct), f| {
+                (pairs + f.pairs, correct + f.pairs_correct)
+            })
     }
 
     /// Profilers in the leaderboard, sorted.

@@ -19,7 +19,10 @@ mod plots;
 mod score;
 
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
-pub use leaderboard::{EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CSV_COLUMNS};
+pub use leaderboard::{
+    is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CSV_COLUMNS,
+    PROBE_PREFIX,
+};
 pub use output::{
     parse_scores, read_scores, scores_to_jsonl, write_scores, LEADERBOARD_CSV, LEADERBOARD_JSON,
     LEADERBOARD_MD, SCORES_FILE,

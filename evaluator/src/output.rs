@@ -2,10 +2,10 @@
 //! Every write is atomic (`ground_truth::io::write_atomic`); every read returns a
 //! [`FormatError`] naming the file and line instead of panicking.
 
-use crate::leaderboard::{Leaderboard, LeaderboardRow, CSV_COLUMNS};
+use crate::leaderboard::{is_probe, Leaderboard, LeaderboardRow, CSV_COLUMNS};
 use crate::score::CaseScore;
 use crate::EvalError;
-use ground_truth::io::write_atomic;
+use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
 use ground_truth::{Collectors, FormatError, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,15 +39,16 @@ pub fn write_scores(path: &Path, scores: &[CaseScore]) -> Result<(), EvalError> 
     write_atomic(path, scores_to_jsonl(scores).as_bytes()).map_err(io_err(path))
 }
 
-/// Reads `scores.jsonl`. Blank lines are skipped; the first bad line is reported
-/// as `FILE:line N, column C: at PATH: message`.
+/// Reads `scores.jsonl` within the readers' input limits
+/// (`ground_truth::io::InputLimits`). Blank lines are skipped; the first bad
+/// line is reported as `FILE:line N, column C: at PATH: message`.
 pub fn read_scores(path: &Path) -> Result<Vec<CaseScore>, FormatError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| FormatError::new(path, "", format!("cannot read case scores: {e}")))?;
+    let bytes = read_input(path, "case scores", &InputLimits::DEFAULT)?;
     parse_scores(path, &bytes)
 }
 
-/// Parses `scores.jsonl` bytes as if they came from `file`.
+/// Parses `scores.jsonl` bytes as if they came from `file`: exactly one case
+/// score per line.
 pub fn parse_scores(file: &Path, bytes: &[u8]) -> Result<Vec<CaseScore>, FormatError> {
     let mut out = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -56,25 +57,27 @@ pub fn parse_scores(file: &Path, bytes: &[u8]) -> Result<Vec<CaseScore>, FormatE
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        let error = |path: String, inner: serde_json::Error| FormatError {
+            file: file.to_path_buf(),
+            path,
+            line: Some(format!("line {lineno}, column {}", inner.column())),
+            message: format!(
+                "expected one case score (a JSON object) per line: {}",
+                parser_message(&inner.to_string())
+            ),
+        };
         let de = &mut serde_json::Deserializer::from_slice(line);
-        let score: CaseScore = serde_path_to_error::deserialize(de).map_err(|e| {
-            let p = e.path().to_string();
-            let inner = e.into_inner();
-            let msg = inner.to_string();
-            let msg = msg
-                .rfind(" at line ")
-                .map_or(msg.clone(), |k| msg[..k].to_string());
-            FormatError {
-                file: file.to_path_buf(),
-                path: if p == "." {
-                    String::new()
-                } else {
-                    format!(".{p}")
-                },
-                line: Some(format!("line {lineno}, column {}", inner.column())),
-                message: format!("expected one case score (a JSON object) per line: {msg}"),
-            }
+        let score: CaseScore = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+            let p = ground_truth::io::bounded_echo(e.path().to_string());
+            let path = if p == "." {
+                String::new()
+            } else {
+                format!(".{p}")
+            };
+            error(path, e.into_inner())
         })?;
+        // A second value on the line is an error, not a score dropped unread.
+        de.end().map_err(|e| error(String::new(), e))?;
         out.push(score);
     }
     Ok(out)
@@ -151,14 +154,20 @@ impl Leaderboard {
     /// `leaderboard.md`: the leaderboard table and the per-family pair-accuracy table.
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
-        let cases: u64 = self.rows.iter().map(|r| r.cases + r.lossy_cases).sum();
+        // Probes are the floor, not contestants: they have their own appendix.
+        let ranked: Vec<&LeaderboardRow> = self
+            .rows
+            .iter()
+            .filter(|r| !is_probe(&r.profiler))
+            .collect();
+        let cases: u64 = ranked.iter().map(|r| r.cases + r.lossy_cases).sum();
         let _ = writeln!(md, "# causalbench leaderboard\n");
         let _ = writeln!(
             md,
             "{} profiler × collectors × mode rows from {} scored cases. Accuracy columns use loss-free \
              views; `unresolved_recall`, `false_confidence_rate` and `brier` pool every view. \
              Definitions: `evaluator/METRICS.md`. `n/a`: undefined (nothing to measure).\n",
-            self.rows.len(),
+            ranked.len(),
             cases
         );
         let cols = &CSV_COLUMNS[..19];
@@ -172,7 +181,7 @@ impl Leaderboard {
                 .collect::<Vec<_>>()
                 .join("|")
         );
-        for r in &self.rows {
+        for r in ranked {
             let cells = row_cells(r, 3, "n/a");
             let _ = writeln!(md, "| {} |", cells[..19].join(" | "));
         }
@@ -183,7 +192,46 @@ impl Leaderboard {
             "Share of pair groups (family × repetition × view) in which every variant was diagnosed \
              correctly; all collectors and modes pooled. Cells: accuracy (correct/pairs).\n"
         );
-        let profilers = self.profilers();
+        let (probes, profilers): (Vec<String>, Vec<String>) =
+            self.profilers().into_iter().partition(|p| is_probe(p));
+        self.families_markdown(&mut md, &profilers);
+        self.backends_markdown(&mut md, &profilers);
+        if !probes.is_empty() {
+            self.probes_markdown(&mut md, &probes);
+        }
+        md
+    }
+
+    /// The appendix: the leakage probes' pair accuracy, the floor a profiler has to beat.
+    fn probes_markdown(&self, md: &mut String, probes: &[String]) {
+        let _ = writeln!(
+            md,
+            "\n## Appendix — floor: probes that use no causal reasoning\n"
+        );
+        let _ = writeln!(
+            md,
+            "Each probe answers from one kind of surface evidence only (names, record kinds, \
+             structure) and abstains on everything else (`docs/integrity.md`). A profiler's pair \
+             accuracy means something only well above theirs. Pooled: every family, collectors \
+             and mode.\n"
+        );
+        let _ = writeln!(md, "| probe | pairs correct | pairs | pair_accuracy |");
+        let _ = writeln!(md, "| --- | ---: | ---: | ---: |");
+        for p in probes {
+            let (pairs, correct) = self.pooled_pairs(p);
+            let accuracy = (pairs > 0).then(|| correct as f64 / pairs as f64);
+            let _ = writeln!(
+                md,
+                "| {p} | {correct} | {pairs} | {} |",
+                fixed(accuracy, 3, "n/a")
+            );
+        }
+        let _ = writeln!(md);
+        self.families_markdown(md, probes);
+    }
+
+    /// Pair accuracy per family (rows) and profiler (columns), collectors and modes pooled.
+    fn families_markdown(&self, md: &mut String, profilers: &[String]) {
         let mut fams: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
         for f in &self.families_pooled {
             fams.entry(&f.family).or_default().insert(
@@ -217,13 +265,11 @@ impl Leaderboard {
                 let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
             }
         }
-        self.backends_markdown(&mut md);
-        md
     }
 
     /// Per-backend pair accuracy (combined collectors, instrumented) and the
     /// sim-to-real agreement, when more than one backend was scored.
-    fn backends_markdown(&self, md: &mut String) {
+    fn backends_markdown(&self, md: &mut String, profilers: &[String]) {
         let backends: std::collections::BTreeSet<&str> =
             self.backends.iter().map(|b| b.backend.as_str()).collect();
         if backends.len() < 2 {
@@ -237,7 +283,7 @@ impl Leaderboard {
         let names: Vec<&str> = backends.iter().copied().collect();
         let _ = writeln!(md, "| profiler | {} |", names.join(" | "));
         let _ = writeln!(md, "| --- |{}", " ---: |".repeat(names.len()));
-        for p in self.profilers() {
+        for p in profilers {
             let cells: Vec<String> = names
                 .iter()
                 .map(|b| {
@@ -245,7 +291,7 @@ impl Leaderboard {
                         .iter()
                         .find(|r| {
                             r.backend == *b
-                                && r.profiler == p
+                                && r.profiler == *p
                                 && r.collectors == Collectors::Combined
                                 && r.mode == Mode::Instrumented
                         })
@@ -268,7 +314,7 @@ impl Leaderboard {
                 md,
                 "| profiler | groups | agreeing | agreement |\n| --- | ---: | ---: | ---: |"
             );
-            for r in &self.sim_to_real {
+            for r in self.sim_to_real.iter().filter(|r| !is_probe(&r.profiler)) {
                 let _ = writeln!(
                     md,
                     "| {} | {} | {} | {} |",

@@ -111,6 +111,36 @@ fn malformed_line_is_reported_with_file_and_line() {
 }
 
 #[test]
+fn two_scores_on_one_line_are_an_error_with_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(SCORES_FILE);
+    let scores = result_set(true);
+    let first = evaluator::scores_to_jsonl(&scores[..1]);
+    let two = evaluator::scores_to_jsonl(&scores[1..3]).replace('\n', " ");
+    std::fs::write(&p, format!("{first}{two}\n")).unwrap();
+    let e = read_scores(&p).unwrap_err();
+    assert_eq!(
+        e.line.as_deref().map(|l| l.starts_with("line 2,")),
+        Some(true),
+        "{e}"
+    );
+    assert!(e.message.contains("trailing characters"), "{e}");
+}
+
+#[test]
+fn a_huge_wrong_typed_value_is_not_echoed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(SCORES_FILE);
+    std::fs::write(&p, format!("\"{}\"\n", "y".repeat(1 << 20))).unwrap();
+    let shown = read_scores(&p).unwrap_err().to_string();
+    assert!(shown.len() < 1000, "{} bytes", shown.len());
+    let p = dir.path().join("unknown-key.jsonl");
+    std::fs::write(&p, format!("{{\"{}\": 3}}\n", "k".repeat(1 << 20))).unwrap();
+    let shown = read_scores(&p).unwrap_err().to_string();
+    assert!(shown.len() < 1000, "{} bytes", shown.len());
+}
+
+#[test]
 fn report_writes_every_file_deterministically() {
     let dir = tempfile::tempdir().unwrap();
     let scores = result_set(false);
@@ -269,4 +299,36 @@ fn schemas_are_generated() {
         assert!(s.contains("\"properties\""), "{name}");
     }
     assert!(evaluator::schema("nope").is_none());
+}
+
+#[test]
+fn probes_are_listed_in_the_appendix_not_among_the_profilers() {
+    let mut scores = result_set(true);
+    let probes: Vec<CaseScore> = scores
+        .iter()
+        .filter(|s| s.profiler == "timestamp-join")
+        .map(|s| CaseScore {
+            profiler: "probe-names".into(),
+            ..s.clone()
+        })
+        .collect();
+    scores.extend(probes);
+    let lb = Leaderboard::from_scores(&scores);
+    assert!(lb.rows.iter().any(|r| r.profiler == "probe-names"));
+    let md = lb.to_markdown();
+    let (main, appendix) = md
+        .split_once("## Appendix — floor: probes that use no causal reasoning")
+        .expect("an appendix when probes were scored");
+    assert!(!main.contains("probe-names"), "{main}");
+    assert!(main.contains("| timestamp-join |"), "{main}");
+    let (pairs, correct) = lb.pooled_pairs("probe-names");
+    assert!(pairs > 0);
+    assert!(
+        appendix.contains(&format!("| probe-names | {correct} | {pairs} |")),
+        "{appendix}"
+    );
+    // Without probes there is no appendix.
+    assert!(!Leaderboard::from_scores(&result_set(true))
+        .to_markdown()
+        .contains("Appendix"));
 }

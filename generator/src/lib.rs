@@ -8,6 +8,7 @@
 //! Architecture invariant: depends only on `ground-truth`; never looks at views,
 //! profilers or scores.
 
+pub mod anonymous;
 pub mod answers;
 pub mod backend;
 pub mod build;

@@ -200,6 +200,7 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                     question: Default::default(),
                     answer: None,
                 },
+                names: Vec::new(),
             }
         })
 }

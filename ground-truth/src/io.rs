@@ -3,12 +3,18 @@
 //! and what was expected. Writers are atomic (temp file + rename), so an
 //! interrupted run never leaves a half-written file behind.
 
+mod atomic;
 mod chunked;
+mod limits;
 mod parallel_read;
 mod parallel_write;
 
+pub use atomic::{remove_stale_temp_files, write_atomic, write_json_atomic};
+pub use limits::{bounded_echo, read_input, InputBytes, InputLimits, MAX_ECHO_CHARS, MAX_NESTING};
+
 use crate::graph::NodeKind;
 use crate::{Bundle, Explanation, Scenario, TraceView, SCHEMA_VERSION};
+use atomic::write_atomic_with;
 use chunked::ChunkedWriter;
 use rustc_hash::FxHashSet;
 use serde::de::DeserializeOwned;
@@ -55,37 +61,6 @@ impl FormatError {
     }
 }
 
-/// The first two bytes of every gzip stream.
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-
-/// `bytes`, decompressed when they are a gzip stream.
-fn gunzip_if_compressed(file: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, FormatError> {
-    if !bytes.starts_with(&GZIP_MAGIC) {
-        return Ok(bytes);
-    }
-    let mut out = Vec::with_capacity(bytes.len() * 8);
-    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
-        .map_err(|e| FormatError::new(file, "", format!("expected a complete gzip stream: {e}")))?;
-    Ok(out)
-}
-
-/// Files from this size on are parsed from a memory map: copying a gigabyte
-/// bundle into memory first cost 0.7 s and as much memory as the file.
-const MAP_FROM_BYTES: u64 = 64 << 20;
-
-/// A read-only map of `file` when it is a large regular file.
-fn map_if_large(file: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
-    let f = std::fs::File::open(file)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() || meta.len() < MAP_FROM_BYTES {
-        return Ok(None);
-    }
-    // SAFETY: the map is read-only and lives only while this read parses it.
-    // Our writers replace files by rename, never in place; a file truncated by
-    // another program while it is parsed is outside what a reader can defend.
-    unsafe { memmap2::Mmap::map(&f) }.map(Some)
-}
-
 /// Whether `path` names a run bundle file: `*.bundle.json`, or the same
 /// gzip-compressed, `*.bundle.json.gz`.
 pub fn is_bundle_file(path: &Path) -> bool {
@@ -101,21 +76,16 @@ pub trait Readable: DeserializeOwned + Serialize {
     /// Semantic problems as (JSON path, message).
     fn problems(&self) -> Vec<(String, String)>;
 
-    /// Reads and validates `file` (JSON; YAML too for scenarios).
-    /// A gzip-compressed file (any name; recognized by its magic bytes) is
-    /// decompressed first.
+    /// Reads and validates `file` (JSON; YAML too for scenarios) within the
+    /// default [`InputLimits`]. A gzip-compressed file (any name; recognized
+    /// by its magic bytes) is decompressed first.
     fn read(file: &Path) -> Result<Self, FormatError> {
-        let cannot_read = |e: std::io::Error| {
-            FormatError::new(file, "", format!("cannot read {}: {e}", Self::WHAT))
-        };
-        if let Some(map) = map_if_large(file).map_err(cannot_read)? {
-            if !map.starts_with(&GZIP_MAGIC) {
-                return Self::parse(file, &map);
-            }
-        }
-        let bytes = std::fs::read(file).map_err(cannot_read)?;
-        let bytes = gunzip_if_compressed(file, bytes)?;
-        Self::parse(file, &bytes)
+        Self::read_within(file, &InputLimits::DEFAULT)
+    }
+
+    /// [`Readable::read`] within `limits`.
+    fn read_within(file: &Path, limits: &InputLimits) -> Result<Self, FormatError> {
+        Self::parse(file, &read_input(file, Self::WHAT, limits)?)
     }
 
     /// Parses bytes as if they came from `file`.
@@ -128,7 +98,11 @@ pub trait Readable: DeserializeOwned + Serialize {
             from_json_tracked(file, bytes)?
         };
         if let Some((path, message)) = value.problems().into_iter().next() {
-            return Err(FormatError::new(file, format!(".{path}"), message));
+            return Err(FormatError::new(
+                file,
+                format!(".{path}"),
+                bounded_echo(message),
+            ));
         }
         Ok(value)
     }
@@ -153,8 +127,9 @@ fn is_yaml(file: &Path) -> bool {
     )
 }
 
+/// The JSON path of a parser's error; a key of any length is cut short.
 fn json_path(p: &serde_path_to_error::Path) -> String {
-    let s = p.to_string();
+    let s = bounded_echo(p.to_string());
     if s == "." || s == "?" {
         String::new()
     } else if s.starts_with('[') {
@@ -182,7 +157,7 @@ fn from_json_tracked<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T
         path,
         line: (inner.line() > 0)
             .then(|| format!("line {}, column {}", inner.line(), inner.column())),
-        message: strip_position(&inner.to_string()),
+        message: parser_message(&inner.to_string()),
     };
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut *de)
@@ -196,6 +171,12 @@ fn from_json_tracked<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T
 pub fn from_yaml<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, FormatError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| FormatError::new(file, "", format!("not UTF-8 text: {e}")))?;
+    if let Some(line) = limits::yaml_flow_too_deep(text) {
+        return Err(FormatError {
+            line: Some(format!("line {line}")),
+            ..FormatError::new(file, "", limits::nesting_message())
+        });
+    }
     let de = serde_norway::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = json_path(e.path());
@@ -203,7 +184,7 @@ pub fn from_yaml<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, Fo
         let line = inner
             .location()
             .map(|l| format!("line {}, column {}", l.line(), l.column()));
-        let mut message = strip_position(&inner.to_string());
+        let mut message = parser_message(&inner.to_string());
         // The YAML parser prefixes its own path; we report the path separately.
         if let Some(rest) = message.strip_prefix(&format!("{}: ", path.trim_start_matches('.'))) {
             message = rest.to_string();
@@ -217,56 +198,19 @@ pub fn from_yaml<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, Fo
     })
 }
 
-/// serde's messages end with " at line X column Y"; we report the position separately.
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
+/// A parser's message as a reader reports it: without the position, which
+/// is reported separately, naming the nesting limit where the parser stopped
+/// at it, and with a quoted value cut short ([`bounded_echo`]).
+pub fn parser_message(msg: &str) -> String {
+    if limits::is_recursion_limit(msg) {
+        return limits::nesting_message();
     }
-}
-
-/// Writes JSON to a temp file beside `file`, then renames it into place. The
-/// value is serialized straight into the file: a gigabyte bundle is never held
-/// in memory twice.
-pub fn write_json_atomic<T: Serialize + ?Sized>(file: &Path, value: &T) -> std::io::Result<()> {
-    write_atomic_with(file, |out| {
-        serde_json::to_writer(out, value).map_err(std::io::Error::other)
-    })
-}
-
-/// Writes bytes atomically: a reader sees the old file or the whole new one.
-pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic_with(file, |out| out.write_all(bytes))
-}
-
-/// Lets `fill` write the new content to a temp file beside `file`, then renames
-/// it into place; on failure the temp file is removed and `file` is untouched.
-fn write_atomic_with(
-    file: &Path,
-    fill: impl FnOnce(&mut ChunkedWriter) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = file.with_extension(format!(
-        "{}.{}.tmp",
-        file.extension().and_then(|e| e.to_str()).unwrap_or(""),
-        std::process::id()
-    ));
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        let mut out = ChunkedWriter::new(f);
-        fill(&mut out)?;
-        let f = out.finish()?;
-        f.sync_data().ok();
-        Ok(())
-    });
-    match written {
-        Ok(()) => std::fs::rename(&tmp, file),
-        Err(e) => {
-            std::fs::remove_file(&tmp).ok();
-            Err(e)
-        }
-    }
+    // serde's messages end with " at line X column Y".
+    let msg = match msg.rfind(" at line ") {
+        Some(i) => &msg[..i],
+        None => msg,
+    };
+    bounded_echo(msg.to_string())
 }
 
 fn version_problem(v: u32) -> Option<(String, String)> {
@@ -838,9 +782,12 @@ mod tests {
         // JSON may end in any amount of whitespace: a few megabytes of bundle,
         // a file large enough to be mapped.
         let mut bytes = serde_json::to_vec_pretty(&bundle).unwrap();
-        bytes.resize(MAP_FROM_BYTES as usize + 1, b' ');
+        bytes.resize(limits::MAP_FROM_BYTES as usize + 1, b' ');
         std::fs::write(&file, &bytes).unwrap();
-        assert!(map_if_large(&file).unwrap().is_some());
+        assert!(matches!(
+            read_input(&file, "run bundle", &InputLimits::DEFAULT).unwrap(),
+            InputBytes::Mapped(_)
+        ));
         // (This test bundle's nodes name rids it does not have: the read gets as
         // far as the semantic checks, as a parse of the bytes in memory does.)
         let from_map = Bundle::read(&file).unwrap_err();

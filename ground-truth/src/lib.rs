@@ -8,6 +8,7 @@
 pub mod bundle;
 pub mod explanation;
 pub mod graph;
+pub mod identifier;
 pub mod io;
 pub mod labels;
 pub mod megakernel;

@@ -514,6 +514,9 @@ impl MkScenario {
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         out.extend(schema_version_problem(self.schema_version));
+        if let Some(message) = crate::identifier::identifier_problem(&self.name) {
+            out.push(("name".into(), message));
+        }
         if self.name != format!("{}.{}", self.family, self.variant) {
             out.push((
                 "name".into(),
@@ -558,13 +561,12 @@ impl MkScenario {
             }
         }
         if let Some(s) = self.injection.step {
-            if s >= self.requests * self.decode_steps {
+            // In u64: the product of two u32 counts does not overflow.
+            let steps = u64::from(self.requests) * u64::from(self.decode_steps);
+            if u64::from(s) >= steps {
                 out.push((
                     "injection.step".into(),
-                    format!(
-                        "step {s} out of range (the run has {} decode steps)",
-                        self.requests * self.decode_steps
-                    ),
+                    format!("step {s} out of range (the run has {steps} decode steps)"),
                 ));
             }
         }
@@ -810,6 +812,25 @@ mod tests {
         format!(
             "schema_version: 1\nname: f.v\nfamily: f\nvariant: v\ncause: task_class_delay\n{extra}"
         )
+    }
+
+    #[test]
+    fn huge_counts_and_paths_in_names_are_refused_without_a_panic() {
+        use crate::io::Readable;
+        let p = std::path::Path::new("s.yaml");
+        let e = MkScenario::parse(
+            p,
+            yaml(
+                "requests: 4000000000\ndecode_steps: 4000000000\n\
+                 injection: {kind: class_delay, class: gemm, magnitude_us: 100, step: 1}\n",
+            )
+            .as_bytes(),
+        );
+        assert!(e.is_ok() || !e.unwrap_err().message.is_empty());
+        let bad_name = yaml("injection: {kind: class_delay, class: gemm, magnitude_us: 100}\n")
+            .replace("name: f.v", "name: ../f.v");
+        let e = MkScenario::parse(p, bad_name.as_bytes()).unwrap_err();
+        assert_eq!(e.path, ".name", "{e}");
     }
 
     #[test]

@@ -9,6 +9,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+mod limits;
+pub use limits::{
+    MAX_BLOCK_THREADS, MAX_GRID_BLOCKS, MAX_HOST_THREADS, MAX_REPETITIONS, MAX_SCENARIO_OPS,
+    MAX_SCENARIO_TIME_US, MAX_TRANSFER_BYTES,
+};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -41,6 +47,12 @@ pub struct Scenario {
     #[serde(default)]
     pub injection: Option<Injection>,
     pub symptom: SymptomDecl,
+    /// Kernel names that application-like work draws from: injected kernels
+    /// (hogs, backlog, concurrent work) take a seeded draw from this pool, so
+    /// nothing in a view names the injector or the cause. Empty (the default):
+    /// the scenario's own kernel names, with their multiplicity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
 }
 
 fn one() -> u32 {
@@ -593,6 +605,12 @@ impl Scenario {
                     "must be at least 1".into(),
                 );
             }
+            limits::check_time(
+                p.interval_us,
+                &format!("programs[{pi}].interval_us"),
+                &mut bad,
+            );
+            limits::check_time(p.offset_us, &format!("programs[{pi}].offset_us"), &mut bad);
             let mut depth = 0i32;
             for (si, s) in p.steps.iter().enumerate() {
                 let path = format!("programs[{pi}].steps[{si}]");
@@ -620,7 +638,7 @@ impl Scenario {
                 };
                 match s {
                     Step::HostWork { duration_us, .. } => {
-                        non_negative(*duration_us, &format!("{path}.duration_us"), &mut bad)
+                        limits::check_time(*duration_us, &format!("{path}.duration_us"), &mut bad)
                     }
                     Step::Handoff { queue } => {
                         if !queues.contains(queue) {
@@ -639,8 +657,12 @@ impl Scenario {
                                 "a copy needs at least one byte".into(),
                             );
                         }
+                        limits::check_bytes(*bytes, &format!("{path}.bytes"), &mut bad);
                     }
-                    Step::Memset { stream, .. } => stream_ref(stream, &mut bad),
+                    Step::Memset { stream, bytes, .. } => {
+                        stream_ref(stream, &mut bad);
+                        limits::check_bytes(*bytes, &format!("{path}.bytes"), &mut bad);
+                    }
                     Step::EventRecord { event, stream, .. }
                     | Step::StreamWait { event, stream, .. } => {
                         stream_ref(stream, &mut bad);
@@ -744,8 +766,16 @@ impl Scenario {
                 "call_site and operator questions need an expected `answer`".into(),
             );
         }
+        for (i, n) in self.names.iter().enumerate() {
+            if n.is_empty() {
+                bad(
+                    format!("names[{i}]"),
+                    "a kernel name cannot be empty".into(),
+                );
+            }
+        }
         if let Some(inj) = &self.injection {
-            non_negative(inj.magnitude_us, "injection.magnitude_us", &mut bad);
+            limits::check_time(inj.magnitude_us, "injection.magnitude_us", &mut bad);
             let in_graph = inj.kind == InjectionKind::GraphDependency
                 && self
                     .graphs
@@ -757,25 +787,13 @@ impl Scenario {
                 }
             }
         }
+        // Totals last: a value past the limit on its own is reported at its path.
+        limits::size_problems(self, &mut bad);
         out
     }
 }
 
-fn non_negative(v: f64, path: &str, bad: &mut dyn FnMut(String, String)) {
-    if !(v.is_finite() && v >= 0.0) {
-        bad(
-            path.to_string(),
-            format!("expected a finite, non-negative number, found {v}"),
-        );
-    }
-}
-
 fn check_kernel(k: &KernelSpec, path: &str, bad: &mut dyn FnMut(String, String)) {
-    non_negative(k.duration_us, &format!("{path}.duration_us"), bad);
-    if k.grid == 0 || k.block == 0 {
-        bad(
-            format!("{path}.grid"),
-            "grid and block must be at least 1".into(),
-        );
-    }
+    limits::check_time(k.duration_us, &format!("{path}.duration_us"), bad);
+    limits::check_shape(k.grid, k.block, path, bad);
 }

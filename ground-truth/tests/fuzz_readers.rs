@@ -107,3 +107,234 @@ proptest! {
         no_panic::<TraceView>("v.json", &bytes);
     }
 }
+
+// Abuse cases: every reader refuses input past the limits of README "Limits"
+// with an error naming the limit, quickly and without holding the input.
+
+use ground_truth::io::{InputLimits, MAX_NESTING};
+use std::io::Write;
+
+/// A gzip stream of `{` and `len` spaces (valid JSON whitespace), written
+/// as a stream: megabytes compress to kilobytes.
+fn gzip_bomb(len: usize) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(b"{").unwrap();
+    let spaces = vec![b' '; 1 << 16];
+    for _ in 0..len / spaces.len() {
+        enc.write_all(&spaces).unwrap();
+    }
+    enc.finish().unwrap()
+}
+
+#[test]
+fn a_gzip_stream_expanding_a_thousandfold_is_refused_for_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = gzip_bomb(16 << 20);
+    assert!(bomb.len() < 100_000, "{} bytes", bomb.len());
+    type Read = fn(&Path) -> Result<(), ground_truth::FormatError>;
+    let checks: [(&str, Read); 4] = [
+        ("b.bundle.json.gz", |f| Bundle::read(f).map(drop)),
+        ("v.json.gz", |f| TraceView::read(f).map(drop)),
+        ("e.json.gz", |f| Explanation::read(f).map(drop)),
+        ("s.yaml", |f| Scenario::read(f).map(drop)),
+    ];
+    for (name, read) in checks {
+        let file = dir.path().join(name);
+        std::fs::write(&file, &bomb).unwrap();
+        let e = read(&file).unwrap_err();
+        assert_eq!(e.file, file);
+        assert!(
+            e.message.contains("the limit of a gzip stream's expansion"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn input_past_the_largest_size_is_refused_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = VIEW.len() as u64 - 1;
+    let limits = InputLimits::DEFAULT.at_most(limit);
+    let named = format!("the input limit of {limit} bytes");
+    let plain = dir.path().join("v.json");
+    std::fs::write(&plain, VIEW).unwrap();
+    let e = TraceView::read_within(&plain, &limits).unwrap_err();
+    assert!(e.message.contains(&format!("over {named}")), "{e}");
+    // Compressed within the expansion limit, but past the largest size.
+    let packed = dir.path().join("v.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(VIEW.as_bytes()).unwrap();
+    let compressed = enc.finish().unwrap();
+    assert!((compressed.len() as u64) < limit);
+    std::fs::write(&packed, compressed).unwrap();
+    let e = TraceView::read_within(&packed, &limits).unwrap_err();
+    assert!(e.message.contains(&format!("past {named}")), "{e}");
+    assert!(TraceView::read(&packed).is_ok());
+    // A file that never ends is read only up to the limit.
+    let e = TraceView::read_within(Path::new("/dev/zero"), &limits).unwrap_err();
+    assert!(e.message.contains(&format!("over {named}")), "{e}");
+}
+
+#[test]
+fn a_huge_wrong_typed_value_is_not_echoed_whole() {
+    let huge = "y".repeat(1 << 20);
+    let scenario = SCENARIO.replacen("seed:", &format!("seed: \"{huge}\"\nx_seed:"), 1);
+    let view = VIEW.replacen(
+        "\"bundle\":\"00ff\"",
+        &format!("\"bundle\":[\"{huge}\"]"),
+        1,
+    );
+    let key = VIEW.replacen("\"bundle\"", &format!("\"{huge}\""), 1);
+    for (file, e) in [
+        (
+            "s.yaml",
+            Scenario::parse(Path::new("s.yaml"), scenario.as_bytes()).unwrap_err(),
+        ),
+        (
+            "v.json",
+            TraceView::parse(Path::new("v.json"), view.as_bytes()).unwrap_err(),
+        ),
+        (
+            "v.json",
+            TraceView::parse(Path::new("v.json"), key.as_bytes()).unwrap_err(),
+        ),
+    ] {
+        let shown = e.to_string();
+        assert!(shown.starts_with(file), "{shown}");
+        assert!(
+            shown.len() < 1000,
+            "{} bytes: {}",
+            shown.len(),
+            &shown[..300]
+        );
+    }
+}
+
+#[test]
+fn deeply_nested_input_is_refused_naming_the_limit() {
+    // 400 KB of nesting (the YAML parser alone would take minutes).
+    let deep = "[".repeat(400_000);
+    let yaml = format!("schema_version: 1\nname: {deep}\n");
+    let e = Scenario::parse(Path::new("s.yaml"), yaml.as_bytes()).unwrap_err();
+    assert!(e.message.contains("nesting limit"), "{e}");
+    assert_eq!(e.line.as_deref(), Some("line 2"), "{e}");
+    let json = VIEW.replacen("\"records\":[", &format!("\"records\":[{{\"a\":{deep}"), 1);
+    let e = TraceView::parse(Path::new("v.json"), json.as_bytes()).unwrap_err();
+    assert!(e.message.contains("nesting limit"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Nesting well inside the limit is read as usual (and refused for its
+    /// type); past it, every format names the limit.
+    #[test]
+    fn nesting_is_refused_exactly_past_the_limit(
+        depth in 0usize..(2 * MAX_NESTING),
+        kinds in prop::collection::vec(any::<bool>(), 2 * MAX_NESTING),
+        block in any::<bool>(),
+    ) {
+        let opens: String = kinds[..depth].iter().map(|&m| if m { "{\"a\":" } else { "[" }).collect();
+        // A step is buffered whole before its `op` is known: the reader
+        // descends into every level.
+        let yaml = if block {
+            let mut s = String::from("programs:\n- steps:\n  - a:");
+            for i in 0..depth {
+                s.push_str(&format!("\n{}- ", " ".repeat(2 * i + 4)));
+            }
+            s + "x\n"
+        } else {
+            format!("programs: [{{steps: [{{a: {}x", opens.replace("\"a\"", "a"))
+        };
+        // A record is buffered whole before its kind is known: the reader
+        // descends into every level.
+        let json = VIEW.replacen("\"records\":[", &format!("\"records\":[{{\"a\":{opens}"), 1);
+        let errors = [
+            Scenario::parse(Path::new("s.yaml"), yaml.as_bytes()).unwrap_err(),
+            TraceView::parse(Path::new("v.json"), json.as_bytes()).unwrap_err(),
+        ];
+        for e in errors {
+            let nesting = e.message.contains("nesting limit");
+            if depth <= MAX_NESTING - 8 {
+                prop_assert!(!nesting, "depth {}: {}", depth, e);
+            } else if depth > MAX_NESTING + 1 {
+                prop_assert!(nesting, "depth {}: {}", depth, e);
+            }
+        }
+    }
+}
+
+/// The scenario seed with `from` replaced by `to` (once), and the problem
+/// its reader reports.
+fn scenario_error(from: &str, to: &str) -> ground_truth::FormatError {
+    assert!(SCENARIO.contains(from), "{from}");
+    let text = SCENARIO.replacen(from, to, 1);
+    Scenario::parse(Path::new("s.yaml"), text.as_bytes()).unwrap_err()
+}
+
+#[test]
+fn scenario_names_are_identifiers() {
+    for name in ["../../escape", "a/b", "..", ".hidden", "-x", "a b"] {
+        let e = scenario_error(
+            "name: stale-identity.reused-event",
+            &format!("name: \"{name}\""),
+        );
+        assert_eq!(e.path, ".name", "{name}: {e}");
+        assert!(e.message.contains("expected an identifier"), "{e}");
+    }
+    let e = scenario_error("family: stale-identity", "family: x/y");
+    assert_eq!(e.path, ".family", "{e}");
+}
+
+#[test]
+fn times_that_would_overflow_nanoseconds_are_refused() {
+    let e = scenario_error("duration_us: 500", "duration_us: 1e16");
+    assert_eq!(e.path, ".programs[0].steps[0].duration_us", "{e}");
+    assert!(e.message.contains("over the limit"), "{e}");
+    let e = scenario_error("magnitude_us: 3500", "magnitude_us: 1e17");
+    assert_eq!(e.path, ".injection.magnitude_us", "{e}");
+    let e = scenario_error("interval_us: 25000", "interval_us: -1");
+    assert_eq!(e.path, ".programs[0].interval_us", "{e}");
+    // Each time within the limit, together past it.
+    let e = scenario_error("duration_us: 500", "duration_us: 5e11");
+    assert_eq!(e.path, ".programs", "{e}");
+    assert!(e.message.contains("times add up to"), "{e}");
+}
+
+#[test]
+fn scenario_sizes_past_the_limit_are_refused_before_anything_runs() {
+    let e = scenario_error("requests: 3", "requests: 10000000");
+    assert_eq!(e.path, ".programs", "{e}");
+    assert!(e.message.contains("over the limit of 2000000"), "{e}");
+    let e = scenario_error(
+        "  - name: host\n",
+        "  - name: host\n    count: 4000000000\n",
+    );
+    assert_eq!(e.path, ".threads", "{e}");
+    assert!(e.message.contains("over the limit of 1024"), "{e}");
+    let e = scenario_error("repetitions: 3", "repetitions: 1000000000");
+    assert_eq!(e.path, ".repetitions", "{e}");
+    let e = scenario_error("grid: 64}", "grid: 64, block: 4096}");
+    assert_eq!(e.path, ".programs[0].steps[0].block", "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Every name a scenario reader accepts is one plain path component.
+    #[test]
+    fn accepted_names_stay_inside_their_directory(name in "[a-z./ _-]{0,12}") {
+        let text = SCENARIO.replacen(
+            "name: stale-identity.reused-event",
+            &format!("name: \"{name}\""),
+            1,
+        );
+        let read = Scenario::parse(Path::new("s.yaml"), text.as_bytes());
+        if read.is_ok() {
+            let mut parts = Path::new(&name).components();
+            prop_assert!(matches!(parts.next(), Some(std::path::Component::Normal(_))));
+            prop_assert!(parts.next().is_none(), "{}", name);
+            prop_assert!(!name.starts_with('.'));
+        }
+    }
+}

@@ -37,6 +37,7 @@ mod raw;
 mod session;
 mod stacks;
 mod symbols;
+mod unwind_tables;
 
 #[cfg(not(ebpf_recorder_no_bpf))]
 #[allow(

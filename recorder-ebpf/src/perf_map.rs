@@ -90,9 +90,21 @@ impl PerfMapWriter {
 }
 
 /// The extent `(start, size)` of the function of this process containing
-/// `addr`, from its symbol table; `None` when the executable has no symbol
-/// there (stripped).
+/// `addr`: from the executable's symbol table, else — a stripped executable —
+/// from its unwind tables (the `.eh_frame` entry covering `addr`, see
+/// `unwind_tables.rs`); `None` when neither describes `addr`.
+///
+/// The symbol table is asked first because it also covers code built without
+/// unwind tables; where both describe a function they give the same extent
+/// (the tests compare them, on this binary and on a stripped copy).
 pub fn own_function_extent(addr: u64) -> Option<(u64, u64)> {
+    symbol_table_extent(addr).or_else(|| crate::unwind_tables::fde_extent(addr))
+}
+
+/// The extent `(start, size)` of the function of this process containing
+/// `addr`, from the symbol tables of its objects only (blazesym); `None` when
+/// there is no sized symbol there (a stripped executable).
+pub fn symbol_table_extent(addr: u64) -> Option<(u64, u64)> {
     use blazesym::symbolize::{source::Process, source::Source, Input, Symbolized, Symbolizer};
     let symbolizer = Symbolizer::new();
     let mut src = Process::new(blazesym::Pid::Slf);
@@ -102,7 +114,12 @@ pub fn own_function_extent(addr: u64) -> Option<(u64, u64)> {
         .ok()?;
     match out {
         // `sym.addr` is the ELF's address; `offset` is where `addr` lies in it.
-        Symbolized::Sym(sym) => Some((addr - sym.offset as u64, sym.size? as u64)),
+        Symbolized::Sym(sym) => {
+            let start = addr - sym.offset as u64;
+            let size = sym.size? as u64;
+            // A symbol that does not reach `addr` is not its function.
+            (addr < start + size).then_some((start, size))
+        }
         Symbolized::Unknown(_) => None,
     }
 }
@@ -135,11 +152,24 @@ mod tests {
     fn finds_the_extent_of_an_own_function() {
         let addr = some_function as *const () as u64;
         let _ = some_function(3);
-        let Some((start, size)) = own_function_extent(addr) else {
-            eprintln!("skipping: this test binary has no symbol table");
-            return;
-        };
+        let (start, size) = own_function_extent(addr).expect("an extent for an own function");
         assert_eq!(start, addr);
         assert!(size > 0 && size < 4096, "size {size}");
+    }
+
+    /// The unwind-table answer (what a stripped binary gets) is the symbol
+    /// table's, on a function that has both.
+    #[test]
+    fn unwind_tables_agree_with_the_symbol_table() {
+        let addr = some_function as *const () as u64;
+        let Some(from_symbols) = symbol_table_extent(addr) else {
+            eprintln!("SKIP unwind_tables_agree_with_the_symbol_table: this test binary has no symbol table");
+            return;
+        };
+        assert_eq!(crate::unwind_tables::fde_extent(addr), Some(from_symbols));
+        assert_eq!(
+            crate::unwind_tables::fde_extent(addr + 1),
+            Some(from_symbols)
+        );
     }
 }

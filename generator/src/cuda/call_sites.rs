@@ -15,9 +15,12 @@
 //!
 //! Call sites are registered while a scenario is prepared, never during the
 //! recorded run (finding a function's extent reads the executable's symbol
-//! table). A call site that could not be registered (more than
-//! [`TRAMPOLINES`] distinct sites, or a stripped executable) launches through
-//! the common path and its stack shows the generic launch frame.
+//! table or, when it is stripped, its unwind tables, which `strip` keeps: see
+//! `ebpf_recorder::perf_map::own_function_extent`). A stripped executable
+//! therefore keeps its call sites. A call site that could not be registered
+//! (more than [`TRAMPOLINES`] distinct sites, or no symbol and no unwind entry
+//! for its trampoline) launches through the common path and its stack shows
+//! the generic launch frame.
 
 use super::driver::{launch, Args, Func, LaunchVia};
 use cudarc::driver::sys::{self, CUresult};
@@ -164,7 +167,7 @@ pub fn register(label: &str) -> Result<(), String> {
     let Some((start, size)) = own_function_extent(t as *const () as u64) else {
         return fail(
             &mut reg,
-            "the executable has no symbol for its trampoline".into(),
+            "the executable has no symbol or unwind entry for its trampoline".into(),
         );
     };
     if reg.perf_map.is_none() {

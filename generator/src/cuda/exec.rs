@@ -752,7 +752,8 @@ impl<'a> Exec<'a> {
                 let barrier = &barrier;
                 let stop = &stop_injector;
                 std::thread::Builder::new()
-                    .name("causalbench-injector".into())
+                    // Named like the workers: a thread name must not name the injector.
+                    .name(format!("cb-worker-{nthreads}"))
                     .spawn_scoped(s, move || me.injector(nthreads, barrier, stop))
                     .expect("spawn injector thread")
             });
@@ -1844,6 +1845,7 @@ impl<'a> Exec<'a> {
             DevAction::Kernel {
                 on_target_stream,
                 name,
+                call_site,
                 kernel,
                 grid,
                 dur_ns,
@@ -1866,7 +1868,7 @@ impl<'a> Exec<'a> {
                 let mut op = self.new_op(ti, log.tid, None, None, what);
                 op.injected = true;
                 op.delays_target = *delays_target;
-                op.call_site = Some(Arc::from("causalbench-injector"));
+                op.call_site = call_site.as_deref().map(Arc::from);
                 let f = self.func(name, *kernel);
                 self.enqueue_kernel(
                     &mut op,
@@ -1885,8 +1887,8 @@ impl<'a> Exec<'a> {
                 });
                 log.ops.push(op);
             }
-            DevAction::Copies { count, bytes_each } => {
-                for _ in 0..*count {
+            DevAction::Copies { sizes, call_site } => {
+                for bytes_each in sizes {
                     let what = What::Copy {
                         direction: CopyDirection::H2d,
                         bytes: *bytes_each,
@@ -1896,7 +1898,7 @@ impl<'a> Exec<'a> {
                     let mut op = self.new_op(ti, log.tid, None, None, what);
                     op.injected = true;
                     op.delays_target = true;
-                    op.call_site = Some(Arc::from("causalbench-injector"));
+                    op.call_site = call_site.as_deref().map(Arc::from);
                     self.enqueue_copy(
                         &mut op,
                         self.injector_stream,

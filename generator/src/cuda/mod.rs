@@ -791,7 +791,7 @@ impl Session {
                     costs.insert(major, self.fault_cost(major));
                 }
             }
-            let p = plan::plan(sc, inj, &tw, sms, |major| {
+            let p = plan::plan(sc, inj, &tw, sms, seed, |major| {
                 costs
                     .remove(&major)
                     .unwrap_or_else(|| Err("no fault calibration".into()))

@@ -5,6 +5,7 @@
 //! queue) and sized from the twin's measured times to hold the resource until
 //! the target's twin start plus the requested magnitude.
 
+use crate::anonymous::Disguise;
 use crate::keys::{target_key, Keys, StepKey};
 use ground_truth::graph::{Node, NodeKind};
 use ground_truth::scenario::{Injection, InjectionKind, Scenario, Step};
@@ -26,14 +27,21 @@ pub enum DevAction {
     Kernel {
         /// `Some(stream index)`: on the target's stream (backlog); `None`: the injector's stream.
         on_target_stream: Option<usize>,
+        /// Drawn from the scenario's kernel names (`crate::anonymous`).
         name: String,
+        /// Drawn from the application's call sites: the launch goes through the same trampoline.
+        call_site: Option<String>,
         kernel: Kernel,
         grid: u32,
         dur_ns: u64,
         delays_target: bool,
     },
-    /// Bulk pinned H2D copies on the injector's stream.
-    Copies { count: u32, bytes_each: u64 },
+    /// Pinned H2D copies on the injector's stream, of application-like sizes
+    /// where the application copies.
+    Copies {
+        sizes: Vec<u64>,
+        call_site: Option<String>,
+    },
 }
 
 #[derive(Debug)]
@@ -87,13 +95,17 @@ impl Twin<'_> {
 const PINNED_BYTES_PER_NS: f64 = 52.0;
 const MAX_COPY: u64 = 256 << 20;
 
+/// `seed` keys the draws that make injected work look like the application's.
 pub fn plan(
     sc: &Scenario,
     inj: &Injection,
     twin: &Twin,
     sms: u32,
+    seed: u64,
     minor_fault_ns: impl FnOnce(bool) -> Result<f64, String>,
 ) -> Plan {
+    let disguise = Disguise::new(sc, seed);
+    let call_site = |draw: u64| disguise.call_site(draw).map(str::to_string);
     let mag = (inj.magnitude_us * 1000.0).round() as Ns;
     let mut p = Plan {
         kind: inj.kind,
@@ -214,7 +226,8 @@ pub fn plan(
             let dur = until.saturating_sub(est_start).max(20_000);
             p.actions.push(DevAction::Kernel {
                 on_target_stream: None,
-                name: "occupancy_hog".into(),
+                name: disguise.kernel_name(0).into(),
+                call_site: call_site(0),
                 kernel: Kernel::OccupancyHog,
                 grid: sms,
                 dur_ns: dur,
@@ -231,9 +244,10 @@ pub fn plan(
             let dur = until.saturating_sub(est_start + 3_000).max(20_000);
             p.actions.push(DevAction::Kernel {
                 on_target_stream: target_stream,
-                name: "backlog_work".into(),
+                name: disguise.kernel_name(0).into(),
+                call_site: call_site(0),
                 kernel: Kernel::Spin,
-                grid: 16,
+                grid: disguise.grid(0, 16).min(sms),
                 dur_ns: dur,
                 delays_target: true,
             });
@@ -247,15 +261,23 @@ pub fn plan(
         InjectionKind::PcieContention => {
             let b = bw(true);
             let total = ((until.saturating_sub(est_start)) as f64 * b).round() as u64;
-            let count = total.div_ceil(MAX_COPY).max(2);
-            let each = (total / count).max(4096).next_multiple_of(4096);
-            p.bytes_needed = p.bytes_needed.max(each);
+            // Application-sized copies where the application copies; else
+            // equal MiB-rounded ones.
+            let ns_of = |bytes: u64| (bytes as f64 / b) as Ns;
+            let budget = until.saturating_sub(est_start);
+            let sizes = disguise.copy_sizes(budget, ns_of, 64).unwrap_or_else(|| {
+                let count = total.div_ceil(MAX_COPY).max(2);
+                vec![(total / count).max(1 << 20).next_multiple_of(1 << 20); count as usize]
+            });
+            let count = sizes.len();
+            let moved: u64 = sizes.iter().sum();
+            p.bytes_needed = p.bytes_needed.max(sizes.iter().copied().max().unwrap_or(0));
             p.actions.push(DevAction::Copies {
-                count: count as u32,
-                bytes_each: each,
+                sizes,
+                call_site: call_site(1),
             });
             p.mechanism = format!(
-                "cuda:bulk-copies ({count} pinned H2D copies of {each} bytes at {b:.1} GB/s on another stream, queued on the copy engine just before the target copy)"
+                "cuda:bulk-copies ({count} pinned H2D copies, {moved} bytes in all, at {b:.1} GB/s on another stream, queued on the copy engine just before the target copy)"
             );
             p.trigger = Some(step_key);
             p.device_target = Some(key);
@@ -263,7 +285,8 @@ pub fn plan(
         InjectionKind::UnrelatedWork => {
             p.actions.push(DevAction::Kernel {
                 on_target_stream: None,
-                name: "unrelated_work".into(),
+                name: disguise.kernel_name(0).into(),
+                call_site: call_site(0),
                 kernel: Kernel::Spin,
                 grid: 8,
                 dur_ns: mag.max(1_000),

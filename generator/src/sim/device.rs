@@ -35,36 +35,30 @@ impl Default for DeviceParams {
     }
 }
 
-/// SM occupancy: kernels placed so far, as (end, sms). Reservations made
-/// earlier in enqueue order count as occupied, FIFO-like.
+/// SM occupancy: kernels placed so far, as (start, end, sms). A kernel takes
+/// the earliest start at which its SMs are free for its whole run, counting
+/// every reservation that overlaps that run as occupied throughout it (FIFO-like:
+/// a kernel never squeezes between two reserved ones; it only runs before an
+/// earlier-enqueued one that starts after it has finished).
 #[derive(Debug, Default)]
 pub struct SmPool {
-    running: Vec<(Ns, u32)>,
+    running: Vec<(Ns, Ns, u32)>,
 }
 
 impl SmPool {
-    /// Earliest start ≥ `ready` at which `need` SMs are free, without reserving.
-    pub fn earliest(&mut self, ready: Ns, need: u32, total: u32, horizon: Ns) -> Ns {
-        self.running.retain(|&(end, _)| end > horizon);
+    /// Earliest start ≥ `ready` at which `need` SMs are free for `dur`, without reserving.
+    pub fn earliest(&mut self, ready: Ns, need: u32, dur: Ns, total: u32, horizon: Ns) -> Ns {
+        self.running.retain(|&(_, end, _)| end > horizon);
         let need = need.min(total);
         let mut t = ready;
         loop {
-            let used: u32 = self
-                .running
-                .iter()
-                .filter(|&&(end, _)| end > t)
-                .map(|&(_, s)| s)
-                .sum();
+            let overlapping =
+                |&&(start, end, _): &&(Ns, Ns, u32)| end > t && start < t + dur.max(1);
+            let used: u32 = self.running.iter().filter(overlapping).map(|r| r.2).sum();
             if used + need <= total {
                 return t;
             }
-            match self
-                .running
-                .iter()
-                .filter(|&&(end, _)| end > t)
-                .map(|&(end, _)| end)
-                .min()
-            {
+            match self.running.iter().filter(overlapping).map(|r| r.1).min() {
                 Some(next) => t = next,
                 None => return t,
             }
@@ -75,8 +69,8 @@ impl SmPool {
     pub fn place(&mut self, ready: Ns, need: u32, dur: Ns, total: u32, horizon: Ns) -> Ns {
         // Nothing placed in the future can start before the host's clock, so
         // entries that ended by then can never matter again.
-        let t = self.earliest(ready, need, total, horizon);
-        self.running.push((t + dur, need.min(total)));
+        let t = self.earliest(ready, need, dur, total, horizon);
+        self.running.push((t, t + dur, need.min(total)));
         t
     }
 }

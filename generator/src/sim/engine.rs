@@ -2,12 +2,15 @@
 //! a time in global time order, and every API call places its device work on
 //! the device model at the moment it is enqueued.
 
+mod injected_work;
+
 use super::device::{CopyEngine, SmPool};
 use super::inject::{Action, Plan};
 use super::names::{Api, Names};
+use super::noise::{Noise, Stall};
 use super::SimBackend;
+use crate::anonymous::Disguise;
 use crate::build::{NodeInfo, RunBuilder};
-use crate::unit_noise;
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{EdgeType, InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
@@ -196,16 +199,23 @@ struct Engine<'a> {
     /// Device nodes of injected work that delay the target, resolved at the end.
     pending_fault_edges: Vec<NodeId>,
     instrumented: bool,
+    /// Background noise of this run (its own seed: the twin's is independent).
+    noise: Noise,
+    /// What injected work imitates.
+    disguise: Disguise,
 }
 
+/// Simulates `sc`: `seed` keys the run's structure (pool choices, injected
+/// work's disguise), `noise_seed` its background noise and jitter.
 pub fn run(
     sc: &Scenario,
     be: &SimBackend,
     seed: u64,
+    noise_seed: u64,
     plan: Option<&Plan>,
     keep_records: bool,
 ) -> Run {
-    let mut e = Engine::new(sc, be, seed, plan, keep_records);
+    let mut e = Engine::new(sc, be, seed, noise_seed, plan, keep_records);
     let ops: usize = sc
         .programs
         .iter()
@@ -233,6 +243,7 @@ impl<'a> Engine<'a> {
         sc: &'a Scenario,
         be: &'a SimBackend,
         seed: u64,
+        noise_seed: u64,
         plan: Option<&'a Plan>,
         keep: bool,
     ) -> Self {
@@ -261,6 +272,7 @@ impl<'a> Engine<'a> {
             }
             pools.insert(decl.0.to_string(), members);
         }
+        let thread_count = threads.len();
         let mut e = Engine {
             sc,
             be,
@@ -293,6 +305,8 @@ impl<'a> Engine<'a> {
             injections: Vec::new(),
             pending_fault_edges: Vec::new(),
             instrumented: sc.mode == Mode::Instrumented,
+            noise: Noise::new(noise_seed, &be.noise, be.host.jitter, thread_count),
+            disguise: Disguise::new(sc, seed),
         };
         for (i, s) in sc
             .streams
@@ -359,8 +373,20 @@ impl<'a> Engine<'a> {
     }
 
     fn jitter(&self, key: u64, v: Ns) -> Ns {
-        let j = unit_noise(self.seed ^ key) * self.be.host.jitter;
-        ((v as f64) * (1.0 + j)).round().max(0.0) as Ns
+        self.noise.jitter_ns(key, v)
+    }
+
+    /// An API call's latency this run (the run's launch-latency scale, then per-call jitter).
+    fn call_latency(&self, key: u64, v: Ns) -> Ns {
+        self.jitter(key, self.noise.launch_latency(v))
+    }
+
+    fn injector_thread(&self) -> usize {
+        self.pools[INJECTOR_THREAD][0]
+    }
+
+    fn injector_stream(&self) -> usize {
+        self.stream_ix[INJECTOR_STREAM]
     }
 
     fn schedule(&mut self, th: usize, at: Ns) {
@@ -431,7 +457,7 @@ impl<'a> Engine<'a> {
 
     fn schedule_injector(&mut self) {
         let Some(plan) = self.plan else { return };
-        let th = self.pools[INJECTOR_THREAD][0];
+        let th = self.injector_thread();
         let mut actions: Vec<(Ns, Action)> = plan.actions.clone();
         actions.sort_by_key(|a| a.0);
         if let Some(&(first, _)) = actions.first() {
@@ -577,6 +603,10 @@ impl<'a> Engine<'a> {
             self.threads[th].current.as_mut().unwrap().stalled = Some(fault);
             return;
         }
+        self.background_noise(th, key);
+        if self.plan.is_some_and(|p| p.trigger.as_ref() == Some(&skey)) {
+            self.run_triggered(th);
+        }
         self.threads[th].current.as_mut().unwrap().step += 1;
         match step {
             Step::HostWork { duration_us, .. } => {
@@ -703,6 +733,42 @@ impl<'a> Engine<'a> {
         let c = self.threads[consumer].clock;
         if self.threads[consumer].current.is_none() {
             self.schedule(consumer, c.max(arrival));
+        }
+    }
+
+    /// The background preemptions and page faults that hit this application
+    /// thread before its next step: real (simulated) stalls with the records a
+    /// recorder sees, and no ground-truth node (they are host time, not a cause).
+    fn background_noise(&mut self, th: usize, key: u64) {
+        let tid = self.threads[th].tid;
+        for stall in self.noise.before_step(th, self.threads[th].clock, key) {
+            let at = self.threads[th].clock;
+            let cost = match stall {
+                Stall::Preempted(off_cpu) => {
+                    let cpu = 3 + (tid % 13);
+                    self.b.record(None, |rid| Record::Sched {
+                        rid,
+                        tid,
+                        cpu,
+                        switch_out: at,
+                        switch_in: at + off_cpu,
+                        reason: SwitchReason::Preempted,
+                    });
+                    off_cpu
+                }
+                Stall::PageFault { cost, address } => {
+                    self.b.record(None, |rid| Record::PageFault {
+                        rid,
+                        tid,
+                        ts: at,
+                        duration: cost,
+                        address,
+                        major: false,
+                    });
+                    cost
+                }
+            };
+            self.threads[th].clock = at + cost;
         }
     }
 
@@ -897,7 +963,7 @@ impl<'a> Engine<'a> {
                 // Calls that enqueue one op on one stream share everything but the op itself.
                 let si = targets.stream.expect("stream steps name a stream");
                 let call = self.stream_call(step, skey.program, si, skey.step);
-                let end = start + self.jitter(key, call.latency_ns);
+                let end = start + self.call_latency(key, call.latency_ns);
                 let inf = info(
                     call.call_site,
                     Some(self.streams[si].cupti_id),
@@ -982,7 +1048,7 @@ impl<'a> Engine<'a> {
             Step::GraphLaunch { .. } => {
                 let si = targets.stream.expect("graph launches name a stream");
                 let gi = targets.graph.expect("graph launches name a graph");
-                let end = start + self.jitter(key, hp.graph_launch_ns);
+                let end = start + self.call_latency(key, hp.graph_launch_ns);
                 let s = &self.streams[si];
                 let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
                 let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
@@ -1044,7 +1110,7 @@ impl<'a> Engine<'a> {
                     .unwrap_or(0),
                     _ => 0,
                 };
-                let call_end = start + self.jitter(key, hp.sync_call_ns);
+                let call_end = start + self.call_latency(key, hp.sync_call_ns);
                 let done = waited
                     .iter()
                     .map(|&n| self.b.truth.nodes[n as usize].end)
@@ -1551,107 +1617,6 @@ impl<'a> Engine<'a> {
         }
         self.streams[si].tail = sinks;
         self.streams[si].tail_end = tail_end;
-    }
-
-    /// Runs one injector action: real work issued by the injector thread.
-    fn inject_action(&mut self, th: usize, action: Action) {
-        let start = self.threads[th].clock;
-        let be = self.be;
-        let hp = &be.host;
-        let si_inj = self.stream_ix[INJECTOR_STREAM];
-        let call_site = SharedStr::from("causalbench-injector");
-        let info = |stream: u32| NodeInfo {
-            stream: Some(stream),
-            call_site: Some(call_site.clone()),
-            ..Default::default()
-        };
-        match action {
-            Action::Kernel {
-                stream,
-                name,
-                grid,
-                until,
-                delays_target,
-            } => {
-                let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
-                let end = start + hp.launch_ns;
-                let inf = info(self.streams[si].cupti_id);
-                let handle = self.streams[si].handle;
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    Api::LaunchKernel,
-                    inf.clone(),
-                    start,
-                    end,
-                    handle,
-                    None,
-                );
-                self.threads[th].prev = None;
-                let queued = start + QUEUE_OFFSET_NS;
-                let ready = queued.max(self.streams[si].tail_end);
-                let dispatch = self.be.device.dispatch_ns;
-                let total = self.be.device.sms;
-                let begin = self.sms.earliest(ready + dispatch, grid, total, self.now);
-                // Injected kernels run exactly until `until` and are never lost.
-                let name = SharedStr::from(name);
-                let launch = KernelLaunch {
-                    name: &name,
-                    grid,
-                    block: 256,
-                    duration: until.saturating_sub(begin).max(1_000),
-                };
-                let dev = self.place_kernel(si, launch, queued, corr, inf, &NO_STEP);
-                self.b.edge(node, dev, EdgeType::Launch);
-                if delays_target {
-                    self.pending_fault_edges.push(dev);
-                }
-                self.threads[th].clock = end;
-            }
-            Action::Copies { count, until } => {
-                let mut t = start;
-                for i in 0..count {
-                    let end = t + hp.copy_call_ns;
-                    let inf = info(self.streams[si_inj].cupti_id);
-                    let handle = self.streams[si_inj].handle;
-                    let (node, corr) = self.api_call(
-                        th,
-                        NodeKind::ApiCall,
-                        Api::MemcpyAsyncH2d,
-                        inf.clone(),
-                        t,
-                        end,
-                        handle,
-                        None,
-                    );
-                    self.threads[th].prev = None;
-                    let queued = t + QUEUE_OFFSET_NS;
-                    let d = &self.be.device;
-                    let ready = queued.max(self.streams[si_inj].tail_end) + d.copy_setup_ns;
-                    let begin = ready.max(self.copies.free_at);
-                    // Each copy holds the engine for an equal share of the remaining time.
-                    let share = until.saturating_sub(begin) / (count - i) as u64;
-                    let bytes = ((share.saturating_sub(d.copy_setup_ns)) as f64
-                        * d.pinned_bytes_per_ns)
-                        .max(4096.0) as u64;
-                    let dev = self.memcpy(
-                        si_inj,
-                        CopyDirection::H2d,
-                        bytes,
-                        HostMemory::Pinned,
-                        queued,
-                        corr,
-                        inf,
-                        &NO_STEP,
-                        u64::MAX,
-                    );
-                    self.b.edge(node, dev, EdgeType::Launch);
-                    self.pending_fault_edges.push(dev);
-                    t = end;
-                }
-                self.threads[th].clock = t;
-            }
-        }
     }
 
     /// Injected device work that delayed the target gets a `fault` edge to it,

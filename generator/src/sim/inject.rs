@@ -1,7 +1,12 @@
 //! Turns a scenario's injection into a plan, calibrated on the no-injection
 //! twin run the way a real injector is: work that must delay the target is
-//! issued just before the target's call and sized to hold the resource until
-//! the twin's start time plus the requested magnitude.
+//! issued when the target's thread reaches the target's call (it hands the
+//! injector a trigger, as on the GPU) and sized to hold the resource until the
+//! twin's start time plus the requested magnitude. The twin's noise is
+//! independent of the run's, so only the injector's trigger, not a time read
+//! off the twin, keeps the injected work ahead of the target in every queue.
+//! Injected work is shaped like application work (`crate::anonymous`): the plan
+//! fixes only what the mechanism needs (the resource and how long it is held).
 
 use super::engine::{Run, StepKey};
 use ground_truth::graph::NodeKind;
@@ -10,16 +15,18 @@ use ground_truth::Ns;
 
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Launch a kernel that runs until `until` (duration fitted at placement).
+    /// Launch back-to-back kernels of application-like durations that run
+    /// until `until` (durations fitted at placement) on `grid` SMs (`None`: an
+    /// application-like grid, where the mechanism does not depend on it).
     Kernel {
         stream: Option<String>,
-        name: String,
-        grid: u32,
+        grid: Option<u32>,
         until: Ns,
         delays_target: bool,
     },
-    /// Bulk pinned H2D copies on the injector's stream that keep the copy engine busy until `until`.
-    Copies { count: u32, until: Ns },
+    /// Pinned H2D copies of application-like sizes on the injector's stream
+    /// that keep the copy engine busy until about `until`.
+    Copies { until: Ns },
 }
 
 #[derive(Debug, Clone)]
@@ -34,7 +41,11 @@ pub struct Plan {
     pub lose_target: Option<StepKey>,
     /// Device op the injected work delays (gets a `fault` edge).
     pub device_target: Option<StepKey>,
+    /// Work issued at a time read off the twin (work that must not delay the target).
     pub actions: Vec<(Ns, Action)>,
+    /// The step whose thread triggers `triggered` right before making its call.
+    pub trigger: Option<StepKey>,
+    pub triggered: Vec<Action>,
 }
 
 pub use crate::keys::target_key;
@@ -50,6 +61,8 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
         lose_target: None,
         device_target: None,
         actions: Vec::new(),
+        trigger: None,
+        triggered: Vec::new(),
     };
     let Some(key) = key else { return p };
     let nodes = &twin.builder.truth.nodes;
@@ -60,7 +73,6 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
         ..key.clone()
     };
     let api = twin.keys.get(&api_key).map(|&n| &nodes[n as usize]);
-    // Injector work is issued shortly before the target's own call, so it is ahead of it in every queue.
     let issue_at = api.map(|a| a.start.saturating_sub(40_000)).unwrap_or(0);
     let until = device.map(|d| d.start + mag).unwrap_or(0);
     let target_stream = |sc: &Scenario| match &sc.programs[key.program].steps[key.step] {
@@ -87,16 +99,13 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
         InjectionKind::RecordLoss => p.lose_target = Some(key),
         InjectionKind::OccupancyPressure => {
             let dispatch = 3_000;
-            p.actions.push((
-                issue_at,
-                Action::Kernel {
-                    stream: None,
-                    name: "occupancy_hog".into(),
-                    grid: 132,
-                    until: until.saturating_sub(dispatch),
-                    delays_target: true,
-                },
-            ));
+            p.triggered.push(Action::Kernel {
+                stream: None,
+                grid: Some(132),
+                until: until.saturating_sub(dispatch),
+                delays_target: true,
+            });
+            p.trigger = Some(key.clone());
             p.device_target = Some(key);
         }
         InjectionKind::StreamBacklog => {
@@ -107,33 +116,30 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Run) -> Plan {
             } else {
                 2_000
             };
-            p.actions.push((
-                issue_at,
-                Action::Kernel {
-                    stream: target_stream(sc),
-                    name: "backlog_work".into(),
-                    grid: 16,
-                    until: until.saturating_sub(dispatch),
-                    delays_target: true,
-                },
-            ));
+            p.triggered.push(Action::Kernel {
+                stream: target_stream(sc),
+                grid: None,
+                until: until.saturating_sub(dispatch),
+                delays_target: true,
+            });
+            p.trigger = Some(key.clone());
             p.device_target = Some(key);
         }
         InjectionKind::PcieContention => {
-            p.actions
-                .push((issue_at, Action::Copies { count: 2, until }));
+            p.triggered.push(Action::Copies { until });
+            p.trigger = Some(key.clone());
             p.device_target = Some(key);
         }
         InjectionKind::UnrelatedWork => {
             let at = device
                 .map(|d| d.start.saturating_sub(20_000))
                 .unwrap_or(issue_at);
+            // On SMs the target leaves free: the work runs beside it, never ahead of it.
             p.actions.push((
                 at.min(issue_at.max(at)),
                 Action::Kernel {
                     stream: None,
-                    name: "unrelated_work".into(),
-                    grid: 8,
+                    grid: Some(8),
                     until: at + mag,
                     delays_target: false,
                 },

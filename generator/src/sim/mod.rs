@@ -8,9 +8,11 @@ mod device;
 mod engine;
 mod inject;
 mod names;
+mod noise;
 
 pub use device::DeviceParams;
 pub use engine::HostParams;
+pub use noise::NoiseParams;
 
 use crate::answers;
 use crate::backend::{Backend, RecordError};
@@ -21,6 +23,8 @@ use ground_truth::{Scenario, SCHEMA_VERSION};
 pub struct SimBackend {
     pub device: DeviceParams,
     pub host: HostParams,
+    /// Background noise; `NoiseParams::quiet()` for a perfectly quiet host.
+    pub noise: NoiseParams,
 }
 
 impl Backend for SimBackend {
@@ -36,17 +40,20 @@ impl Backend for SimBackend {
             ));
         }
         let seed = crate::mix(scenario.seed ^ crate::mix(repetition as u64 + 1));
+        // The twin is another run of the same program, so its background noise
+        // is drawn independently of the injected run's (docs/records.md).
+        let twin_noise = crate::mix(seed ^ 0x7477_696e);
         // Without an injection the twin is the run itself: simulate once.
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
-                let twin = engine::run(scenario, self, seed, None, false);
+                let twin = engine::run(scenario, self, seed, twin_noise, None, false);
                 let plan = inject::plan(scenario, inj, &twin);
                 (
-                    engine::run(scenario, self, seed, Some(&plan), true),
+                    engine::run(scenario, self, seed, seed, Some(&plan), true),
                     Some(twin),
                 )
             }
-            None => (engine::run(scenario, self, seed, None, true), None),
+            None => (engine::run(scenario, self, seed, seed, None, true), None),
         };
         let loss = run.loss;
         let injections = run.injections.clone();
@@ -163,6 +170,7 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
             question: Default::default(),
             answer: None,
         },
+        names: Vec::new(),
     }
 }
 
@@ -170,7 +178,7 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
 /// run does) and returns how many ground-truth nodes it produced. This is what
 /// "simulated operations per second" measures.
 pub fn simulate_only(backend: &SimBackend, scenario: &Scenario) -> usize {
-    engine::run(scenario, backend, scenario.seed, None, false)
+    engine::run(scenario, backend, scenario.seed, scenario.seed, None, false)
         .builder
         .truth
         .nodes

@@ -1,0 +1,98 @@
+//! The critical path: walking back from a record along the predecessor whose
+//! completion gated it.
+
+use super::graph::{Graph, E};
+use crate::index::Pos;
+use ground_truth::trace::Record;
+use ground_truth::{EdgeType, Evidence, Ns};
+
+impl Graph<'_> {
+    /// When a predecessor let `dst` proceed.
+    pub(super) fn effective(&self, e: &E) -> Ns {
+        if e.kind == EdgeType::Launch {
+            if let Some((q, _, _, _)) = self.ix.rec(e.dst).device_times() {
+                if q > 0 {
+                    return q;
+                }
+            }
+            // A call that returns after its op started was blocking (a pageable
+            // copy): the op was enqueued when the call began, not when it returned.
+            let (call_start, call_end) = (self.ix.start(e.src), self.ix.end(e.src));
+            return if call_end > self.ix.start(e.dst) {
+                call_start
+            } else {
+                call_end
+            };
+        }
+        self.done(e.src)
+    }
+
+    /// The predecessor whose completion let `p` proceed.
+    pub(super) fn gating_edge(&self, p: Pos) -> Option<E> {
+        self.incoming(p).into_iter().max_by(|a, b| {
+            (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(
+                self.effective(b),
+                strength(b.ev),
+                self.ix.rid(b.src),
+            ))
+        })
+    }
+
+    /// Walks back from `p` along gating predecessors: (path root first, first unresolved).
+    pub fn critical_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>) {
+        let mut path = vec![p];
+        let mut cur = p;
+        let mut unresolved = None;
+        for _ in 0..256 {
+            let inc = self.incoming(cur);
+            let best = inc
+                .iter()
+                .filter(|e| !path.contains(&e.src))
+                .max_by(|a, b| {
+                    (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(
+                        self.effective(b),
+                        strength(b.ev),
+                        self.ix.rid(b.src),
+                    ))
+                });
+            if self.missing_at.contains_key(&cur) {
+                // A predecessor the semantics require is absent: it may have gated
+                // `cur`, so the walk cannot go on with confidence.
+                unresolved = Some(cur);
+                break;
+            }
+            match best {
+                Some(e) if e.kind == EdgeType::HostOrder && e.ev == Evidence::Inferred => {
+                    // Closed mode: which host task this call belongs to is not in the
+                    // view; the path cannot be followed back with certainty.
+                    unresolved = Some(cur);
+                    break;
+                }
+                Some(e) => {
+                    path.push(e.src);
+                    cur = e.src;
+                }
+                None => {
+                    // Without task markers a host chain's root is never visible.
+                    if self.ix.view.spec.mode == ground_truth::Mode::Closed
+                        && matches!(self.ix.rec(cur), Record::Api { .. } | Record::Uprobe { .. })
+                    {
+                        unresolved = Some(cur);
+                    }
+                    break;
+                }
+            }
+        }
+        path.reverse();
+        (path, unresolved)
+    }
+}
+
+pub(super) fn strength(e: Evidence) -> u8 {
+    match e {
+        Evidence::Explicit => 3,
+        Evidence::Observed => 2,
+        Evidence::Inferred => 1,
+        Evidence::Missing => 0,
+    }
+}

@@ -1,0 +1,304 @@
+//! Diagnosis of one query: critical path, ranked causes, phase excess and the
+//! unresolved boundary.
+
+use super::graph::Graph;
+use crate::analysis::{self, dominant, ranked, significant};
+use crate::index::{call_site_frame, Pos};
+use ground_truth::trace::{Record, SyncType};
+use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
+
+pub(crate) struct Diag {
+    pub diagnosis: Diagnosis,
+    pub peers: usize,
+}
+
+impl Graph<'_> {
+    /// Diagnoses one query.
+    pub(crate) fn diagnose(&self, q: &Query) -> Diag {
+        let ix = &self.ix;
+        let Some(p) = ix.pos(q.rid) else {
+            return Diag {
+                diagnosis: Diagnosis {
+                    query: q.id.clone(),
+                    causes: ranked(vec![(CauseLabel::None, 1.0)]),
+                    critical_path: vec![],
+                    phases: Phases::default(),
+                    complete: false,
+                    first_unresolved: None,
+                    answer: None,
+                },
+                peers: 0,
+            };
+        };
+        let (mut path, mut unresolved) = self.critical_path(p);
+        let (mut causes, phases, npeers) = self.causes(p, 0);
+        let call = self.call_of(p);
+        // The launch call was late and nothing visible on the host explains it:
+        // without the eBPF collector (or with host records lost) the stall that
+        // delayed it is not in this view.
+        let (d, v) = dominant(&phases);
+        let host_late = d == 0
+            && significant(v, 0.0)
+            && causes
+                .first()
+                .is_some_and(|c| c.0 == CauseLabel::HostCompute);
+        if host_late && (!self.has_ebpf || self.loss_plausible) {
+            if let Some(c) = call {
+                if unresolved.is_none() {
+                    unresolved = Some(c);
+                    if let Some(i) = path.iter().position(|&x| x == c) {
+                        path.drain(..i);
+                    }
+                }
+                if !self.has_ebpf {
+                    causes.push((CauseLabel::CpuDeschedule, v * 0.5));
+                    causes.push((CauseLabel::HostPageFault, v * 0.4));
+                }
+            }
+        }
+        // Host-only view: the device side of a call's work is never visible.
+        if !self.has_cupti
+            && unresolved.is_none()
+            && call.is_some_and(|c| {
+                let k = ix.call_kind(c);
+                k.launches_work() || k == crate::index::CallKind::Synchronize
+            })
+        {
+            unresolved = Some(p);
+        }
+        let answer = match q.question {
+            Question::CallSite => self
+                .call_of(p)
+                .and_then(|c| ix.stack(c))
+                .and_then(call_site_frame)
+                .map(str::to_string),
+            Question::Operator => self.call_of(p).and_then(|c| {
+                let r = ix.rec(c);
+                ix.nvtx_enclosing_on(r.tid()?, r.interval().0)
+                    .map(|n| match ix.rec(n) {
+                        Record::Nvtx { name, .. } => name.to_string(),
+                        _ => String::new(),
+                    })
+            }),
+            _ => None,
+        };
+        Diag {
+            diagnosis: Diagnosis {
+                query: q.id.clone(),
+                causes: ranked(causes),
+                critical_path: path.iter().map(|&x| ix.rid(x)).collect(),
+                phases,
+                complete: unresolved.is_none(),
+                first_unresolved: unresolved.map(|x| ix.rid(x)),
+                answer,
+            },
+            peers: npeers,
+        }
+    }
+
+    /// The host call behind a record: its launch API for device activities, the
+    /// record itself for calls.
+    pub(super) fn call_of(&self, p: Pos) -> Option<Pos> {
+        match self.ix.rec(p) {
+            Record::Api { .. } | Record::Uprobe { .. } => Some(self.ix.canonical_call(p)),
+            _ => self.ix.launch_api(p),
+        }
+    }
+
+    /// Ranked causes, phase excess and peer count for record `p`.
+    pub(super) fn causes(&self, p: Pos, depth: u32) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+        let ix = &self.ix;
+        let r = ix.rec(p);
+        match r {
+            Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
+                self.device_causes(p, 0)
+            }
+            Record::Sync { sync_type, .. } if *sync_type != SyncType::StreamWaitEvent => {
+                self.blocking_causes(p, depth)
+            }
+            Record::Api { correlation_id, .. } => {
+                // A blocking call seen through its API record.
+                let acts = ix.acts_by_corr.get(correlation_id);
+                if let Some(s) = acts.and_then(|v| {
+                    v.iter().copied().find(|&a| matches!(ix.rec(a), Record::Sync { sync_type, .. } if *sync_type != SyncType::StreamWaitEvent))
+                }) {
+                    return self.blocking_causes(s, depth);
+                }
+                if let Some(d) =
+                    acts.and_then(|v| v.iter().copied().find(|&a| ix.rec(a).is_device_op()))
+                {
+                    return self.device_causes(d, 0);
+                }
+                self.host_causes(p)
+            }
+            Record::Uprobe { .. } => self.host_causes(ix.canonical_call(p)),
+            Record::Sync { .. } | Record::CudaEvent { .. } => {
+                // Wait or event record: judged by what gated it.
+                let inc = self.incoming(p);
+                if inc.iter().any(|e| e.kind == EdgeType::Event) {
+                    (
+                        vec![
+                            (CauseLabel::EventWait, 0.6),
+                            (CauseLabel::StreamBacklog, 0.2),
+                        ],
+                        Phases::default(),
+                        0,
+                    )
+                } else {
+                    (
+                        vec![(CauseLabel::StreamBacklog, 0.5), (CauseLabel::None, 0.3)],
+                        Phases::default(),
+                        0,
+                    )
+                }
+            }
+            _ => (vec![(CauseLabel::None, 1.0)], Phases::default(), 0),
+        }
+    }
+
+    /// Host-only diagnosis of a call (no device record to judge).
+    pub(super) fn host_causes(&self, call: Pos) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+        let peers = self.call_peers(call);
+        let (host, v) = self.host_excess(call, &peers);
+        let mut ph = Phases::default();
+        ph.host_enqueue = host;
+        if !significant(host, 0.0) {
+            return (
+                vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)],
+                Phases::default(),
+                peers.len(),
+            );
+        }
+        (v, ph, peers.len())
+    }
+
+    pub(super) fn device_causes(
+        &self,
+        p: Pos,
+        depth: u32,
+    ) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+        let ix = &self.ix;
+        let r = ix.rec(p);
+        let peers = self.device_peers(p);
+        let typical = analysis::typical_latency(ix, &peers);
+        let (ph, host_causes) = self.device_phases(p, &peers);
+        let is_copy = matches!(r, Record::Memcpy { .. });
+        let (d, v) = dominant(&ph);
+        if !significant(v, typical) {
+            // Nothing is late against its peers: explain the op's timing by what
+            // gated it, and keep `none` as the close alternative.
+            let mut out: Vec<(CauseLabel, f64)> = self
+                .gating_causes(p, 1.0, depth)
+                .into_iter()
+                .map(|(l, x)| (l, 0.6 * x))
+                .collect();
+            out.push((CauseLabel::None, 0.45));
+            // Not late: no lateness to split.
+            return (out, Phases::default(), peers.len());
+        }
+        let mut out: Vec<(CauseLabel, f64)> = Vec::new();
+        match d {
+            0 => out.extend(host_causes.iter().copied()),
+            1 => out.extend(self.gating_causes(p, v, depth)),
+            2 => {
+                let (q, s, st, _) = r.device_times().expect("device op");
+                let from = if s > 0 { s } else { q };
+                if is_copy {
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
+                        matches!(o, Record::Memcpy { .. })
+                    });
+                    out.push((
+                        CauseLabel::PcieContention,
+                        v * if o > 0.0 { 1.0 } else { 0.5 },
+                    ));
+                    out.push((CauseLabel::SlowCopy, v * if o > 0.0 { 0.2 } else { 0.4 }));
+                } else {
+                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
+                        matches!(o, Record::Kernel { .. })
+                    });
+                    out.push((
+                        CauseLabel::OccupancyPressure,
+                        v * if o > 0.0 { 1.0 } else { 0.6 },
+                    ));
+                    out.push((CauseLabel::StreamBacklog, v * 0.3));
+                }
+            }
+            _ => {
+                if is_copy {
+                    out.push((CauseLabel::SlowCopy, v));
+                    out.push((CauseLabel::PcieContention, v * 0.3));
+                } else {
+                    out.push((CauseLabel::OccupancyPressure, v));
+                    out.push((CauseLabel::GraphDependency, v * 0.1));
+                }
+            }
+        }
+        // Secondary significant phases as lower-ranked alternatives.
+        if d != 0 && significant(ph.host_enqueue, typical) {
+            out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
+        }
+        if d != 1 && significant(ph.queued_to_submitted, typical) {
+            out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
+        }
+        (out, ph, peers.len())
+    }
+
+    /// A blocking host call (stream/event/context synchronize, implicit fence).
+    pub(super) fn blocking_causes(
+        &self,
+        s: Pos,
+        depth: u32,
+    ) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+        let ix = &self.ix;
+        let Record::Sync {
+            sync_type,
+            correlation_id,
+            ..
+        } = ix.rec(s)
+        else {
+            return (vec![(CauseLabel::None, 1.0)], Phases::default(), 0);
+        };
+        let copy = ix
+            .acts_by_corr
+            .get(correlation_id)
+            .and_then(|v| v.iter().copied().find(|&a| ix.rec(a).is_device_op()));
+        if *sync_type == SyncType::ImplicitCopyFence {
+            let mut v = vec![(CauseLabel::ImplicitSync, 1.0)];
+            let mut ph = Phases::default();
+            let mut n = 0;
+            if let Some(c) = copy {
+                let (cv, cph, cn) = self.device_causes(c, 1);
+                ph = cph;
+                n = cn;
+                v.extend(
+                    cv.into_iter()
+                        .filter(|x| x.0 != CauseLabel::ImplicitSync)
+                        .map(|(l, x)| (l, x.min(1.0) * 0.3)),
+                );
+            }
+            return (v, ph, n);
+        }
+        // Judge the device work the call waited for.
+        let host_call = ix.api_by_corr.get(correlation_id).copied().unwrap_or(s);
+        let gating = self.incoming_of(host_call, EdgeType::Sync);
+        match gating {
+            Some(e) if depth < 2 && ix.rec(e.src).is_device_op() => {
+                let (v, ph, n) = self.causes(e.src, depth + 1);
+                (v, ph, n)
+            }
+            Some(_) => (
+                vec![
+                    (CauseLabel::EventWait, 0.5),
+                    (CauseLabel::StreamBacklog, 0.5),
+                ],
+                Phases::default(),
+                0,
+            ),
+            None => (
+                vec![(CauseLabel::None, 0.5), (CauseLabel::ImplicitSync, 0.5)],
+                Phases::default(),
+                0,
+            ),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The typed partial order itself: its edges and `missing` claims, the passes
+//! that build it in order, and the incoming-edge index the diagnosis walks.
+
+use crate::analysis::Peers;
+use crate::index::{Index, Pos};
+use ground_truth::trace::Source;
+use ground_truth::view::LossSpec;
+use ground_truth::{EdgeType, Evidence, Ns, TraceView};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct E {
+    pub src: Pos,
+    pub dst: Pos,
+    pub kind: EdgeType,
+    pub ev: Evidence,
+    pub conf: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Missing {
+    pub at: Pos,
+    pub kind: EdgeType,
+    pub conf: f64,
+}
+
+pub(crate) struct Graph<'a> {
+    pub ix: Index<'a>,
+    pub peers: Peers,
+    pub edges: Vec<E>,
+    pub missing: Vec<Missing>,
+    /// CSR of incoming edges by destination position.
+    pub(super) in_off: Vec<u32>,
+    pub(super) in_idx: Vec<u32>,
+    pub(super) missing_at: HashMap<Pos, usize>,
+    pub loss_plausible: bool,
+    /// Per stream: (enqueue key, the unit's exits) in order; a graph launch exits
+    /// through its sinks.
+    pub(super) stream_units: HashMap<u32, Vec<(Ns, Vec<Pos>)>>,
+    /// Launch calls known to be lost (their activity survived): (request token, when).
+    pub(super) lost_calls: Vec<(Option<String>, Ns)>,
+    /// Whether the view has CUPTI records / eBPF host records at all.
+    pub(super) has_cupti: bool,
+    pub(super) has_ebpf: bool,
+    /// Graph nodes whose usual graph predecessor is absent from their launch.
+    pub(super) graph_lost: std::cell::RefCell<Vec<Pos>>,
+    /// When each stream wait was satisfied on the device: CUPTI's SYNCHRONIZATION
+    /// record of a wait spans the host call, so the device-side moment is the
+    /// completion of the event record it joins to (by `event_sync_id`).
+    pub(super) wait_satisfied: HashMap<Pos, Ns>,
+}
+
+impl<'a> Graph<'a> {
+    pub fn build(view: &'a TraceView) -> Graph<'a> {
+        let ix = Index::new(view);
+        let peers = Peers::new(&ix);
+        let loss = view.collector_loss;
+        let loss_plausible =
+            loss.cupti_dropped + loss.cupti_timestamps_dropped + loss.ringbuffer_dropped > 0
+                || !matches!(view.spec.loss, LossSpec::None);
+        let mut g = Graph {
+            ix,
+            peers,
+            edges: Vec::new(),
+            missing: Vec::new(),
+            in_off: Vec::new(),
+            in_idx: Vec::new(),
+            missing_at: HashMap::new(),
+            loss_plausible,
+            stream_units: HashMap::new(),
+            lost_calls: Vec::new(),
+            has_cupti: view.records.iter().any(|r| r.source() == Source::Cupti),
+            has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
+            graph_lost: Default::default(),
+            wait_satisfied: HashMap::new(),
+        };
+        g.wait_satisfied = g.stream_wait_completions();
+        g.launch_edges();
+        g.stream_edges();
+        g.event_and_sync_edges();
+        g.interference_edges();
+        g.host_edges();
+        g.distrust_edges_into_gaps();
+        g.index_edges();
+        g
+    }
+
+    pub(super) fn add(&mut self, src: Pos, dst: Pos, kind: EdgeType, ev: Evidence, conf: f64) {
+        self.edges.push(E {
+            src,
+            dst,
+            kind,
+            ev,
+            conf,
+        });
+    }
+
+    pub(super) fn add_missing(&mut self, at: Pos, kind: EdgeType, conf: f64) {
+        if let Some(&i) = self.missing_at.get(&at) {
+            let m = &mut self.missing[i];
+            m.conf = m.conf.max(conf);
+            return;
+        }
+        self.missing_at.insert(at, self.missing.len());
+        self.missing.push(Missing { at, kind, conf });
+    }
+
+    pub(super) fn missing_conf(&self) -> f64 {
+        if self.loss_plausible {
+            0.9
+        } else {
+            0.6
+        }
+    }
+
+    pub(super) fn index_edges(&mut self) {
+        let n = self.ix.recs.len();
+        let mut off = vec![0u32; n + 1];
+        for e in &self.edges {
+            off[e.dst as usize + 1] += 1;
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        let mut fill = off.clone();
+        let mut idx = vec![0u32; self.edges.len()];
+        for (i, e) in self.edges.iter().enumerate() {
+            let d = e.dst as usize;
+            idx[fill[d] as usize] = i as u32;
+            fill[d] += 1;
+        }
+        self.in_off = off;
+        self.in_idx = idx;
+    }
+
+    pub fn incoming(&self, p: Pos) -> Vec<E> {
+        let (a, b) = (
+            self.in_off[p as usize] as usize,
+            self.in_off[p as usize + 1] as usize,
+        );
+        self.in_idx[a..b]
+            .iter()
+            .map(|&i| self.edges[i as usize])
+            .collect()
+    }
+
+    pub(super) fn incoming_of(&self, p: Pos, kind: EdgeType) -> Option<E> {
+        self.incoming(p)
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .max_by_key(|e| (self.ix.end(e.src), self.ix.rid(e.src)))
+    }
+
+    /// Completion time of a record (when its successors could proceed).
+    pub fn done(&self, p: Pos) -> Ns {
+        self.wait_satisfied
+            .get(&p)
+            .copied()
+            .unwrap_or_else(|| self.ix.end(p))
+    }
+}

@@ -1,0 +1,124 @@
+//! `causal-graph`: the reference design. A typed partial order built from
+//! explicit semantics, with an evidence class on every edge.
+//!
+//! **Evidence it uses**
+//! - *launch* (explicit): API record → the CUPTI activities carrying its
+//!   correlation id (kernels, copies, memsets, event records, stream waits).
+//!   Graph-launched kernels share the launch's correlation id and are told apart
+//!   by `graph_node_id`.
+//! - *stream_order* (observed): consecutive items of one CUPTI stream id (a new
+//!   id per stream object, so recreated streams whose raw handle repeats are not
+//!   confused), ordered by enqueue time (the launching call's start). Items are
+//!   device ops, `cuda_event` records and stream-wait `sync` records, so a wait
+//!   is ordered in its stream even before any kernel of that stream appears
+//!   (Kineto 904), and an event's predecessor is the previous item of the
+//!   event's own stream, not the thread's previous launch (HTA 117).
+//! - *event* (explicit): `cuda_event` → stream-wait `sync`, joined by
+//!   `event_sync_id` (never by the raw event handle, which is reused).
+//! - *graph* (inferred, confidence < 1): dependencies between nodes of one graph
+//!   launch. CUPTI does not report graph topology, so a node that starts right
+//!   after another node of the same launch ends, consistently over replays of the
+//!   same graph exec, is taken as its dependant.
+//! - *sync* (explicit/observed): the device work a blocking call waited for
+//!   (stream/event/context synchronize, the implicit fence of a pageable copy).
+//! - *request* (explicit): request tokens from external correlation records and
+//!   `request_begin` markers; *handoff* (observed): `enqueue` → `task_begin`
+//!   markers matched by queue and token; *host_order* (observed) within a host
+//!   task, inferred (0.6) when no task markers delimit tasks (closed mode).
+//! - *fault* (observed): a preempted/traced `sched` interval or page faults of
+//!   the calling thread between its previous host operation and an API call.
+//! - *missing*: a claim `src = dst = R` when a record the semantics require for
+//!   `R` is absent: its launch API record (correlation id without API record), the
+//!   event record of a wait (`event_sync_id` not found), an enqueue for a
+//!   `task_begin`, a stream predecessor expected from an API launch whose activity
+//!   record is absent, or a device op gated (`submitted` well after `queued`) by
+//!   nothing visible. `collector_loss` and the view's loss spec raise the
+//!   confidence of such claims and lower the confidence of stream-order edges.
+//!
+//! - *fault* (inferred, 0.7): device work on another stream that held the SMs
+//!   (kernels) or the copy engine (copies) while an op waited far longer than its
+//!   peers to start: the latest such op ending when the victim started.
+//!
+//! **Diagnosis**: the critical path walks back from the queried record taking at
+//! each step the predecessor whose completion gated it, and stops at the first
+//! record with a `missing` claim (`complete: false`, `first_unresolved`). Peers
+//! are the same operation (kernel name / copy shape, same call-site frame when
+//! stacks show it) in other requests of the view, since no twin is visible. The
+//! phase decomposition is each phase's excess over the peers' median: host gap
+//! before the call plus the queue waits of its handoff chain (including the
+//! request's wait to be picked up), queued→submitted, submitted→start,
+//! execution; all zero when nothing is late.
+//!
+//! Causes: a late host phase is blamed on the stall records of the calling
+//! thread (`cpu_deschedule`, `host_page_fault`), the handoff chain's queue waits
+//! (`handoff_queueing`) or else `host_compute`; a late submitted→start on
+//! co-running work (`occupancy_pressure` / `pcie_contention`); a long transfer on
+//! `slow_copy`. A late queued→submitted follows the gating chain through waits
+//! and event records: an event edge ⇒ `event_wait`, a graph edge ⇒
+//! `graph_dependency`, a stream predecessor ⇒ `stream_backlog` (`implicit_sync`
+//! for a blocking pageable copy); when the upstream op was itself late for a
+//! reason of its own (contention, a slow copy, a late launch) that reason is
+//! ranked first. When nothing is late against the peers the op's timing is
+//! still explained by what gated it (same rules, the host chain for an op that
+//! started when launched), with `none` as the close second.
+//!
+//! Incompleteness beyond `missing` claims: a late call with nothing on the
+//! host to explain it is unresolved when the view has no eBPF records (or loss
+//! is plausible); in closed mode a host call's task is invisible, so an
+//! inferred program-order step ends the walk; in a host-only view the device
+//! side of a launch is never resolved.
+//!
+//! **What it cannot know**: graph topology (inferred), what a lost record was,
+//! request identity and host queues in closed mode (abstains with `unknown`),
+//! device timing in a host-only view, and anything not written in some record.
+
+mod attribution;
+mod critical_path;
+mod diagnosis;
+mod event_sync;
+mod gating;
+mod graph;
+mod graph_launch;
+mod host;
+mod interference;
+mod launch;
+mod peers;
+mod stream_order;
+mod text;
+
+pub use text::why_late;
+
+use crate::common::{attribution, attribution_targets, finish, Output};
+use crate::Profiler;
+use graph::Graph;
+use ground_truth::{Evidence, Explanation, TraceView};
+use std::time::Instant;
+
+pub struct CausalGraph;
+
+impl Profiler for CausalGraph {
+    fn name(&self) -> &str {
+        "causal-graph"
+    }
+    fn version(&self) -> &str {
+        crate::VERSION
+    }
+    fn explain(&self, view: &TraceView) -> Explanation {
+        let t0 = Instant::now();
+        let g = Graph::build(view);
+        let mut out = Output::default();
+        for e in &g.edges {
+            out.edge(&g.ix, e.src, e.dst, e.kind, e.ev, e.conf);
+        }
+        for m in &g.missing {
+            out.edge(&g.ix, m.at, m.at, m.kind, Evidence::Missing, m.conf);
+        }
+        for p in attribution_targets(&g.ix) {
+            out.attribution.push(attribution(&g.ix, p, g.token(p)));
+        }
+        for q in &view.queries {
+            out.diagnoses.push(g.diagnose(q).diagnosis);
+        }
+        finish(self.name(), view, t0, out)
+    }
+}

@@ -1,0 +1,205 @@
+//! Lateness against peers: the same operation in other requests of the view, and
+//! each phase's excess over the peers' median.
+
+use super::graph::Graph;
+use crate::analysis::{self, NOISE_NS};
+use crate::index::{call_site_frame, Pos};
+use ground_truth::trace::{MarkerPhase, Record};
+use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, Phases};
+
+impl Graph<'_> {
+    /// Host-side lateness of a call: (gap since its host predecessor, queue waits
+    /// of its handoff chain, total time since its request began).
+    pub(super) fn host_measure(&self, call: Pos) -> HostMeasure {
+        let ix = &self.ix;
+        let mut m = HostMeasure::default();
+        let start = ix.start(call);
+        if let Some(e) = self.incoming_of(call, EdgeType::HostOrder) {
+            m.gap = Some(start.saturating_sub(ix.end(e.src)) as f64);
+            m.ready = ix.end(e.src);
+            m.gap_inferred = e.ev == Evidence::Inferred;
+        } else {
+            m.ready = start;
+        }
+        // Follow the handoff chain back through task_begin markers.
+        let mut cur = call;
+        for _ in 0..64 {
+            let Some(t) = self.task_of(cur) else { break };
+            if let Some(e) = self.incoming_of(t, EdgeType::Handoff) {
+                m.queue_wait = Some(
+                    m.queue_wait.unwrap_or(0.0)
+                        + ix.start(t).saturating_sub(ix.start(e.src)) as f64,
+                );
+                cur = e.src;
+                continue;
+            }
+            if let Some(e) = self.incoming_of(t, EdgeType::Request) {
+                m.since_request = Some(start.saturating_sub(ix.start(e.src)) as f64);
+                // Arrival → first task: the request waited to be picked up.
+                m.queue_wait = Some(
+                    m.queue_wait.unwrap_or(0.0)
+                        + ix.start(t).saturating_sub(ix.start(e.src)) as f64,
+                );
+            }
+            break;
+        }
+        m
+    }
+
+    /// The task_begin marker of the host task a host operation belongs to.
+    pub(super) fn task_of(&self, mut x: Pos) -> Option<Pos> {
+        for _ in 0..100_000 {
+            match self.ix.rec(x) {
+                Record::Marker {
+                    phase: MarkerPhase::TaskBegin,
+                    ..
+                } => return Some(x),
+                Record::Marker {
+                    phase: MarkerPhase::Enqueue,
+                    ..
+                } => x = self.incoming_of(x, EdgeType::Handoff)?.src,
+                _ => x = self.incoming_of(x, EdgeType::HostOrder)?.src,
+            }
+        }
+        None
+    }
+
+    /// Peers of a host call: same entry point, same call-site frame when known.
+    pub(super) fn call_peers(&self, call: Pos) -> Vec<Pos> {
+        let ix = &self.ix;
+        let name = ix.call_name(call);
+        let site = ix.stack(call).and_then(call_site_frame);
+        ix.all_calls
+            .iter()
+            .copied()
+            .filter(|&c| {
+                c != call
+                    && ix.call_name(c) == name
+                    && ix.stack(c).and_then(call_site_frame) == site
+            })
+            .collect()
+    }
+
+    /// Host-side excess of a call over its peers, and the host causes ranked.
+    pub(super) fn host_excess(
+        &self,
+        call: Pos,
+        peer_calls: &[Pos],
+    ) -> (f64, Vec<(CauseLabel, f64)>) {
+        let ix = &self.ix;
+        let own = self.host_measure(call);
+        let pm: Vec<HostMeasure> = peer_calls
+            .iter()
+            .take(512)
+            .map(|&c| self.host_measure(c))
+            .collect();
+        let gap_x = analysis::excess(own.gap, pm.iter().filter_map(|m| m.gap).collect(), 0.0);
+        let wait_x = analysis::excess(
+            own.queue_wait,
+            pm.iter().filter_map(|m| m.queue_wait).collect(),
+            0.0,
+        );
+        let tid = ix.rec(call).tid().unwrap_or(0);
+        let st = ix.host_stalls(tid, own.ready.min(ix.start(call)), ix.start(call));
+        // A gap to an inferred predecessor (closed mode: maybe another task's call)
+        // includes idle time; only what stall records explain counts as lateness.
+        let gap_x = if own.gap_inferred {
+            gap_x.min(st.desched_ns + st.fault_ns)
+        } else {
+            gap_x
+        };
+        let total = gap_x + wait_x;
+        let mut v = vec![
+            (
+                CauseLabel::CpuDeschedule,
+                st.desched_ns.min(gap_x.max(st.desched_ns)),
+            ),
+            (
+                CauseLabel::HostPageFault,
+                st.fault_ns + if st.major > 0 { NOISE_NS } else { 0.0 },
+            ),
+            (CauseLabel::HandoffQueueing, wait_x),
+            (
+                CauseLabel::HostCompute,
+                (gap_x - st.desched_ns - st.fault_ns).max(0.0),
+            ),
+        ];
+        v.retain(|x| x.1 > 0.0);
+        if v.is_empty() {
+            v.push((CauseLabel::HostCompute, 1.0));
+        }
+        (total.max(st.desched_ns + st.fault_ns), v)
+    }
+
+    /// Peers of a device op: the same operation (kernel name / copy shape, and
+    /// the same call site when stacks show it) in other requests of the view.
+    pub(super) fn device_peers(&self, p: Pos) -> Vec<Pos> {
+        let ix = &self.ix;
+        let all = self.peers.of(ix, p);
+        let site = |k: Pos| {
+            ix.launch_api(k)
+                .and_then(|a| ix.stack(a))
+                .and_then(call_site_frame)
+        };
+        let tok = |k: Pos| self.token(k);
+        let (my_site, my_tok) = (site(p), tok(p));
+        let same_site: Vec<Pos> = all
+            .iter()
+            .copied()
+            .filter(|&k| site(k) == my_site)
+            .collect();
+        let pool = if same_site.is_empty() { all } else { same_site };
+        let other_req: Vec<Pos> = pool
+            .iter()
+            .copied()
+            .filter(|&k| my_tok.is_none() || tok(k) != my_tok)
+            .collect();
+        if other_req.is_empty() {
+            pool
+        } else {
+            other_req
+        }
+    }
+
+    /// Per-phase excess of a device op over its peers, host side included.
+    pub(super) fn device_phases(&self, p: Pos, peers: &[Pos]) -> (Phases, Vec<(CauseLabel, f64)>) {
+        let ix = &self.ix;
+        let r = ix.rec(p);
+        let mut ph = analysis::device_excess(ix, peers, p);
+        // Graph nodes have no queued/submitted: the wait after the launch call is
+        // the dependency wait.
+        if matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0) {
+            let wait = |k: Pos| {
+                ix.launch_api(k)
+                    .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)
+            };
+            ph.queued_to_submitted = analysis::excess(
+                wait(p),
+                peers.iter().filter_map(|&k| wait(k)).collect(),
+                0.0,
+            );
+            ph.submitted_to_start = 0.0;
+        }
+        let mut host_causes = Vec::new();
+        if let Some(a) = ix.launch_api(p) {
+            let peer_calls: Vec<Pos> = peers.iter().filter_map(|&k| ix.launch_api(k)).collect();
+            let (hx, hv) = self.host_excess(a, &peer_calls);
+            ph.host_enqueue = hx;
+            host_causes = hv;
+        }
+        (ph, host_causes)
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct HostMeasure {
+    /// Call start minus its host-order predecessor's end.
+    pub(super) gap: Option<f64>,
+    /// Sum of queue waits (task_begin − enqueue) along the handoff chain.
+    pub(super) queue_wait: Option<f64>,
+    pub(super) since_request: Option<f64>,
+    /// The predecessor was only inferred (no task markers).
+    pub(super) gap_inferred: bool,
+    /// When the call's host predecessor finished.
+    pub(super) ready: Ns,
+}

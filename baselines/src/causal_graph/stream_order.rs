@@ -1,0 +1,336 @@
+//! Stream order: consecutive items of one CUPTI stream by enqueue time, graph
+//! launches as one unit, and the stream predecessors that are missing.
+
+use super::graph::Graph;
+use crate::analysis::NOISE_NS;
+use crate::index::{CallKind, Pos};
+use ground_truth::trace::{HostMemory, Record, SyncType};
+use ground_truth::{EdgeType, Evidence, Ns};
+use std::collections::HashMap;
+
+/// Unit of a stream's order: one record, or the kernels of one graph launch.
+pub(super) enum Unit {
+    One(Pos),
+    Graph(Vec<Pos>),
+}
+
+impl Graph<'_> {
+    /// Enqueue-order key of a stream item: its launching call's start.
+    pub(super) fn enqueue_key(&self, p: Pos) -> Ns {
+        if let Some(api) = self.ix.launch_api(p) {
+            return self.ix.start(api);
+        }
+        match self.ix.rec(p) {
+            Record::Kernel { queued, .. }
+            | Record::Memcpy { queued, .. }
+            | Record::Memset { queued, .. }
+                if *queued > 0 =>
+            {
+                *queued
+            }
+            r => r.interval().0,
+        }
+    }
+
+    /// Stream order, graph dependencies inside launches, and missing stream predecessors.
+    pub(super) fn stream_edges(&mut self) {
+        let ix = &self.ix;
+        let mut by_stream: HashMap<u32, Vec<(Ns, Ns, u64, Pos)>> = HashMap::new();
+        for (i, r) in ix.recs.iter().enumerate() {
+            let p = i as Pos;
+            let item = match r {
+                Record::Kernel { .. }
+                | Record::Memcpy { .. }
+                | Record::Memset { .. }
+                | Record::CudaEvent { .. } => true,
+                Record::Sync { sync_type, .. } => *sync_type == SyncType::StreamWaitEvent,
+                _ => false,
+            };
+            if item {
+                let s = r.stream().expect("stream items have a stream");
+                by_stream.entry(s).or_default().push((
+                    self.enqueue_key(p),
+                    r.interval().0,
+                    r.rid(),
+                    p,
+                ));
+            }
+        }
+        let orphans = self.orphan_launches();
+        let graph_edges = self.infer_graph_edges();
+        let mc0 = self.missing_conf();
+        for b in self.graph_lost.take() {
+            self.add_missing(b, EdgeType::Graph, mc0);
+        }
+        let mut graph_preds: HashMap<Pos, ()> = HashMap::new();
+        let mut graph_succs: HashMap<Pos, ()> = HashMap::new();
+        for &(a, b, conf) in &graph_edges {
+            self.add(a, b, EdgeType::Graph, Evidence::Inferred, conf);
+            graph_preds.insert(b, ());
+            graph_succs.insert(a, ());
+        }
+        let mut streams: Vec<u32> = by_stream.keys().copied().collect();
+        streams.sort_unstable();
+        let base_conf = if self.loss_plausible { 0.9 } else { 1.0 };
+        let mc = self.missing_conf();
+        for s in streams {
+            let mut items = by_stream.remove(&s).unwrap_or_default();
+            items.sort_unstable();
+            // Group the kernels of one graph launch.
+            let mut units: Vec<(Ns, Unit)> = Vec::new();
+            for &(key, _, _, p) in &items {
+                let r = self.ix.rec(p);
+                let gk = match r {
+                    Record::Kernel {
+                        graph_node_id,
+                        correlation_id,
+                        ..
+                    } if *graph_node_id != 0 => Some(*correlation_id),
+                    _ => None,
+                };
+                if let (Some(c), Some((_, Unit::Graph(v)))) = (gk, units.last_mut()) {
+                    if self.ix.rec(v[0]).correlation_id() == Some(c) {
+                        v.push(p);
+                        continue;
+                    }
+                }
+                units.push((
+                    key,
+                    if gk.is_some() {
+                        Unit::Graph(vec![p])
+                    } else {
+                        Unit::One(p)
+                    },
+                ));
+            }
+            let orphan_keys = orphans.get(&s);
+            let mut prev: Option<(Ns, Vec<Pos>)> = None;
+            let mut order: Vec<(Ns, Vec<Pos>)> = Vec::with_capacity(units.len());
+            for (key, u) in &units {
+                let entries: Vec<Pos> = match u {
+                    Unit::One(p) => vec![*p],
+                    Unit::Graph(v) => v
+                        .iter()
+                        .copied()
+                        .filter(|p| !graph_preds.contains_key(p))
+                        .collect(),
+                };
+                // An API launch on this stream between prev and this unit left no activity record.
+                let orphan_between = orphan_keys
+                    .map(|ks| {
+                        let lo = prev.as_ref().map(|(k, _)| *k).unwrap_or(0);
+                        ks.iter()
+                            .filter(|(k, _)| *k > lo && *k <= *key)
+                            .map(|(_, c)| *c)
+                            .fold(0.0, f64::max)
+                    })
+                    .unwrap_or(0.0);
+                for &x in &entries {
+                    let pred_exits: &[Pos] =
+                        prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                    let unexplained = self.unexplained_gating(x, pred_exits);
+                    let mut conf = base_conf;
+                    if orphan_between > 0.0 {
+                        self.add_missing(x, EdgeType::StreamOrder, orphan_between);
+                        conf = 0.4;
+                    } else if unexplained {
+                        self.add_missing(x, EdgeType::StreamOrder, mc);
+                        conf = 0.4;
+                    }
+                    if let Some((_, pp)) = &prev {
+                        for &e in pp {
+                            self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+                        }
+                    }
+                }
+                // A graph launch completes through its sinks (nodes nothing depends on).
+                let exits: Vec<Pos> = match u {
+                    Unit::One(p) => vec![*p],
+                    Unit::Graph(v) => v
+                        .iter()
+                        .copied()
+                        .filter(|p| !graph_succs.contains_key(p))
+                        .collect(),
+                };
+                prev = Some((*key, exits.clone()));
+                order.push((*key, exits));
+            }
+            self.stream_units.insert(s, order);
+        }
+    }
+
+    /// Was `x` held back (submitted well after queued) by something not visible?
+    pub(super) fn unexplained_gating(&self, x: Pos, preds: &[Pos]) -> bool {
+        let r = self.ix.rec(x);
+        let Some((q, s, _, _)) = r.device_times() else {
+            return false;
+        };
+        if q == 0 || s <= q {
+            return false;
+        }
+        let wait = (s - q) as f64;
+        if wait < NOISE_NS {
+            return false;
+        }
+        let tol = 10_000.0 + 0.02 * wait;
+        let explained_by = |p: Pos| {
+            let done = self.done(p) as f64;
+            done + tol >= s as f64
+        };
+        if preds.iter().any(|&p| explained_by(p)) {
+            return false;
+        }
+        // A blocking (pageable) copy fences against device work on other streams too.
+        if self.is_fenced_copy(x) {
+            let k = self
+                .ix
+                .device_ops
+                .partition_point(|&o| self.ix.start(o) < s);
+            if self.ix.device_ops[..k]
+                .iter()
+                .rev()
+                .take(4096)
+                .any(|&o| o != x && explained_by(o))
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub(super) fn is_fenced_copy(&self, x: Pos) -> bool {
+        let r = self.ix.rec(x);
+        if matches!(
+            r,
+            Record::Memcpy {
+                memory: HostMemory::Pageable,
+                ..
+            }
+        ) {
+            return true;
+        }
+        let c = r.correlation_id().unwrap_or(0);
+        self.ix.acts_by_corr.get(&c).is_some_and(|v| {
+            v.iter().any(|&a| {
+                matches!(
+                    self.ix.rec(a),
+                    Record::Sync {
+                        sync_type: SyncType::ImplicitCopyFence,
+                        ..
+                    }
+                )
+            })
+        })
+    }
+
+    /// Stream wait → max(its record's end, completion of the event record it waited on).
+    pub(super) fn stream_wait_completions(&self) -> HashMap<Pos, Ns> {
+        let ix = &self.ix;
+        let mut event_done: HashMap<u64, Ns> = HashMap::new();
+        for r in ix.recs {
+            if let Record::CudaEvent {
+                event_sync_id, ts, ..
+            } = r
+            {
+                if *event_sync_id != 0 {
+                    event_done.insert(*event_sync_id, *ts);
+                }
+            }
+        }
+        let mut out = HashMap::new();
+        for (i, r) in ix.recs.iter().enumerate() {
+            if let Record::Sync {
+                sync_type: SyncType::StreamWaitEvent,
+                event_sync_id,
+                end,
+                ..
+            } = r
+            {
+                if let Some(&t) = event_done.get(event_sync_id) {
+                    out.insert(i as Pos, (*end).max(t));
+                }
+            }
+        }
+        out
+    }
+
+    /// API launches that enqueued work but have no activity record, by the stream
+    /// they most likely targeted: stream → [(enqueue key, confidence)].
+    pub(super) fn orphan_launches(&self) -> HashMap<u32, Vec<(Ns, f64)>> {
+        let ix = &self.ix;
+        let mut out: HashMap<u32, Vec<(Ns, f64)>> = HashMap::new();
+        if ix.device_ops.is_empty() {
+            return out;
+        }
+        // Raw stream handle → CUPTI stream id, as observed over time (handles repeat).
+        let mut handle_obs: HashMap<u64, Vec<(Ns, u32)>> = HashMap::new();
+        let mut thread_obs: HashMap<u32, Vec<(Ns, u32)>> = HashMap::new();
+        let mut orphans = Vec::new();
+        for (&c, &api) in &ix.api_by_corr {
+            // A stream wait is a stream item too (its SYNC record), and its first
+            // argument is the stream, so a lost wait record is an orphan like a lost launch.
+            let kind = ix.call_kind(api);
+            if !(kind.launches_work() || kind == CallKind::StreamWait) {
+                continue;
+            }
+            let stream = ix
+                .acts_by_corr
+                .get(&c)
+                .and_then(|v| v.iter().find_map(|&a| ix.rec(a).stream()));
+            match stream {
+                Some(s) => {
+                    let t = ix.start(api);
+                    if let Some(&u) = ix.uprobe_of_api.get(&api) {
+                        if let Record::Uprobe { handle, .. } = ix.rec(u) {
+                            if *handle != 0 {
+                                handle_obs.entry(*handle).or_default().push((t, s));
+                            }
+                        }
+                    }
+                    if let Some(tid) = ix.rec(api).tid() {
+                        thread_obs.entry(tid).or_default().push((t, s));
+                    }
+                }
+                None => orphans.push(api),
+            }
+        }
+        for v in handle_obs.values_mut().chain(thread_obs.values_mut()) {
+            v.sort_unstable();
+        }
+        let nearest = |v: &Vec<(Ns, u32)>, t: Ns| -> Option<u32> {
+            let k = v.partition_point(|&(x, _)| x <= t);
+            let before = (k > 0).then(|| v[k - 1]);
+            let after = v.get(k).copied();
+            match (before, after) {
+                (Some(b), Some(a)) => Some(if t - b.0 <= a.0 - t { b.1 } else { a.1 }),
+                (Some(b), None) => Some(b.1),
+                (None, Some(a)) => Some(a.1),
+                (None, None) => None,
+            }
+        };
+        orphans.sort_unstable();
+        for api in orphans {
+            let t = ix.start(api);
+            let by_handle = ix.uprobe_of_api.get(&api).and_then(|&u| match ix.rec(u) {
+                Record::Uprobe { handle, .. } if *handle != 0 => {
+                    handle_obs.get(handle).and_then(|v| nearest(v, t))
+                }
+                _ => None,
+            });
+            let (stream, conf) = match by_handle {
+                Some(s) => (Some(s), if self.loss_plausible { 0.9 } else { 0.7 }),
+                None => (
+                    ix.rec(api)
+                        .tid()
+                        .and_then(|tid| thread_obs.get(&tid))
+                        .and_then(|v| nearest(v, t)),
+                    0.5,
+                ),
+            };
+            if let Some(s) = stream {
+                out.entry(s).or_default().push((t, conf));
+            }
+        }
+        out
+    }
+}

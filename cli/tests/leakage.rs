@@ -1,0 +1,65 @@
+//! The leakage audit (`docs/integrity.md`): the probes that use no causal
+//! reasoning (`baselines/src/probes.rs`) are run over the simulator catalog, and
+//! none may separate the catalog's pairs better than chance plus a small margin.
+//! A probe above the ceiling means names, record kinds or structure in the views
+//! give the answer away.
+
+use std::process::Command;
+
+/// The highest pooled pair accuracy a probe may reach: chance (0.170 for a probe
+/// that knows each family's causes but has no evidence, see `docs/integrity.md`)
+/// plus one family of the twelve.
+const CEILING: f64 = 0.25;
+
+/// Pooled (pairs, correct) of every probe in a results directory's leaderboard.
+fn probe_pairs(out: &std::path::Path) -> Vec<(String, u64, u64)> {
+    let text = std::fs::read_to_string(out.join("leaderboard.json")).unwrap();
+    let lb: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut pooled: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for f in lb["families_pooled"].as_array().unwrap() {
+        let profiler = f["profiler"].as_str().unwrap();
+        if profiler.starts_with("probe-") {
+            let e = pooled.entry(profiler.to_string()).or_default();
+            e.0 += f["pairs"].as_u64().unwrap();
+            e.1 += f["pairs_correct"].as_u64().unwrap();
+        }
+    }
+    pooled.into_iter().map(|(p, (n, c))| (p, n, c)).collect()
+}
+
+#[test]
+fn no_probe_separates_the_catalog_better_than_chance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    // Two repetitions: enough pairs that one lucky family does not decide, and
+    // the probes cost milliseconds per view (recording dominates).
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args([
+            "run",
+            "--backend",
+            "sim",
+            "--reps",
+            "2",
+            "--profilers",
+            "probes",
+        ])
+        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let probes = probe_pairs(&out);
+    assert_eq!(probes.len(), 4, "every probe is scored: {probes:?}");
+    let mut above = Vec::new();
+    for (probe, pairs, correct) in &probes {
+        let accuracy = *correct as f64 / *pairs as f64;
+        eprintln!("{probe}: pair accuracy {accuracy:.3} ({correct}/{pairs})");
+        if accuracy > CEILING {
+            above.push(format!("{probe} {accuracy:.3} ({correct}/{pairs})"));
+        }
+    }
+    assert!(
+        above.is_empty(),
+        "probes above the ceiling {CEILING}: {}",
+        above.join(", ")
+    );
+}

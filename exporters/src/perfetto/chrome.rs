@@ -1,0 +1,105 @@
+//! The Chrome JSON encoder: the model as `traceEvents`.
+
+use super::model::{Arg, Model, Track, TrackKind};
+use ground_truth::Ns;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// The model as Chrome JSON (`traceEvents`): tracks become (pid, tid) pairs, flows
+/// `ph: s` / `ph: f` (`bp: e`) pairs.
+pub fn to_chrome_json(m: &Model) -> Value {
+    // pid and tid of every track.
+    let mut pid_tid: HashMap<u64, (u32, u32)> = HashMap::new();
+    let by_uuid: HashMap<u64, &Track> = m.tracks.iter().map(|t| (t.uuid, t)).collect();
+    let mut events = Vec::new();
+    let mut synthetic = 0x7000_0000u32;
+    for t in &m.tracks {
+        match t.kind {
+            TrackKind::Process { pid } => {
+                events.push(
+                    json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                                   "args": {"name": t.name}}),
+                );
+                events.push(
+                    json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                                   "args": {"sort_index": t.rank}}),
+                );
+            }
+            TrackKind::Thread { pid, tid } => {
+                pid_tid.insert(t.uuid, (pid, tid));
+                events.push(
+                    json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                   "args": {"name": t.name}}),
+                );
+            }
+            TrackKind::Named => {
+                // The process of the nearest ancestor that has one.
+                let mut p = t.parent;
+                let mut pid = 0;
+                while let Some(u) = p {
+                    let a = by_uuid[&u];
+                    match a.kind {
+                        TrackKind::Process { pid: x } | TrackKind::Thread { pid: x, .. } => {
+                            pid = x;
+                            break;
+                        }
+                        TrackKind::Named => p = a.parent,
+                    }
+                }
+                synthetic += 1;
+                pid_tid.insert(t.uuid, (pid, synthetic));
+                events.push(
+                    json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": synthetic,
+                                   "args": {"name": t.name}}),
+                );
+            }
+        }
+    }
+    let us = |ns: Ns| (ns as f64) / 1000.0;
+    for s in &m.slices {
+        let (pid, tid) = pid_tid.get(&s.track).copied().unwrap_or((0, 0));
+        let args: serde_json::Map<String, Value> = s
+            .args
+            .iter()
+            .map(|(k, a)| {
+                (
+                    k.clone(),
+                    match a {
+                        Arg::U(v) => json!(v),
+                        Arg::I(v) => json!(v),
+                        Arg::F(v) => json!(v),
+                        Arg::S(v) => json!(v),
+                        Arg::B(v) => json!(v),
+                    },
+                )
+            })
+            .collect();
+        if s.instant {
+            events.push(
+                json!({"ph": "i", "s": "t", "name": s.name, "cat": s.category,
+                               "pid": pid, "tid": tid, "ts": us(s.start), "args": args}),
+            );
+        } else {
+            events.push(
+                json!({"ph": "X", "name": s.name, "cat": s.category, "pid": pid,
+                               "tid": tid, "ts": us(s.start), "dur": us(s.end - s.start),
+                               "args": args}),
+            );
+        }
+    }
+    for f in &m.flows {
+        let (a, b) = (&m.slices[f.from], &m.slices[f.to]);
+        let (pa, ta) = pid_tid.get(&a.track).copied().unwrap_or((0, 0));
+        let (pb, tb) = pid_tid.get(&b.track).copied().unwrap_or((0, 0));
+        events.push(
+            json!({"ph": "s", "id": f.id, "name": f.name, "cat": "flow", "pid": pa,
+                           "tid": ta, "ts": us(a.start)}),
+        );
+        events.push(
+            json!({"ph": "f", "bp": "e", "id": f.id, "name": f.name, "cat": "flow",
+                           "pid": pb, "tid": tb, "ts": us(b.start)}),
+        );
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ns",
+           "otherData": {"title": m.title}})
+}
