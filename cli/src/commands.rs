@@ -221,8 +221,11 @@ pub fn report(results: &Path) -> Result<(), Failure> {
         return Err(Failure::failed(tampered.join("\n")));
     }
     let r = evaluator::report(results).map_err(eval_failure)?;
-    crate::manifest::mark_leaderboard(results)?;
     println!("{}", r.leaderboard.to_markdown());
+    if let Some(rows) = crate::track::report_in(results)? {
+        println!("{}", crate::track::section(&rows));
+    }
+    crate::manifest::mark_leaderboard(results)?;
     eprintln!(
         "{} case scores; wrote {} files under {}",
         r.cases,
@@ -289,10 +292,15 @@ pub fn list(suite: &str) -> Result<(), Failure> {
             s.symptom.question
         );
     }
+    list_megakernel()?;
     println!("\nprofilers: {}", baselines::builtin_names().join(", "));
     println!(
         "probes:    {} (no causal reasoning: --profilers probes, docs/integrity.md)",
         baselines::probe_names().join(", ")
+    );
+    println!(
+        "megakernel track profilers: {}",
+        baselines::megakernel::TRACK_NAMES.join(", ")
     );
     println!(
         "formats:   {}",
@@ -303,5 +311,34 @@ pub fn list(suite: &str) -> Result<(), Failure> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    Ok(())
+}
+
+/// The megakernel track's families (`megakernel/catalog/`), which `run` scores
+/// in their own leaderboard section.
+fn list_megakernel() -> Result<(), Failure> {
+    let families = crate::track::families()?;
+    let scenarios: usize = families.iter().map(|(_, v)| v.len()).sum();
+    println!(
+        "\nmegakernel track: {scenarios} scenarios in {} families (megakernel/catalog)\n",
+        families.len()
+    );
+    println!(
+        "{:<36} {:<22} {:<24} {:<14} kernel lateness",
+        "family", "variant", "true cause", "task class"
+    );
+    for s in families.iter().flat_map(|(_, v)| v) {
+        let lateness = match &s.injection.match_variant {
+            Some(v) => format!("as variant {v}"),
+            None => format!("{} us", s.injection.magnitude_us),
+        };
+        println!(
+            "{:<36} {:<22} {:<24} {:<14} {lateness}",
+            s.family,
+            s.variant,
+            s.cause.as_str(),
+            s.injection.class,
+        );
+    }
     Ok(())
 }

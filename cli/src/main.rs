@@ -1,12 +1,21 @@
 //! `causalbench`: one binary for the whole pipeline (SPEC §10).
-//! Exit codes: 0 success; 1 a run completed but some case failed; 2 bad input or usage.
+//! Exit codes: 0 success; 1 a run completed but some case failed, or the
+//! machine cannot do the job (a GPU subcommand without a usable GPU); 2 bad
+//! input or usage.
 
 mod catalog;
 mod commands;
+mod corpus;
 mod export;
 mod external;
+mod gpu;
 mod manifest;
+mod measure;
+mod megakernel;
+mod megakernel_run;
+mod progress;
 mod run;
+mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -152,7 +161,16 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// List scenarios, families and profilers.
+    /// Record a corpus on the GPU (replayed by `run --corpus DIR`).
+    #[command(subcommand)]
+    Corpus(corpus::CorpusCommand),
+    /// The recorder and injector studies on the GPU (results/h200-580/MEASUREMENTS.md).
+    #[command(subcommand)]
+    Measure(measure::MeasureCommand),
+    /// The megakernel track: its experiment (GPU or simulator) and its scoring from case packs.
+    #[command(subcommand)]
+    Megakernel(megakernel::MegakernelCommand),
+    /// List scenarios, families (the megakernel track's too) and profilers.
     List {
         #[arg(long, default_value = catalog::DEFAULT_SUITE)]
         suite: String,
@@ -234,6 +252,9 @@ fn main() -> ExitCode {
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),
+        Command::Corpus(command) => corpus::corpus(command),
+        Command::Measure(command) => measure::measure(command),
+        Command::Megakernel(command) => megakernel::megakernel(command),
         Command::Export {
             perfetto,
             kineto,

@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// `builtin,probes`.
     #[arg(long, default_value = "builtin")]
     pub profilers: String,
+    /// Repetitions of each megakernel-track family, recorded with the suite and
+    /// scored into the track's own leaderboard section (0: leave the track out).
+    /// A run that only replays `--corpus` replays the corpus's `megakernel/` packs instead.
+    #[arg(long, default_value_t = 3)]
+    pub megakernel_reps: u32,
     /// An external profiler scored beside the built-in ones, `NAME=CMD` (repeatable; CMD
     /// names `{view}` and `{out}`, baselines/PROTOCOL.md). Each run is isolated by Landlock.
     #[arg(long = "profiler", value_name = "NAME=CMD")]
@@ -262,9 +267,19 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     let scores = results.into_inner().unwrap();
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
+    let track = crate::track::in_run(
+        out,
+        backend.name(),
+        record,
+        corpus.as_deref(),
+        args.megakernel_reps,
+    )?;
     crate::manifest::mark_leaderboard(out)?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
+        if let Some(rows) = &track {
+            println!("{}", crate::track::section(rows));
+        }
     }
     let resumed = resumed.into_inner();
     eprintln!(

@@ -44,6 +44,9 @@ fn run_scores_hta_on_the_views_it_reads() {
             "1",
             "--profilers",
             "all",
+            // The megakernel track has no HTA reading; cli/tests/run.rs covers it.
+            "--megakernel-reps",
+            "0",
             "--suite",
         ])
         .arg(&suite)

@@ -1,5 +1,6 @@
 //! `causalbench run` end to end on the simulator: every file SPEC §10 names,
-//! the exact leaderboard columns, and resuming into the same directory.
+//! the exact leaderboard columns, the megakernel track's own section, and
+//! resuming into the same directory.
 
 use std::process::Command;
 
@@ -31,7 +32,7 @@ fn run(out: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
 fn run_writes_every_file_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let (code, _, err) = run(&out, &["--reps", "1"]);
+    let (code, _, err) = run(&out, &["--reps", "1", "--megakernel-reps", "1"]);
     assert_eq!(code, 0, "{err}");
     for f in [
         "leaderboard.md",
@@ -61,6 +62,8 @@ fn run_writes_every_file_and_resumes() {
         "header: {}",
         csv.lines().next().unwrap()
     );
+    let track = track_rows(&out);
+    check_track(&out, &track);
     let first = std::fs::read(out.join("scores.jsonl")).unwrap();
     let lines = first.iter().filter(|&&b| b == b'\n').count();
     // 27 scenarios × 30 views × 5 profilers.
@@ -75,7 +78,7 @@ fn run_writes_every_file_and_resumes() {
         .unwrap()
         .path();
     std::fs::remove_file(&victim).unwrap();
-    let (code, _, err) = run(&out, &["--reps", "1"]);
+    let (code, _, err) = run(&out, &["--reps", "1", "--megakernel-reps", "1"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("(26 resumed)"), "{err}");
     let strip = |bytes: &[u8]| -> Vec<serde_json::Value> {
@@ -94,4 +97,65 @@ fn run_writes_every_file_and_resumes() {
         strip(&first),
         "same verdicts after resume"
     );
+    // The track resumed from its packs: same verdicts, section still there.
+    assert_eq!(strip_timing(track_rows(&out)), strip_timing(track.clone()));
+    check_track(&out, &track);
+
+    // `report` rebuilds the section from the track's scores; `megakernel
+    // report` scores the packs `run` kept to the same verdicts.
+    succeeds(&["report", "--results", out.to_str().unwrap()]);
+    check_track(&out, &track);
+    let packs = out.join("megakernel");
+    let rescored = dir.path().join("rescored");
+    succeeds(&[
+        "megakernel",
+        "report",
+        "--packs",
+        packs.to_str().unwrap(),
+        "--out",
+        rescored.to_str().unwrap(),
+    ]);
+    assert_eq!(strip_timing(track_rows(&rescored)), strip_timing(track));
+}
+
+fn succeeds(args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+}
+
+fn track_rows(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("track-leaderboard.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Rows without the analysis time (a measurement, not a verdict).
+fn strip_timing(mut rows: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    for r in &mut rows {
+        r.as_object_mut().unwrap().remove("mean_analysis_ms");
+    }
+    rows
+}
+
+/// The megakernel track's files and section, with the simulator's verdicts
+/// that megakernel/README.md reports: the full task log tells every pair
+/// apart, kernel-level CUPTI none.
+fn check_track(out: &std::path::Path, rows: &[serde_json::Value]) {
+    assert!(out.join("track-scores.jsonl").is_file());
+    assert!(out.join("track-leaderboard.md").is_file());
+    let packs = std::fs::read_dir(out.join("megakernel")).unwrap().count();
+    assert_eq!(packs, 4, "one case pack per megakernel family");
+    let md = std::fs::read_to_string(out.join("leaderboard.md")).unwrap();
+    assert_eq!(md.matches("## Megakernel track").count(), 1, "{md}");
+    let row = |p: &str, m: &str| {
+        rows.iter()
+            .find(|r| r["profiler"] == p && r["monitor"] == m)
+            .unwrap_or_else(|| panic!("no track row {p} × {m}"))
+    };
+    assert_eq!(row("mk-task-log", "task-log")["pair_accuracy"], 1.0);
+    assert_eq!(row("mk-kernel-cupti", "none")["pair_accuracy"], 0.0);
+    assert!(md.contains("| mk-task-log | task-log |"), "{md}");
 }

@@ -2,12 +2,51 @@
 //! decomposition, the critical path and each standard view's first unresolved
 //! boundary. Shared by every backend so the answers mean the same everywhere.
 
+use crate::keys::{target_key, Keys, StepKey};
 use ground_truth::graph::{Boundary, GroundTruth, Node, NodeId, NodeKind, Phases, Symptom};
 use ground_truth::labels::{Collectors, Mode, Question};
 use ground_truth::trace::{Record, Rid};
 use ground_truth::view::ViewSpec;
 use ground_truth::Scenario;
 use std::collections::HashMap;
+
+/// Finds the twin's node of a step, in the injected run's clock.
+pub type TwinNode<'f> = &'f dyn Fn(&StepKey) -> Option<Node>;
+
+/// Adds the scenario's symptom to a recorded run's `truth`: its step resolved
+/// among the run's `keys` and compared with the same step of the twin
+/// (`twin_node` finds it, by key, in the twin's own clock; `None`: the run had
+/// no injection and is its own twin). An injection the backend could not
+/// measure directly (NaN) is measured by the symptom's lateness.
+pub fn add_symptom(
+    sc: &Scenario,
+    truth: &mut GroundTruth,
+    trace: &[Record],
+    keys: &Keys,
+    twin_node: Option<TwinNode>,
+) -> Result<(), String> {
+    let sd = &sc.symptom;
+    let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)
+        .ok_or_else(|| "symptom.step names no step".to_string())?;
+    key.graph_node = sd.graph_node.clone();
+    let node = *keys
+        .get(&key)
+        .ok_or_else(|| "the symptom step never ran".to_string())?;
+    let twin = match twin_node {
+        Some(find) => {
+            find(&key).ok_or_else(|| "the symptom step never ran in the twin".to_string())?
+        }
+        None => truth.nodes[node as usize].clone(),
+    };
+    let symptom = self::symptom(sc, truth, trace, node, &twin)?;
+    for inj in &mut truth.injections {
+        if inj.measured_us.is_nan() {
+            inj.measured_us = symptom.lateness_ns / 1000.0;
+        }
+    }
+    truth.symptoms.push(symptom);
+    Ok(())
+}
 
 /// Builds the symptom for `node` (injected run) given the same node in the twin.
 pub fn symptom(

@@ -35,6 +35,18 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// Rejects a scenario that cannot run, naming its first problem (every
+/// backend checks before executing anything).
+pub fn check(scenario: &Scenario) -> Result<(), RecordError> {
+    match scenario.check().first() {
+        Some(p) => Err(RecordError::Invalid(
+            scenario.name.clone(),
+            format!("{}: {}", p.path, p.message),
+        )),
+        None => Ok(()),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     Auto,

@@ -2,18 +2,25 @@
 //! (manifest, ground truth, trace, loss accounting).
 //!
 //! What varies is the [`Backend`]: the deterministic simulator (`sim`) or the real
-//! GPU (`cuda`). Both hand a [`build::RunBuilder`] the same facts, so the ground
-//! truth and the record kinds downstream stages see are the same.
+//! GPU (`cuda`). Backends only execute; both hand what happened to the one
+//! recording path ([`record`]), so the ground truth and the record kinds
+//! downstream stages see are the same.
 //!
-//! Architecture invariant: depends only on `ground-truth`; never looks at views,
+//! The injection plan ([`plan`]) and the symptom's answers ([`answers`]) are
+//! likewise one for every backend.
+//!
+//! Architecture invariant: the simulator, the recording path, the plan and the
+//! answers depend only on `ground-truth`; the GPU backend adds `kernels`,
+//! `injectors`, `ebpf-recorder` and `recorder-cupti`. Never looks at views,
 //! profilers or scores.
 
 pub mod anonymous;
 pub mod answers;
 pub mod backend;
-pub mod build;
 pub mod cuda;
 pub mod keys;
+pub mod plan;
+pub mod record;
 pub mod sim;
 
 pub use backend::{select_backend, Backend, BackendKind, RecordError};

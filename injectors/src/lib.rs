@@ -9,9 +9,9 @@
 //!   evicted from the page cache) faults on the victim thread, counted with
 //!   `getrusage(RUSAGE_THREAD)`.
 //!
-//! Device side: [`device_work`] describes the GPU injections (occupancy hog,
-//! bulk copies, stream backlog, ...) as data, sized from measured device
-//! facts; the generator executes them.
+//! Device-side injections (occupancy hog, bulk copies, stream backlog, ...)
+//! are planned by the generator (`generator/src/plan.rs`, one plan for every
+//! backend) and issued as real work by its GPU backend.
 //!
 //! Every mechanism reports what it really did (mechanism used, measured
 //! times in CLOCK_MONOTONIC), for the ground truth's measured magnitude.
@@ -19,14 +19,12 @@
 
 pub mod clock;
 pub mod cpu_hog;
-pub mod device_work;
 pub mod error;
 pub mod page_faults;
 pub mod ptrace_hold;
 
 pub use clock::{gettid, monotonic_ns, spin_recording_gaps, Gap};
 pub use cpu_hog::{allowed_cpus, probe_mechanism, CpuHog, HogMechanism, HogReport};
-pub use device_work::{bytes_for_duration, duration_for_bytes, DeviceFacts, DeviceWork};
 pub use error::{InjectorError, Result};
 pub use page_faults::{
     calibrate as calibrate_faults, FaultCalibration, FaultKind, FaultReport, PageFaults,

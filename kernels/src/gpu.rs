@@ -466,3 +466,15 @@ pub fn launch_config(grid: u32, block: u32) -> LaunchConfig {
         shared_mem_bytes: 0,
     }
 }
+
+/// The NVIDIA kernel module's release ("580.159.04"), from
+/// /proc/driver/nvidia/version, if readable.
+pub fn driver_release() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ..."
+    text.lines()
+        .next()?
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .map(str::to_string)
+}

@@ -6,7 +6,7 @@
 //! launch uploads the task graph, applies the monitor configuration (one
 //! 64-byte copy, timed), launches one block of 128 threads per worker, and reads
 //! back the state, coverage, aggregates and each worker's ring. When the CUPTI
-//! reference recorder of the generator could be started, the kernel's start and
+//! reference recorder (`recorder-cupti`) could be started, the kernel's start and
 //! end come from its activity record (CLOCK_MONOTONIC), as kernel-level CUPTI
 //! sees them; otherwise from the kernel's own `%globaltimer` readings.
 
@@ -19,9 +19,9 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PushKernelArg,
 };
-use generator::cuda::cupti::{Raw, Recorder};
 use ground_truth::megakernel::{MonitorConfig, PcSampling, CLASSES};
 use kernels::megakernel as mk;
+use recorder_cupti::{Raw, Recorder};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -91,7 +91,7 @@ impl GpuExecutor {
     pub fn open(cupti: bool) -> Result<GpuExecutor, String> {
         kernels::gpu::gpu_available().map_err(|e| e.to_string())?;
         let (recorder, recorder_error) = if cupti {
-            match generator::cuda::cupti::ensure_cupti().and_then(|_| Recorder::start()) {
+            match recorder_cupti::ensure_cupti().and_then(|_| Recorder::start()) {
                 Ok(r) => (Some(r), None),
                 Err(e) => (None, Some(e)),
             }
@@ -120,7 +120,7 @@ impl GpuExecutor {
         let env = Env {
             backend: "cuda".into(),
             gpu: ctx.name().unwrap_or_default(),
-            driver: generator::cuda::driver_release().unwrap_or_else(|| "unknown".into()),
+            driver: kernels::gpu::driver_release().unwrap_or_else(|| "unknown".into()),
             cuda: format!("{}.{}", drv / 1000, (drv % 1000) / 10),
             cupti: recorder
                 .as_ref()
@@ -394,13 +394,13 @@ impl GpuExecutor {
         };
         let pp = b.params.device_ptr(&self.stream).0;
         let cp = b.config.device_ptr(&self.stream).0;
-        let a0 = generator::cuda::now();
+        let a0 = recorder_cupti::now();
         let mut lb = self.stream.launch_builder(&self.func);
         lb.arg(&pp).arg(&cp);
         // SAFETY: every buffer the parameters point at lives in `self.buf`
         // until the synchronize below.
         unsafe { lb.launch(cfg) }.map_err(err("launching mk_persistent"))?;
-        let a1 = generator::cuda::now();
+        let a1 = recorder_cupti::now();
         self.stream
             .synchronize()
             .map_err(err("waiting for mk_persistent"))?;

@@ -11,7 +11,7 @@
 //!
 //! Architecture: depends on `ground-truth` (formats), `kernels` (the CUDA
 //! source and its struct mirrors), `views` (the base view of a case) and
-//! `generator` (only for its CUPTI reference recorder on a GPU). cudarc loads
+//! `recorder-cupti` (the CUPTI reference recorder, on a GPU). cudarc loads
 //! CUDA dynamically: everything but [`gpu`] runs without a GPU.
 
 pub mod bundle;

@@ -23,12 +23,18 @@ pub fn write(path: &Path, cases: &[PackedCase]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
         let f = std::fs::File::create(&tmp)?;
-        let mut gz = GzEncoder::new(std::io::BufWriter::new(f), flate2::Compression::new(6));
+        let gz = GzEncoder::new(std::io::BufWriter::new(f), flate2::Compression::new(6));
+        // serde_json writes a value in many small pieces: buffered, the encoder
+        // compresses large blocks instead of running once per piece.
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, gz);
         for c in cases {
-            serde_json::to_writer(&mut gz, c)?;
-            gz.write_all(b"\n")?;
+            serde_json::to_writer(&mut out, c)?;
+            out.write_all(b"\n")?;
         }
-        gz.finish()?.flush()?;
+        out.into_inner()
+            .map_err(|e| e.into_error())?
+            .finish()?
+            .flush()?;
     }
     std::fs::rename(&tmp, path)
 }

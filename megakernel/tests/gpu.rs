@@ -1,5 +1,5 @@
 //! The megakernel on a real GPU. Skips with a message (and passes) when there
-//! is no GPU or no NVRTC; `megakernel_check` is the full GPU experiment.
+//! is no GPU or no NVRTC; `causalbench megakernel run` is the full GPU experiment.
 
 use ground_truth::megakernel::{HookKind, MonitorConfig};
 use megakernel::case::{run_family, Executor, FamilyOptions};

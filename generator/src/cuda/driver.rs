@@ -101,7 +101,7 @@ pub fn device_info(dev: sys::CUdevice) -> Result<DeviceInfo, String> {
     ck("cuCtxGetStreamPriorityRange", unsafe {
         sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
     })?;
-    let driver_release = driver_release();
+    let driver_release = kernels::gpu::driver_release();
     Ok(DeviceInfo {
         name,
         sms: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
@@ -408,16 +408,4 @@ impl Scratch {
         }
         Ok(())
     }
-}
-
-/// The NVIDIA kernel module's release ("580.159.04"), from
-/// /proc/driver/nvidia/version, if readable.
-pub fn driver_release() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
-    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ..."
-    text.lines()
-        .next()?
-        .split_whitespace()
-        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-        .map(str::to_string)
 }

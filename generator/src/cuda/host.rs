@@ -17,7 +17,7 @@
 //!   window and nested in no call of the run) are dropped, as CUPTI records of
 //!   harness work are.
 
-use crate::build::RunBuilder;
+use crate::record::RunBuilder;
 use ebpf_recorder::{attribution, HostTrace, Recorder, RecorderConfig};
 use ground_truth::graph::{EdgeType, NodeId, NodeKind};
 use ground_truth::trace::{Record, SwitchReason};
@@ -297,7 +297,7 @@ fn measure_call_sites(b: &RunBuilder, st: &mut HostStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::NodeInfo;
+    use crate::record::NodeInfo;
     use ground_truth::trace::ApiDomain;
 
     #[test]

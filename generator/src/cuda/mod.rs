@@ -8,37 +8,43 @@
 //!   waits, synchronizations, `cuLaunchKernel`/`cuLaunchKernelEx`; every call
 //!   bound to its op through CUPTI external correlation (CUSTOM0 = op id,
 //!   CUSTOM1 = request token in instrumented mode).
-//! - [`cupti`]: activity buffers (RUNTIME, DRIVER, CONCURRENT_KERNEL, MEMCPY,
-//!   MEMSET, SYNCHRONIZATION, CUDA_EVENT, EXTERNAL_CORRELATION), CLOCK_MONOTONIC
-//!   timestamps, queued/submitted latency timestamps, dropped-record counts.
-//! - [`plan`]: injections calibrated on the measured no-injection twin.
-//! - [`truth`]: nodes, edges and records from what happened, bound by
-//!   correlation id; cross-checked against the kernels' own `%globaltimer` log.
+//! - the CUPTI reference recorder is its own crate, `recorder-cupti` (activity
+//!   buffers, CLOCK_MONOTONIC timestamps, queued/submitted latency timestamps,
+//!   dropped-record counts, raw record → trace record).
+//! - [`plan`]: the one injection plan (`crate::plan`, sized on the measured
+//!   no-injection twin) realised as real kernels, copies and page faults.
+//! - [`truth`]: what happened, bound by correlation id and cross-checked
+//!   against the kernels' own `%globaltimer` log, handed to the one recording
+//!   path (`crate::record`) that the simulator uses too.
+//! - [`recording`]: the twin and the injected run of each scenario, batches
+//!   under one eBPF recorder session; [`measure`]: the backend's own overheads.
 //!
 //! Without a GPU, libcuda, CUPTI or NVRTC, [`CudaBackend::new`] returns
 //! [`RecordError::Unavailable`] with what is missing; nothing panics.
 
 mod call_sites;
-pub mod cupti;
 mod driver;
 mod exec;
 pub mod host;
+mod measure;
 mod plan;
+mod recording;
 mod truth;
 
-pub use driver::driver_release;
 pub use host::HostStats;
+pub use kernels::gpu::driver_release;
+pub use measure::{EbpfOverhead, Overhead};
 pub use truth::{ClockCheck, RunStats};
 
 use crate::answers;
 use crate::backend::{Backend, RecordError};
-use crate::keys::target_key;
 use cudarc::driver::sys;
 use driver::{ck, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, H};
 use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::{Mode, Node, Ns, SCHEMA_VERSION};
 use kernels::Kernel;
+use recorder_cupti as cupti;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -72,50 +78,6 @@ pub fn probe() -> Result<(), String> {
     cupti::ensure_cupti()?;
     kernels::ensure_nvrtc().map_err(|e| e.to_string())?;
     Ok(())
-}
-
-/// Launch-overhead benchmark: the generator's executor against a direct
-/// cudarc loop launching the same number of empty kernels (interleaved).
-#[derive(Debug, Clone, Default)]
-pub struct Overhead {
-    pub kernels: u32,
-    /// Host time from the first to the last launch call, per repetition.
-    pub direct_ns: Vec<u64>,
-    pub generator_ns: Vec<u64>,
-    /// The direct loop with the recorder's per-call binding (push/pop of the
-    /// op's external correlation id), i.e. the binding's own cost.
-    pub direct_bound_ns: Vec<u64>,
-    /// The generator on the same workload in closed mode (no request token
-    /// on CUPTI's external-correlation stack).
-    pub generator_closed_ns: Vec<u64>,
-    pub spin_overhead_ns: u64,
-    /// Whole `record` of the same workload (execution, flush, ground truth).
-    pub record_ns: Vec<u64>,
-    /// median(generator) / median(direct).
-    pub ratio: f64,
-    /// Device ops of the generator runs bound to a CUPTI record.
-    pub bound: usize,
-    pub device_ops: usize,
-}
-
-/// eBPF collector overhead: the launch-bound scenario through the executor,
-/// with and without the host recorder attached (interleaved repetitions).
-#[derive(Debug, Clone, Default)]
-pub struct EbpfOverhead {
-    pub kernels: u32,
-    /// Host time from the first to the last call, per repetition.
-    pub without_ns: Vec<u64>,
-    pub with_ns: Vec<u64>,
-    /// median(with) / median(without).
-    pub ratio: f64,
-    /// Uprobe records per recorded repetition, and ring-buffer losses.
-    pub uprobes: Vec<usize>,
-    pub ringbuffer_dropped: Vec<u64>,
-    /// Recorder start (attach) and stop (drain + symbolize) times, ns.
-    pub start_ns: Vec<u64>,
-    pub stop_ns: Vec<u64>,
-    /// Why the recorder could not run (then nothing was measured).
-    pub error: Option<String>,
 }
 
 /// One batch item's bundle (or why it failed) and the measurements of its runs.
@@ -232,12 +194,7 @@ impl Backend for CudaBackend {
     }
 
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
-        if let Some(p) = scenario.check().first() {
-            return Err(RecordError::Invalid(
-                scenario.name.clone(),
-                format!("{}: {}", p.path, p.message),
-            ));
-        }
+        crate::backend::check(scenario)?;
         let s = self.session()?;
         // One run at a time on the GPU: CUPTI and the device are process-wide.
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -660,481 +617,4 @@ impl Session {
         let trace = rec.map(|r| r.stop());
         Ok((log?, trace))
     }
-
-    fn record(
-        &mut self,
-        sc: &Scenario,
-        repetition: u32,
-        stats: &mut Vec<RunStats>,
-    ) -> Result<Bundle, String> {
-        let host_on = self.host_on;
-        let part = self.run_part(sc, repetition, stats, host_on)?;
-        self.finish_part(sc, part, stats)
-    }
-
-    /// Records many runs under one eBPF recorder session (attaching and
-    /// detaching its uprobes costs seconds, far more than a run): each run's
-    /// host records are the ones inside its own window. The ring-buffer loss
-    /// counter is the session's, so every bundle carries the batch total.
-    fn record_batch(
-        &mut self,
-        items: &[(Scenario, u32)],
-    ) -> Vec<(Result<Bundle, String>, Vec<RunStats>)> {
-        let rec = if self.host_on {
-            host::start(&mut self.host_disabled)
-        } else {
-            None
-        };
-        let mut parts: Vec<(Result<Part, String>, Vec<RunStats>)> = Vec::new();
-        for (sc, rep) in items {
-            let mut st = Vec::new();
-            let p = guarded("cuda backend", || self.run_part(sc, *rep, &mut st, false));
-            parts.push((p, st));
-        }
-        if let Some(r) = rec {
-            let tr = r.stop();
-            let mut windows: Vec<(Ns, Ns, usize)> = parts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (p, _))| p.as_ref().ok().map(|p| (p.window.0, p.window.1, i)))
-                .collect();
-            windows.sort_unstable();
-            let mut split: Vec<Vec<ground_truth::trace::Record>> = vec![Vec::new(); parts.len()];
-            let find = |t: Ns| -> Option<usize> {
-                let k = windows.partition_point(|w| w.0 <= t);
-                k.checked_sub(1)
-                    .map(|j| windows[j])
-                    .filter(|w| t <= w.1)
-                    .map(|w| w.2)
-            };
-            for r in tr.records {
-                use ground_truth::trace::Record as R;
-                let at = match &r {
-                    R::Uprobe { enter, .. } => find(*enter),
-                    R::Sched {
-                        switch_out,
-                        switch_in,
-                        ..
-                    } => find(*switch_out).or_else(|| find(*switch_in)),
-                    R::PageFault { ts, .. } => find(*ts),
-                    _ => None,
-                };
-                if let Some(i) = at {
-                    split[i].push(r);
-                }
-            }
-            for (i, recs) in split.into_iter().enumerate() {
-                if let Ok(p) = &mut parts[i].0 {
-                    p.host = Some(ebpf_recorder::HostTrace {
-                        records: recs,
-                        ringbuffer_dropped: tr.ringbuffer_dropped,
-                        stack_errors: tr.stack_errors,
-                        faults_untimed: tr.faults_untimed,
-                        fault_timing: tr.fault_timing,
-                        library: tr.library.clone(),
-                        probes: Vec::new(),
-                        warnings: tr.warnings.clone(),
-                    });
-                }
-            }
-        }
-        parts
-            .into_iter()
-            .zip(items)
-            .map(|((p, mut st), (sc, _))| {
-                let b =
-                    p.and_then(|p| guarded("cuda backend", || self.finish_part(sc, p, &mut st)));
-                (b, st)
-            })
-            .collect()
-    }
-
-    fn run_part(
-        &mut self,
-        sc: &Scenario,
-        repetition: u32,
-        stats: &mut Vec<RunStats>,
-        host_on: bool,
-    ) -> Result<Part, String> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| format!("binding the context: {e:?}"))?;
-        let seed = crate::mix(sc.seed ^ crate::mix(repetition as u64 + 1));
-        let fail = |what: &str, errors: &[String]| -> Result<(), String> {
-            if errors.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{what} failed: {}", errors.join("; ")))
-            }
-        };
-        self.prepare(sc, None)?;
-        let mut twin = None;
-        let mut plan = None;
-        if let Some(inj) = &sc.injection {
-            let log = self.execute(sc, None, seed)?;
-            let mut out = truth::build(sc, &log, None, &self.recorder, false);
-            out.stats.twin = true;
-            stats.push(out.stats.clone());
-            fail("the no-injection twin run", &log.errors)?;
-            let tw = plan::Twin {
-                nodes: &out.builder.truth.nodes,
-                keys: &out.keys,
-                origin: out.origin,
-            };
-            let sms = self.info.sms;
-            let mut costs: HashMap<bool, Result<f64, String>> = HashMap::new();
-            for major in [false, true] {
-                if (major && inj.kind == ground_truth::scenario::InjectionKind::HostPageFaultMajor)
-                    || (!major
-                        && inj.kind == ground_truth::scenario::InjectionKind::HostPageFaultMinor)
-                {
-                    costs.insert(major, self.fault_cost(major));
-                }
-            }
-            let p = plan::plan(sc, inj, &tw, sms, seed, |major| {
-                costs
-                    .remove(&major)
-                    .unwrap_or_else(|| Err("no fault calibration".into()))
-            });
-            plan = Some(p);
-            twin = Some(out);
-        }
-        self.prepare(sc, plan.as_ref())?;
-        let (mut log, mut host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
-        // A deschedule whose victim was not actually switched out for most of
-        // the requested time did not inject what the scenario says: run again.
-        for _ in 0..2 {
-            let short = log
-                .stalls
-                .iter()
-                .any(|s| s.switched_out_ns.is_some_and(|g| g < s.requested_ns / 2));
-            if !short {
-                break;
-            }
-            (log, host_trace) = self.execute_host(sc, plan.as_ref(), seed, host_on)?;
-        }
-        let out = truth::build(sc, &log, plan.as_ref(), &self.recorder, true);
-        Ok(Part {
-            seed,
-            repetition,
-            out,
-            twin,
-            window: (log.origin, log.end),
-            errors: log.errors,
-            host: host_trace,
-        })
-    }
-
-    fn finish_part(
-        &mut self,
-        sc: &Scenario,
-        part: Part,
-        stats: &mut Vec<RunStats>,
-    ) -> Result<Bundle, String> {
-        let Part {
-            seed,
-            repetition,
-            mut out,
-            twin,
-            window,
-            errors,
-            host: host_trace,
-        } = part;
-        let fail = |what: &str, errors: &[String]| -> Result<(), String> {
-            if errors.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{what} failed: {}", errors.join("; ")))
-            }
-        };
-        let with_host = host_trace.is_some();
-        if let Some(h) = host_trace {
-            let hs = host::attach(&mut out.builder, h, window);
-            out.loss.ringbuffer_dropped = hs.ringbuffer_dropped;
-            out.stats.records = out.builder.trace.len();
-            out.stats.host = Some(hs);
-        }
-        stats.push(out.stats.clone());
-        let cross_check = CrossCheck {
-            kernels: out.stats.clock.kernels as u64,
-            clock_offset_ns: out.stats.clock.offset_ns,
-            max_start_diff_ns: out.stats.clock.max_start_dev_ns,
-            max_end_diff_ns: out.stats.clock.max_end_dev_ns,
-            spin_overhead_ns: self.spin_overhead_ns,
-            device_ops: out.stats.device_ops as u64,
-            device_ops_bound: out.stats.bound as u64,
-            call_sites_exact: out
-                .stats
-                .host
-                .as_ref()
-                .map_or(0, |h| h.call_sites_exact as u64),
-            call_sites_nearest_wrong: out
-                .stats
-                .host
-                .as_ref()
-                .map_or(0, |h| h.call_sites_nearest_wrong as u64),
-        };
-        fail("the recorded run", &errors)?;
-        let clock = out.stats.clock.clone();
-        let origin = out.origin;
-        let keys = out.keys;
-        let loss = out.loss;
-        let injections = out.injections;
-        let (mut truth, trace) = out.builder.finish(seed);
-        truth.injections = injections;
-        let sd = &sc.symptom;
-        let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)
-            .ok_or_else(|| "symptom.step names no step".to_string())?;
-        key.graph_node = sd.graph_node.clone();
-        let node = *keys
-            .get(&key)
-            .ok_or_else(|| "the symptom step never ran".to_string())?;
-        let twin_node = match &twin {
-            Some(t) => {
-                let n = t
-                    .keys
-                    .get(&key)
-                    .ok_or_else(|| "the symptom step never ran in the twin".to_string())?;
-                shifted(&t.builder.truth.nodes[*n as usize], t.origin, origin)
-            }
-            None => truth.nodes[node as usize].clone(),
-        };
-        let symptom = answers::symptom(sc, &truth, &trace, node, &twin_node)?;
-        let check = format!(
-            "; CUPTI vs %globaltimer over {} kernels (offset-calibrated): max |start diff| {} ns, max |end diff| {} ns; spin kernels shortened by the measured {} ns launch overhead",
-            clock.kernels, clock.max_start_dev_ns, clock.max_end_dev_ns, self.spin_overhead_ns
-        );
-        for inj in &mut truth.injections {
-            if inj.measured_us.is_nan() {
-                inj.measured_us = symptom.lateness_ns / 1000.0;
-            }
-            inj.mechanism.push_str(&check);
-        }
-        truth.symptoms.push(symptom);
-        let mut collectors = vec!["cupti".to_string()];
-        if with_host {
-            collectors.push("ebpf".into());
-        }
-        if sc.mode == Mode::Instrumented {
-            collectors.push("app".into());
-        }
-        let v = self.info.driver_cuda;
-        Ok(Bundle {
-            schema_version: SCHEMA_VERSION,
-            manifest: Manifest {
-                scenario: sc.clone(),
-                seed,
-                repetition,
-                backend: "cuda".into(),
-                gpu: format!(
-                    "{} ({} SMs, compute capability {}.{})",
-                    self.info.name, self.info.sms, self.info.cc.0, self.info.cc.1
-                ),
-                driver: self
-                    .info
-                    .driver_release
-                    .clone()
-                    .unwrap_or_else(|| format!("CUDA driver API {v}")),
-                cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
-                cupti: format!("CUPTI API version {}", self.recorder.version),
-                tool_version: env!("CARGO_PKG_VERSION").into(),
-                host: self.host.clone(),
-                collectors,
-                cross_check: Some(cross_check),
-            },
-            ground_truth: truth,
-            trace,
-            loss,
-        })
-    }
-
-    fn ebpf_overhead(&mut self, n: u32, reps: u32) -> Result<EbpfOverhead, String> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| format!("binding the context: {e:?}"))?;
-        let sc = crate::sim::launch_bound_scenario(n);
-        self.prepare(&sc, None)?;
-        let window = |log: &exec::RunLog| {
-            let (mut first, mut last) = (u64::MAX, 0u64);
-            for t in &log.threads {
-                for op in &t.ops {
-                    first = first.min(op.t0);
-                    last = last.max(op.t1);
-                }
-            }
-            last.saturating_sub(first)
-        };
-        let mut o = EbpfOverhead {
-            kernels: n,
-            ..Default::default()
-        };
-        // One unmeasured plain run first (page-in).
-        for rep in 0..reps.max(1) + 1 {
-            for with in if rep % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            } {
-                if rep == 0 && with {
-                    // Attaching costs seconds: only the plain run warms up.
-                    continue;
-                }
-                let (log, trace) = if with {
-                    self.recorder.flush()?;
-                    let t0 = now();
-                    let Some(rec) = host::start(&mut self.host_disabled) else {
-                        o.error = self.host_disabled.clone();
-                        return Ok(o);
-                    };
-                    let t1 = now();
-                    let dev = self.device();
-                    let log = exec::Exec::new(&sc, &dev, None, rep as u64)?.run();
-                    let t2 = now();
-                    let tr = rec.stop();
-                    if rep > 0 {
-                        o.start_ns.push(t1 - t0);
-                        o.stop_ns.push(now() - t2);
-                    }
-                    (log, Some(tr))
-                } else {
-                    (self.execute(&sc, None, rep as u64)?, None)
-                };
-                if !log.errors.is_empty() {
-                    return Err(log.errors.join("; "));
-                }
-                if rep == 0 {
-                    continue;
-                }
-                if let Some(tr) = trace {
-                    o.with_ns.push(window(&log));
-                    o.uprobes.push(
-                        tr.records
-                            .iter()
-                            .filter(|r| matches!(r, ground_truth::trace::Record::Uprobe { .. }))
-                            .count(),
-                    );
-                    o.ringbuffer_dropped.push(tr.ringbuffer_dropped);
-                } else {
-                    o.without_ns.push(window(&log));
-                }
-            }
-        }
-        self.recorder.flush()?;
-        let med = |v: &[u64]| {
-            let mut v = v.to_vec();
-            v.sort_unstable();
-            v[v.len() / 2] as f64
-        };
-        o.ratio = med(&o.with_ns) / med(&o.without_ns).max(1.0);
-        Ok(o)
-    }
-
-    fn launch_overhead(&mut self, n: u32, reps: u32) -> Result<Overhead, String> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| format!("binding the context: {e:?}"))?;
-        let sc = crate::sim::launch_bound_scenario(n);
-        let mut closed_sc = sc.clone();
-        closed_sc.mode = Mode::Closed;
-        self.prepare(&sc, None)?;
-        let arch = format!("compute_{}{}", self.info.cc.0, self.info.cc.1);
-        let k = kernels::gpu::Kernels::load(&self.ctx, Some(&arch)).map_err(|e| e.to_string())?;
-        let s1 = self.ctx.new_stream().map_err(|e| format!("{e:?}"))?;
-        let s2 = self.ctx.new_stream().map_err(|e| format!("{e:?}"))?;
-        let cfg = kernels::gpu::launch_config(1, 32);
-        let mut o = Overhead {
-            kernels: n,
-            ..Default::default()
-        };
-        for rep in 0..reps.max(1) {
-            // Direct cudarc loop.
-            let t0 = now();
-            for i in 0..n {
-                let s = if i % 2 == 0 { &s1 } else { &s2 };
-                // SAFETY: no buffers are involved (the log is disabled).
-                unsafe { k.launch_empty(s, i as u64, kernels::gpu::LogSlot::NONE, cfg) }
-                    .map_err(|e| e.to_string())?;
-            }
-            let t1 = now();
-            o.direct_ns.push(t1 - t0);
-            s1.synchronize().map_err(|e| format!("{e:?}"))?;
-            s2.synchronize().map_err(|e| format!("{e:?}"))?;
-            // Direct loop with the binding.
-            let t0 = now();
-            for i in 0..n {
-                let s = if i % 2 == 0 { &s1 } else { &s2 };
-                cupti::push(i as u64 + 1, None);
-                // SAFETY: as above.
-                let r = unsafe { k.launch_empty(s, i as u64, kernels::gpu::LogSlot::NONE, cfg) };
-                cupti::pop(false);
-                r.map_err(|e| e.to_string())?;
-            }
-            let t1 = now();
-            o.direct_bound_ns.push(t1 - t0);
-            s1.synchronize().map_err(|e| format!("{e:?}"))?;
-            s2.synchronize().map_err(|e| format!("{e:?}"))?;
-            // The generator: same kernels through the executor and recorder.
-            let window = |log: &exec::RunLog| {
-                let (mut first, mut last) = (u64::MAX, 0u64);
-                for t in &log.threads {
-                    for op in &t.ops {
-                        first = first.min(op.t0);
-                        last = last.max(op.t1);
-                    }
-                }
-                last.saturating_sub(first)
-            };
-            let closed = self.execute(&closed_sc, None, rep as u64)?;
-            o.generator_closed_ns.push(window(&closed));
-            drop(closed);
-            let r0 = now();
-            let log = self.execute(&sc, None, rep as u64)?;
-            o.generator_ns.push(window(&log));
-            let out = truth::build(&sc, &log, None, &self.recorder, true);
-            let _ = out.builder.finish(1);
-            o.record_ns.push(now() - r0);
-            o.bound += out.stats.bound;
-            o.device_ops += out.stats.device_ops;
-            if !log.errors.is_empty() {
-                return Err(log.errors.join("; "));
-            }
-        }
-        self.recorder.flush()?;
-        let med = |v: &[u64]| {
-            let mut v = v.to_vec();
-            v.sort_unstable();
-            v[v.len() / 2] as f64
-        };
-        o.ratio = med(&o.generator_ns) / med(&o.direct_ns).max(1.0);
-        o.spin_overhead_ns = self.spin_overhead_ns;
-        Ok(o)
-    }
-}
-
-/// A recorded run before its bundle is assembled (host records pending).
-struct Part {
-    seed: u64,
-    repetition: u32,
-    out: truth::Output,
-    twin: Option<truth::Output>,
-    window: (Ns, Ns),
-    errors: Vec<String>,
-    host: Option<ebpf_recorder::HostTrace>,
-}
-
-/// A twin node with its times moved from the twin's origin to the run's.
-fn shifted(n: &Node, from: Ns, to: Ns) -> Node {
-    let mv = |t: Ns| {
-        if t == 0 {
-            0
-        } else {
-            (t + to).saturating_sub(from)
-        }
-    };
-    let mut n = n.clone();
-    n.start = mv(n.start);
-    n.end = mv(n.end);
-    n.queued = mv(n.queued);
-    n.submitted = mv(n.submitted);
-    n
 }

@@ -16,6 +16,7 @@ pub use noise::NoiseParams;
 
 use crate::answers;
 use crate::backend::{Backend, RecordError};
+use crate::plan::{DeviceFacts, Twin};
 use ground_truth::bundle::{Bundle, Manifest};
 use ground_truth::{Scenario, SCHEMA_VERSION};
 
@@ -33,12 +34,7 @@ impl Backend for SimBackend {
     }
 
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
-        if let Some(p) = scenario.check().first() {
-            return Err(RecordError::Invalid(
-                scenario.name.clone(),
-                format!("{}: {}", p.path, p.message),
-            ));
-        }
+        crate::backend::check(scenario)?;
         let seed = crate::mix(scenario.seed ^ crate::mix(repetition as u64 + 1));
         // The twin is another run of the same program, so its background noise
         // is drawn independently of the injected run's (docs/records.md).
@@ -47,7 +43,18 @@ impl Backend for SimBackend {
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, twin_noise, None, false);
-                let plan = inject::plan(scenario, inj, &twin);
+                let measured = Twin {
+                    nodes: &twin.builder.truth.nodes,
+                    keys: &twin.keys,
+                    origin: 0,
+                };
+                let device = DeviceFacts {
+                    sms: self.device.sms,
+                    dispatch_ns: self.device.dispatch_ns,
+                    copy_setup_ns: self.device.copy_setup_ns,
+                };
+                let mut plan = crate::plan::plan(scenario, inj, &measured, device);
+                plan.mechanism = inject::mechanism(inj.kind).into();
                 (
                     engine::run(scenario, self, seed, seed, Some(&plan), true),
                     Some(twin),
@@ -59,29 +66,18 @@ impl Backend for SimBackend {
         let injections = run.injections.clone();
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
-        let sd = &scenario.symptom;
-        let mut key = inject::target_key(scenario, sd.program.as_deref(), &sd.step, sd.request)
-            .ok_or_else(|| {
-                RecordError::Invalid(scenario.name.clone(), "symptom.step names no step".into())
-            })?;
-        key.graph_node = sd.graph_node.clone();
-        let missing =
-            || RecordError::Invalid(scenario.name.clone(), "the symptom step never ran".into());
-        let node = *run.keys.get(&key).ok_or_else(missing)?;
-        let twin_node = match &twin {
-            Some(t) => {
-                t.builder.truth.nodes[*t.keys.get(&key).ok_or_else(missing)? as usize].clone()
-            }
-            None => truth.nodes[node as usize].clone(),
+        let twin_node = |key: &crate::keys::StepKey| {
+            let t = twin.as_ref()?;
+            Some(t.builder.truth.nodes[*t.keys.get(key)? as usize].clone())
         };
-        let symptom = answers::symptom(scenario, &truth, &trace, node, &twin_node)
-            .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
-        for inj in &mut truth.injections {
-            if inj.measured_us.is_nan() {
-                inj.measured_us = symptom.lateness_ns / 1000.0;
-            }
-        }
-        truth.symptoms.push(symptom);
+        answers::add_symptom(
+            scenario,
+            &mut truth,
+            &trace,
+            &run.keys,
+            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+        )
+        .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
         if scenario.mode == ground_truth::Mode::Instrumented {
             collectors.push("app".into());

@@ -1,13 +1,15 @@
 //! The injector thread's work in the simulator: real calls and device work,
 //! shaped like the application's own (`crate::anonymous`), so that a view shows
 //! kernels, copies and call sites that could be the application's. Only the
-//! plan and the ground truth know which work was injected.
+//! plan and the ground truth know which work was injected. Its fault
+//! attribution is the shared rule (`record::faults`).
 
-use super::{Engine, KernelLaunch, NO_STEP, QUEUE_OFFSET_NS};
-use crate::build::NodeInfo;
-use crate::sim::inject::Action;
+use super::{Engine, Enqueued, KernelLaunch, Transfer, NO_STEP, QUEUE_OFFSET_NS};
+use crate::plan::Action;
+use crate::record::faults::finish_plan;
+use crate::record::NodeInfo;
 use crate::sim::names::Api;
-use ground_truth::graph::{EdgeType, NodeId, NodeKind};
+use ground_truth::graph::{NodeId, NodeKind};
 use ground_truth::trace::{CopyDirection, HostMemory};
 use ground_truth::{Ns, SharedStr};
 
@@ -20,9 +22,18 @@ impl Engine<'_> {
     /// the GPU backend's trigger does.
     pub(super) fn run_triggered(&mut self, victim: usize) {
         let Some(plan) = self.plan else { return };
+        let triggered: Vec<Action> = plan
+            .actions
+            .iter()
+            .filter(|(_, a)| a.delays_target())
+            .map(|(_, a)| a.clone())
+            .collect();
+        if triggered.is_empty() {
+            return;
+        }
         let th = self.injector_thread();
         let now = self.threads[victim].clock;
-        for action in plan.triggered.clone() {
+        for action in triggered {
             self.threads[th].clock = self.threads[th].clock.max(now);
             self.inject_action(th, action);
         }
@@ -72,12 +83,14 @@ impl Engine<'_> {
         let copy_call_ns = self.be.host.copy_call_ns;
         match action {
             Action::Kernel {
-                stream,
+                on_target_stream,
                 grid,
                 until,
                 delays_target,
+                ..
             } => {
-                let si = stream.map(|s| self.stream_ix[&s]).unwrap_or(si_inj);
+                // The scenario's streams come first, in declaration order.
+                let si = on_target_stream.unwrap_or(si_inj);
                 let draw = self.b.truth.nodes.len() as u64;
                 let grid = grid.unwrap_or_else(|| self.disguise.grid(draw, 16));
                 let block = self.disguise.block(draw, 128);
@@ -101,9 +114,14 @@ impl Engine<'_> {
                         block,
                         duration,
                     };
-                    let queued = t + QUEUE_OFFSET_NS;
-                    let dev = self.place_kernel(si, launch, queued, corr, inf, &NO_STEP);
-                    self.b.edge(node, dev, EdgeType::Launch);
+                    let at = Enqueued {
+                        si,
+                        launch: node,
+                        queued: t + QUEUE_OFFSET_NS,
+                        corr,
+                        info: inf,
+                    };
+                    let dev = self.place_kernel(at, launch, &NO_STEP);
                     if delays_target {
                         self.pending_fault_edges.push(dev);
                     }
@@ -111,7 +129,7 @@ impl Engine<'_> {
                 }
                 self.threads[th].clock = t;
             }
-            Action::Copies { until } => {
+            Action::Copies { until, .. } => {
                 let d = &self.be.device;
                 let (setup, bw) = (d.copy_setup_ns, d.pinned_bytes_per_ns);
                 let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si_inj].tail_end) + setup;
@@ -129,23 +147,34 @@ impl Engine<'_> {
                 for bytes in sizes {
                     let (node, corr, inf, end) =
                         self.injected_call(th, Api::MemcpyAsyncH2d, si_inj, t, copy_call_ns);
-                    let dev = self.memcpy(
-                        si_inj,
-                        CopyDirection::H2d,
-                        bytes,
-                        HostMemory::Pinned,
-                        t + QUEUE_OFFSET_NS,
+                    let at = Enqueued {
+                        si: si_inj,
+                        launch: node,
+                        queued: t + QUEUE_OFFSET_NS,
                         corr,
-                        inf,
-                        &NO_STEP,
-                        node as u64,
-                    );
-                    self.b.edge(node, dev, EdgeType::Launch);
+                        info: inf,
+                    };
+                    let copy = Transfer {
+                        direction: CopyDirection::H2d,
+                        bytes,
+                        memory: HostMemory::Pinned,
+                    };
+                    let dev = self.memcpy(at, copy, &NO_STEP, node as u64);
                     self.pending_fault_edges.push(dev);
                     t = end;
                 }
                 self.threads[th].clock = t;
             }
+        }
+    }
+
+    /// The injection record of device-side work and its `fault` edge
+    /// (`record::faults`); the measured magnitude is filled in by the answers step.
+    pub(super) fn finish_faults(&mut self) {
+        let Some(plan) = self.plan else { return };
+        let injected = std::mem::take(&mut self.pending_fault_edges);
+        if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
+            self.injections.push(record);
         }
     }
 }

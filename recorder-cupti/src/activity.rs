@@ -345,7 +345,7 @@ fn parse(p: *const u8) -> Option<Raw> {
 }
 
 unsafe extern "C" fn monotonic_timestamp() -> u64 {
-    super::now()
+    crate::now()
 }
 
 fn ok(what: &str, r: cs::CUptiResult) -> Result<(), String> {
@@ -446,8 +446,8 @@ impl Recorder {
         }
     }
 
-    /// A recorder that records nothing (offline tests of the ground-truth builder).
-    #[cfg(test)]
+    /// A recorder that records nothing and names callback ids from `names`
+    /// (driver?, cbid, name): for building truth from hand-made records offline.
     pub fn offline(names: &[(bool, u32, &str)]) -> Recorder {
         Recorder {
             version: 0,
@@ -483,14 +483,19 @@ impl Recorder {
         })
     }
 
-    /// CUPTI's stream id of a stream (differs from `cuStreamGetId`, SPEC §9).
-    pub(crate) fn stream_id(
+    /// CUPTI's stream id of a stream (differs from `cuStreamGetId`,
+    /// docs/gpu-facts.md).
+    ///
+    /// # Safety
+    /// `ctx` and `stream` must be live handles of this process's CUDA context
+    /// and one of its streams.
+    pub unsafe fn stream_id(
         &self,
         ctx: cudarc::driver::sys::CUcontext,
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<u32, String> {
         let mut id = 0u32;
-        // SAFETY: valid context and stream handles.
+        // SAFETY: the caller passes live handles.
         ok("cuptiGetStreamIdEx", unsafe {
             cs::cuptiGetStreamIdEx(ctx, stream, 0, &mut id)
         })?;

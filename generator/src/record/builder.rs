@@ -1,9 +1,9 @@
-//! Assembles a run's ground truth and trace: every node gets its edges and the
-//! records that observe it, in one place, so backends can't disagree on what a
-//! step produces (see docs/records.md).
+//! The primitives of a run's ground truth and trace: nodes, edges, records
+//! and their rids. What a step produces out of them is decided in
+//! [`super::steps`]; backends call that, not these, for scenario steps.
 
 use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind};
-use ground_truth::trace::{MarkerPhase, Record, Rid};
+use ground_truth::trace::{Record, Rid};
 use ground_truth::{Ns, SharedStr};
 
 /// Identity fields of a node besides its kind, name and times. Strings are
@@ -77,54 +77,6 @@ impl RunBuilder {
             rids: Default::default(),
         });
         id
-    }
-
-    /// A host task beginning at `at` on thread `tid` for request `token`, after a
-    /// handoff through `queue` (empty for the request's first task): the node, its
-    /// task-begin marker (instrumented runs), and its `request` and `handoff` edges.
-    /// The handoff node ends when the task begins.
-    #[allow(clippy::too_many_arguments)]
-    pub fn host_task(
-        &mut self,
-        token: impl Into<SharedStr>,
-        tid: u32,
-        queue: impl Into<SharedStr>,
-        at: Ns,
-        instrumented: bool,
-        request: Option<NodeId>,
-        handoff: Option<NodeId>,
-    ) -> NodeId {
-        let queue = queue.into();
-        let name = if queue.is_empty() {
-            "task".to_string()
-        } else {
-            format!("task after {queue}")
-        };
-        let token = token.into();
-        let info = NodeInfo {
-            request: Some(token.clone()),
-            thread: Some(tid),
-            ..Default::default()
-        };
-        let task = self.node(NodeKind::HostTask, name, info, at, at);
-        if instrumented {
-            self.record(Some(task), |rid| Record::Marker {
-                rid,
-                tid,
-                phase: MarkerPhase::TaskBegin,
-                queue,
-                token,
-                ts: at,
-            });
-        }
-        if let Some(r) = request {
-            self.edge(r, task, EdgeType::Request);
-        }
-        if let Some(h) = handoff {
-            self.truth.nodes[h as usize].end = at;
-            self.edge(h, task, EdgeType::Handoff);
-        }
-        task
     }
 
     pub fn set_device_times(&mut self, n: NodeId, queued: Ns, submitted: Ns, start: Ns, end: Ns) {

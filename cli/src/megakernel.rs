@@ -1,0 +1,94 @@
+//! `causalbench megakernel run|report`: the megakernel track's experiment (on
+//! the GPU, or the simulator) and its scoring from case packs. The experiment
+//! itself is `megakernel_run.rs`; the track's files are written by `track.rs`.
+
+use crate::{BackendArg, Failure};
+use std::path::PathBuf;
+
+/// `causalbench megakernel`'s subcommands.
+#[derive(clap::Subcommand)]
+pub enum MegakernelCommand {
+    /// The track's experiment: every family × repetitions under five monitors,
+    /// the pairs, scoring, perturbation, configuration-apply vs rebuild time,
+    /// and on a GPU the kernel-per-operator and CUDA-graph controls and CUPTI
+    /// PC sampling. Writes `summary.json` (after every step), one case pack per
+    /// family and the track's leaderboard; stops starting new work after `--budget-s`.
+    Run(RunArgs),
+    /// Score the track from case packs (what `megakernel run` wrote):
+    /// `track-scores.jsonl`, `track-leaderboard.{json,md}`.
+    Report(ReportArgs),
+}
+
+/// `causalbench megakernel run`'s options.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[arg(long, default_value = "megakernel-check")]
+    pub out: PathBuf,
+    /// Repetitions of each family.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// `auto`: the GPU when one is present, else the simulator.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Shorthand for `--backend sim`.
+    #[arg(long, conflicts_with = "backend")]
+    pub sim: bool,
+    /// Start no new step after this many seconds.
+    #[arg(long, default_value_t = 240.0)]
+    pub budget_s: f64,
+    /// Interleaved rounds of the perturbation measurement (each: one launch per monitor).
+    #[arg(long, default_value_t = 15)]
+    pub perturbation_rounds: u32,
+}
+
+/// `causalbench megakernel report`'s options.
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Directory of case packs (`FAMILY.cases.jsonl.gz`).
+    #[arg(long)]
+    pub packs: PathBuf,
+    /// Where the scores and leaderboard go (default: the pack directory).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write every case as `OUT/cases/ID.bundle.json` + `ID.tasks.json`
+    /// (readable by `causalbench score`, `export`, …).
+    #[arg(long)]
+    pub unpack: bool,
+}
+
+pub fn megakernel(command: MegakernelCommand) -> Result<(), Failure> {
+    match command {
+        MegakernelCommand::Run(args) => crate::megakernel_run::run(args),
+        MegakernelCommand::Report(args) => report(&args),
+    }
+}
+
+fn report(args: &ReportArgs) -> Result<(), Failure> {
+    let files = crate::track::pack_files(&args.packs)?;
+    if files.is_empty() {
+        return Err(Failure::input(format!(
+            "{}: no case packs (*.cases.jsonl.gz)",
+            args.packs.display()
+        )));
+    }
+    let mut cases = Vec::new();
+    for f in &files {
+        cases.extend(megakernel::pack::read(f)?);
+    }
+    let out = args.out.clone().unwrap_or_else(|| args.packs.clone());
+    std::fs::create_dir_all(&out)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
+    if args.unpack {
+        let dir = out.join("cases");
+        megakernel::pack::unpack(&cases, &dir)
+            .map_err(|e| Failure::failed(format!("cannot unpack into {}: {e}", dir.display())))?;
+    }
+    let (_, rows) = crate::track::write(&out, &cases)?;
+    println!(
+        "{} cases from {} packs\n\n{}",
+        cases.len(),
+        files.len(),
+        evaluator::megakernel::track_markdown(&rows)
+    );
+    Ok(())
+}

@@ -1,0 +1,515 @@
+//! The CUDA calls of a step, made with the driver API and bound to their op
+//! through CUPTI's external correlation stack.
+
+use super::*;
+
+impl<'a> Exec<'a> {
+    pub(super) fn new_op(
+        &self,
+        ti: usize,
+        tid: u32,
+        request: Option<usize>,
+        skey: Option<&StepKey>,
+        what: What,
+    ) -> Op {
+        Op {
+            id: self.next_op.fetch_add(1, Ordering::Relaxed),
+            thread: ti,
+            tid,
+            request,
+            skey: skey.cloned(),
+            what,
+            t0: 0,
+            t1: 0,
+            stream: None,
+            stream_cupti: 0,
+            handle: 0,
+            generation: 0,
+            prev: Tail::Empty,
+            event_src: None,
+            waited: Vec::new(),
+            operator: None,
+            call_site: None,
+            slot: None,
+            entry: None,
+            injected: false,
+            delays_target: false,
+            error: None,
+        }
+    }
+
+    /// Makes one call bound to `op`, timing it on the host.
+    pub(super) fn call(&self, op: &mut Op, what: &str, f: impl FnOnce() -> CUresult) {
+        cupti::push(op.id, None);
+        op.t0 = now();
+        let r = f();
+        op.t1 = now();
+        cupti::pop(false);
+        if let Err(e) = ck(what, r) {
+            self.error(format!("op {}: {e}", op.id));
+            op.error = Some(e);
+        }
+    }
+
+    pub(super) fn stretch_of(&self, skey: &StepKey) -> Option<Stretch> {
+        let p = self.plan?;
+        match &p.stretch {
+            Some((k, s))
+                if k.program == skey.program
+                    && k.request == skey.request
+                    && k.step == skey.step =>
+            {
+                Some(*s)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn api_step(
+        &self,
+        ti: usize,
+        log: &mut ThreadLog,
+        step: &Step,
+        skey: &StepKey,
+        request: usize,
+    ) -> Op {
+        let operator = log.nvtx.last().map(|n| n.0.clone());
+        let stretch = self.stretch_of(skey);
+        let tid = log.tid;
+        let mut op = match step {
+            Step::Kernel {
+                stream,
+                name,
+                kind,
+                duration_us,
+                grid,
+                block,
+                launch: api,
+                ..
+            } => {
+                let extra = match stretch {
+                    Some(Stretch::Ns(n)) if skey_plain(self.plan) => n,
+                    _ => 0,
+                };
+                let dur = (duration_us * 1000.0).round() as u64 + extra;
+                let kernel = Kernel::from(*kind);
+                let (kname, site) = self.step_names[skey.program][skey.step].clone();
+                let what = What::Kernel {
+                    name: kname,
+                    kind: *kind,
+                    dur_ns: dur,
+                    extra_ns: extra,
+                    grid: *grid,
+                    block: *block,
+                    launch: *api,
+                    kernel,
+                };
+                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
+                op.call_site = site;
+                let via = if *api == LaunchApi::DriverEx {
+                    LaunchVia::LaunchEx
+                } else {
+                    LaunchVia::Launch
+                };
+                let f = self.step_funcs[skey.program][skey.step]
+                    .clone()
+                    .ok_or_else(|| format!("kernel `{name}` was not prepared"));
+                self.enqueue_kernel(
+                    &mut op,
+                    self.stream_ix[stream.as_str()],
+                    f,
+                    kernel,
+                    *grid,
+                    *block,
+                    dur,
+                    via,
+                );
+                op
+            }
+            Step::Copy {
+                stream,
+                direction,
+                bytes,
+                memory,
+                ..
+            } => {
+                let extra = match stretch {
+                    Some(Stretch::Bytes(b)) => b,
+                    _ => 0,
+                };
+                let what = What::Copy {
+                    direction: *direction,
+                    bytes: *bytes + extra,
+                    extra_bytes: extra,
+                    memory: *memory,
+                };
+                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
+                op.call_site = self.step_names[skey.program][skey.step].1.clone();
+                self.enqueue_copy(
+                    &mut op,
+                    self.stream_ix[stream.as_str()],
+                    *direction,
+                    *bytes + extra,
+                    *memory,
+                );
+                op
+            }
+            Step::Memset { stream, bytes, .. } => {
+                let extra = match stretch {
+                    Some(Stretch::Bytes(b)) => b,
+                    _ => 0,
+                };
+                let n = (*bytes + extra).min(self.dev.dev_cap as u64) as usize;
+                let what = What::Memset {
+                    bytes: n as u64,
+                    extra_bytes: extra,
+                };
+                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
+                let dst = self.dev.dev_a;
+                self.on_stream(
+                    &mut op,
+                    self.stream_ix[stream.as_str()],
+                    "cuMemsetD8Async",
+                    |s| unsafe {
+                        // SAFETY: scratch buffer of at least n bytes.
+                        sys::cuMemsetD8Async(dst, 0, n, s)
+                    },
+                );
+                op
+            }
+            Step::EventRecord { event, stream, .. } => {
+                let ei = self.event_ix[event.as_str()];
+                let mut op = self.new_op(
+                    ti,
+                    tid,
+                    Some(request),
+                    Some(skey),
+                    What::EventRecord { event: ei },
+                );
+                let si = self.stream_ix[stream.as_str()];
+                let mut st = self.streams[si].lock().unwrap();
+                let mut evs = self.events.lock().unwrap();
+                let (sh, eh) = (st.handle.0, evs[ei].handle.0);
+                // SAFETY: live event and stream.
+                self.call(&mut op, "cuEventRecord", || unsafe {
+                    sys::cuEventRecord(eh, sh)
+                });
+                op.stream = Some(si);
+                op.stream_cupti = st.cupti_id;
+                op.handle = eh as u64;
+                op.generation = evs[ei].generation;
+                op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
+                evs[ei].last = Some(op.id);
+                op
+            }
+            Step::StreamWait { stream, event, .. } => {
+                let ei = self.event_ix[event.as_str()];
+                let mut op = self.new_op(
+                    ti,
+                    tid,
+                    Some(request),
+                    Some(skey),
+                    What::StreamWait { event: ei },
+                );
+                let si = self.stream_ix[stream.as_str()];
+                let mut st = self.streams[si].lock().unwrap();
+                let evs = self.events.lock().unwrap();
+                let (sh, eh) = (st.handle.0, evs[ei].handle.0);
+                // SAFETY: live event and stream.
+                self.call(&mut op, "cuStreamWaitEvent", || unsafe {
+                    sys::cuStreamWaitEvent(sh, eh, 0)
+                });
+                op.stream = Some(si);
+                op.stream_cupti = st.cupti_id;
+                op.handle = eh as u64;
+                op.generation = evs[ei].generation;
+                op.event_src = evs[ei].last;
+                op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
+                op
+            }
+            Step::GraphLaunch { graph, stream, .. } => {
+                let gi = self.graph_ix[graph.as_str()];
+                let extra = match (&self.plan, stretch) {
+                    (Some(p), Some(Stretch::Ns(n))) if p.stretch_graph_node().is_some() => n,
+                    _ => 0,
+                };
+                let mut op = self.new_op(
+                    ti,
+                    tid,
+                    Some(request),
+                    Some(skey),
+                    What::GraphLaunch {
+                        graph: gi,
+                        extra_ns: extra,
+                    },
+                );
+                let si = self.stream_ix[stream.as_str()];
+                let g = self.graphs[gi].lock().unwrap();
+                let mut st = self.streams[si].lock().unwrap();
+                let (sh, exec) = (st.handle.0, g.exec.0);
+                // A lengthened node: update the exec's kernel parameters for this
+                // one launch (graph and node identity stay the same), then restore.
+                let target = (extra > 0)
+                    .then(|| self.plan.and_then(|p| p.stretch_graph_node()))
+                    .flatten()
+                    .and_then(|nid| self.sc.graphs[gi].nodes.iter().position(|n| n.id == nid));
+                if let Some(ni) = target {
+                    if let Err(e) = set_node_duration(&g, ni, g.args[ni].a + extra) {
+                        self.error(format!("graph_dependency injection: {e}"));
+                    }
+                }
+                // SAFETY: live exec and stream.
+                self.call(&mut op, "cuGraphLaunch", || unsafe {
+                    sys::cuGraphLaunch(exec, sh)
+                });
+                if let Some(ni) = target {
+                    if let Err(e) = set_node_duration(&g, ni, g.args[ni].a) {
+                        self.error(format!("graph_dependency injection: {e}"));
+                    }
+                }
+                op.stream = Some(si);
+                op.stream_cupti = st.cupti_id;
+                op.handle = exec as u64;
+                op.generation = g.generation;
+                let sinks: Vec<DevRef> = g
+                    .sinks
+                    .iter()
+                    .map(|&n| DevRef {
+                        op: op.id,
+                        gnode: Some(n),
+                    })
+                    .collect();
+                op.prev = std::mem::replace(&mut st.tail, Tail::from_vec(sinks));
+                op
+            }
+            Step::Sync {
+                target,
+                stream,
+                event,
+                ..
+            } => {
+                let mut op = self.new_op(
+                    ti,
+                    tid,
+                    Some(request),
+                    Some(skey),
+                    What::Sync { target: *target },
+                );
+                match target {
+                    SyncTarget::Stream => {
+                        let si = stream.as_deref().map(|s| self.stream_ix[s]).unwrap_or(0);
+                        let (sh, waited, cid) = {
+                            let st = self.streams[si].lock().unwrap();
+                            (st.handle, st.tail.as_slice().to_vec(), st.cupti_id)
+                        };
+                        op.waited = waited;
+                        op.stream = Some(si);
+                        op.stream_cupti = cid;
+                        op.handle = sh.0 as u64;
+                        // SAFETY: live stream.
+                        self.call(&mut op, "cuStreamSynchronize", || unsafe {
+                            sys::cuStreamSynchronize(sh.0)
+                        });
+                    }
+                    SyncTarget::Event => {
+                        let ei = event.as_deref().map(|e| self.event_ix[e]).unwrap_or(0);
+                        let (eh, last) = {
+                            let evs = self.events.lock().unwrap();
+                            (evs[ei].handle, evs[ei].last)
+                        };
+                        op.waited = last
+                            .map(|o| DevRef { op: o, gnode: None })
+                            .into_iter()
+                            .collect();
+                        op.handle = eh.0 as u64;
+                        // SAFETY: live event.
+                        self.call(&mut op, "cuEventSynchronize", || unsafe {
+                            sys::cuEventSynchronize(eh.0)
+                        });
+                    }
+                    SyncTarget::Device => {
+                        for s in &self.streams {
+                            op.waited
+                                .extend(s.lock().unwrap().tail.as_slice().iter().copied());
+                        }
+                        // SAFETY: no arguments.
+                        self.call(&mut op, "cuCtxSynchronize", || unsafe {
+                            sys::cuCtxSynchronize()
+                        });
+                    }
+                }
+                op
+            }
+            _ => unreachable!("not an API step"),
+        };
+        op.operator = operator;
+        op
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn enqueue_kernel(
+        &self,
+        op: &mut Op,
+        si: usize,
+        f: Result<(Func, String), String>,
+        kernel: Kernel,
+        grid: u32,
+        block: u32,
+        dur: u64,
+        via: LaunchVia,
+    ) {
+        let (f, entry) = match f {
+            Ok(f) => f,
+            Err(e) => {
+                self.error(e.clone());
+                op.error = Some(e);
+                return;
+            }
+        };
+        let slot = self.slot();
+        op.slot = Some(slot);
+        op.entry = Some(entry);
+        let mut args = self.kernel_args(kernel, grid, block, dur, op.id, slot);
+        let grid = if kernel == Kernel::OccupancyHog {
+            grid.min(self.dev.sms).max(1)
+        } else {
+            grid
+        };
+        let block = if kernel == Kernel::OccupancyHog {
+            kernels::gpu::HOG_BLOCK_THREADS
+        } else {
+            block
+        };
+        let launch = call_sites::launcher(op.call_site.as_deref());
+        self.on_stream(
+            op,
+            si,
+            if via == LaunchVia::LaunchEx {
+                "cuLaunchKernelEx"
+            } else {
+                "cuLaunchKernel"
+            },
+            |s| unsafe {
+                // SAFETY: arguments live across the call; buffers live for the session.
+                launch(&f, grid, block, s, &mut args, via)
+            },
+        );
+    }
+
+    pub(super) fn enqueue_copy(
+        &self,
+        op: &mut Op,
+        si: usize,
+        direction: CopyDirection,
+        bytes: u64,
+        memory: HostMemory,
+    ) {
+        let n = (bytes as usize).min(self.dev.dev_cap);
+        let host = match memory {
+            HostMemory::Pinned => self.dev.pinned,
+            HostMemory::Pageable => self.dev.pageable,
+        } as *mut std::ffi::c_void;
+        let (a, b) = (self.dev.dev_a, self.dev.dev_b);
+        let name = match direction {
+            CopyDirection::H2d => "cuMemcpyHtoDAsync",
+            CopyDirection::D2h => "cuMemcpyDtoHAsync",
+            CopyDirection::D2d => "cuMemcpyDtoDAsync",
+        };
+        // SAFETY: scratch buffers hold at least n bytes and live for the session.
+        self.on_stream(op, si, name, |s| unsafe {
+            match direction {
+                CopyDirection::H2d => sys::cuMemcpyHtoDAsync_v2(a, host, n, s),
+                CopyDirection::D2h => sys::cuMemcpyDtoHAsync_v2(host, a, n, s),
+                CopyDirection::D2d => sys::cuMemcpyDtoDAsync_v2(b, a, n, s),
+            }
+        });
+    }
+
+    /// Enqueues one op on stream `si` under the stream's lock, so the
+    /// recorded predecessor is the stream's real previous op.
+    pub(super) fn on_stream(
+        &self,
+        op: &mut Op,
+        si: usize,
+        what: &str,
+        f: impl FnOnce(sys::CUstream) -> CUresult,
+    ) {
+        let mut st = self.streams[si].lock().unwrap();
+        let h = st.handle.0;
+        self.call(op, what, || f(h));
+        op.stream = Some(si);
+        op.stream_cupti = st.cupti_id;
+        op.handle = h as u64;
+        op.generation = st.generation;
+        op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
+    }
+
+    pub(super) fn recreate(
+        &self,
+        ti: usize,
+        tid: u32,
+        object: ObjectKind,
+        name: &str,
+        request: usize,
+    ) -> Op {
+        let mut op = self.new_op(ti, tid, Some(request), None, What::Recreate);
+        let r: Result<(), String> = (|| match object {
+            ObjectKind::Stream => {
+                let si = self.stream_ix[name];
+                let mut st = self.streams[si].lock().unwrap();
+                let old = st.handle.0;
+                let prio = st.priority;
+                let mut new: sys::CUstream = std::ptr::null_mut();
+                let mut r = CUresult::CUDA_SUCCESS;
+                // SAFETY: destroying our stream after it drained, creating a new one.
+                self.call(&mut op, "recreate stream", || unsafe {
+                    sys::cuStreamSynchronize(old);
+                    sys::cuStreamDestroy_v2(old);
+                    r = sys::cuStreamCreateWithPriority(&mut new, 1, prio);
+                    r
+                });
+                ck("cuStreamCreateWithPriority", r)?;
+                st.handle = H(new);
+                // SAFETY: the session's live context and the stream just created.
+                st.cupti_id = unsafe { self.dev.recorder.stream_id(self.dev.ctx.0, new) }?;
+                st.generation += 1;
+                st.tail = Tail::Empty;
+                Ok(())
+            }
+            ObjectKind::Event => {
+                let ei = self.event_ix[name];
+                let mut evs = self.events.lock().unwrap();
+                let old = evs[ei].handle.0;
+                let mut new: sys::CUevent = std::ptr::null_mut();
+                // SAFETY: destroying our event (pending work keeps it alive), creating a new one.
+                self.call(&mut op, "recreate event", || unsafe {
+                    sys::cuEventDestroy_v2(old);
+                    sys::cuEventCreate(&mut new, 0)
+                });
+                evs[ei].handle = H(new);
+                evs[ei].generation += 1;
+                evs[ei].last = None;
+                Ok(())
+            }
+            ObjectKind::Graph => {
+                let gi = self.graph_ix[name];
+                let mut g = self.graphs[gi].lock().unwrap();
+                let (old, graph) = (g.exec.0, g.graph.0);
+                let mut new: sys::CUgraphExec = std::ptr::null_mut();
+                // SAFETY: re-instantiating our graph.
+                self.call(&mut op, "recreate graph exec", || unsafe {
+                    sys::cuGraphExecDestroy(old);
+                    sys::cuGraphInstantiateWithFlags(&mut new, graph, 0)
+                });
+                g.exec = H(new);
+                g.generation += 1;
+                Ok(())
+            }
+        })();
+        if let Err(e) = r {
+            self.error(e.clone());
+            op.error = Some(e);
+        }
+        op
+    }
+}

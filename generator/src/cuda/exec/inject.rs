@@ -1,0 +1,277 @@
+//! The injection side of a run: host stalls on the victim thread, and the
+//! injector thread that issues the plan's device work at the trigger.
+
+use super::*;
+
+impl<'a> Exec<'a> {
+    /// Host stall injected just before the target step's call, on the
+    /// victim thread itself.
+    pub(super) fn host_stall(
+        &self,
+        ti: usize,
+        log: &mut ThreadLog,
+        plan: &Plan,
+        skey: &StepKey,
+    ) -> Option<usize> {
+        let t0 = now();
+        let mag = plan.magnitude_ns;
+        let mut switched_out_ns = None;
+        let mechanism = match plan.kind {
+            InjectionKind::HostDelay => {
+                spin_until(t0 + mag);
+                "cuda:host-compute (busy loop on the launching thread)".to_string()
+            }
+            InjectionKind::HostPageFaultMinor | InjectionKind::HostPageFaultMajor => {
+                let pf = plan.page_faults.lock().ok().and_then(|mut g| g.take());
+                match pf {
+                    Some(mut pf) => {
+                        let r = pf.trigger_until(t0 + mag);
+                        // Back into the plan: unmapping hundreds of touched
+                        // pages takes hundreds of microseconds, which belong
+                        // after the run, not in the stall.
+                        if let Ok(mut g) = plan.page_faults.lock() {
+                            *g = Some(pf);
+                        }
+                        match r {
+                            Ok(r) => format!(
+                                "cuda:page-faults ({} minor, {} major faults touching {} fresh pages on the launching thread, {:.2} us each)",
+                                r.minor_faults,
+                                r.major_faults,
+                                r.pages_touched,
+                                r.per_fault().map(|d| d.as_nanos() as f64 / 1e3).unwrap_or(0.0)
+                            ),
+                            Err(e) => {
+                                self.error(format!("page-fault injection: {e}"));
+                                format!("cuda:page-faults failed: {e}")
+                            }
+                        }
+                    }
+                    None => {
+                        let e = plan
+                            .page_fault_error
+                            .clone()
+                            .unwrap_or_else(|| "no prepared pages".into());
+                        self.error(format!("page-fault injection: {e}"));
+                        format!("cuda:page-faults unavailable: {e}")
+                    }
+                }
+            }
+            InjectionKind::CpuDeschedule => {
+                // At SCHED_IDLE the victim is preempted the moment the hog
+                // lands on its CPU and stays runnable-but-off until the hog
+                // stops (a nice 0 thread would get EEVDF slices meanwhile).
+                let param = libc::sched_param { sched_priority: 0 };
+                // SAFETY: changes the calling thread's own policy.
+                let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
+                self.inj.done.store(false, Ordering::Release);
+                self.inj.victim_tid.store(log.tid, Ordering::Release);
+                self.inj.deschedule_at.store(t0, Ordering::Release);
+                self.inj.state.store(DESCHEDULE, Ordering::Release);
+                // Keep running until switched out and back (or the hog is done).
+                let deadline = t0 + mag * 4 + 200_000_000;
+                let (mut last, mut gaps, mut longest) = (t0, 0u64, 0u64);
+                loop {
+                    let t = now();
+                    let gap = t - last;
+                    if gap > 20_000 {
+                        gaps += gap;
+                        longest = longest.max(gap);
+                    }
+                    last = t;
+                    // A slice the scheduler grants the victim before the hog's
+                    // end (EEVDF gives even SCHED_IDLE threads one now and
+                    // then) does not end the stall early.
+                    if (idle && longest >= mag / 2 && t >= t0 + mag)
+                        || self.inj.done.load(Ordering::Acquire)
+                        || t > deadline
+                    {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                if idle {
+                    // SAFETY: back to the normal policy (root may always raise it).
+                    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+                }
+                switched_out_ns = Some(longest);
+                // The hog's own report is added once the run is over (see `run`).
+                format!(
+                    "victim{} switched out {:.0} us in total, longest {:.0} us",
+                    if idle { " at SCHED_IDLE meanwhile" } else { "" },
+                    gaps as f64 / 1e3,
+                    longest as f64 / 1e3
+                )
+            }
+            _ => return None,
+        };
+        let t1 = now();
+        if plan.kind == InjectionKind::CpuDeschedule {
+            // Halfway towards the resume time this stall showed.
+            let est = DESCHEDULE_RESUME_NS.load(Ordering::Relaxed) as i64;
+            let over = (t1 - t0) as i64 - mag as i64;
+            let next = (est + over / 2).clamp(0, DESCHEDULE_RESUME_MAX_NS as i64);
+            DESCHEDULE_RESUME_NS.store(next as u64, Ordering::Relaxed);
+        }
+        let mut stalls = self.stalls.lock().unwrap();
+        stalls.push(Stall {
+            kind: plan.kind,
+            thread: ti,
+            tid: log.tid,
+            skey: skey.clone(),
+            t0,
+            t1,
+            mechanism,
+            requested_ns: mag,
+            switched_out_ns,
+        });
+        let index = stalls.len() - 1;
+        log.events.push(HostEv::Stall { index });
+        Some(index)
+    }
+
+    /// Asks the injector to issue its device work now and waits until it has.
+    pub(super) fn trigger_injector(&self) {
+        self.inj.state.store(REQUEST, Ordering::Release);
+        let deadline = now() + 500_000_000;
+        while self.inj.state.load(Ordering::Acquire) != ACK {
+            if now() > deadline {
+                self.error("the injector did not acknowledge within 500 ms".into());
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        self.inj.state.store(IDLE, Ordering::Release);
+    }
+
+    /// The injector thread: waits (spinning, so it reacts within a
+    /// microsecond) for the victim's trigger, then issues the planned work.
+    pub(super) fn injector(&self, ti: usize, barrier: &Barrier, stop: &AtomicBool) -> ThreadLog {
+        // SAFETY: binding the primary context.
+        unsafe { sys::cuCtxSetCurrent(self.dev.ctx.0) };
+        let tid = injectors::gettid() as u32;
+        self.tids[ti].store(tid, Ordering::Release);
+        let mut log = ThreadLog {
+            tid,
+            ..Default::default()
+        };
+        barrier.wait();
+        let Some(plan) = self.plan else { return log };
+        let mut spins = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            match self.inj.state.load(Ordering::Acquire) {
+                REQUEST => {
+                    for a in &plan.realised {
+                        self.inject_action(ti, &mut log, a);
+                    }
+                    self.inj.state.store(ACK, Ordering::Release);
+                }
+                DESCHEDULE => {
+                    self.inj.state.store(IDLE, Ordering::Release);
+                    let victim = self.inj.victim_tid.load(Ordering::Acquire) as i32;
+                    // Anchored at the victim's request: the hog's start-up
+                    // is part of the requested stall, not added to it.
+                    let at = self.inj.deschedule_at.load(Ordering::Acquire)
+                        - DESCHEDULE_RESUME_NS.load(Ordering::Relaxed);
+                    let r = injectors::CpuHog::new(std::process::id() as i32, victim)
+                        .with_fifo(false)
+                        .requested_at(at)
+                        .restoring_victim_policy()
+                        // This spinning thread is the hog: it lands on the
+                        // victim's CPU within microseconds (a spawned thread
+                        // may first wait for a slice on a busy CPU).
+                        .run_here(std::time::Duration::from_nanos(plan.magnitude_ns.max(1)))
+                        .map_err(|e| e.to_string());
+                    if let Ok(mut g) = self.inj.report.lock() {
+                        *g = Some(r);
+                    }
+                    self.inj.done.store(true, Ordering::Release);
+                }
+                _ => {
+                    spins += 1;
+                    if spins.is_multiple_of(4096) {
+                        std::thread::yield_now();
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        log
+    }
+
+    pub(super) fn inject_action(&self, ti: usize, log: &mut ThreadLog, a: &DevAction) {
+        match a {
+            DevAction::Kernel {
+                on_target_stream,
+                name,
+                call_site,
+                kernel,
+                grid,
+                dur_ns,
+                delays_target,
+            } => {
+                let si = match on_target_stream {
+                    Some(s) => *s,
+                    None => self.injector_stream,
+                };
+                let what = What::Kernel {
+                    name: Arc::from(name.as_str()),
+                    kind: KernelKind::Spin,
+                    dur_ns: *dur_ns,
+                    extra_ns: 0,
+                    grid: *grid,
+                    block: 128,
+                    launch: LaunchApi::Driver,
+                    kernel: *kernel,
+                };
+                let mut op = self.new_op(ti, log.tid, None, None, what);
+                op.injected = true;
+                op.delays_target = *delays_target;
+                op.call_site = call_site.as_deref().map(Arc::from);
+                let f = self.func(name, *kernel);
+                self.enqueue_kernel(
+                    &mut op,
+                    si,
+                    f,
+                    *kernel,
+                    *grid,
+                    128,
+                    *dur_ns,
+                    LaunchVia::Launch,
+                );
+                log.events.push(HostEv::Api {
+                    op: op.id,
+                    fault: None,
+                    pending: None,
+                });
+                log.ops.push(op);
+            }
+            DevAction::Copies { sizes, call_site } => {
+                for bytes_each in sizes {
+                    let what = What::Copy {
+                        direction: CopyDirection::H2d,
+                        bytes: *bytes_each,
+                        extra_bytes: 0,
+                        memory: HostMemory::Pinned,
+                    };
+                    let mut op = self.new_op(ti, log.tid, None, None, what);
+                    op.injected = true;
+                    op.delays_target = true;
+                    op.call_site = call_site.as_deref().map(Arc::from);
+                    self.enqueue_copy(
+                        &mut op,
+                        self.injector_stream,
+                        CopyDirection::H2d,
+                        *bytes_each,
+                        HostMemory::Pinned,
+                    );
+                    log.events.push(HostEv::Api {
+                        op: op.id,
+                        fault: None,
+                        pending: None,
+                    });
+                    log.ops.push(op);
+                }
+            }
+        }
+    }
+}

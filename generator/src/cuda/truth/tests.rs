@@ -1,0 +1,345 @@
+use super::*;
+use crate::cuda::exec::{Arrival, GraphMeta, ReqInfo, Tail, ThreadLog};
+use ground_truth::graph::EdgeType;
+use ground_truth::scenario::LaunchApi;
+
+const SCENARIO: &str = r#"
+schema_version: 1
+name: t.event-edge
+family: t
+variant: event-edge
+cause: event_wait
+mode: instrumented
+threads: [{name: host}]
+streams: [{name: s1}, {name: s2}]
+events: [{name: ready}]
+programs:
+  - name: serve
+    start: host
+    steps:
+      - {op: kernel, id: producer, stream: s1, name: producer, duration_us: 2000}
+      - {op: event_record, event: ready, stream: s1}
+      - {op: stream_wait, stream: s2, event: ready}
+      - {op: kernel, id: consumer, stream: s2, name: consumer, duration_us: 300, grid: 64}
+      - {op: sync, target: device}
+symptom: {step: consumer}
+"#;
+
+fn op(id: u64, step: usize, what: What, t0: Ns, stream: Option<usize>, prev: Vec<u64>) -> Op {
+    Op {
+        id,
+        thread: 0,
+        tid: 77,
+        request: Some(0),
+        skey: Some(StepKey {
+            program: 0,
+            request: 0,
+            step,
+            graph_node: None,
+            api: false,
+        }),
+        what,
+        t0,
+        t1: t0 + 5_000,
+        stream,
+        stream_cupti: stream.map(|s| 13 + s as u32).unwrap_or(0),
+        handle: 0xE0,
+        generation: 0,
+        prev: Tail::from_vec(
+            prev.into_iter()
+                .map(|op| DevRef { op, gnode: None })
+                .collect(),
+        ),
+        event_src: None,
+        waited: Vec::new(),
+        operator: None,
+        call_site: None,
+        slot: None,
+        entry: None,
+        injected: false,
+        delays_target: false,
+        error: None,
+    }
+}
+
+fn kernel(name: &str, dur: u64) -> What {
+    What::Kernel {
+        name: std::sync::Arc::from(name),
+        kind: KernelKind::Spin,
+        dur_ns: dur,
+        extra_ns: 0,
+        grid: 64,
+        block: 128,
+        launch: LaunchApi::Runtime,
+        kernel: kernels::Kernel::Spin,
+    }
+}
+
+fn api(corr: u32, cbid: u32, start: Ns) -> Raw {
+    Raw::Api {
+        driver: true,
+        cbid,
+        start,
+        end: start + 4_000,
+        tid: 77,
+        corr,
+    }
+}
+
+fn kernel_rec(corr: u32, name: &str, stream: u32, q: Ns, s: Ns, st: Ns, en: Ns) -> Raw {
+    Raw::Kernel {
+        name: name.into(),
+        device: 0,
+        context: 1,
+        stream,
+        corr,
+        graph_id: 0,
+        graph_node_id: 0,
+        queued: q,
+        submitted: s,
+        start: st,
+        end: en,
+        grid: [64, 1, 1],
+        block: [128, 1, 1],
+        channel: 3,
+    }
+}
+
+#[test]
+fn event_edge_run_gets_the_simulators_graph() {
+    let sc: Scenario =
+        ground_truth::io::from_yaml(std::path::Path::new("t.yaml"), SCENARIO.as_bytes()).unwrap();
+    assert!(sc.check().is_empty(), "{:?}", sc.check());
+    let mut ops = vec![
+        op(
+            1,
+            0,
+            kernel("producer", 2_000_000),
+            100_000,
+            Some(0),
+            vec![],
+        ),
+        op(
+            2,
+            1,
+            What::EventRecord { event: 0 },
+            110_000,
+            Some(0),
+            vec![1],
+        ),
+        op(
+            3,
+            2,
+            What::StreamWait { event: 0 },
+            120_000,
+            Some(1),
+            vec![],
+        ),
+        op(4, 3, kernel("consumer", 300_000), 130_000, Some(1), vec![3]),
+        op(
+            5,
+            4,
+            What::Sync {
+                target: SyncTarget::Device,
+            },
+            140_000,
+            None,
+            vec![],
+        ),
+    ];
+    ops[2].event_src = Some(2);
+    ops[4].waited = vec![DevRef { op: 2, gnode: None }, DevRef { op: 4, gnode: None }];
+    let events = vec![
+        HostEv::TaskBegin {
+            t: 90_000,
+            request: 0,
+            handoff: None,
+            queue: String::new(),
+        },
+        HostEv::Api {
+            op: 1,
+            fault: None,
+            pending: None,
+        },
+        HostEv::Api {
+            op: 2,
+            fault: None,
+            pending: None,
+        },
+        HostEv::Api {
+            op: 3,
+            fault: None,
+            pending: None,
+        },
+        HostEv::Api {
+            op: 4,
+            fault: None,
+            pending: None,
+        },
+        HostEv::Api {
+            op: 5,
+            fault: None,
+            pending: None,
+        },
+    ];
+    let mut records = Vec::new();
+    for (i, cb) in [(1u32, 307u32), (2, 0x3A), (3, 0x3B), (4, 307), (5, 0x1B)] {
+        let corr = 100 + i;
+        records.push(Raw::ExtCorr {
+            ext_kind: cupti::EXT_OP,
+            ext_id: i as u64,
+            corr,
+        });
+        records.push(Raw::ExtCorr {
+            ext_kind: cupti::EXT_REQUEST,
+            ext_id: 1,
+            corr,
+        });
+        records.push(api(corr, cb, 100_000 + 10_000 * (i as u64 - 1)));
+    }
+    records.push(Raw::ExtCorr {
+        ext_kind: cupti::EXT_OP,
+        ext_id: 999,
+        corr: 7,
+    });
+    records.push(api(7, 1, 1)); // harness call bound to an op id nobody made: dropped
+    records.push(kernel_rec(
+        101, "producer", 13, 101_000, 101_500, 103_000, 2_103_000,
+    ));
+    records.push(Raw::CudaEvent {
+        corr: 102,
+        stream: 13,
+        event_id: 1,
+        ts: 2_103_500,
+        sync_id: 5,
+    });
+    records.push(Raw::Sync {
+        sync_type: 2,
+        start: 120_000,
+        end: 124_000,
+        corr: 103,
+        stream: 14,
+        event_id: 1,
+        sync_id: 5,
+    });
+    records.push(kernel_rec(
+        104, "consumer", 14, 131_000, 2_103_600, 2_105_000, 2_405_000,
+    ));
+    records.push(Raw::Sync {
+        sync_type: 4,
+        start: 140_000,
+        end: 2_406_000,
+        corr: 105,
+        stream: 0,
+        event_id: 0,
+        sync_id: 0,
+    });
+    records.push(api(55, 1, 1)); // unbound harness record
+    let log = RunLog {
+        origin: 50_000,
+        arrivals: vec![Arrival {
+            request: 0,
+            t: 80_000,
+            tid: 77,
+        }],
+        threads: vec![ThreadLog {
+            tid: 77,
+            events,
+            ops,
+            ..Default::default()
+        }],
+        requests: vec![ReqInfo {
+            program: 0,
+            index: 0,
+            token: 1,
+            at_rel: 0,
+        }],
+        graphs: Vec::<GraphMeta>::new(),
+        stalls: vec![],
+        errors: vec![],
+        injector: None,
+        device_log: vec![],
+        flushed: cupti::Flushed {
+            records,
+            dropped: 0,
+            unknown: 0,
+        },
+        end: 3_000_000,
+    };
+    let rec = cupti::Recorder::offline(&[(true, 307, "cuLaunchKernel")]);
+    let out = build(&sc, &log, None, &rec, true);
+    assert_eq!(out.stats.device_ops, 2);
+    assert_eq!(out.stats.bound, 2);
+    assert_eq!(out.stats.harness_records, 1);
+    let t = &out.builder.truth;
+    let kinds: Vec<NodeKind> = t.nodes.iter().map(|n| n.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            NodeKind::Request,
+            NodeKind::HostTask,
+            NodeKind::ApiCall,
+            NodeKind::Kernel,
+            NodeKind::ApiCall,
+            NodeKind::EventRecord,
+            NodeKind::ApiCall,
+            NodeKind::StreamWait,
+            NodeKind::ApiCall,
+            NodeKind::Kernel,
+            NodeKind::Synchronization,
+        ]
+    );
+    let has = |s: usize, d: usize, k: EdgeType| {
+        t.edges
+            .iter()
+            .any(|e| e.src == s as u32 && e.dst == d as u32 && e.kind == k)
+    };
+    assert!(has(0, 1, EdgeType::Request));
+    assert!(has(1, 2, EdgeType::HostOrder));
+    assert!(has(2, 3, EdgeType::Launch));
+    assert!(has(3, 5, EdgeType::StreamOrder));
+    assert!(has(5, 7, EdgeType::Event));
+    assert!(has(7, 9, EdgeType::StreamOrder));
+    assert!(has(9, 10, EdgeType::Sync));
+    assert!(has(8, 10, EdgeType::HostOrder));
+    // The wait is satisfied when the record completes; the consumer follows.
+    assert_eq!(t.nodes[7].end, 2_103_500);
+    assert_eq!(t.nodes[9].submitted, 2_103_600);
+    assert_eq!(t.nodes[2].name, "cuLaunchKernel");
+    assert_eq!(t.nodes[3].stream, Some(13));
+    let consumer = out.keys[&StepKey {
+        program: 0,
+        request: 0,
+        step: 3,
+        graph_node: None,
+        api: false,
+    }];
+    assert_eq!(consumer, 9);
+    let path = t.critical_path(consumer);
+    assert_eq!(path, vec![0, 1, 2, 3, 5, 7, 9]);
+    // Records: marker ×2, api ×5, ext ×5, kernel ×2, event, sync ×2.
+    let count = |k: &str| {
+        out.builder
+            .trace
+            .iter()
+            .filter(|r| r.kind_name() == k)
+            .count()
+    };
+    assert_eq!(count("marker"), 2);
+    assert_eq!(count("api"), 5);
+    assert_eq!(count("external_correlation"), 5);
+    assert_eq!(count("kernel"), 2);
+    assert_eq!(count("cuda_event"), 1);
+    assert_eq!(count("sync"), 2);
+    let (truth, trace) = out.builder.finish(7);
+    let sym = crate::answers::symptom(
+        &sc,
+        &truth,
+        &trace,
+        consumer,
+        &truth.nodes[consumer as usize].clone(),
+    )
+    .unwrap();
+    assert_eq!(sym.lateness_ns, 0.0);
+    assert_eq!(sym.critical_path, path);
+}

@@ -1,0 +1,315 @@
+//! What each scenario step produces: its nodes, the edges that wire them (the
+//! ground-truth conventions of docs/records.md) and who owns its records.
+//! Backends compute the times and supply the records their collectors made;
+//! the rules here are the same for all of them.
+//!
+//! Only the order of nodes, of edges and of records is part of a bundle (each
+//! is its own array), so every rule creates its node first, then its edges in
+//! a fixed order; a backend adds the records it observed before or after.
+
+use super::builder::{NodeInfo, RunBuilder};
+use ground_truth::bundle::LossAccounting;
+use ground_truth::graph::{EdgeType, NodeId, NodeKind};
+use ground_truth::scenario::InjectionKind;
+use ground_truth::trace::{MarkerPhase, Record, Rid};
+use ground_truth::{Ns, SharedStr};
+
+/// A device op's times: queued in the call, submitted when stream order and
+/// waits allowed it, then its execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTimes {
+    pub queued: Ns,
+    pub submitted: Ns,
+    pub start: Ns,
+    pub end: Ns,
+}
+
+impl DeviceTimes {
+    /// An op that takes no time once its stream reaches it (an event record).
+    pub fn instant(queued: Ns, done: Ns) -> Self {
+        DeviceTimes {
+            queued,
+            submitted: done,
+            start: done,
+            end: done,
+        }
+    }
+}
+
+/// One device-side node: a kernel, copy, memset, event record, stream wait
+/// or graph node.
+pub struct DeviceOp<'p> {
+    pub kind: NodeKind,
+    pub name: SharedStr,
+    pub info: NodeInfo,
+    pub times: DeviceTimes,
+    /// The API call that created it (`launch` edge).
+    pub launch: NodeId,
+    /// The device nodes it follows on its stream object (`stream_order`
+    /// edges): the stream's tail. A graph node follows it only as a root.
+    pub after: &'p [NodeId],
+    /// A stream wait: the event record it waited on (`event` edge).
+    pub waited_record: Option<NodeId>,
+}
+
+/// What the recorder made of one op.
+pub enum Observed<F> {
+    /// Its record, made once its rid is known.
+    Record(F),
+    /// The recorder lost it: absent from the trace, counted in `cupti_dropped`.
+    Lost,
+    /// No record (the collector never delivered one).
+    Nothing,
+}
+
+impl RunBuilder {
+    /// A request arriving at `at` on thread `tid`: an instant node and, in
+    /// instrumented runs, its request-begin marker.
+    pub fn request(
+        &mut self,
+        name: String,
+        token: SharedStr,
+        tid: u32,
+        at: Ns,
+        instrumented: bool,
+    ) -> NodeId {
+        let info = NodeInfo {
+            request: Some(token.clone()),
+            thread: Some(tid),
+            ..Default::default()
+        };
+        let node = self.node(NodeKind::Request, name, info, at, at);
+        if instrumented {
+            self.record(Some(node), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::RequestBegin,
+                queue: SharedStr::default(),
+                token,
+                ts: at,
+            });
+        }
+        node
+    }
+
+    /// A host task beginning at `at` on thread `tid` for request `token`, after a
+    /// handoff through `queue` (empty for the request's first task): the node, its
+    /// task-begin marker (instrumented runs), and its `request` and `handoff` edges.
+    /// The handoff node ends when the task begins.
+    #[allow(clippy::too_many_arguments)]
+    pub fn host_task(
+        &mut self,
+        token: impl Into<SharedStr>,
+        tid: u32,
+        queue: impl Into<SharedStr>,
+        at: Ns,
+        instrumented: bool,
+        request: Option<NodeId>,
+        handoff: Option<NodeId>,
+    ) -> NodeId {
+        let queue = queue.into();
+        let name = if queue.is_empty() {
+            "task".to_string()
+        } else {
+            format!("task after {queue}")
+        };
+        let token = token.into();
+        let info = NodeInfo {
+            request: Some(token.clone()),
+            thread: Some(tid),
+            ..Default::default()
+        };
+        let task = self.node(NodeKind::HostTask, name, info, at, at);
+        if instrumented {
+            self.record(Some(task), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::TaskBegin,
+                queue,
+                token,
+                ts: at,
+            });
+        }
+        if let Some(r) = request {
+            self.edge(r, task, EdgeType::Request);
+        }
+        if let Some(h) = handoff {
+            self.truth.nodes[h as usize].end = at;
+            self.edge(h, task, EdgeType::Handoff);
+        }
+        task
+    }
+
+    /// A push onto `queue` at `at` by the task `task` of thread `tid`: the
+    /// handoff node (ended when the consumer's task begins, `host_task`), its
+    /// enqueue marker, the `handoff` edge from the task and, when the push
+    /// waited for a blocking copy, the `sync` edge from that copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn handoff(
+        &mut self,
+        queue: SharedStr,
+        token: SharedStr,
+        tid: u32,
+        at: Ns,
+        instrumented: bool,
+        task: Option<NodeId>,
+        blocked_by: Option<NodeId>,
+    ) -> NodeId {
+        let info = NodeInfo {
+            request: Some(token.clone()),
+            thread: Some(tid),
+            ..Default::default()
+        };
+        let node = self.node(NodeKind::QueueHandoff, queue.clone(), info, at, at);
+        if instrumented {
+            self.record(Some(node), |rid| Record::Marker {
+                rid,
+                tid,
+                phase: MarkerPhase::Enqueue,
+                queue,
+                token,
+                ts: at,
+            });
+        }
+        if let Some(task) = task {
+            self.edge(task, node, EdgeType::Handoff);
+        }
+        if let Some(copy) = blocked_by {
+            self.edge(copy, node, EdgeType::Sync);
+        }
+        node
+    }
+
+    /// An API call (or graph launch, or synchronization) on a host thread:
+    /// its node, `host_order` after the thread's previous operation `prev`,
+    /// which the call then becomes. Calls of the injector thread pass `None`:
+    /// injected work is no step of the application's tasks. The backend adds
+    /// the call's records with the node as owner.
+    pub fn call(
+        &mut self,
+        kind: NodeKind,
+        name: impl Into<SharedStr>,
+        info: NodeInfo,
+        (start, end): (Ns, Ns),
+        prev: Option<&mut Option<NodeId>>,
+    ) -> NodeId {
+        let node = self.node(kind, name, info, start, end);
+        if let Some(prev) = prev {
+            if let Some(p) = *prev {
+                self.edge(p, node, EdgeType::HostOrder);
+            }
+            *prev = Some(node);
+        }
+        node
+    }
+
+    /// What delayed a call from outside the device: the injected host stall
+    /// right before it (`fault`), and the blocking copy the thread waited for
+    /// before it could make the call (`sync`).
+    pub fn call_waited(&mut self, call: NodeId, fault: Option<NodeId>, blocked_by: Option<NodeId>) {
+        if let Some(f) = fault {
+            self.edge(f, call, EdgeType::Fault);
+        }
+        if let Some(copy) = blocked_by {
+            self.edge(copy, call, EdgeType::Sync);
+        }
+    }
+
+    /// A device op on a stream: its node and times, `stream_order` after the
+    /// stream's tail, the `event` edge of a stream wait, the `launch` edge
+    /// from its call. The caller makes it the stream's new tail.
+    pub fn device_op(&mut self, op: DeviceOp) -> NodeId {
+        let t = op.times;
+        let dev = self.node(op.kind, op.name, op.info, t.start, t.end);
+        self.set_device_times(dev, t.queued, t.submitted, t.start, t.end);
+        for &p in op.after {
+            self.edge(p, dev, EdgeType::StreamOrder);
+        }
+        if let Some(record) = op.waited_record {
+            self.edge(record, dev, EdgeType::Event);
+        }
+        self.edge(op.launch, dev, EdgeType::Launch);
+        dev
+    }
+
+    /// When a stream wait is satisfied: once the stream reaches it (`start`)
+    /// and the event record it waits on has completed.
+    pub fn wait_end(&self, start: Ns, waited_record: Option<NodeId>) -> Ns {
+        start.max(waited_record.map(|r| self.end_of(r)).unwrap_or(0))
+    }
+
+    /// When a graph node may start: after the launch let the graph's roots
+    /// go (`base`) and after every node it depends on.
+    pub fn graph_ready(&self, base: Ns, deps: &[NodeId]) -> Ns {
+        deps.iter().map(|&d| self.end_of(d)).fold(base, Ns::max)
+    }
+
+    /// One node of a graph launch: its node and times, the `launch` edge from
+    /// the launch call, `stream_order` after the stream's tail (roots only:
+    /// `after` is empty for the others), `graph` edges from its dependencies.
+    pub fn graph_node(&mut self, op: DeviceOp, deps: &[NodeId]) -> NodeId {
+        let t = op.times;
+        let dev = self.node(op.kind, op.name, op.info, t.start, t.end);
+        self.set_device_times(dev, t.queued, t.submitted, t.start, t.end);
+        self.edge(op.launch, dev, EdgeType::Launch);
+        for &p in op.after {
+            self.edge(p, dev, EdgeType::StreamOrder);
+        }
+        for &d in deps {
+            self.edge(d, dev, EdgeType::Graph);
+        }
+        dev
+    }
+
+    /// A blocking host call (`sync` node `call`) waited for the device ops
+    /// `waited`: each one still running when the call began is a `sync`
+    /// predecessor of it.
+    pub fn sync_waits(&mut self, call: NodeId, waited: &[NodeId]) {
+        let start = self.truth.nodes[call as usize].start;
+        for &w in waited {
+            if self.end_of(w) > start {
+                self.edge(w, call, EdgeType::Sync);
+            }
+        }
+    }
+
+    /// An injected host stall (preemption, page faults) of thread `tid` right
+    /// before the call of step `step`; its records (`sched`, `page_fault`) are
+    /// the backend's, owned by this node, and its `fault` edge goes to the
+    /// call ([`RunBuilder::call_waited`]).
+    pub fn injected_fault(
+        &mut self,
+        kind: InjectionKind,
+        tid: u32,
+        step: Option<SharedStr>,
+        (start, end): (Ns, Ns),
+    ) -> NodeId {
+        let info = NodeInfo {
+            thread: Some(tid),
+            step,
+            ..Default::default()
+        };
+        self.node(NodeKind::InjectedFault, kind.as_str(), info, start, end)
+    }
+
+    /// Adds what the recorder made of an op: its record owned by `owner`, or
+    /// the loss of it.
+    pub fn observe<F: FnOnce(Rid) -> Record>(
+        &mut self,
+        owner: NodeId,
+        observed: Observed<F>,
+        loss: &mut LossAccounting,
+    ) {
+        match observed {
+            Observed::Record(make) => {
+                self.record(Some(owner), make);
+            }
+            Observed::Lost => loss.cupti_dropped += 1,
+            Observed::Nothing => {}
+        }
+    }
+
+    pub fn end_of(&self, n: NodeId) -> Ns {
+        self.truth.nodes[n as usize].end
+    }
+}

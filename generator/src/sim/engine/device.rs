@@ -1,0 +1,374 @@
+//! The device model's side of a call: where each op lands on its stream, the
+//! SMs and the copy engine, and the record CUPTI makes of it.
+
+use super::*;
+
+impl Engine<'_> {
+    /// Extra duration the plan adds to this device op (lengthening injections).
+    pub(super) fn stretch(&mut self, skey: &StepKey) -> Ns {
+        match self.plan {
+            // The model has no bandwidth noise: it lengthens the op by the
+            // magnitude itself, whatever form the GPU realises it in.
+            Some(p) if p.stretches(skey) => {
+                self.injections.push(InjectionRecord {
+                    kind: p.kind.as_str().into(),
+                    mechanism: p.mechanism.clone(),
+                    requested_us: p.magnitude_ns as f64 / 1000.0,
+                    measured_us: p.magnitude_ns as f64 / 1000.0,
+                    fault_node: None,
+                });
+                p.magnitude_ns
+            }
+            _ => 0,
+        }
+    }
+
+    pub(super) fn lose_record(&self, skey: &StepKey) -> bool {
+        self.plan.is_some_and(|p| p.lose.as_ref() == Some(skey))
+    }
+
+    /// `dev` is the stream's new tail. The tail vector is reused: one op per
+    /// stream step must not allocate.
+    pub(super) fn new_tail(&mut self, si: usize, dev: NodeId) {
+        let tail = &mut self.streams[si].tail;
+        tail.clear();
+        tail.push(dev);
+    }
+
+    /// A device op of `at`'s call placed on its stream with `times`: its node
+    /// and edges (`record::steps`), the stream's new tail, and what the
+    /// recorder saw of it.
+    pub(super) fn enqueue<F: FnOnce(Rid) -> Record>(
+        &mut self,
+        at: Enqueued,
+        kind: NodeKind,
+        name: SharedStr,
+        times: DeviceTimes,
+        waited_record: Option<NodeId>,
+        observed: Observed<F>,
+    ) -> NodeId {
+        let dev = self.b.device_op(DeviceOp {
+            kind,
+            name,
+            info: at.info,
+            times,
+            launch: at.launch,
+            after: &self.streams[at.si].tail,
+            waited_record,
+        });
+        self.b.observe(dev, observed, &mut self.loss);
+        self.new_tail(at.si, dev);
+        // An event record ends when the stream's earlier work does, so it
+        // moves the stream's end no later than that work already had.
+        self.streams[at.si].tail_end = times.end;
+        dev
+    }
+
+    /// The record of a device op unless the plan loses it.
+    pub(super) fn observed<F: FnOnce(Rid) -> Record>(
+        &self,
+        skey: &StepKey,
+        make: F,
+    ) -> Observed<F> {
+        if self.lose_record(skey) {
+            Observed::Lost
+        } else {
+            Observed::Record(make)
+        }
+    }
+
+    /// Places a kernel on the SMs after the stream's previous work.
+    pub(super) fn place_kernel(
+        &mut self,
+        at: Enqueued,
+        kernel: KernelLaunch,
+        skey: &StepKey,
+    ) -> NodeId {
+        let KernelLaunch {
+            name,
+            grid,
+            block,
+            duration,
+        } = kernel;
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = self.sms.place(
+            ready + self.be.device.dispatch_ns,
+            grid,
+            duration,
+            self.be.device.sms,
+            self.now,
+        );
+        let end = start + duration;
+        let stream_id = self.streams[si].cupti_id;
+        let record_name = name.clone();
+        let observed = self.observed(skey, |rid| Record::Kernel {
+            rid,
+            name: record_name,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            graph_id: 0,
+            graph_node_id: 0,
+            queued,
+            submitted: ready,
+            start,
+            end,
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            channel: si as u32,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed)
+    }
+
+    pub(super) fn memcpy(
+        &mut self,
+        at: Enqueued,
+        copy: Transfer,
+        skey: &StepKey,
+        key: u64,
+    ) -> NodeId {
+        let Transfer {
+            direction,
+            bytes,
+            memory,
+        } = copy;
+        let d = &self.be.device;
+        let bw = match (direction, memory) {
+            (CopyDirection::D2d, _) => d.d2d_bytes_per_ns,
+            (_, HostMemory::Pinned) => d.pinned_bytes_per_ns,
+            (_, HostMemory::Pageable) => d.pageable_bytes_per_ns,
+        };
+        let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns)
+            + self.stretch(skey);
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = if direction == CopyDirection::D2d {
+            ready + d.copy_setup_ns
+        } else {
+            self.copies.place(ready + d.copy_setup_ns, dur)
+        };
+        let end = start + dur;
+        let stream_id = self.streams[si].cupti_id;
+        let name = self.names.memcpy(direction).clone();
+        let observed = self.observed(skey, |rid| Record::Memcpy {
+            rid,
+            direction,
+            memory,
+            bytes,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            graph_id: 0,
+            graph_node_id: 0,
+            queued,
+            submitted: ready,
+            start,
+            end,
+            channel: 100 + si as u32,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        self.enqueue(at, NodeKind::Memcpy, name, times, None, observed)
+    }
+
+    pub(super) fn memset(&mut self, at: Enqueued, bytes: u64, skey: &StepKey, key: u64) -> NodeId {
+        let d = &self.be.device;
+        let dur = self.jitter(
+            key ^ 0xE,
+            1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns,
+        ) + self.stretch(skey);
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
+        let ready = queued.max(self.streams[si].tail_end);
+        let start = ready + d.dispatch_ns;
+        let end = start + dur;
+        let stream_id = self.streams[si].cupti_id;
+        let name = self.names.memset.clone();
+        let observed = self.observed(skey, |rid| Record::Memset {
+            rid,
+            bytes,
+            stream: stream_id,
+            context: 1,
+            device: 0,
+            correlation_id: corr,
+            queued,
+            submitted: ready,
+            start,
+            end,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: ready,
+            start,
+            end,
+        };
+        self.enqueue(at, NodeKind::Memset, name, times, None, observed)
+    }
+
+    pub(super) fn event_record(&mut self, at: Enqueued, ei: usize) -> NodeId {
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
+        let done = queued.max(self.streams[si].tail_end);
+        let name = self.names.event_record.clone();
+        let sync_id = self.event_sync_id;
+        self.event_sync_id += 1;
+        let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
+        let observed = Observed::Record(|rid| Record::CudaEvent {
+            rid,
+            event,
+            event_sync_id: sync_id,
+            stream,
+            correlation_id: corr,
+            ts: done,
+        });
+        let times = DeviceTimes::instant(queued, done);
+        let dev = self.enqueue(at, NodeKind::EventRecord, name, times, None, observed);
+        self.events[ei].last = Some((dev, done, sync_id));
+        dev
+    }
+
+    pub(super) fn stream_wait(&mut self, at: Enqueued, ei: usize) -> NodeId {
+        let (si, queued, corr) = (at.si, at.queued, at.corr);
+        let start = queued.max(self.streams[si].tail_end);
+        let last = self.events[ei].last;
+        let waited_record = last.map(|l| l.0);
+        let end = self.b.wait_end(start, waited_record);
+        let name = self.names.stream_wait.clone();
+        let (event, stream) = (self.events[ei].handle, self.streams[si].cupti_id);
+        let event_sync_id = last.map(|l| l.2).unwrap_or(0);
+        let observed = Observed::Record(|rid| Record::Sync {
+            rid,
+            sync_type: SyncType::StreamWaitEvent,
+            stream,
+            event,
+            event_sync_id,
+            correlation_id: corr,
+            start,
+            end,
+        });
+        let times = DeviceTimes {
+            queued,
+            submitted: start,
+            start,
+            end,
+        };
+        self.enqueue(
+            at,
+            NodeKind::StreamWait,
+            name,
+            times,
+            waited_record,
+            observed,
+        )
+    }
+
+    pub(super) fn graph_launch(&mut self, at: Enqueued, gi: usize, skey: &StepKey, key: u64) {
+        let Enqueued {
+            si,
+            launch,
+            queued,
+            corr,
+            info,
+        } = at;
+        let decl = &self.sc.graphs[gi];
+        let base_ready = queued.max(self.streams[si].tail_end);
+        let tail = std::mem::take(&mut self.streams[si].tail);
+        let mut ids: HashMap<&str, NodeId> = HashMap::new();
+        let mut has_dependants: Vec<bool> = vec![false; decl.nodes.len()];
+        for n in &decl.nodes {
+            for a in &n.after {
+                if let Some(j) = decl.nodes.iter().position(|m| &m.id == a) {
+                    has_dependants[j] = true;
+                }
+            }
+        }
+        let exec_id = self.graphs[gi].exec_id;
+        let stream_id = self.streams[si].cupti_id;
+        let step_has_id = self.names.step(skey.program, skey.step).id.is_some();
+        let mut sinks = Vec::new();
+        let mut tail_end = base_ready;
+        for (ni, n) in decl.nodes.iter().enumerate() {
+            let nkey = StepKey {
+                graph_node: Some(n.id.clone()),
+                ..skey.clone()
+            };
+            let deps: Vec<NodeId> = n.after.iter().map(|a| ids[a.as_str()]).collect();
+            let ready = self.b.graph_ready(base_ready, &deps);
+            let dur = self.jitter(
+                key ^ crate::mix(ni as u64 + 77),
+                (n.kernel.duration_us * 1000.0) as Ns,
+            ) + self.stretch(&nkey);
+            let start = self.sms.place(
+                ready + 1_000,
+                n.kernel.grid,
+                dur,
+                self.be.device.sms,
+                self.now,
+            );
+            let end = start + dur;
+            let mut inf = info.clone();
+            let names = self.names.step(skey.program, skey.step);
+            inf.step = Some(names.graph_node_steps[ni].clone());
+            let name = self.names.graph_kernel(gi, ni).clone();
+            let op = DeviceOp {
+                kind: NodeKind::GraphNode,
+                name: name.clone(),
+                info: inf,
+                times: DeviceTimes {
+                    queued,
+                    submitted: ready,
+                    start,
+                    end,
+                },
+                launch,
+                after: if n.after.is_empty() { &tail } else { &[] },
+                waited_record: None,
+            };
+            let dev = self.b.graph_node(op, &deps);
+            ids.insert(&n.id, dev);
+            if !has_dependants[ni] {
+                sinks.push(dev);
+            }
+            tail_end = tail_end.max(end);
+            let graph_node_id = 0x10_0000
+                + ((self.graphs[gi].generation as u64) << 16)
+                + ((gi as u64) << 8)
+                + ni as u64;
+            let (grid, block) = ([n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
+            let observed = self.observed(&nkey, |rid| Record::Kernel {
+                rid,
+                name,
+                stream: stream_id,
+                context: 1,
+                device: 0,
+                correlation_id: corr,
+                graph_id: exec_id,
+                graph_node_id,
+                queued: 0,
+                submitted: 0,
+                start,
+                end,
+                grid,
+                block,
+                channel: si as u32,
+            });
+            self.b.observe(dev, observed, &mut self.loss);
+            if step_has_id {
+                self.keys.insert(nkey, dev);
+            }
+        }
+        self.streams[si].tail = sinks;
+        self.streams[si].tail_end = tail_end;
+    }
+}

@@ -1,0 +1,32 @@
+//! The CUPTI reference recorder of causalbench's GPU runs ([`activity`]) and
+//! the conversion of its raw activity records into trace records
+//! ([`convert`], the record contract of `docs/records.md`).
+//!
+//! Used by the generator's GPU backend (every scenario call bound to its op
+//! through a recorder-private external correlation id) and by the megakernel
+//! track (kernel-level records of the persistent kernel).
+//!
+//! Architecture invariant: depends only on `ground-truth` (its record types)
+//! and cudarc, which loads CUPTI dynamically: the crate builds and runs without
+//! CUDA, and [`ensure_cupti`] says what is missing instead of panicking.
+
+pub mod activity;
+pub mod convert;
+
+pub use activity::{
+    ensure_cupti, pop, pop_token, push, push_token, starve_buffers, Flushed, Raw, Recorder, EXT_OP,
+    EXT_REQUEST,
+};
+pub use convert::{to_record, CallFacts};
+
+/// CLOCK_MONOTONIC nanoseconds: the trace clock, and the clock CUPTI's
+/// timestamps are put in (`Recorder::start` registers it).
+pub fn now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
