@@ -1,14 +1,21 @@
 //! External profilers: any program that reads a view file and writes an
-//! explanation file (protocol: `baselines/PROTOCOL.md`).
+//! explanation file (protocol: `baselines/PROTOCOL.md`, isolation:
+//! `docs/integrity.md`).
 //!
-//! The command line is a template run by `sh -c`, with `{view}` and `{out}`
-//! replaced by the shell-quoted paths (appended when the template names
-//! neither). The program runs in its own process group with stdin closed; on
-//! timeout the whole group is killed. Its output is checked against a size limit
-//! before it is parsed and validated with [`Explanation::read`].
+//! The command line is a template split into arguments like a shell would
+//! (quotes, backslashes) *before* `{view}` and `{out}` are substituted, and the
+//! program is executed directly: no shell ever reads a path. The program gets a
+//! private copy of the view and a private output directory, runs in its own
+//! process group under a Landlock ruleset ([`crate::sandbox`]) with stdin closed,
+//! stdout discarded and stderr written to a log file (never a pipe, so a
+//! background child it leaves behind cannot hold the harness). On exit or
+//! timeout the whole group is killed. Its output is checked against a size
+//! limit, copied to the requested path and validated with [`Explanation::read`].
 
+use crate::sandbox::{self, Isolation, Sandbox, SandboxError};
 use ground_truth::{Explanation, FormatError, Readable};
-use std::io::Read;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -54,6 +61,19 @@ pub enum ExternalError {
     },
     #[error("invalid explanation: {0}")]
     Invalid(#[from] FormatError),
+    #[error("command template `{template}`: {reason}")]
+    Template { template: String, reason: String },
+    #[error("external profiler `{command}`: {source}")]
+    Isolation {
+        command: String,
+        source: SandboxError,
+    },
+    #[error("external profiler `{command}`: {what}: {source}")]
+    Io {
+        command: String,
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 fn tail_suffix(t: &str) -> String {
@@ -64,14 +84,37 @@ fn tail_suffix(t: &str) -> String {
     }
 }
 
+/// How an external command is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confinement {
+    /// Under Landlock; refused on a kernel without it.
+    Isolated,
+    /// Under Landlock where the kernel has it, else unisolated (the caller warns and records it).
+    IsolatedIfAvailable,
+    /// The project's own adapters (e.g. HTA), which need their installed packages.
+    Trusted,
+}
+
 /// A runner for one external profiler command line.
 #[derive(Debug, Clone)]
 pub struct ExternalCommand {
-    /// `PROGRAM {view} {out}`, run with `sh -c`.
+    /// `PROGRAM ARGS... {view} {out}`, split into arguments like a shell would, never run by one.
     pub template: String,
     pub timeout: Duration,
     pub max_output_bytes: u64,
+    pub confinement: Confinement,
+    /// Paths the program must never reach (the results directory), besides the
+    /// directories of the view and of the output it is given.
+    pub protected: Vec<PathBuf>,
+    /// Where the program's stderr is kept (default: a temporary file).
+    pub stderr_log: Option<PathBuf>,
 }
+
+/// File names inside an invocation's private directory.
+const PRIVATE_VIEW: &str = "view.json";
+const PRIVATE_OUT_DIR: &str = "out";
+const PRIVATE_OUT: &str = "explanation.json";
+const PRIVATE_STDERR: &str = "stderr.log";
 
 impl ExternalCommand {
     pub fn new(template: impl Into<String>) -> Self {
@@ -79,6 +122,9 @@ impl ExternalCommand {
             template: template.into(),
             timeout: DEFAULT_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT,
+            confinement: Confinement::Isolated,
+            protected: Vec::new(),
+            stderr_log: None,
         }
     }
 
@@ -92,31 +138,103 @@ impl ExternalCommand {
         self
     }
 
-    /// The shell command line for these two paths.
-    pub fn command_line(&self, view: &Path, out: &Path) -> String {
-        let (v, o) = (
-            shell_quote(&view.to_string_lossy()),
-            shell_quote(&out.to_string_lossy()),
-        );
-        if self.template.contains("{view}") || self.template.contains("{out}") {
-            self.template.replace("{view}", &v).replace("{out}", &o)
-        } else {
-            format!("{} {v} {o}", self.template)
-        }
+    pub fn with_confinement(mut self, confinement: Confinement) -> Self {
+        self.confinement = confinement;
+        self
     }
 
-    /// Runs the profiler on `view_path`, then reads and validates `out_path`.
+    /// Adds a path the program must not reach.
+    pub fn protecting(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protected.push(path.into());
+        self
+    }
+
+    pub fn with_stderr_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.stderr_log = Some(path.into());
+        self
+    }
+
+    /// The arguments (program first) for these two paths: the template is split
+    /// first, then each placeholder is replaced in one pass, so a path that
+    /// contains `{out}`, quotes or spaces stays one argument, verbatim.
+    pub fn arguments(&self, view: &Path, out: &Path) -> Result<Vec<String>, ExternalError> {
+        let template_error = |reason: String| ExternalError::Template {
+            template: self.template.clone(),
+            reason,
+        };
+        let words =
+            shell_words::split(&self.template).map_err(|e| template_error(e.to_string()))?;
+        if words.is_empty() {
+            return Err(template_error("names no program".into()));
+        }
+        let (view, out) = (view.to_string_lossy(), out.to_string_lossy());
+        let names_a_path = words
+            .iter()
+            .any(|w| w.contains("{view}") || w.contains("{out}"));
+        let mut args: Vec<String> = words.iter().map(|w| substitute(w, &view, &out)).collect();
+        if !names_a_path {
+            args.push(view.into_owned());
+            args.push(out.into_owned());
+        }
+        Ok(args)
+    }
+
+    /// The arguments for these two paths, quoted for display.
+    pub fn command_line(&self, view: &Path, out: &Path) -> Result<String, ExternalError> {
+        Ok(shell_words::join(self.arguments(view, out)?))
+    }
+
+    /// Runs the profiler on a private copy of `view_path`, then copies its
+    /// explanation to `out_path` and reads and validates it there.
     pub fn run(&self, view_path: &Path, out_path: &Path) -> Result<Explanation, ExternalError> {
-        let line = self.command_line(view_path, out_path);
         // A stale file from an earlier run must not pass for this run's output.
         let _ = std::fs::remove_file(out_path);
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(&line)
+        let private = tempfile::Builder::new()
+            .prefix("causalbench-profiler-")
+            .tempdir()
+            .map_err(|source| ExternalError::Io {
+                command: self.template.clone(),
+                what: "cannot create its private directory".into(),
+                source,
+            })?;
+        let (pview, pout_dir) = (
+            private.path().join(PRIVATE_VIEW),
+            private.path().join(PRIVATE_OUT_DIR),
+        );
+        let pout = pout_dir.join(PRIVATE_OUT);
+        let line = self.command_line(&pview, &pout)?;
+        let io = |what: String| {
+            let command = line.clone();
+            move |source| ExternalError::Io {
+                command,
+                what,
+                source,
+            }
+        };
+        std::fs::copy(view_path, &pview)
+            .map_err(io(format!("cannot copy the view {}", view_path.display())))?;
+        std::fs::create_dir(&pout_dir).map_err(io("cannot create its output directory".into()))?;
+        let args = self.arguments(&pview, &pout)?;
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .env("TMPDIR", &pout_dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        #[cfg(unix)]
+            .stdout(Stdio::null());
+        let log_path = self
+            .stderr_log
+            .clone()
+            .unwrap_or_else(|| private.path().join(PRIVATE_STDERR));
+        if let Some(dir) = log_path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        }
+        let log =
+            File::create(&log_path).map_err(io(format!("cannot create {}", log_path.display())))?;
+        cmd.stderr(log);
+        self.confine(&mut cmd, &args, view_path, out_path, &pview, &pout_dir)
+            .map_err(|source| ExternalError::Isolation {
+                command: line.clone(),
+                source,
+            })?;
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
@@ -125,32 +243,27 @@ impl ExternalCommand {
             command: line.clone(),
             source,
         })?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let drain_out = std::thread::spawn(move || tail_of(stdout, 0));
-        let drain_err = std::thread::spawn(move || tail_of(stderr, STDERR_TAIL));
         let started = Instant::now();
         let status: Option<ExitStatus> = match child.wait_timeout(self.timeout) {
             Ok(s) => s,
             Err(source) => {
+                kill_group(&mut child);
                 return Err(ExternalError::Spawn {
                     command: line,
                     source,
-                })
+                });
             }
         };
+        // Whatever the program left running dies with it.
+        kill_group(&mut child);
         let Some(status) = status else {
-            kill_group(&mut child);
             let _ = child.wait();
-            let _ = drain_out.join();
-            let _ = drain_err.join();
             return Err(ExternalError::Timeout {
                 command: line,
                 timeout: self.timeout.max(started.elapsed().min(self.timeout)),
             });
         };
-        let _ = drain_out.join();
-        let stderr_tail = drain_err.join().unwrap_or_default();
+        let stderr_tail = tail_of_file(&log_path, STDERR_TAIL);
         if !status.success() {
             return Err(ExternalError::Failed {
                 command: line,
@@ -159,9 +272,10 @@ impl ExternalCommand {
                 stderr_tail,
             });
         }
-        let size = match std::fs::metadata(out_path) {
-            Ok(m) => m.len(),
-            Err(_) => {
+        // Only a regular file counts: a link the program planted is not followed.
+        let size = match std::fs::symlink_metadata(&pout) {
+            Ok(m) if m.file_type().is_file() => m.len(),
+            _ => {
                 return Err(ExternalError::NoOutput {
                     command: line,
                     path: out_path.to_path_buf(),
@@ -176,54 +290,99 @@ impl ExternalCommand {
                 limit: self.max_output_bytes,
             });
         }
+        if let Some(dir) = out_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        }
+        std::fs::copy(&pout, out_path).map_err(io(format!(
+            "cannot copy its explanation to {}",
+            out_path.display()
+        )))?;
         // The limit holds for the decompressed size too: a small gzip stream
         // may expand to any size.
         let limits = ground_truth::io::InputLimits::DEFAULT.at_most(self.max_output_bytes);
         Ok(Explanation::read_within(out_path, &limits)?)
     }
+
+    /// Puts `cmd` under the Landlock ruleset of this invocation, as its confinement asks.
+    fn confine(
+        &self,
+        cmd: &mut Command,
+        args: &[String],
+        view_path: &Path,
+        out_path: &Path,
+        pview: &Path,
+        pout_dir: &Path,
+    ) -> Result<(), SandboxError> {
+        let isolation = match self.confinement {
+            Confinement::Trusted => return Ok(()),
+            Confinement::Isolated => sandbox::detect(false)?,
+            Confinement::IsolatedIfAvailable => sandbox::detect(true)?,
+        };
+        if isolation == Isolation::Unisolated {
+            return Ok(());
+        }
+        // Whatever lies beside the view and the output (a bundle, say) stays out of
+        // reach, and so do the private directories of other invocations.
+        let temp = std::env::temp_dir().join("causalbench-profiler-");
+        let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
+            .iter()
+            .map(|p| {
+                let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                dir.unwrap_or(Path::new(".")).to_path_buf()
+            })
+            .collect();
+        let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
+        Sandbox::new(&grants)?.apply_to(cmd);
+        Ok(())
+    }
 }
 
-/// Reads a pipe to its end, keeping the last `keep` bytes as text.
-fn tail_of(mut r: impl Read, keep: usize) -> String {
-    let mut tail: Vec<u8> = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if keep > 0 {
-                    tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 2 * keep {
-                        tail.drain(..tail.len() - keep);
-                    }
-                }
-            }
+/// Replaces `{view}` and `{out}` in one left-to-right pass: text substituted in is never rescanned.
+fn substitute(word: &str, view: &str, out: &str) -> String {
+    let mut result = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(i) = rest.find('{') {
+        result.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("{view}") {
+            result.push_str(view);
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("{out}") {
+            result.push_str(out);
+            rest = after;
+        } else {
+            result.push('{');
+            rest = &tail[1..];
         }
     }
-    if tail.len() > keep {
-        tail.drain(..tail.len() - keep);
-    }
+    result.push_str(rest);
+    result
+}
+
+/// The last `keep` bytes of a file, as text.
+fn tail_of_file(path: &Path, keep: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(keep as u64)));
+    let mut tail = Vec::new();
+    let _ = f.take(keep as u64).read_to_end(&mut tail);
     String::from_utf8_lossy(&tail).into_owned()
 }
 
+/// Kills the child's process group (the child leads it): programs it started die too.
 fn kill_group(child: &mut std::process::Child) {
-    #[cfg(unix)]
-    {
-        // The child leads its own process group: kill the group, so that programs
-        // the shell started die too.
-        let pgid = child.id();
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg("--")
-            .arg(format!("-{pgid}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+    if let Ok(pgid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
     }
     let _ = child.kill();
 }
 
-/// Quotes a string for `sh`.
+/// Quotes a string for `sh` (and for the template's own splitting).
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
@@ -240,17 +399,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn substitutes_and_quotes_paths() {
-        let c = ExternalCommand::new("prof --in {view} --out {out}");
+    fn splits_before_substituting() {
+        let c = ExternalCommand::new("prof --in {view} --out={out}");
         assert_eq!(
-            c.command_line(Path::new("/a b/v.json"), Path::new("/o.json")),
-            "prof --in '/a b/v.json' --out /o.json"
+            c.arguments(Path::new("/a b/v.json"), Path::new("/o.json"))
+                .unwrap(),
+            ["prof", "--in", "/a b/v.json", "--out=/o.json"]
         );
         let c = ExternalCommand::new("prof");
         assert_eq!(
-            c.command_line(Path::new("v.json"), Path::new("o.json")),
-            "prof v.json o.json"
+            c.arguments(Path::new("v.json"), Path::new("o.json"))
+                .unwrap(),
+            ["prof", "v.json", "o.json"]
         );
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn a_path_cannot_inject_arguments_or_placeholders() {
+        let c = ExternalCommand::new("prof '{view}' {out}");
+        let view = Path::new("/d/{out}'; touch /tmp/x; '$(id).json");
+        let args = c.arguments(view, Path::new("/o.json")).unwrap();
+        assert_eq!(args, ["prof", view.to_str().unwrap(), "/o.json"]);
+        assert!(matches!(
+            ExternalCommand::new("prof 'unclosed {view}").arguments(view, view),
+            Err(ExternalError::Template { .. })
+        ));
     }
 }

@@ -178,7 +178,9 @@ impl HtaCriticalPath {
             q(&apath),
             q(&kpath)
         ))
-        .with_timeout(self.timeout);
+        .with_timeout(self.timeout)
+        // The project's own adapter: it needs its installed packages, wherever they are.
+        .with_confinement(crate::external::Confinement::Trusted);
         cmd.run(&vpath, &opath).map_err(|e| e.to_string())
     }
 }

@@ -13,7 +13,7 @@
 //! | `causal-graph` | [`causal_graph`] | typed partial order from explicit semantics (the reference design) |
 //!
 //! External profilers run through [`external::ExternalCommand`] (protocol in
-//! `baselines/PROTOCOL.md`).
+//! `baselines/PROTOCOL.md`), isolated by [`sandbox`] (`docs/integrity.md`).
 //!
 //! Leakage probes ([`probes`], [`probe_names`]) answer from names, record kinds or
 //! structure alone; they are the floor of the leaderboard, never in the built-in set.
@@ -33,13 +33,14 @@ pub mod index;
 pub mod megakernel;
 pub mod nvtx_enclosure;
 pub mod probes;
+pub mod sandbox;
 pub mod synth;
 pub mod timestamp_join;
 
 pub use causal_graph::{why_late, CausalGraph};
 pub use cupti_correlation::CuptiCorrelation;
 pub use ebpf_host::EbpfHost;
-pub use external::{ExternalCommand, ExternalError};
+pub use external::{Confinement, ExternalCommand, ExternalError};
 pub use hta::{hta_available, HtaCriticalPath};
 pub use nvtx_enclosure::NvtxEnclosure;
 pub use timestamp_join::TimestampJoin;

@@ -90,18 +90,18 @@ pub fn view_spec(
 
 pub fn view(
     bundle: &Path,
-    collectors: CollectorsArg,
-    mode: ModeArg,
-    loss: Option<f64>,
-    targeted: bool,
-    loss_seed: u64,
+    spec: ViewSpec,
+    view_key: Option<&Path>,
     out: &Path,
 ) -> Result<(), Failure> {
-    let spec = view_spec(collectors, mode, loss, targeted, loss_seed)?;
+    let key = match view_key {
+        Some(path) => crate::manifest::key_file(path)?,
+        None => views::ViewKey::random(),
+    };
     let started = std::time::Instant::now();
     let b = Bundle::read(bundle)?;
     let read = started.elapsed();
-    let d = views::derive(&b, spec);
+    let d = views::derive_with_key(&b, spec, &key);
     let derived = started.elapsed();
     write(&d.view, out)?;
     let total = started.elapsed();
@@ -125,6 +125,7 @@ pub fn profile(
     profiler: Option<String>,
     cmd: Option<String>,
     timeout: u64,
+    allow_unisolated: bool,
     view: &Path,
     out: &Path,
 ) -> Result<(), Failure> {
@@ -143,10 +144,17 @@ pub fn profile(
         (None, Some(cmd)) => {
             // Validate the view first so a bad input is reported as ours, not the tool's.
             TraceView::read(view)?;
+            let isolation = baselines::sandbox::detect(allow_unisolated).map_err(Failure::input)?;
+            if isolation == baselines::sandbox::Isolation::Unisolated {
+                eprintln!(
+                    "causalbench: WARNING: this kernel has no usable Landlock: the profiler runs \
+                     UNISOLATED and can read every file you can"
+                );
+            }
             let ext = baselines::ExternalCommand::new(&cmd)
-                .with_timeout(std::time::Duration::from_secs(timeout));
-            ext.run(view, out)
-                .map_err(|e| Failure::failed(format!("external profiler `{cmd}`: {e}")))?
+                .with_timeout(std::time::Duration::from_secs(timeout))
+                .with_confinement(baselines::Confinement::IsolatedIfAvailable);
+            ext.run(view, out).map_err(Failure::failed)?
         }
         (None, None) => {
             return Err(Failure::input(
@@ -167,10 +175,13 @@ pub fn profile(
 }
 
 pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Result<(), Failure> {
+    crate::manifest::check_bundle_file(bundle)?;
     let b = Bundle::read(bundle)?;
     let v = TraceView::read(view)?;
     let e = Explanation::read(explanation)?;
-    if v.bundle != views::opaque_id(&b.id()) {
+    // The view's id is opaque and the view is a file anyone could edit: it is
+    // matched by deriving it again from the bundle.
+    if !views::derived_from(&v, &b) {
         return Err(Failure::input(format!(
             "{}: this view was not derived from bundle {}",
             view.display(),
@@ -205,11 +216,16 @@ pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
 }
 
 pub fn report(results: &Path) -> Result<(), Failure> {
+    let tampered = crate::manifest::Manifest::read(results)?.tampered(results);
+    if !tampered.is_empty() {
+        return Err(Failure::failed(tampered.join("\n")));
+    }
     let r = evaluator::report(results).map_err(eval_failure)?;
     println!("{}", r.leaderboard.to_markdown());
     if let Some(rows) = crate::track::report_in(results)? {
         println!("{}", crate::track::section(&rows));
     }
+    crate::manifest::mark_leaderboard(results)?;
     eprintln!(
         "{} case scores; wrote {} files under {}",
         r.cases,

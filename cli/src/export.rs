@@ -39,7 +39,7 @@ fn perfetto(a: &ExportArgs) -> Result<(), Failure> {
     let bundle = Bundle::read(bundle_path)?;
     let view = a.view.as_deref().map(TraceView::read).transpose()?;
     if let (Some(v), Some(p)) = (&view, &a.view) {
-        if v.bundle != views::opaque_id(&bundle.id()) {
+        if !views::derived_from(v, &bundle) {
             return Err(Failure::input(format!(
                 "{}: this view was not derived from bundle {}",
                 p.display(),

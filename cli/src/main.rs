@@ -7,7 +7,9 @@ mod catalog;
 mod commands;
 mod corpus;
 mod export;
+mod external;
 mod gpu;
+mod manifest;
 mod measure;
 mod megakernel;
 mod megakernel_run;
@@ -85,6 +87,10 @@ enum Command {
         targeted_loss: bool,
         #[arg(long, default_value_t = 0)]
         loss_seed: u64,
+        /// File holding the secret that names the view's bundle (created when absent);
+        /// without it a random key is drawn (docs/integrity.md).
+        #[arg(long)]
+        view_key: Option<PathBuf>,
         #[arg(long)]
         out: PathBuf,
     },
@@ -98,6 +104,9 @@ enum Command {
         /// External profiler timeout in seconds.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// On a kernel without Landlock, run the external profiler unisolated instead of refusing.
+        #[arg(long, requires = "cmd")]
+        allow_unisolated: bool,
         #[arg(long)]
         view: PathBuf,
         #[arg(long)]
@@ -169,6 +178,7 @@ enum Command {
 }
 
 /// A failure with its exit code.
+#[derive(Debug)]
 pub struct Failure {
     pub code: u8,
     pub message: String,
@@ -219,23 +229,18 @@ fn main() -> ExitCode {
             loss,
             targeted_loss,
             loss_seed,
+            view_key,
             out,
-        } => commands::view(
-            &bundle,
-            collectors,
-            mode,
-            loss,
-            targeted_loss,
-            loss_seed,
-            &out,
-        ),
+        } => commands::view_spec(collectors, mode, loss, targeted_loss, loss_seed)
+            .and_then(|spec| commands::view(&bundle, spec, view_key.as_deref(), &out)),
         Command::Profile {
             profiler,
             cmd,
             timeout,
+            allow_unisolated,
             view,
             out,
-        } => commands::profile(profiler, cmd, timeout, &view, &out),
+        } => commands::profile(profiler, cmd, timeout, allow_unisolated, &view, &out),
         Command::Score {
             bundle,
             view,

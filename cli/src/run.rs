@@ -1,9 +1,13 @@
 //! `causalbench run`: the whole benchmark in one command. Each bundle is one
 //! unit of work (record or replay → standard views → every built-in profiler →
 //! scores); its scores land atomically in `cases/`, so a rerun into the same
-//! directory resumes where an interrupted one stopped.
+//! directory resumes where an interrupted one stopped. Bundles are hashed into
+//! `manifest.json` as the harness writes or reads them, and a resumed case whose
+//! bundle changed since is refused (`docs/integrity.md`).
 
 use crate::commands::backend_kind;
+use crate::external::Externals;
+use crate::manifest::{Known, RunManifest};
 use crate::{BackendArg, Failure};
 use evaluator::CaseScore;
 use ground_truth::io::{write_atomic, Readable};
@@ -56,6 +60,24 @@ pub struct RunArgs {
     /// A run that only replays `--corpus` replays the corpus's `megakernel/` packs instead.
     #[arg(long, default_value_t = 3)]
     pub megakernel_reps: u32,
+    /// An external profiler scored beside the built-in ones, `NAME=CMD` (repeatable; CMD
+    /// names `{view}` and `{out}`, baselines/PROTOCOL.md). Each run is isolated by Landlock.
+    #[arg(long = "profiler", value_name = "NAME=CMD")]
+    pub external: Vec<String>,
+    /// On a kernel without Landlock, run external profilers unisolated instead of refusing
+    /// (a loud warning, recorded in manifest.json and leaderboard.md).
+    #[arg(long)]
+    pub allow_unisolated: bool,
+    /// Wall-clock limit of one external profiler run on one view, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub profiler_timeout: u64,
+}
+
+/// What every job of a run shares besides the backend.
+struct Shared<'a> {
+    manifest: &'a RunManifest,
+    view_key: &'a views::ViewKey,
+    externals: &'a Externals,
 }
 
 /// Resolves `--profilers` to names, in the order given, each once.
@@ -123,6 +145,11 @@ impl Job {
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let profilers = profiler_names(&args.profilers)?;
+    let externals = Externals::new(
+        &args.external,
+        args.allow_unisolated,
+        std::time::Duration::from_secs(args.profiler_timeout),
+    )?;
     let mut jobs = Vec::new();
     let mut corpus = args.corpus.clone();
     // An explicit corpus alone means "replay it"; the suite is recorded unless so.
@@ -170,6 +197,20 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let out = &args.out;
     std::fs::create_dir_all(out.join("cases"))
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
+    let manifest = RunManifest::open(out)?;
+    manifest
+        .set_external(
+            externals.isolation.map(|i| i.describe()),
+            externals.templates(),
+        )
+        .map_err(Failure::failed)?;
+    let view_key = crate::manifest::view_key(out)?;
+    let shared = Shared {
+        manifest: &manifest,
+        view_key: &view_key,
+        externals: &externals,
+    };
+    let shared = &shared;
     let bar = progress_bar(jobs.len(), "bundles {msg}");
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<CaseScore>> = Mutex::new(Vec::new());
@@ -185,7 +226,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         .max(1);
     let backend = &*backend;
     let recording_failures = if backend.records_in_batches() {
-        record_in_batches(&jobs, backend, out)
+        record_in_batches(&jobs, backend, out, &manifest)
     } else {
         HashMap::new()
     };
@@ -197,15 +238,19 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 let key = job.key(backend.name());
                 bar.set_message(key.clone());
                 let done = scores_path(out, &key);
-                let outcome = match finished_scores(out, &key) {
-                    Some(scores) => {
+                // Finished scores count only while their bundle is the one the harness hashed.
+                let finished = finished_scores(out, &key)
+                    .map(|scores| manifest.verify(&key).map(|k| (k, scores)));
+                let outcome = match finished {
+                    Some(Ok((Known::Intact, scores))) => {
                         resumed.fetch_add(1, Ordering::SeqCst);
                         Ok(scores)
                     }
-                    None if recording_failures.contains_key(&key) => {
+                    Some(Err(tampered)) => Err(tampered),
+                    _ if recording_failures.contains_key(&key) => {
                         Err(recording_failures[&key].clone())
                     }
-                    _ => run_job(job, backend, out, &key, &profilers).and_then(|scores| {
+                    _ => run_job(job, backend, out, &key, &profilers, shared).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
                             .map_err(|e| format!("{key}: cannot write {}: {e}", done.display()))?;
                         Ok(scores)
@@ -229,6 +274,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         corpus.as_deref(),
         args.megakernel_reps,
     )?;
+    crate::manifest::mark_leaderboard(out)?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
         if let Some(rows) = &track {
@@ -295,6 +341,7 @@ fn record_in_batches(
     jobs: &[Job],
     backend: &dyn generator::Backend,
     out: &Path,
+    manifest: &RunManifest,
 ) -> HashMap<String, String> {
     let pending: Vec<(String, (Scenario, u32))> = jobs
         .iter()
@@ -322,7 +369,7 @@ fn record_in_batches(
         for ((key, _), recorded) in batch.iter().zip(backend.record_many(&items)) {
             let written = recorded
                 .map_err(|e| format!("{key}: {e}"))
-                .and_then(|b| write_bundle(out, key, &b));
+                .and_then(|b| write_bundle(out, key, &b, manifest));
             if let Err(e) = written {
                 failures.insert(key.clone(), e);
             }
@@ -362,11 +409,18 @@ fn bundle_path(out: &Path, key: &str) -> PathBuf {
     out.join("bundles").join(format!("{key}.bundle.json"))
 }
 
-fn write_bundle(out: &Path, key: &str, bundle: &Bundle) -> Result<(), String> {
+/// Writes a recorded bundle and hashes it into the manifest.
+fn write_bundle(
+    out: &Path,
+    key: &str,
+    bundle: &Bundle,
+    manifest: &RunManifest,
+) -> Result<(), String> {
     let path = bundle_path(out, key);
     bundle
         .write(&path)
-        .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))
+        .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
+    manifest.record(key, &path)
 }
 
 /// The bundle an earlier (or interrupted) run recorded for this job, when it
@@ -395,26 +449,39 @@ fn run_job(
     out: &Path,
     key: &str,
     profilers: &[String],
+    shared: &Shared,
 ) -> Result<Vec<CaseScore>, String> {
     let bundle = match job {
         Job::Record {
             scenario,
             repetition,
-        } => match recorded_bundle(out, key, backend, scenario, *repetition) {
-            Some(b) => b,
-            None => {
-                let b = backend
-                    .record(scenario, *repetition)
-                    .map_err(|e| format!("{key}: {e}"))?;
-                write_bundle(out, key, &b)?;
-                b
+        } => {
+            // A bundle on disk is reused only when its bytes are the ones the harness hashed.
+            let reusable = match recorded_bundle(out, key, backend, scenario, *repetition) {
+                Some(b) => matches!(shared.manifest.verify(key)?, Known::Intact).then_some(b),
+                None => None,
+            };
+            match reusable {
+                Some(b) => b,
+                None => {
+                    let b = backend
+                        .record(scenario, *repetition)
+                        .map_err(|e| format!("{key}: {e}"))?;
+                    write_bundle(out, key, &b, shared.manifest)?;
+                    b
+                }
             }
-        },
-        Job::Replay { path } => Bundle::read(path).map_err(|e| e.to_string())?,
+        }
+        Job::Replay { path } => {
+            shared.manifest.verify(key)?;
+            let b = Bundle::read(path).map_err(|e| e.to_string())?;
+            shared.manifest.record(key, path)?;
+            b
+        }
     };
     let mut scores = Vec::new();
     for spec in views::standard_specs(bundle.manifest.seed) {
-        let view = views::derive(&bundle, spec).view;
+        let view = views::derive_with_key(&bundle, spec, shared.view_key).view;
         let label = spec.label();
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
         view.write(&vpath)
@@ -427,6 +494,23 @@ fn run_job(
                 .join(key)
                 .join(&label)
                 .join(format!("{name}.json"));
+            explanation
+                .write(&epath)
+                .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
+            scores.push(evaluator::score_case(&bundle, &view, &explanation));
+        }
+        for external in &shared.externals.profilers {
+            let case = out.join("explanations").join(key).join(&label);
+            let epath = case.join(format!("{}.json", external.name));
+            let log = out
+                .join("logs")
+                .join(key)
+                .join(&label)
+                .join(format!("{}.stderr.log", external.name));
+            let explanation = shared
+                .externals
+                .explain(external, &vpath, &epath, log, out)
+                .map_err(|e| format!("{key}: {label}: {e}"))?;
             explanation
                 .write(&epath)
                 .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
@@ -508,19 +592,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let jobs = record_jobs(RECORD_BATCH + 3);
         let backend = BatchingSim::default();
-        let failures = record_in_batches(&jobs, &backend, dir.path());
+        let manifest = RunManifest::open(dir.path()).unwrap();
+        let failures = record_in_batches(&jobs, &backend, dir.path(), &manifest);
         assert!(failures.is_empty(), "{failures:?}");
         assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
         let profilers = vec!["causal-graph".to_string()];
+        let (view_key, externals) = (views::ViewKey::random(), Externals::none());
+        let shared = Shared {
+            manifest: &manifest,
+            view_key: &view_key,
+            externals: &externals,
+        };
         for job in &jobs {
             let key = job.key(backend.name());
-            let scores = run_job(job, &backend, dir.path(), &key, &profilers).unwrap();
+            let scores = run_job(job, &backend, dir.path(), &key, &profilers, &shared).unwrap();
             assert!(!scores.is_empty(), "{key}");
         }
         // Every job found its recorded bundle: none was recorded again.
         assert_eq!(backend.singles.load(Ordering::SeqCst), 0);
         // A second pass (a resumed run) records nothing.
-        assert!(record_in_batches(&jobs, &backend, dir.path()).is_empty());
+        assert!(record_in_batches(&jobs, &backend, dir.path(), &manifest).is_empty());
         assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
     }
 
@@ -537,7 +628,8 @@ mod tests {
         };
         let backend = BatchingSim::default();
         let key = jobs[0].key(backend.name());
-        assert!(record_in_batches(&jobs, &backend, dir.path()).is_empty());
+        let manifest = RunManifest::open(dir.path()).unwrap();
+        assert!(record_in_batches(&jobs, &backend, dir.path(), &manifest).is_empty());
         assert!(recorded_bundle(dir.path(), &key, &backend, scenario, *repetition).is_some());
         assert!(recorded_bundle(dir.path(), &key, &backend, scenario, repetition + 1).is_none());
         let mut reseeded = scenario.clone();
@@ -556,7 +648,8 @@ mod tests {
             scenario.programs.clear();
         }
         let backend = BatchingSim::default();
-        let failures = record_in_batches(&jobs, &backend, dir.path());
+        let manifest = RunManifest::open(dir.path()).unwrap();
+        let failures = record_in_batches(&jobs, &backend, dir.path(), &manifest);
         let failed_key = jobs[1].key(backend.name());
         assert_eq!(failures.keys().collect::<Vec<_>>(), vec![&failed_key]);
         assert!(bundle_path(dir.path(), &jobs[0].key(backend.name())).is_file());

@@ -5,7 +5,11 @@
 //! the spec, never from the view).
 //!
 //! Architecture invariant: depends only on `ground-truth`; a view is a pure,
-//! deterministic function of (bundle, spec).
+//! deterministic function of (bundle, spec, view key); the key only decides the
+//! opaque id that names the bundle ([`view_id`]).
+
+pub mod view_id;
+pub use view_id::ViewKey;
 
 use ground_truth::graph::{GroundTruth, NodeId};
 use ground_truth::seed::{mix, unit};
@@ -50,8 +54,13 @@ pub struct Derived {
     pub removed: Vec<Rid>,
 }
 
-/// Derives the view `spec` of `bundle`.
+/// Derives the view `spec` of `bundle`, named under this process's random key.
 pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
+    derive_with_key(bundle, spec, ViewKey::process())
+}
+
+/// Derives the view `spec` of `bundle`, named by `key`'s opaque id of the bundle.
+pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derived {
     let truth = &bundle.ground_truth;
     // Loss never removes what a query may point at: the symptom's records and its launching call's.
     let protected: HashSet<Rid> = truth
@@ -121,7 +130,7 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
     Derived {
         view: TraceView {
             schema_version: SCHEMA_VERSION,
-            bundle: opaque_id(&bundle.id()),
+            bundle: key.view_id(&bundle.id()),
             spec,
             queries,
             collector_loss,
@@ -208,11 +217,13 @@ fn targeted(
     out
 }
 
-/// A view names its bundle without revealing the scenario (whose name holds the answer).
-pub fn opaque_id(bundle_id: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bundle_id.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    format!("{h:016x}")
+/// Whether `view` is exactly what [`derive`] makes of `bundle` for the view's
+/// own spec, whatever key named it: how a view is matched to its bundle without
+/// trusting the id it carries.
+pub fn derived_from(view: &TraceView, bundle: &Bundle) -> bool {
+    let d = derive_with_key(bundle, view.spec, ViewKey::process()).view;
+    d.records == view.records
+        && d.queries == view.queries
+        && d.collector_loss == view.collector_loss
+        && d.schema_version == view.schema_version
 }
