@@ -1,4 +1,4 @@
-//! Built-in profilers (SPEC §8) and the external-profiler runner.
+//! Built-in profilers (docs/design.md) and the external-profiler runner.
 //!
 //! A profiler reads only a [`TraceView`] and writes an [`Explanation`] against
 //! the view's rids; it never sees the bundle or the ground truth. Each baseline

@@ -1,4 +1,4 @@
-//! Profilers of the megakernel track (SPEC §3, last paragraph).
+//! Profilers of the megakernel track (docs/design.md, "The megakernel track").
 //!
 //! A megakernel case is one persistent kernel; every operator is a task class
 //! inside it. These profilers read a [`TaskView`] — the standard trace view

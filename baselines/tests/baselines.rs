@@ -1,5 +1,5 @@
 //! Each baseline on small hand-built views where the right answer is obvious,
-//! including the known failures of existing analyzers (SPEC §11).
+//! including the known failures of existing analyzers (docs/analyzer-failures.md).
 
 use baselines::synth::{ViewBuilder, US};
 use baselines::{builtin, builtin_names, why_late};

@@ -1,4 +1,4 @@
-//! `causalbench`: one binary for the whole pipeline (SPEC §10).
+//! `causalbench`: one binary for the whole pipeline (docs/cli.md).
 //! Exit codes: 0 success; 1 a run completed but some case failed, or the
 //! machine cannot do the job (a GPU subcommand without a usable GPU); 2 bad
 //! input or usage.

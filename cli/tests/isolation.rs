@@ -247,7 +247,7 @@ fn a_bundle_changed_after_the_run_is_detected() {
     assert!(err.contains("was modified"), "{err}");
 }
 
-/// The attack of issue 15: a view's id was a fixed hash of the public `<scenario>.r<rep>`.
+/// The identity attack of docs/integrity.md: a view's id was a fixed hash of the public `<scenario>.r<rep>`.
 fn public_hash(bundle_id: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bundle_id.bytes() {

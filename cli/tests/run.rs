@@ -1,4 +1,4 @@
-//! `causalbench run` end to end on the simulator: every file SPEC §10 names,
+//! `causalbench run` end to end on the simulator: every file docs/cli.md names,
 //! the exact leaderboard columns, the megakernel track's own section, and
 //! resuming into the same directory.
 

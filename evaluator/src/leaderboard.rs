@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Columns of `leaderboard.csv`, in order. The first 19 are the SPEC §10 contract.
+/// Columns of `leaderboard.csv`, in order. The first 19 are the docs/cli.md contract.
 pub const CSV_COLUMNS: &[&str] = &[
     "profiler",
     "collectors",

@@ -1,5 +1,5 @@
 //! causalbench evaluator: scores a profiler's explanation of a trace view against
-//! the bundle's ground truth (SPEC §7), aggregates case scores into leaderboards,
+//! the bundle's ground truth (evaluator/METRICS.md), aggregates case scores into leaderboards,
 //! draws plots and diffs two result sets.
 //!
 //! Every metric is defined in `evaluator/METRICS.md` precisely enough to recompute it.

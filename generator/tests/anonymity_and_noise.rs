@@ -1,4 +1,4 @@
-//! The attacks of issue 15's items 1 and 4 on simulator bundles of the catalog,
+//! The name and noise attacks of docs/integrity.md on simulator bundles of the catalog,
 //! each shown to fail: (a) a names-only probe sees the same kernel names, stack
 //! frames and copy sizes with and without the injection; (b) "a preempted
 //! `sched` record means cpu_deschedule" is wrong on many bundles; (c)

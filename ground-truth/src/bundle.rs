@@ -1,4 +1,4 @@
-//! Run bundle (SPEC §2): manifest, ground truth, trace and loss accounting.
+//! Run bundle (docs/design.md): manifest, ground truth, trace and loss accounting.
 //! Self-contained: everything the evaluator needs about one recorded run.
 
 use crate::graph::GroundTruth;

@@ -1,4 +1,4 @@
-//! Explanation (SPEC §6): a profiler's reconstructed graph and answers,
+//! Explanation (docs/design.md): a profiler's reconstructed graph and answers,
 //! written against the rids of the view it was given.
 
 use crate::graph::{EdgeType, Phases};

@@ -1,4 +1,4 @@
-//! Ground truth (SPEC §4): typed nodes and edges known by construction, the
+//! Ground truth (docs/design.md): typed nodes and edges known by construction, the
 //! symptoms asked about and their true answers.
 
 use crate::labels::{CauseLabel, Collectors, Mode, Question};
@@ -162,7 +162,7 @@ pub struct Edge {
     pub kind: EdgeType,
 }
 
-/// Lateness split by where it was spent (SPEC §4), in nanoseconds.
+/// Lateness split by where it was spent (docs/design.md), in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Phases {

@@ -1,4 +1,4 @@
-//! Formats of the megakernel track (SPEC §3, last paragraph).
+//! Formats of the megakernel track (docs/design.md, "The megakernel track").
 //!
 //! A megakernel case is recorded as a standard run [`crate::Bundle`] — what
 //! kernel-level CUPTI sees (one launch call, one long kernel), the ground truth

@@ -1,4 +1,4 @@
-//! Scenario language (SPEC §3). A scenario declares host threads and queues,
+//! Scenario language (docs/design.md). A scenario declares host threads and queues,
 //! streams, events and graphs, one or more request programs, an injection and
 //! the symptom asked about. Unknown keys are rejected by serde; impossible
 //! references by [`Scenario::check`].

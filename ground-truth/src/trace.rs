@@ -1,4 +1,4 @@
-//! Trace records (SPEC §5): every record the reference recorder saw, each with a
+//! Trace records (docs/records.md): every record the reference recorder saw, each with a
 //! stable record id. One clock domain: CLOCK_MONOTONIC nanoseconds.
 
 use crate::{Ns, SharedStr};

@@ -1,4 +1,4 @@
-//! Trace view (SPEC §2): what one profiler is allowed to see. It carries no
+//! Trace view (docs/design.md): what one profiler is allowed to see. It carries no
 //! answers: which records were removed is re-derived by the evaluator from the
 //! bundle and the view's spec, never stored where a profiler could read it.
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-/// CLOCK_MONOTONIC in nanoseconds (the trace clock of SPEC §5).
+/// CLOCK_MONOTONIC in nanoseconds (the trace clock of docs/records.md).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

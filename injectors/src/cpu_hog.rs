@@ -12,7 +12,7 @@
 //! Privileges: changing another thread's affinity and raising a priority
 //! need CAP_SYS_NICE (root). `SCHED_FIFO` also needs RLIMIT_RTPRIO > 0 or
 //! CAP_SYS_NICE, and can be refused even to root (the H200 host refuses it,
-//! SPEC §9) — the nice fallback then applies and the report says so.
+//! docs/gpu-facts.md) — the nice fallback then applies and the report says so.
 
 use std::time::Duration;
 

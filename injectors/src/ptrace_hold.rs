@@ -4,8 +4,8 @@
 //! stop, hold it stopped for the requested time, then `PTRACE_DETACH` (which
 //! resumes it, re-delivering a signal that arrived meanwhile). The victim is
 //! switched out in the "traced" state (`t`), not runnable — a real
-//! deschedule that works where `SCHED_FIFO` is refused (the H200 host, SPEC
-//! §9: a 5.008 ms hold gave the victim a 5.057 ms gap).
+//! deschedule that works where `SCHED_FIFO` is refused (the H200 host,
+//! docs/gpu-facts.md: a 5.008 ms hold gave the victim a 5.057 ms gap).
 //!
 //! Limitation: Linux refuses to ptrace a thread of the caller's own thread
 //! group, so the victim is `(pid, tid)` of *another* process (the workload

@@ -1,7 +1,7 @@
 //! Loading the kernels with the CUDA driver API (cudarc) and launching them.
 //!
 //! All launches take raw device pointers, so cudarc's automatic event
-//! tracking is never involved (the generator disables it anyway, see SPEC §9);
+//! tracking is never involved (the generator disables it anyway, see docs/gpu-facts.md);
 //! the caller keeps the buffers alive until the work has finished, which is
 //! why the launch functions are `unsafe`.
 

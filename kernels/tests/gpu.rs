@@ -18,7 +18,7 @@ fn setup(test: &str) -> Option<(Arc<CudaContext>, Kernels)> {
         return None;
     }
     let ctx = open_context(0).expect("open device 0");
-    // Manage dependencies explicitly (SPEC §9).
+    // Manage dependencies explicitly (docs/gpu-facts.md).
     unsafe { ctx.disable_event_tracking() };
     let k = Kernels::load(&ctx, None).expect("compile and load the kernels");
     eprintln!(

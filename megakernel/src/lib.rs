@@ -1,4 +1,4 @@
-//! The megakernel track (SPEC §3, last paragraph; issue #10).
+//! The megakernel track (docs/design.md, "The megakernel track").
 //!
 //! When a compiler fuses a model into one persistent kernel, CUPTI sees one
 //! long kernel and every logical operator becomes a task scheduled inside it.

@@ -9,7 +9,7 @@
 //!   This needs no clock tolerance: both collectors use CLOCK_MONOTONIC.
 //! - **nearest**: the uprobe whose entry is nearest in time to the API record's
 //!   start, ignoring threads — the join published eBPF+CUPTI tools use, which
-//!   matched 0 of 8,794 stacks in one published run (SPEC §11).
+//!   matched 0 of 8,794 stacks in one published run (docs/analyzer-failures.md).
 //!
 //! [`AttributionReport`] has both answers per API record so the benchmark can
 //! report how often nearest-timestamp picks the wrong call or the wrong stack.

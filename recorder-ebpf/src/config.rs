@@ -63,7 +63,7 @@ impl RecorderConfig {
         }
     }
 
-    /// The CUDA driver entry points of SPEC §5 in the libcuda the target maps,
+    /// The CUDA driver entry points of docs/records.md in the libcuda the target maps,
     /// with each call's stream (or event / graph exec) as its handle.
     pub fn cuda(pid: u32) -> Self {
         RecorderConfig {

@@ -1,4 +1,4 @@
-//! causalbench eBPF host recorder (SPEC §5 "eBPF host records").
+//! causalbench eBPF host recorder (docs/records.md "eBPF host records").
 //!
 //! Records, for one target process, with CLOCK_MONOTONIC timestamps
 //! (`bpf_ktime_get_ns`, the clock CUPTI is pointed at):

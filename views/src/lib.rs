@@ -1,4 +1,4 @@
-//! Derives trace views from run bundles (SPEC §2): which collectors' records a
+//! Derives trace views from run bundles (docs/design.md): which collectors' records a
 //! profiler sees, whether application identity is present, and seeded
 //! synthetic loss. The view carries no answers; the records it removed are
 //! returned to the caller (the evaluator re-derives them from the bundle and

@@ -269,7 +269,7 @@ impl Session {
         let recorder = cupti::Recorder::start()?;
         let ctx = cudarc::driver::CudaContext::new(0)
             .map_err(|e| format!("creating the CUDA context of device 0: {e:?}"))?;
-        // Dependencies are managed explicitly (SPEC §9: tracking breaks capture).
+        // Dependencies are managed explicitly (docs/gpu-facts.md: tracking breaks capture).
         // SAFETY: no cudarc-managed buffers cross streams in this backend.
         unsafe { ctx.disable_event_tracking() };
         ctx.bind_to_thread()

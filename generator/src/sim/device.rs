@@ -1,11 +1,11 @@
 //! Device model of the simulator: stream FIFOs, SM capacity shared by
 //! co-running kernels, and one copy engine that serializes host↔device copies
-//! (as measured on the H200, SPEC §9). Ops are placed in enqueue order, which
+//! (as measured on the H200, docs/gpu-facts.md). Ops are placed in enqueue order, which
 //! the host model guarantees is nondecreasing in time.
 
 use ground_truth::Ns;
 
-/// Device constants, calibrated against the H200 figures in SPEC §9.
+/// Device constants, calibrated against the H200 figures in docs/gpu-facts.md.
 #[derive(Debug, Clone)]
 pub struct DeviceParams {
     pub sms: u32,
