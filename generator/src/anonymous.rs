@@ -129,6 +129,24 @@ impl Disguise {
             .unwrap_or(fallback)
     }
 
+    /// The launch configuration (grid, block) of the `draw`-th injected kernel,
+    /// drawn from the application's kernels whose grid `fits` (the mechanism's
+    /// need, e.g. a grid covering the SMs). `None`: no application kernel fits.
+    pub fn launch_configuration(
+        &self,
+        draw: u64,
+        fits: impl Fn(u32) -> bool,
+    ) -> Option<(u32, u32)> {
+        let fitting: Vec<(u32, u32)> = self
+            .grids
+            .iter()
+            .zip(&self.blocks)
+            .filter(|(grid, _)| fits(**grid))
+            .map(|(grid, block)| (*grid, *block))
+            .collect();
+        self.pick(&fitting, Draw::Grid, draw).copied()
+    }
+
     pub fn block(&self, draw: u64, fallback: u32) -> u32 {
         self.pick(&self.blocks, Draw::Block, draw)
             .copied()
@@ -233,6 +251,15 @@ mod tests {
             assert!([None, Some("m.py:1")].contains(&own.call_site(draw)));
             assert_eq!(own.copy_bytes(draw), Some(4096));
             assert!([132, 64].contains(&own.grid(draw, 1)));
+        }
+        for draw in 0..50 {
+            assert!([Some((132, 128)), Some((64, 128))]
+                .contains(&own.launch_configuration(draw, |_| true)));
+            assert_eq!(
+                own.launch_configuration(draw, |g| g >= 100),
+                Some((132, 128))
+            );
+            assert_eq!(own.launch_configuration(draw, |g| g > 132), None);
         }
         let names: std::collections::HashSet<&str> = (0..50).map(|d| own.kernel_name(d)).collect();
         assert_eq!(names.len(), 2, "both application names are drawn");

@@ -22,7 +22,7 @@ const COPY_SETUP_NS: u64 = 2_000;
 const MIN_HOLD_NS: u64 = 20_000;
 /// Largest single injected copy (the scratch buffers hold one).
 const MAX_COPY: u64 = 256 << 20;
-/// At most this many copies make up one injected action.
+/// At most this many kernels (or copies) make up one injected action.
 const MAX_PIECES: usize = 64;
 
 /// One piece of injected work as the injector thread issues it.
@@ -37,6 +37,7 @@ pub enum DevAction {
         call_site: Option<String>,
         kernel: Kernel,
         grid: u32,
+        block: u32,
         dur_ns: u64,
         delays_target: bool,
     },
@@ -52,7 +53,8 @@ pub enum DevAction {
 #[derive(Debug)]
 pub struct Plan {
     pub plan: crate::plan::Plan,
-    /// The plan's work, realised (issued at the trigger, in order).
+    /// The plan's work, realised (issued at the trigger, in order): each
+    /// kernel is one piece of a kernel action, each its own launch.
     pub realised: Vec<DevAction>,
     pub page_faults: Mutex<Option<injectors::PageFaults>>,
     pub page_fault_error: Option<String>,
@@ -65,11 +67,70 @@ impl std::ops::Deref for Plan {
     }
 }
 
-/// A piece of the plan's work as the real kernel or copies that do it,
-/// shaped like the application's work (`disguise`): a kernel runs from when it
-/// can hold its resource until the plan's release time; copies fill that time
-/// at the twin's pinned bandwidth.
-fn realise(action: &Action, disguise: &Disguise, sms: u32) -> DevAction {
+/// How long the injector thread takes to issue one injected launch through a
+/// call-site trampoline, at most (the H200 host's launches take a few
+/// microseconds): the pieces of a kernel action are sized so that each is
+/// enqueued before the one ahead of it ends, so the device never idles
+/// between them.
+const ISSUE_NS: u64 = 10_000;
+
+/// Whether every piece of `pieces` (run back to back, `gap_ns` apart) is
+/// issued, `ISSUE_NS` after the one before, before the piece ahead of it ends.
+fn enqueued_ahead(pieces: &[u64], gap_ns: u64) -> bool {
+    let mut ends = 0u64;
+    pieces.iter().enumerate().skip(1).all(|(k, _)| {
+        ends += pieces[k - 1] + if k > 1 { gap_ns } else { 0 };
+        k as u64 * ISSUE_NS <= ends
+    })
+}
+
+/// Splits `total_ns` of injected kernel time like the simulator does
+/// (`Disguise::kernel_pieces`), with as many pieces as the injector thread can
+/// enqueue ahead of the device.
+fn kernel_pieces(disguise: &Disguise, total_ns: u64) -> Vec<u64> {
+    (1..=MAX_PIECES)
+        .rev()
+        .map(|most| disguise.kernel_pieces(total_ns, DISPATCH_NS, most))
+        .find(|pieces| enqueued_ahead(pieces, DISPATCH_NS))
+        .unwrap_or_else(|| vec![total_ns])
+}
+
+/// The launch configuration of the `draw`-th injected kernel: an application
+/// kernel's (grid, block), among those whose grid the mechanism allows when it
+/// needs one; without such a kernel, the needed grid with an application block.
+fn launch_configuration(
+    disguise: &Disguise,
+    kernel: InjectedKernel,
+    needed_grid: Option<u32>,
+    sms: u32,
+    draw: u64,
+) -> (u32, u32) {
+    let fits = |grid: u32| match (kernel, needed_grid) {
+        // The hog holds each SM with one block, and a second wave would
+        // hold them for a second duration: exactly one block per SM.
+        (InjectedKernel::OccupancyHog, _) => grid == sms,
+        // Concurrent work stays on the SMs the target leaves free.
+        (InjectedKernel::Spin, Some(most)) => grid <= most,
+        (InjectedKernel::Spin, None) => grid <= sms,
+    };
+    disguise
+        .launch_configuration(draw, fits)
+        .unwrap_or_else(|| {
+            let grid = match kernel {
+                InjectedKernel::OccupancyHog => sms,
+                InjectedKernel::Spin => needed_grid.unwrap_or(16).min(sms),
+            };
+            (grid, disguise.block(draw, 128))
+        })
+}
+
+/// A piece of the plan's work as the real kernels or copies that do it,
+/// shaped like the application's work (`disguise`): a kernel action becomes
+/// back-to-back kernels of application-like durations and launch
+/// configurations that together hold its resource from when it can until the
+/// plan's release time; copies fill that time at the twin's pinned bandwidth.
+/// `draw` numbers the draws, so no two pieces share them.
+fn realise(action: &Action, disguise: &Disguise, sms: u32, draw: &mut u64) -> Vec<DevAction> {
     match action {
         Action::Kernel {
             on_target_stream,
@@ -78,22 +139,33 @@ fn realise(action: &Action, disguise: &Disguise, sms: u32) -> DevAction {
             from,
             until,
             delays_target,
-        } => DevAction::Kernel {
-            on_target_stream: *on_target_stream,
-            name: disguise.kernel_name(0).into(),
-            call_site: disguise.call_site(0).map(str::to_string),
-            kernel: match kernel {
-                InjectedKernel::Spin => Kernel::Spin,
-                InjectedKernel::OccupancyHog => Kernel::OccupancyHog,
-            },
-            grid: grid.unwrap_or_else(|| disguise.grid(0, 16).min(sms)),
-            dur_ns: until.saturating_sub(*from).max(if *delays_target {
-                MIN_HOLD_NS
-            } else {
-                1_000
-            }),
-            delays_target: *delays_target,
-        },
+        } => {
+            let hold_ns =
+                until
+                    .saturating_sub(*from)
+                    .max(if *delays_target { MIN_HOLD_NS } else { 1_000 });
+            kernel_pieces(disguise, hold_ns)
+                .into_iter()
+                .map(|dur_ns| {
+                    let d = *draw;
+                    *draw += 1;
+                    let (grid, block) = launch_configuration(disguise, *kernel, *grid, sms, d);
+                    DevAction::Kernel {
+                        on_target_stream: *on_target_stream,
+                        name: disguise.kernel_name(d).into(),
+                        call_site: disguise.call_site(d).map(str::to_string),
+                        kernel: match kernel {
+                            InjectedKernel::Spin => Kernel::Spin,
+                            InjectedKernel::OccupancyHog => Kernel::OccupancyHog,
+                        },
+                        grid,
+                        block,
+                        dur_ns,
+                        delays_target: *delays_target,
+                    }
+                })
+                .collect()
+        }
         Action::Copies {
             from,
             until,
@@ -111,10 +183,11 @@ fn realise(action: &Action, disguise: &Disguise, sms: u32) -> DevAction {
                     let count = total.div_ceil(MAX_COPY).max(2);
                     vec![(total / count).max(1 << 20).next_multiple_of(1 << 20); count as usize]
                 });
-            DevAction::Copies {
+            *draw += 1;
+            vec![DevAction::Copies {
                 sizes,
-                call_site: disguise.call_site(1).map(str::to_string),
-            }
+                call_site: disguise.call_site(*draw).map(str::to_string),
+            }]
         }
     }
 }
@@ -122,6 +195,16 @@ fn realise(action: &Action, disguise: &Disguise, sms: u32) -> DevAction {
 /// What the injection record says the GPU did.
 fn mechanism(p: &crate::plan::Plan, realised: &[DevAction]) -> String {
     let mag = p.magnitude_ns.max(1) as f64;
+    // The kernel pieces: how many, and how long they hold their resource in all.
+    let (pieces, held_ns) = realised
+        .iter()
+        .filter_map(|a| match a {
+            DevAction::Kernel { dur_ns, .. } => Some(*dur_ns),
+            DevAction::Copies { .. } => None,
+        })
+        .fold((0usize, 0u64), |(n, sum), d| (n + 1, sum + d));
+    let gaps_ns = DISPATCH_NS * pieces.saturating_sub(1) as u64;
+    let held_us = (held_ns + gaps_ns) as f64 / 1e3;
     match (p.kind, realised.first(), p.stretch.as_ref().map(|s| s.1)) {
         (_, _, Some(Stretch::Bytes(extra))) => format!(
             "cuda:larger-transfer (+{extra} bytes at the twin's {:.2} GB/s)",
@@ -131,15 +214,13 @@ fn mechanism(p: &crate::plan::Plan, realised: &[DevAction]) -> String {
             "cuda:longer-kernel (spin duration + magnitude)".into()
         }
         (InjectionKind::RecordLoss, _, _) => "cuda:record-dropped-by-recorder".into(),
-        (InjectionKind::OccupancyPressure, Some(DevAction::Kernel { grid, dur_ns, .. }), _) => {
+        (InjectionKind::OccupancyPressure, Some(DevAction::Kernel { grid, .. }), _) => {
             format!(
-                "cuda:occupancy-hog-kernel ({grid} blocks of max shared memory on the highest-priority stream, {:.0} us, issued by the injector thread just before the target's launch)",
-                *dur_ns as f64 / 1e3
+                "cuda:occupancy-hog-kernels ×{pieces} ({grid} blocks of max shared memory each, back to back on the highest-priority stream, {held_us:.0} us in all, issued by the injector thread just before the target's launch)"
             )
         }
-        (InjectionKind::StreamBacklog, Some(DevAction::Kernel { dur_ns, .. }), _) => format!(
-            "cuda:backlog-kernel ({:.0} us spin on the target's stream, issued by the injector thread just before the target's call)",
-            *dur_ns as f64 / 1e3
+        (InjectionKind::StreamBacklog, Some(DevAction::Kernel { .. }), _) => format!(
+            "cuda:backlog-kernels ×{pieces} ({held_us:.0} us of back-to-back spins on the target's stream, issued by the injector thread just before the target's call)"
         ),
         (InjectionKind::PcieContention, Some(DevAction::Copies { sizes, .. }), _) => {
             let b = p.actions.first().map_or(0.0, |(_, a)| match a {
@@ -151,9 +232,9 @@ fn mechanism(p: &crate::plan::Plan, realised: &[DevAction]) -> String {
                 "cuda:bulk-copies ({count} pinned H2D copies, {moved} bytes in all, at {b:.1} GB/s on another stream, queued on the copy engine just before the target copy)"
             )
         }
-        (InjectionKind::UnrelatedWork, _, _) => {
-            "cuda:concurrent-kernel (8 blocks on the injector's stream)".into()
-        }
+        (InjectionKind::UnrelatedWork, _, _) => format!(
+            "cuda:concurrent-kernels ×{pieces} (at most 8 blocks each, back to back on the injector's stream, {held_us:.0} us in all)"
+        ),
         _ => String::new(),
     }
 }
@@ -174,10 +255,11 @@ pub fn plan(
         copy_setup_ns: COPY_SETUP_NS,
     };
     let mut plan = crate::plan::plan(sc, inj, twin, device);
+    let mut draw = 0;
     let realised: Vec<DevAction> = plan
         .actions
         .iter()
-        .map(|(_, a)| realise(a, &disguise, sms))
+        .flat_map(|(_, a)| realise(a, &disguise, sms, &mut draw))
         .collect();
     for a in &realised {
         if let DevAction::Copies { sizes, .. } = a {
@@ -218,15 +300,18 @@ pub fn plan(
     p
 }
 
-/// The kernels an injection launches, as (name, kernel) pairs to prepare.
+/// The kernels an injection launches, as (name, kernel) pairs to prepare,
+/// each once (pieces share names).
 pub fn injected_kernels(p: &Plan) -> Vec<(String, Kernel)> {
-    p.realised
-        .iter()
-        .filter_map(|a| match a {
-            DevAction::Kernel { name, kernel, .. } => Some((name.clone(), *kernel)),
-            DevAction::Copies { .. } => None,
-        })
-        .collect()
+    let mut kernels: Vec<(String, Kernel)> = Vec::new();
+    for a in &p.realised {
+        if let DevAction::Kernel { name, kernel, .. } = a {
+            if !kernels.iter().any(|(n, k)| n == name && k == kernel) {
+                kernels.push((name.clone(), *kernel));
+            }
+        }
+    }
+    kernels
 }
 
 #[cfg(test)]
@@ -305,6 +390,165 @@ mod tests {
                 }
             }
         }
-        assert_eq!(planned, 20);
+        assert!(planned >= 20, "{planned}");
+    }
+
+    /// The application's (grid, block) launch configurations.
+    fn configurations(sc: &Scenario) -> Vec<(u32, u32)> {
+        sc.programs
+            .iter()
+            .flat_map(|p| &p.steps)
+            .filter_map(|s| match s {
+                Step::Kernel { grid, block, .. } => Some((*grid, *block)),
+                _ => None,
+            })
+            .chain(
+                sc.graphs
+                    .iter()
+                    .flat_map(|g| &g.nodes)
+                    .map(|n| (n.kernel.grid, n.kernel.block)),
+            )
+            .collect()
+    }
+
+    /// A kernel action becomes back-to-back pieces that hold its resource for
+    /// exactly the planned window, each with an application launch
+    /// configuration that meets the mechanism's need, each enqueued before the
+    /// one ahead of it ends, all named in the mechanism.
+    #[test]
+    fn kernel_actions_are_application_like_pieces_filling_the_hold() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+        let keys = Keys::new();
+        let twin = Twin {
+            nodes: &[],
+            keys: &keys,
+            origin: 0,
+        };
+        let sms = 132;
+        for name in [
+            "late-launch-vs-device-queueing.occupancy-hog",
+            "late-launch-vs-device-queueing.stream-backlog",
+            "concurrent-work.harmless",
+        ] {
+            let sc = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("catalog");
+            let own = configurations(&sc);
+            for seed in 0..8 {
+                let inj = sc.injection.as_ref().expect("an injection");
+                let p = plan(&sc, inj, &twin, sms, seed, |_| Err("none".into()));
+                let Some((
+                    _,
+                    Action::Kernel {
+                        kernel,
+                        grid: needed,
+                        from,
+                        until,
+                        delays_target,
+                        ..
+                    },
+                )) = p.actions.first()
+                else {
+                    panic!("{name}: a kernel action");
+                };
+                let hold = until.saturating_sub(*from).max(if *delays_target {
+                    MIN_HOLD_NS
+                } else {
+                    1_000
+                });
+                let pieces: Vec<(u32, u32, u64)> = p
+                    .realised
+                    .iter()
+                    .map(|a| match a {
+                        DevAction::Kernel {
+                            grid,
+                            block,
+                            dur_ns,
+                            ..
+                        } => (*grid, *block, *dur_ns),
+                        DevAction::Copies { .. } => panic!("{name}: only kernels"),
+                    })
+                    .collect();
+                let gaps = DISPATCH_NS * (pieces.len() as u64 - 1);
+                let held: u64 = pieces.iter().map(|p| p.2).sum::<u64>() + gaps;
+                assert_eq!(held, hold, "{name} seed {seed}: {pieces:?}");
+                let durations: Vec<u64> = pieces.iter().map(|p| p.2).collect();
+                assert!(enqueued_ahead(&durations, DISPATCH_NS), "{durations:?}");
+                for &(grid, block, _) in &pieces {
+                    match kernel {
+                        InjectedKernel::OccupancyHog => assert_eq!(grid, sms, "{name}"),
+                        InjectedKernel::Spin => {
+                            assert!(grid <= needed.unwrap_or(sms), "{name}: {grid}")
+                        }
+                    }
+                    let fallback = match kernel {
+                        InjectedKernel::OccupancyHog => Some(sms),
+                        InjectedKernel::Spin => *needed,
+                    };
+                    assert!(
+                        own.contains(&(grid, block))
+                            || (Some(grid) == fallback && own.iter().any(|c| c.1 == block)),
+                        "{name}: ({grid}, {block}) is not the application's: {own:?}"
+                    );
+                }
+                assert!(
+                    p.mechanism.contains(&format!("×{}", pieces.len())),
+                    "{}",
+                    p.mechanism
+                );
+            }
+        }
+    }
+
+    /// A long hold is split into many application-length pieces, each issued
+    /// before the one ahead of it ends; a short one stays one kernel.
+    #[test]
+    fn long_holds_split_into_pieces_the_injector_can_keep_ahead_of() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+        let sc = Scenario::read(&dir.join("late-launch-vs-device-queueing.occupancy-hog.yaml"))
+            .expect("catalog");
+        let disguise = Disguise::new(&sc, 5);
+        let long = kernel_pieces(&disguise, 5_000_000);
+        assert!(long.len() > 2, "{long:?}");
+        assert!(enqueued_ahead(&long, DISPATCH_NS));
+        assert_eq!(
+            long.iter().sum::<u64>() + DISPATCH_NS * (long.len() as u64 - 1),
+            5_000_000
+        );
+        assert_eq!(kernel_pieces(&disguise, 1_000), vec![1_000]);
+        // Pieces shorter than the time to issue the next one are not kept apart.
+        assert!(!enqueued_ahead(&[2_000, 2_000, 2_000], DISPATCH_NS));
+        assert!(enqueued_ahead(&[30_000, 2_000, 2_000], DISPATCH_NS));
+    }
+
+    /// The hog takes an application configuration whose grid is one block per
+    /// SM, with its block; without one, the SM count with an application block.
+    #[test]
+    fn the_hog_covers_the_sms_with_an_application_configuration() {
+        let yaml = |grid: u32| {
+            format!(
+                "schema_version: 1\nname: t.a\nfamily: t\nvariant: a\ncause: none\n\
+                 threads: [{{name: host}}]\nstreams: [{{name: s}}]\n\
+                 programs:\n  - name: p\n    start: host\n    steps:\n      \
+                 - {{op: kernel, id: a, stream: s, name: gemm, duration_us: 200, grid: {grid}, block: 256}}\n      \
+                 - {{op: kernel, id: b, stream: s, name: softmax, duration_us: 300, grid: 64, block: 512}}\n\
+                 symptom: {{step: a}}\n"
+            )
+        };
+        let path = std::path::Path::new("t.yaml");
+        let fitting = Disguise::new(&Scenario::parse(path, yaml(132).as_bytes()).unwrap(), 1);
+        let wider = Disguise::new(&Scenario::parse(path, yaml(264).as_bytes()).unwrap(), 1);
+        for draw in 0..32 {
+            let hog = |d: &Disguise| {
+                launch_configuration(d, InjectedKernel::OccupancyHog, Some(132), 132, draw)
+            };
+            assert_eq!(hog(&fitting), (132, 256));
+            let (grid, block) = hog(&wider);
+            assert_eq!(grid, 132);
+            assert!([256, 512].contains(&block));
+            let concurrent =
+                launch_configuration(&fitting, InjectedKernel::Spin, Some(8), 132, draw);
+            assert_eq!(concurrent.0, 8);
+            let free = launch_configuration(&fitting, InjectedKernel::Spin, None, 132, draw);
+            assert!([(132, 256), (64, 512)].contains(&free));
+        }
     }
 }

@@ -375,7 +375,9 @@ impl<'a> Exec<'a> {
         } else {
             grid
         };
-        let block = if kernel == Kernel::OccupancyHog {
+        // The hog's shared memory, not its threads, makes it own an SM, so
+        // it launches with the application-like block it was given.
+        let block = if kernel == Kernel::OccupancyHog && !(1..=1024).contains(&block) {
             kernels::gpu::HOG_BLOCK_THREADS
         } else {
             block

@@ -160,6 +160,8 @@ impl<'a> Exec<'a> {
         while !stop.load(Ordering::Acquire) {
             match self.inj.state.load(Ordering::Acquire) {
                 REQUEST => {
+                    // Each kernel piece is its own launch, issued right after
+                    // the one before: all are queued before the first ends.
                     for a in &plan.realised {
                         self.inject_action(ti, &mut log, a);
                     }
@@ -206,6 +208,7 @@ impl<'a> Exec<'a> {
                 call_site,
                 kernel,
                 grid,
+                block,
                 dur_ns,
                 delays_target,
             } => {
@@ -219,7 +222,7 @@ impl<'a> Exec<'a> {
                     dur_ns: *dur_ns,
                     extra_ns: 0,
                     grid: *grid,
-                    block: 128,
+                    block: *block,
                     launch: LaunchApi::Driver,
                     kernel: *kernel,
                 };
@@ -234,7 +237,7 @@ impl<'a> Exec<'a> {
                     f,
                     *kernel,
                     *grid,
-                    128,
+                    *block,
                     *dur_ns,
                     LaunchVia::Launch,
                 );
