@@ -321,17 +321,28 @@ mod tests {
     use ground_truth::io::Readable;
     use ground_truth::scenario::Step;
 
-    /// The GPU's injected kernels are compiled under, and its injected calls made
-    /// from, names the scenario's own application work uses.
-    #[test]
-    fn injected_work_is_named_like_the_application() {
+    /// A catalog scenario.
+    fn catalog(name: &str) -> Scenario {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+        Scenario::read(&dir.join(format!("{name}.yaml"))).expect("catalog")
+    }
+
+    /// The GPU plan of `sc`'s injection on a 132-SM device, without a measured twin.
+    fn plan_of(sc: &Scenario, seed: u64) -> Plan {
         let keys = Keys::new();
         let twin = Twin {
             nodes: &[],
             keys: &keys,
             origin: 0,
         };
+        let inj = sc.injection.as_ref().expect("an injection");
+        plan(sc, inj, &twin, 132, seed, |_| Err("none".into()))
+    }
+
+    /// The GPU's injected kernels are compiled under, and its injected calls made
+    /// from, names the scenario's own application work uses.
+    #[test]
+    fn injected_work_is_named_like_the_application() {
         let mut planned = 0;
         for name in [
             "late-launch-vs-device-queueing.occupancy-hog",
@@ -340,7 +351,7 @@ mod tests {
             "slow-copy-vs-blocked-consumer.own-copy-contended",
             "concurrent-work.harmless",
         ] {
-            let sc = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("catalog");
+            let sc = catalog(name);
             let kernels: Vec<&str> = sc
                 .programs
                 .iter()
@@ -371,8 +382,7 @@ mod tests {
                 })
                 .collect();
             for seed in 0..4 {
-                let inj = sc.injection.as_ref().expect("an injection");
-                let p = plan(&sc, inj, &twin, 132, seed, |_| Err("none".into()));
+                let p = plan_of(&sc, seed);
                 for a in &p.realised {
                     planned += 1;
                     match a {
@@ -417,24 +427,16 @@ mod tests {
     /// one ahead of it ends, all named in the mechanism.
     #[test]
     fn kernel_actions_are_application_like_pieces_filling_the_hold() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-        let keys = Keys::new();
-        let twin = Twin {
-            nodes: &[],
-            keys: &keys,
-            origin: 0,
-        };
         let sms = 132;
         for name in [
             "late-launch-vs-device-queueing.occupancy-hog",
             "late-launch-vs-device-queueing.stream-backlog",
             "concurrent-work.harmless",
         ] {
-            let sc = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("catalog");
+            let sc = catalog(name);
             let own = configurations(&sc);
             for seed in 0..8 {
-                let inj = sc.injection.as_ref().expect("an injection");
-                let p = plan(&sc, inj, &twin, sms, seed, |_| Err("none".into()));
+                let p = plan_of(&sc, seed);
                 let Some((
                     _,
                     Action::Kernel {
@@ -502,9 +504,7 @@ mod tests {
     /// before the one ahead of it ends; a short one stays one kernel.
     #[test]
     fn long_holds_split_into_pieces_the_injector_can_keep_ahead_of() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-        let sc = Scenario::read(&dir.join("late-launch-vs-device-queueing.occupancy-hog.yaml"))
-            .expect("catalog");
+        let sc = catalog("late-launch-vs-device-queueing.occupancy-hog");
         let disguise = Disguise::new(&sc, 5);
         let long = kernel_pieces(&disguise, 5_000_000);
         assert!(long.len() > 2, "{long:?}");
