@@ -29,8 +29,15 @@ const MAX_PIECES: usize = 64;
 #[derive(Debug, Clone)]
 pub enum DevAction {
     Kernel {
-        /// `Some(stream index)`: on the target's stream (backlog); `None`: the injector's stream.
+        /// `Some(stream index)`: on the target's stream (backlog); `None`: the injector's stream `lane`.
         on_target_stream: Option<usize>,
+        /// Which of the injector's two streams (0 or 1). A hog's pieces
+        /// alternate between them, so while one piece holds the SMs the next
+        /// is already waiting at the highest priority and takes each SM the
+        /// moment its block leaves (on one stream it would wait for the whole
+        /// piece to finish, and the target's blocks would take the SMs freed
+        /// meanwhile); the piece after it waits behind the first on its stream.
+        lane: usize,
         /// Drawn from the scenario's kernel names (`crate::anonymous`).
         name: String,
         /// Drawn from the application's call sites: the launch goes through the same trampoline.
@@ -146,12 +153,17 @@ fn realise(action: &Action, disguise: &Disguise, sms: u32, draw: &mut u64) -> Ve
                     .max(if *delays_target { MIN_HOLD_NS } else { 1_000 });
             kernel_pieces(disguise, hold_ns)
                 .into_iter()
-                .map(|dur_ns| {
+                .enumerate()
+                .map(|(piece, dur_ns)| {
                     let d = *draw;
                     *draw += 1;
                     let (grid, block) = launch_configuration(disguise, *kernel, *grid, sms, d);
                     DevAction::Kernel {
                         on_target_stream: *on_target_stream,
+                        lane: match kernel {
+                            InjectedKernel::OccupancyHog => piece % 2,
+                            InjectedKernel::Spin => 0,
+                        },
                         name: disguise.kernel_name(d).into(),
                         call_site: disguise.call_site(d).map(str::to_string),
                         kernel: match kernel {
@@ -216,7 +228,7 @@ fn mechanism(p: &crate::plan::Plan, realised: &[DevAction]) -> String {
         (InjectionKind::RecordLoss, _, _) => "cuda:record-dropped-by-recorder".into(),
         (InjectionKind::OccupancyPressure, Some(DevAction::Kernel { grid, .. }), _) => {
             format!(
-                "cuda:occupancy-hog-kernels ×{pieces} ({grid} blocks of max shared memory each, back to back on the highest-priority stream, {held_us:.0} us in all, issued by the injector thread just before the target's launch)"
+                "cuda:occupancy-hog-kernels ×{pieces} ({grid} blocks of max shared memory each, back to back, alternating between two highest-priority streams, {held_us:.0} us in all, issued by the injector thread just before the target's launch)"
             )
         }
         (InjectionKind::StreamBacklog, Some(DevAction::Kernel { .. }), _) => format!(
@@ -456,19 +468,23 @@ mod tests {
                 } else {
                     1_000
                 });
-                let pieces: Vec<(u32, u32, u64)> = p
-                    .realised
-                    .iter()
-                    .map(|a| match a {
-                        DevAction::Kernel {
-                            grid,
-                            block,
-                            dur_ns,
-                            ..
-                        } => (*grid, *block, *dur_ns),
-                        DevAction::Copies { .. } => panic!("{name}: only kernels"),
-                    })
-                    .collect();
+                let mut pieces: Vec<(u32, u32, u64)> = Vec::new();
+                for (i, a) in p.realised.iter().enumerate() {
+                    let DevAction::Kernel {
+                        grid,
+                        block,
+                        dur_ns,
+                        lane,
+                        ..
+                    } = a
+                    else {
+                        panic!("{name}: only kernels");
+                    };
+                    // The hog's next piece waits on the other stream.
+                    let alternating = *kernel == InjectedKernel::OccupancyHog;
+                    assert_eq!(*lane, if alternating { i % 2 } else { 0 }, "{name}");
+                    pieces.push((*grid, *block, *dur_ns));
+                }
                 let gaps = DISPATCH_NS * (pieces.len() as u64 - 1);
                 let held: u64 = pieces.iter().map(|p| p.2).sum::<u64>() + gaps;
                 assert_eq!(held, hold, "{name} seed {seed}: {pieces:?}");

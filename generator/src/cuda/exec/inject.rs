@@ -206,6 +206,7 @@ impl<'a> Exec<'a> {
                 on_target_stream,
                 name,
                 call_site,
+                lane,
                 kernel,
                 grid,
                 block,
@@ -214,7 +215,7 @@ impl<'a> Exec<'a> {
             } => {
                 let si = match on_target_stream {
                     Some(s) => *s,
-                    None => self.injector_stream,
+                    None => self.injector_streams[*lane % 2],
                 };
                 let what = What::Kernel {
                     name: Arc::from(name.as_str()),
@@ -262,7 +263,7 @@ impl<'a> Exec<'a> {
                     op.call_site = call_site.as_deref().map(Arc::from);
                     self.enqueue_copy(
                         &mut op,
-                        self.injector_stream,
+                        self.injector_streams[0],
                         CopyDirection::H2d,
                         *bytes_each,
                         HostMemory::Pinned,

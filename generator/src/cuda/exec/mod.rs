@@ -122,7 +122,8 @@ pub struct Exec<'a> {
     seed: u64,
     instrumented: bool,
     streams: Vec<Mutex<StreamState>>,
-    injector_stream: usize,
+    /// The injector's two streams, both at the highest priority (`DevAction::Kernel::lane`).
+    injector_streams: [usize; 2],
     events: Mutex<Vec<EventState>>,
     graphs: Vec<Mutex<GraphState>>,
     stream_ix: HashMap<&'a str, usize>,
@@ -168,10 +169,12 @@ impl<'a> Exec<'a> {
         for decl in &sc.streams {
             streams.push(Mutex::new(create_stream(dev, clamp(decl.priority))?));
         }
-        // The injector's stream has the highest priority, so a hog's blocks
+        // The injector's streams have the highest priority, so a hog's blocks
         // are dispatched before the victim's when both are waiting for SMs.
-        let injector_stream = streams.len();
-        streams.push(Mutex::new(create_stream(dev, greatest)?));
+        let injector_streams = [streams.len(), streams.len() + 1];
+        for _ in injector_streams {
+            streams.push(Mutex::new(create_stream(dev, greatest)?));
+        }
         let mut events = Vec::new();
         for _ in &sc.events {
             events.push(EventState {
@@ -211,7 +214,7 @@ impl<'a> Exec<'a> {
             seed,
             instrumented: sc.mode == Mode::Instrumented,
             streams,
-            injector_stream,
+            injector_streams,
             events: Mutex::new(events),
             graphs: Vec::new(),
             stream_ix: pos_of(sc.streams.iter().map(|s| s.name.as_str())),
