@@ -266,11 +266,28 @@ fn the_default_noise_rates_are_the_h200_corpus_rates() {
         off_cpu_us.last().copied().unwrap_or(0.0),
     );
     let params = generator::sim::NoiseParams::default();
-    let near = |a: f64, b: f64| (a - b).abs() <= 0.1 * b;
-    assert!(near(params.preemptions_per_s, per_s(preemptions)));
-    assert!(near(params.faults_per_s, per_s(faults)));
+    // A recording's natural stalls are a Poisson count: a default rate agrees with the
+    // corpus when the count it predicts lies within three standard deviations of the
+    // count seen (re-recordings of the corpus differed by about 15 %).
+    let agrees = |rate: f64, seen: u32| {
+        (rate * thread_s - seen as f64).abs() <= 3.0 * (seen as f64).sqrt().max(1.0)
+    };
+    assert!(
+        agrees(params.preemptions_per_s, preemptions),
+        "preemptions: default {} /s, corpus {preemptions} in {thread_s:.2} thread-s",
+        params.preemptions_per_s
+    );
+    assert!(
+        agrees(params.faults_per_s, faults),
+        "page faults: default {} /s, corpus {faults} in {thread_s:.2} thread-s",
+        params.faults_per_s
+    );
     let p50 = params.preemption_ns[1] as f64 / 1000.0;
-    assert!(near(p50, quantile(&off_cpu_us, 0.5)), "p50 {p50}");
+    let corpus_p50 = quantile(&off_cpu_us, 0.5);
+    assert!(
+        (p50 - corpus_p50).abs() <= 0.35 * corpus_p50,
+        "off-CPU p50: default {p50} us, corpus {corpus_p50} us"
+    );
 }
 
 /// Noise never makes a case's label wrong: every injection still moves its

@@ -13,11 +13,11 @@ use ground_truth::Ns;
 /// 120 bundles without a host injection; docs/records.md gives the command).
 #[derive(Debug, Clone)]
 pub struct NoiseParams {
-    /// Natural preemptions per application-thread second (41 in 6.87 s).
+    /// Natural preemptions per application-thread second (36 in 6.88 s).
     pub preemptions_per_s: f64,
     /// Off-CPU time of a natural preemption: p10, p50 and p90, then the maximum seen.
     pub preemption_ns: [Ns; 4],
-    /// Natural minor page faults per application-thread second (61 in 6.87 s).
+    /// Natural minor page faults per application-thread second (59 in 6.88 s).
     pub faults_per_s: f64,
     /// Cost of one minor fault, as `HostParams::minor_fault_ns`'s range.
     pub fault_ns: (Ns, Ns),
@@ -31,9 +31,9 @@ pub struct NoiseParams {
 impl Default for NoiseParams {
     fn default() -> Self {
         NoiseParams {
-            preemptions_per_s: 6.0,
-            preemption_ns: [11_400, 16_200, 26_600, 45_900],
-            faults_per_s: 8.9,
+            preemptions_per_s: 5.2,
+            preemption_ns: [11_300, 16_800, 21_600, 49_500],
+            faults_per_s: 8.6,
             fault_ns: (1_500, 4_000),
             launch_scale_spread: 0.15,
             jitter_spread: 3.0,
