@@ -142,6 +142,47 @@ impl Job {
     }
 }
 
+/// Everything that determines a finished case's scores: the tool's version, the backend,
+/// the scenario as run (its seed override applied) and the repetition, or the replayed
+/// bundle's bytes, and the profilers (built-in names, external templates). A finished case
+/// is reused only while its fingerprint is the same, so a rerun with another seed,
+/// profiler set, scenario file or build scores the case again instead of keeping stale
+/// scores.
+fn case_fingerprint(
+    job: &Job,
+    backend: &str,
+    profilers: &[String],
+    externals: &Externals,
+) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let work = match job {
+        Job::Record {
+            scenario,
+            repetition,
+        } => serde_json::json!({
+            "scenario": scenario,
+            "repetition": repetition,
+        }),
+        Job::Replay { path } => serde_json::json!({
+            "bundle_sha256": crate::manifest::sha256_file(path)?,
+        }),
+    };
+    let identity = serde_json::json!({
+        "tool_version": env!("CARGO_PKG_VERSION"),
+        "backend": backend,
+        "work": work,
+        "profilers": profilers,
+        "external_profilers": externals.templates(),
+    });
+    let digest = Sha256::digest(identity.to_string().as_bytes());
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Where the fingerprint of a finished case is kept, beside its scores.
+fn fingerprint_path(out: &Path, key: &str) -> PathBuf {
+    out.join("cases").join(format!("{key}.fingerprint"))
+}
+
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let profilers = profiler_names(&args.profilers)?;
@@ -225,8 +266,12 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         })
         .max(1);
     let backend = &*backend;
+    let fingerprints: Vec<Result<String, String>> = jobs
+        .iter()
+        .map(|job| case_fingerprint(job, backend.name(), &profilers, &externals))
+        .collect();
     let recording_failures = if backend.records_in_batches() {
-        record_in_batches(&jobs, backend, out, &manifest)
+        record_in_batches(&jobs, &fingerprints, backend, out, &manifest)
     } else {
         HashMap::new()
     };
@@ -238,8 +283,17 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                 let key = job.key(backend.name());
                 bar.set_message(key.clone());
                 let done = scores_path(out, &key);
-                // Finished scores count only while their bundle is the one the harness hashed.
-                let finished = finished_scores(out, &key)
+                let fingerprint = match &fingerprints[i] {
+                    Ok(f) => f,
+                    Err(e) => {
+                        failures.lock().unwrap().push(format!("{key}: {e}"));
+                        bar.inc(1);
+                        continue;
+                    }
+                };
+                // Finished scores count only while their fingerprint is this run's and their
+                // bundle is the one the harness hashed.
+                let finished = finished_scores(out, &key, fingerprint)
                     .map(|scores| manifest.verify(&key).map(|k| (k, scores)));
                 let outcome = match finished {
                     Some(Ok((Known::Intact, scores))) => {
@@ -253,6 +307,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     _ => run_job(job, backend, out, &key, &profilers, shared).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
                             .map_err(|e| format!("{key}: cannot write {}: {e}", done.display()))?;
+                        // Written last: scores without it are never taken as finished.
+                        let stamp = fingerprint_path(out, &key);
+                        write_atomic(&stamp, fingerprint.as_bytes())
+                            .map_err(|e| format!("{key}: cannot write {}: {e}", stamp.display()))?;
                         Ok(scores)
                     }),
                 };
@@ -339,22 +397,29 @@ const RECORD_BATCH: usize = 32;
 /// finds them. Returns the recordings that failed, by job key.
 fn record_in_batches(
     jobs: &[Job],
+    fingerprints: &[Result<String, String>],
     backend: &dyn generator::Backend,
     out: &Path,
     manifest: &RunManifest,
 ) -> HashMap<String, String> {
     let pending: Vec<(String, (Scenario, u32))> = jobs
         .iter()
-        .filter_map(|job| match job {
+        .zip(fingerprints)
+        .filter_map(|(job, fingerprint)| match job {
             Job::Record {
                 scenario,
                 repetition,
-            } => Some((job.key(backend.name()), (scenario.clone(), *repetition))),
+            } => {
+                let key = job.key(backend.name());
+                let finished = fingerprint
+                    .as_ref()
+                    .is_ok_and(|f| finished_scores(out, &key, f).is_some());
+                (!finished).then(|| (key, (scenario.clone(), *repetition)))
+            }
             Job::Replay { .. } => None,
         })
         .filter(|(key, (scenario, repetition))| {
-            finished_scores(out, key).is_none()
-                && recorded_bundle(out, key, backend, scenario, *repetition).is_none()
+            recorded_bundle(out, key, backend, scenario, *repetition).is_none()
         })
         .collect();
     let mut failures = HashMap::new();
@@ -397,8 +462,13 @@ fn scores_path(out: &Path, key: &str) -> PathBuf {
     out.join("cases").join(format!("{key}.jsonl"))
 }
 
-/// The scores of a bundle an earlier (or interrupted) run finished.
-fn finished_scores(out: &Path, key: &str) -> Option<Vec<CaseScore>> {
+/// The scores of a bundle an earlier (or interrupted) run finished with the same
+/// fingerprint.
+fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseScore>> {
+    let stamp = std::fs::read_to_string(fingerprint_path(out, key)).ok()?;
+    if stamp != fingerprint {
+        return None;
+    }
     evaluator::read_scores(&scores_path(out, key))
         .ok()
         .filter(|scores| !scores.is_empty())

@@ -159,3 +159,65 @@ fn check_track(out: &std::path::Path, rows: &[serde_json::Value]) {
     assert_eq!(row("mk-kernel-cupti", "none")["pair_accuracy"], 0.0);
     assert!(md.contains("| mk-task-log | task-log |"), "{md}");
 }
+
+/// A finished case is reused only while everything that determines it is the same: a
+/// rerun into the same directory with another seed, another profiler set or a changed
+/// scenario file scores the case again instead of keeping stale scores.
+#[test]
+fn a_rerun_with_other_settings_scores_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let scenario = suite.join("one.yaml");
+    std::fs::copy(
+        root.join("catalog/concurrent-work.harmless.yaml"),
+        &scenario,
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    let base = [
+        "--suite",
+        suite.to_str().unwrap(),
+        "--reps",
+        "1",
+        "--megakernel-reps",
+        "0",
+    ];
+    let resumed = |extra: &[&str], profilers: &str| -> (String, String) {
+        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .args(["run", "--backend", "sim", "--quiet", "--out"])
+            .arg(&out)
+            .args(base)
+            .args(["--profilers", profilers])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
+        (err, csv)
+    };
+    let (err, _) = resumed(&[], "timestamp-join");
+    assert!(err.contains("(0 resumed)"), "{err}");
+    let (err, _) = resumed(&[], "timestamp-join");
+    assert!(err.contains("(1 resumed)"), "the same run resumes: {err}");
+    let (err, csv) = resumed(&[], "builtin");
+    assert!(err.contains("(0 resumed)"), "another profiler set: {err}");
+    assert!(csv.contains("\ncausal-graph,"), "{csv}");
+    let (err, _) = resumed(&["--seed", "7"], "builtin");
+    assert!(err.contains("(0 resumed)"), "another seed: {err}");
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    std::fs::write(
+        &scenario,
+        text.replace("magnitude_us: 2000", "magnitude_us: 2500"),
+    )
+    .unwrap();
+    let (err, _) = resumed(&["--seed", "7"], "builtin");
+    assert!(
+        err.contains("(0 resumed)"),
+        "a changed scenario file: {err}"
+    );
+    let (err, _) = resumed(&["--seed", "7"], "builtin");
+    assert!(err.contains("(1 resumed)"), "{err}");
+}
