@@ -119,8 +119,15 @@ fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
 pub const SHIPPED_CORPUS: &str = "results/corpus";
 
 enum Job {
-    Record { scenario: Scenario, repetition: u32 },
-    Replay { path: PathBuf },
+    Record {
+        scenario: Scenario,
+        repetition: u32,
+    },
+    /// A bundle of a corpus, with its key (unique within the corpus, see `corpus_files`).
+    Replay {
+        path: PathBuf,
+        key: String,
+    },
 }
 
 impl Job {
@@ -131,13 +138,7 @@ impl Job {
                 scenario,
                 repetition,
             } => format!("{backend}-{}.r{repetition}", scenario.name),
-            Job::Replay { path } => format!(
-                "corpus-{}",
-                path.file_stem()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .trim_end_matches(".json")
-            ),
+            Job::Replay { key, .. } => format!("corpus-{key}"),
         }
     }
 }
@@ -163,7 +164,7 @@ fn case_fingerprint(
             "scenario": scenario,
             "repetition": repetition,
         }),
-        Job::Replay { path } => serde_json::json!({
+        Job::Replay { path, .. } => serde_json::json!({
             "bundle_sha256": crate::manifest::sha256_file(path)?,
         }),
     };
@@ -230,12 +231,19 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             }
         }
     }
+    let out = &args.out;
     if let Some(dir) = &corpus {
-        for path in corpus_files(dir)? {
-            jobs.push(Job::Replay { path });
+        if inside(out, dir) {
+            return Err(Failure::input(format!(
+                "--out {} is inside --corpus {}: the run would replay its own output",
+                out.display(),
+                dir.display()
+            )));
+        }
+        for (path, key) in corpus_files(dir)? {
+            jobs.push(Job::Replay { path, key });
         }
     }
-    let out = &args.out;
     std::fs::create_dir_all(out.join("cases"))
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
     let manifest = RunManifest::open(out)?;
@@ -363,11 +371,44 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
-/// Bundle files of a corpus directory (`*.bundle.json`, gzip-compressed `*.bundle.json.gz`), recursively, sorted.
-fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let mut out = Vec::new();
+/// Whether `path` is `dir` or lies below it (compared as canonical paths, so `..` and
+/// links cannot hide it; a path that does not exist yet is judged by its parent).
+fn inside(path: &Path, dir: &Path) -> bool {
+    let canonical = |p: &Path| {
+        p.canonicalize().ok().or_else(|| {
+            let parent = p.parent()?;
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            Some(parent.canonicalize().ok()?.join(p.file_name()?))
+        })
+    };
+    match (canonical(path), dir.canonicalize().ok()) {
+        (Some(p), Some(d)) => p.starts_with(d),
+        _ => false,
+    }
+}
+
+/// Bundle files of a corpus directory (`*.bundle.json`, gzip-compressed
+/// `*.bundle.json.gz`), recursively, sorted, each with a key unique within the corpus:
+/// its path below the directory without the bundle suffix, sub-directories joined by
+/// `~`, and `-gz` on a compressed file whose uncompressed twin is there too. Links are
+/// followed, but every directory and file is visited once (a link loop ends the walk of
+/// that branch, and a file reached twice counts once).
+fn corpus_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, Failure> {
+    let mut files = Vec::new();
+    let mut seen_dirs = std::collections::HashSet::new();
+    let mut seen_files = std::collections::HashSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
+        let Ok(canonical) = d.canonicalize() else {
+            continue;
+        };
+        if !seen_dirs.insert(canonical) {
+            continue;
+        }
         let entries = std::fs::read_dir(&d).map_err(|e| {
             Failure::input(format!(
                 "{}: cannot read corpus directory: {e}",
@@ -379,12 +420,41 @@ fn corpus_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
             if p.is_dir() {
                 stack.push(p);
             } else if ground_truth::io::is_bundle_file(&p) {
-                out.push(p);
+                if p.canonicalize().is_ok_and(|c| seen_files.insert(c)) {
+                    files.push(p);
+                }
             }
         }
     }
-    out.sort();
-    Ok(out)
+    files.sort();
+    let stem = |p: &Path| -> String {
+        let relative = p
+            .strip_prefix(dir)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .to_string();
+        let relative = relative
+            .strip_suffix(".gz")
+            .unwrap_or(&relative)
+            .trim_end_matches(".json")
+            .to_string();
+        relative.replace(std::path::MAIN_SEPARATOR, "~")
+    };
+    let plain: std::collections::HashSet<String> = files
+        .iter()
+        .filter(|p| !p.to_string_lossy().ends_with(".gz"))
+        .map(|p| stem(p))
+        .collect();
+    Ok(files
+        .into_iter()
+        .map(|p| {
+            let mut key = stem(&p);
+            if p.to_string_lossy().ends_with(".gz") && plain.contains(&key) {
+                key.push_str("-gz");
+            }
+            (p, key)
+        })
+        .collect())
 }
 
 /// Bundles recorded per batch on backends that record batches much cheaper
@@ -542,7 +612,7 @@ fn run_job(
                 }
             }
         }
-        Job::Replay { path } => {
+        Job::Replay { path, .. } => {
             shared.manifest.verify(key)?;
             let b = Bundle::read(path).map_err(|e| e.to_string())?;
             shared.manifest.record(key, path)?;
