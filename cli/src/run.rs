@@ -315,9 +315,13 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                     _ => run_job(job, backend, out, &key, &profilers, shared).and_then(|scores| {
                         write_atomic(&done, evaluator::scores_to_jsonl(&scores).as_bytes())
                             .map_err(|e| format!("{key}: cannot write {}: {e}", done.display()))?;
-                        // Written last: scores without it are never taken as finished.
+                        // Written last: scores without it are never taken as finished, and
+                        // it holds the scores' own hash, so a cut or edited scores file is
+                        // scored again.
                         let stamp = fingerprint_path(out, &key);
-                        write_atomic(&stamp, fingerprint.as_bytes())
+                        let scores_sha = crate::manifest::sha256_file(&done)?;
+                        let text = format!("{fingerprint}\n{scores_sha}\n");
+                        write_atomic(&stamp, text.as_bytes())
                             .map_err(|e| format!("{key}: cannot write {}: {e}", stamp.display()))?;
                         Ok(scores)
                     }),
@@ -533,13 +537,19 @@ fn scores_path(out: &Path, key: &str) -> PathBuf {
 }
 
 /// The scores of a bundle an earlier (or interrupted) run finished with the same
-/// fingerprint.
+/// fingerprint, as they were written (a scores file cut at a line boundary parses, so its
+/// hash, kept beside the fingerprint, decides).
 fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseScore>> {
     let stamp = std::fs::read_to_string(fingerprint_path(out, key)).ok()?;
-    if stamp != fingerprint {
+    let mut lines = stamp.lines();
+    if lines.next() != Some(fingerprint) {
         return None;
     }
-    evaluator::read_scores(&scores_path(out, key))
+    let path = scores_path(out, key);
+    if lines.next() != crate::manifest::sha256_file(&path).ok().as_deref() {
+        return None;
+    }
+    evaluator::read_scores(&path)
         .ok()
         .filter(|scores| !scores.is_empty())
 }

@@ -221,3 +221,47 @@ fn a_rerun_with_other_settings_scores_again() {
     let (err, _) = resumed(&["--seed", "7"], "builtin");
     assert!(err.contains("(1 resumed)"), "{err}");
 }
+
+/// A finished case's scores file cut at a line boundary still parses; it must not be
+/// taken as finished (its hash is kept beside its fingerprint).
+#[test]
+fn a_cut_cases_file_is_scored_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    std::fs::create_dir(&suite).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::copy(
+        root.join("catalog/concurrent-work.harmless.yaml"),
+        suite.join("one.yaml"),
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    let run = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
+            .args(["--megakernel-reps", "0", "--profilers", "builtin"])
+            .arg("--suite")
+            .arg(&suite)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0));
+        (
+            String::from_utf8_lossy(&o.stderr).to_string(),
+            std::fs::read_to_string(out.join("scores.jsonl")).unwrap(),
+        )
+    };
+    let (_, full) = run();
+    let case = std::fs::read_dir(out.join("cases"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&case).unwrap();
+    let first_line = text.lines().next().unwrap();
+    std::fs::write(&case, format!("{first_line}\n")).unwrap();
+    let (err, again) = run();
+    assert!(err.contains("(0 resumed)"), "{err}");
+    assert_eq!(again.lines().count(), full.lines().count());
+}
