@@ -737,13 +737,19 @@ mod tests {
         assert!(err.message.contains("`nope`"), "{}", err.message);
     }
 
+    /// Fingerprints that match no finished case: these tests are about recorded bundles.
+    fn unfinished(jobs: &[Job]) -> Vec<Result<String, String>> {
+        jobs.iter().map(|_| Err("not scored".to_string())).collect()
+    }
+
     #[test]
     fn a_batching_backend_records_each_bundle_once_batch_by_batch() {
         let dir = tempfile::tempdir().unwrap();
         let jobs = record_jobs(RECORD_BATCH + 3);
         let backend = BatchingSim::default();
         let manifest = RunManifest::open(dir.path()).unwrap();
-        let failures = record_in_batches(&jobs, &backend, dir.path(), &manifest);
+        let failures =
+            record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest);
         assert!(failures.is_empty(), "{failures:?}");
         assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
         let profilers = vec!["causal-graph".to_string()];
@@ -761,7 +767,10 @@ mod tests {
         // Every job found its recorded bundle: none was recorded again.
         assert_eq!(backend.singles.load(Ordering::SeqCst), 0);
         // A second pass (a resumed run) records nothing.
-        assert!(record_in_batches(&jobs, &backend, dir.path(), &manifest).is_empty());
+        assert!(
+            record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest)
+                .is_empty()
+        );
         assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
     }
 
@@ -779,7 +788,10 @@ mod tests {
         let backend = BatchingSim::default();
         let key = jobs[0].key(backend.name());
         let manifest = RunManifest::open(dir.path()).unwrap();
-        assert!(record_in_batches(&jobs, &backend, dir.path(), &manifest).is_empty());
+        assert!(
+            record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest)
+                .is_empty()
+        );
         assert!(recorded_bundle(dir.path(), &key, &backend, scenario, *repetition).is_some());
         assert!(recorded_bundle(dir.path(), &key, &backend, scenario, repetition + 1).is_none());
         let mut reseeded = scenario.clone();
@@ -799,7 +811,8 @@ mod tests {
         }
         let backend = BatchingSim::default();
         let manifest = RunManifest::open(dir.path()).unwrap();
-        let failures = record_in_batches(&jobs, &backend, dir.path(), &manifest);
+        let failures =
+            record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest);
         let failed_key = jobs[1].key(backend.name());
         assert_eq!(failures.keys().collect::<Vec<_>>(), vec![&failed_key]);
         assert!(bundle_path(dir.path(), &jobs[0].key(backend.name())).is_file());
