@@ -37,7 +37,9 @@ pub const NAMES: &[&str] = &[
     "probe-surface",
 ];
 
-/// The stack frame the simulator's injector threads and launches carry.
+/// The stack frame the simulator's injected launches carried before injected work was
+/// anonymous (docs/integrity.md). Nothing writes it any more; the probe still looks
+/// for it, as a cheater who read older bundles would, so the leak stays closed.
 const INJECTOR_FRAME: &str = "causalbench-injector";
 
 /// A probe by name.

@@ -83,8 +83,6 @@ pub struct Run {
     pub injections: Vec<InjectionRecord>,
 }
 
-const INJECTOR_THREAD: &str = "causalbench-injector";
-const INJECTOR_STREAM: &str = "causalbench-injector";
 const TID_BASE: u32 = 4100;
 /// Where inside an API call its work is pushed to the stream. The same offset
 /// for every call keeps push order equal to call order, as a stream's lock would.
@@ -284,8 +282,10 @@ impl<'a> Engine<'a> {
         for decl in sc
             .threads
             .iter()
-            .map(|t| (t.name.as_str(), t.count))
-            .chain([(INJECTOR_THREAD, 1)])
+            .map(|t| (Some(t.name.as_str()), t.count))
+            // The injector's thread comes last and belongs to no pool: it has no name a
+            // scenario could share or a record could show.
+            .chain([(None, 1)])
         {
             let mut members = Vec::new();
             for _ in 0..decl.1 {
@@ -302,7 +302,9 @@ impl<'a> Engine<'a> {
                     actions: VecDeque::new(),
                 });
             }
-            pools.insert(decl.0.to_string(), members);
+            if let Some(pool) = decl.0 {
+                pools.insert(pool.to_string(), members);
+            }
         }
         let mut e = Engine {
             sc,
@@ -342,8 +344,9 @@ impl<'a> Engine<'a> {
         for (i, s) in sc
             .streams
             .iter()
-            .map(|s| s.name.as_str())
-            .chain([INJECTOR_STREAM])
+            .map(|s| Some(s.name.as_str()))
+            // The injector's stream comes last, unnamed, like its thread.
+            .chain([None])
             .enumerate()
         {
             let cupti_id = e.next_cupti_stream + stream_order[i] as u32;
@@ -354,7 +357,9 @@ impl<'a> Engine<'a> {
                 tail_end: 0,
                 tail: Vec::new(),
             });
-            e.stream_ix.insert(s.to_string(), i);
+            if let Some(name) = s {
+                e.stream_ix.insert(name.to_string(), i);
+            }
         }
         e.next_cupti_stream += stream_order.len() as u32;
         for (i, ev) in sc.events.iter().enumerate() {
@@ -412,12 +417,14 @@ impl<'a> Engine<'a> {
         self.jitter(key, self.noise.launch_latency(v))
     }
 
+    /// The injector's thread: the last one, after every scenario thread.
     fn injector_thread(&self) -> usize {
-        self.pools[INJECTOR_THREAD][0]
+        self.threads.len() - 1
     }
 
+    /// The injector's stream: the last one, after every scenario stream.
     fn injector_stream(&self) -> usize {
-        self.stream_ix[INJECTOR_STREAM]
+        self.sc.streams.len()
     }
 
     fn schedule(&mut self, th: usize, at: Ns) {
