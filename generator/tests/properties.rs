@@ -201,6 +201,7 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                     answer: None,
                 },
                 names: Vec::new(),
+                space: None,
             }
         })
 }

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 mod limits;
+mod space;
+pub use space::{AxisValue, SpacePoint};
 pub use limits::{
     MAX_BLOCK_THREADS, MAX_GRID_BLOCKS, MAX_HOST_THREADS, MAX_REPETITIONS, MAX_SCENARIO_OPS,
     MAX_SCENARIO_TIME_US, MAX_TRANSFER_BYTES,
@@ -53,6 +55,10 @@ pub struct Scenario {
     /// the scenario's own kernel names, with their multiplicity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
+    /// A generated scenario's place in the scenario space (its split, family
+    /// instance and axes); `None` for a hand-written one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<SpacePoint>,
 }
 
 fn one() -> u32 {

@@ -167,6 +167,7 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
             answer: None,
         },
         names: Vec::new(),
+        space: None,
     }
 }
 
