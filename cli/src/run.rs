@@ -624,9 +624,13 @@ fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseS
     if lines.next() != crate::manifest::sha256_file(&path).ok().as_deref() {
         return None;
     }
+    // Only a dropped case (no label holds, docs/scenario-space.md) finishes
+    // with no scores.
+    let dropped = std::fs::read_to_string(label_path(out, key))
+        .is_ok_and(|v| v.trim() == ground_truth::graph::LabelVerdict::Dropped.as_str());
     evaluator::read_scores(&path)
         .ok()
-        .filter(|scores| !scores.is_empty())
+        .filter(|scores| !scores.is_empty() || dropped)
 }
 
 /// Where a recorded bundle of the run is kept.

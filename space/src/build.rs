@@ -14,10 +14,21 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Nominal transfer rates (bytes per µs) the space sizes copies and memsets by,
-/// for the magnitude ratio only: the label check measures the real lateness.
-const PINNED_BYTES_PER_US: f64 = 25_000.0;
-const PAGEABLE_BYTES_PER_US: f64 = 10_000.0;
-const DEVICE_BYTES_PER_US: f64 = 1_000_000.0;
+/// the H200's as the simulator models them (`generator::sim::DeviceParams`);
+/// they set sizes and the magnitude ratio only: the label check measures the
+/// real lateness.
+const PINNED_BYTES_PER_US: f64 = 52_000.0;
+const PAGEABLE_BYTES_PER_US: f64 = 3_350.0;
+const DEVICE_BYTES_PER_US: f64 = 1_500_000.0;
+const MEMSET_BYTES_PER_US: f64 = 2_000_000.0;
+/// Longest device-side transfer the space sizes (µs): keeps device buffers
+/// below half a gigabyte.
+const MAX_DEVICE_TRANSFER_US: f64 = 200.0;
+
+/// `us` of transfer at `rate`, in whole 4 KiB pages.
+fn bytes_for(us: f64, rate: f64) -> u64 {
+    (((us * rate) as u64) / 4096).max(1) * 4096
+}
 /// Blocks of the chain's kernels: two thirds of an H200's 132 SMs, so the
 /// application's small kernels beside the chain fit in the rest and never
 /// hold SMs the chain needs.
@@ -195,7 +206,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                 });
                 graph_launch = Some(launch);
             }
-            let d = b.duration();
+            let d = if is_last { s.symptom_us } else { b.duration() };
             let after = match graph_nodes.last() {
                 Some(prev) if i > 0 => vec![prev.id.clone()],
                 _ => vec![],
@@ -217,7 +228,8 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         }
         let st = stream_name(stream);
         if i == 0 && layout.root_copy {
-            let bytes = s.copy_bytes;
+            let d = b.duration();
+            let bytes = bytes_for(d, PINNED_BYTES_PER_US);
             b.steps.push(Step::Copy {
                 id: Some(id.clone()),
                 stream: st.clone(),
@@ -240,12 +252,12 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             } else {
                 HostMemory::Pinned
             };
-            let rate = match (direction, memory) {
-                (CopyDirection::D2d, _) => DEVICE_BYTES_PER_US,
-                (_, HostMemory::Pageable) => PAGEABLE_BYTES_PER_US,
-                _ => PINNED_BYTES_PER_US,
+            let (rate, us) = match (direction, memory) {
+                (CopyDirection::D2d, _) => (DEVICE_BYTES_PER_US, s.symptom_us.min(MAX_DEVICE_TRANSFER_US)),
+                (_, HostMemory::Pageable) => (PAGEABLE_BYTES_PER_US, s.symptom_us),
+                _ => (PINNED_BYTES_PER_US, s.symptom_us),
             };
-            let bytes = s.copy_bytes;
+            let bytes = bytes_for(us, rate);
             b.steps.push(Step::Copy {
                 id: Some(id.clone()),
                 stream: st.clone(),
@@ -256,11 +268,11 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             });
             latencies.push(bytes as f64 / rate);
         } else if is_last && s.symptom_op == SymptomOp::Memset {
-            let bytes = s.copy_bytes;
+            let bytes = bytes_for(s.symptom_us.min(MAX_DEVICE_TRANSFER_US), MEMSET_BYTES_PER_US);
             b.steps.push(Step::Memset { id: Some(id.clone()), stream: st.clone(), bytes });
-            latencies.push(bytes as f64 / DEVICE_BYTES_PER_US);
+            latencies.push(bytes as f64 / MEMSET_BYTES_PER_US);
         } else {
-            let d = b.duration();
+            let d = if is_last { s.symptom_us } else { b.duration() };
             let k = b.kernel(Some(id.clone()), &st, name, d, FULL_GRID);
             b.steps.push(k);
             latencies.push(d);
@@ -419,7 +431,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                 id: None,
                 stream: st,
                 direction: CopyDirection::D2h,
-                bytes: (s.copy_bytes / 4).max(4096),
+                bytes: bytes_for(s.symptom_us, PINNED_BYTES_PER_US),
                 memory: HostMemory::Pinned,
                 call_site: None,
             };

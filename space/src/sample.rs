@@ -120,10 +120,11 @@ pub struct Structure {
     pub pageable: bool,
     /// Queue handoffs before the request reaches CUDA.
     pub handoff_depth: u32,
-    /// Durations of the chain's ops (µs), and of every other op drawn below.
+    /// The symptom's nominal latency (µs); copies and memsets are sized to it.
+    pub symptom_us: f64,
+    /// Durations of the other ops (µs), each within a factor of three of the
+    /// symptom's, so no op's own jitter dwarfs the symptom.
     pub durations_us: Vec<f64>,
-    /// Copy sizes for chain ops that are copies (bytes).
-    pub copy_bytes: u64,
     /// Kernel names drawn for the chain (distinct).
     pub names: Vec<&'static str>,
     pub rng_seed: u64,
@@ -245,10 +246,11 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
     let handoff_depth = if rng.random_bool(0.4) { 0 } else { rng.random_range(1..=8) };
     let pageable = rng.random_bool(0.5);
     let ops = depth + 1 + MAX_GRAPH_NODES as usize + 8;
+    // 50 µs – 1 ms, log-uniform.
+    let symptom_us = (10f64.powf(rng.random_range(1.7..=3.0)) * 10.0).round() / 10.0;
     let durations_us = (0..ops)
-        .map(|_| (10f64.powf(rng.random_range(1.7..=3.4)) * 10.0).round() / 10.0)
+        .map(|_| (symptom_us * 10f64.powf(rng.random_range(-0.5..=0.5)) * 10.0).round() / 10.0)
         .collect();
-    let copy_bytes = (1u64 << rng.random_range(18..=25)) * rng.random_range(1..=3);
     let mut names = KERNEL_NAMES.to_vec();
     for i in (1..names.len()).rev() {
         names.swap(i, rng.random_range(0..=i));
@@ -265,8 +267,8 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
         symptom_op,
         pageable,
         handoff_depth,
+        symptom_us,
         durations_us,
-        copy_bytes,
         names,
         rng_seed: rng.random(),
     }
