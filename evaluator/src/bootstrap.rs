@@ -46,10 +46,7 @@ fn fold(mut h: u64, text: &str) -> u64 {
 /// with replacement, each draw's rate i = Σ num / Σ den (draws where Σ den = 0 are
 /// left out of that rate's distribution). `None` where no draw defines the rate.
 /// Deterministic in (`clusters`, `seed`).
-pub(crate) fn intervals<const K: usize>(
-    clusters: &[Tally<K>],
-    seed: u64,
-) -> [Option<Interval>; K] {
+pub(crate) fn intervals<const K: usize>(clusters: &[Tally<K>], seed: u64) -> [Option<Interval>; K] {
     let n = clusters.len();
     let mut draws: [Vec<f64>; K] = std::array::from_fn(|_| Vec::with_capacity(RESAMPLES));
     if n == 0 {
@@ -99,7 +96,13 @@ mod tests {
     fn identical_clusters_give_a_point_interval() {
         let c = [[(1.0, 2.0)]; 5];
         let [i] = intervals(&c, 7);
-        assert_eq!(i, Some(Interval { low: 0.5, high: 0.5 }));
+        assert_eq!(
+            i,
+            Some(Interval {
+                low: 0.5,
+                high: 0.5
+            })
+        );
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THR
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
 pub use leaderboard::{
-    csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow,
-    CI_METRICS, CSV_COLUMNS, PROBE_PREFIX,
+    csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
+    CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
     parse_scores, read_scores, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,

@@ -4,7 +4,9 @@
 
 use crate::axes::{AxisRow, HEADLINE_AXIS};
 use crate::bootstrap::Interval;
-use crate::leaderboard::{csv_header, is_probe, Leaderboard, LeaderboardRow, CI_METRICS, CSV_COLUMNS};
+use crate::leaderboard::{
+    csv_header, is_probe, Leaderboard, LeaderboardRow, CI_METRICS, CSV_COLUMNS,
+};
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
@@ -169,7 +171,11 @@ fn ci_cells(r: &LeaderboardRow, decimals: usize, none: &str) -> Vec<String> {
 fn with_ci(value: Option<f64>, ci: Option<&Interval>) -> String {
     let v = fixed(value, 3, "n/a");
     match (value, ci) {
-        (Some(_), Some(i)) => format!("{v} [{}, {}]", fixed(Some(i.low), 3, ""), fixed(Some(i.high), 3, "")),
+        (Some(_), Some(i)) => format!(
+            "{v} [{}, {}]",
+            fixed(Some(i.low), 3, ""),
+            fixed(Some(i.high), 3, "")
+        ),
         _ => v,
     }
 }

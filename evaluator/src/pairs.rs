@@ -4,8 +4,8 @@
 //! repetitions in which every variant was diagnosed right.
 
 use crate::axes::Bucket;
-use ground_truth::scenario::AxisValue;
 use crate::score::CaseScore;
+use ground_truth::scenario::AxisValue;
 use ground_truth::{Collectors, Mode};
 use std::collections::{BTreeMap, BTreeSet};
 

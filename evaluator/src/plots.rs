@@ -15,12 +15,16 @@ use std::sync::Once;
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
 
-/// Plot file names written by [`write_plots`].
+/// Plot file names written by [`write_plots`] (the last four: [`axes::AXIS_PLOTS`]).
 pub const PLOTS: &[&str] = &[
     "pair_accuracy_by_family.png",
     "edge_f1_by_type.png",
     "loss_sweep.png",
     "case_heatmap.png",
+    "accuracy_by_gating_depth.png",
+    "accuracy_by_magnitude_ratio.png",
+    "accuracy_by_peers.png",
+    "accuracy_by_graph_nodes.png",
 ];
 
 fn register_font() {
@@ -62,9 +66,11 @@ fn plot_err(path: &Path) -> impl Fn(String) -> EvalError + '_ {
 
 macro_rules! tri {
     ($e:expr, $path:expr) => {
-        $e.map_err(|e| plot_err($path)(e.to_string()))?
+        $e.map_err(|e| $crate::plots::plot_err($path)(e.to_string()))?
     };
 }
+
+mod axes;
 
 /// Approximate width in pixels of `s` at `size` (DejaVu Sans averages ~0.6 em).
 fn text_width(s: &str, size: u32) -> u32 {
@@ -158,6 +164,18 @@ pub fn write_plots(
     let p = plots.join(PLOTS[3]);
     case_heatmap(&p, scores, &profilers)?;
     out.push(p);
+
+    // The per-axis curves leave the probes out: they are the floor, not contestants.
+    let ranked: Vec<String> = profilers
+        .iter()
+        .filter(|p| !crate::leaderboard::is_probe(p))
+        .cloned()
+        .collect();
+    for (file, axis, desc) in axes::AXIS_PLOTS {
+        let p = plots.join(file);
+        axes::axis_curve(&p, lb, axis, desc, &ranked)?;
+        out.push(p);
+    }
     Ok(out)
 }
 

@@ -2,11 +2,11 @@
 //! Every definition here is written out in `evaluator/METRICS.md`.
 
 use crate::index::{fast_map, FastMap, RidIndex, MAX_NODES};
+use ground_truth::scenario::AxisValue;
 use ground_truth::{
     Bundle, CauseLabel, Collectors, Edge, EdgeType, Evidence, Explanation, GroundTruth, Mode,
     NodeId, Phases, Question, Rid, TraceView,
 };
-use ground_truth::scenario::AxisValue;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
