@@ -180,6 +180,11 @@ fn with_ci(value: Option<f64>, ci: Option<&Interval>) -> String {
     }
 }
 
+/// `accuracy [low, high] (pairs)` for the headline and per-axis tables.
+fn pairs_cell(accuracy: Option<f64>, ci: Option<Interval>, pairs: u64) -> String {
+    format!("{} ({pairs})", with_ci(accuracy, ci.as_ref()))
+}
+
 /// A pair-unit count or score sum: an integer when whole, else up to 2 decimals.
 fn count(x: f64) -> String {
     if x.fract() == 0.0 {
@@ -500,13 +505,7 @@ impl Leaderboard {
                             .find(|h| {
                                 &h.profiler == p && h.backend == *b && h.magnitude_ratio == *c
                             })
-                            .map(|h| {
-                                format!(
-                                    "{} ({})",
-                                    with_ci(h.pair_accuracy, h.pair_accuracy_ci.as_ref()),
-                                    h.pairs
-                                )
-                            })
+                            .map(|h| pairs_cell(h.pair_accuracy, h.pair_accuracy_ci, h.pairs))
                             .unwrap_or_else(|| "n/a".into())
                     })
                     .collect();
@@ -563,13 +562,7 @@ impl Leaderboard {
                     .map(|p| {
                         rows.iter()
                             .find(|r| &r.profiler == p && r.bucket == b)
-                            .map(|r| {
-                                format!(
-                                    "{} ({})",
-                                    with_ci(r.pair_accuracy, r.pair_accuracy_ci.as_ref()),
-                                    r.pairs
-                                )
-                            })
+                            .map(|r| pairs_cell(r.pair_accuracy, r.pair_accuracy_ci, r.pairs))
                             .unwrap_or_else(|| "n/a".into())
                     })
                     .collect();

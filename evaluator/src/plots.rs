@@ -5,6 +5,7 @@ use crate::leaderboard::Leaderboard;
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::EdgeType;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -324,6 +325,44 @@ fn draw_legend(
     Ok(())
 }
 
+/// A chart whose x positions 0, 1, … are categories.
+type CategoryChart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Writes `labels` under the x positions 0, 1, … of `chart`, or `empty` across its
+/// middle when there are none.
+fn draw_categories(
+    full: &DrawingArea<BitMapBackend<'_>, Shift>,
+    chart: &CategoryChart<'_, '_>,
+    labels: &[String],
+    empty: &str,
+    path: &Path,
+) -> Result<(), EvalError> {
+    for (i, label) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+        tri!(
+            full.draw_text(
+                label,
+                &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
+                (x, y + 6)
+            ),
+            path
+        );
+    }
+    if labels.is_empty() {
+        let (x, y) = chart.backend_coord(&(0.0, 0.5));
+        tri!(
+            full.draw_text(
+                empty,
+                &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
+                (x, y)
+            ),
+            path
+        );
+    }
+    Ok(())
+}
+
 /// False-confidence rate and unresolved recall against loss rate, one line per profiler.
 fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(), EvalError> {
     // Loss levels with a rate (targeted loss has none), in increasing order.
@@ -384,29 +423,17 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
                 .draw(),
             path
         );
-        for (i, r) in rates.iter().enumerate() {
-            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
-            let label = format!("{}%", (r * 100.0 * 100.0).round() / 100.0);
-            tri!(
-                full.draw_text(
-                    &label,
-                    &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
-                    (x, y + 6)
-                ),
-                path
-            );
-        }
-        if rates.is_empty() {
-            let (x, y) = chart.backend_coord(&((k as f64 - 1.0) / 2.0, 0.5));
-            tri!(
-                full.draw_text(
-                    "no loss sweep in this result set",
-                    &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
-                    (x, y)
-                ),
-                path
-            );
-        }
+        let labels: Vec<String> = rates
+            .iter()
+            .map(|r| format!("{}%", (r * 100.0 * 100.0).round() / 100.0))
+            .collect();
+        draw_categories(
+            &full,
+            &chart,
+            &labels,
+            "no loss sweep in this result set",
+            path,
+        )?;
         for (pi, p) in profilers.iter().enumerate() {
             let pts: Vec<Option<(f64, f64)>> = rates
                 .iter()

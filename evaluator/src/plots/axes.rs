@@ -2,13 +2,12 @@
 //! pair accuracy per bucket, one line per profiler, combined collectors,
 //! instrumented, with each point's 95 % interval as a whisker.
 
-use super::{colour, draw_legend, font};
+use super::{colour, draw_categories, draw_legend, font};
 use crate::axes::{AxisRow, HEADLINE_AXIS};
 use crate::leaderboard::Leaderboard;
 use crate::EvalError;
 use ground_truth::{Collectors, Mode};
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 /// (plot file, axis, what the axis is) for each per-axis plot.
@@ -98,28 +97,14 @@ pub(super) fn axis_curve(
             .draw(),
         path
     );
-    for (i, b) in buckets.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(i as f64, 0.0));
-        tri!(
-            full.draw_text(
-                b,
-                &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
-                (x, y + 6)
-            ),
-            path
-        );
-    }
-    if buckets.is_empty() {
-        let (x, y) = chart.backend_coord(&((k as f64 - 1.0) / 2.0, 0.5));
-        tri!(
-            full.draw_text(
-                "no generated cases with this axis in this result set",
-                &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
-                (x, y)
-            ),
-            path
-        );
-    }
+    let labels: Vec<String> = buckets.iter().map(|b| b.to_string()).collect();
+    draw_categories(
+        &full,
+        &chart,
+        &labels,
+        "no generated cases with this axis in this result set",
+        path,
+    )?;
     if axis == HEADLINE_AXIS {
         if let Some(i) = buckets.iter().position(|b| *b == "<0.3") {
             let x = i as f64 + 0.5;
