@@ -56,7 +56,7 @@ const REQUEST_BINS: Bins = &[
 ];
 const GRAPH_BINS: Bins = &[
     ("0", f64::NEG_INFINITY),
-    ("1-4", 0.5),
+    ("2-4", 0.5),
     ("5-8", 4.5),
     ("9-16", 8.5),
     ("17+", 16.5),
@@ -325,7 +325,7 @@ mod tests {
             ["<0.3", "<0.3", "0.3-1", "0.3-1", "1-3", "1-3", ">=3", ">=3"]
         );
         assert_eq!(label("graph_nodes", 0.0), "0");
-        assert_eq!(label("graph_nodes", 2.0), "1-4");
+        assert_eq!(label("graph_nodes", 2.0), "2-4");
         assert_eq!(label("graph_nodes", 16.0), "9-16");
         assert_eq!(label("requests", 3.0), "2-3");
         assert_eq!(label("requests", 8.0), "4-8");
