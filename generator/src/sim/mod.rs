@@ -40,9 +40,20 @@ impl Backend for SimBackend {
         // is drawn independently of the injected run's (docs/records.md).
         let twin_noise = crate::mix(seed ^ 0x7477_696e);
         // Without an injection the twin is the run itself: simulate once.
+        let mut noise_floor = None;
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, twin_noise, None, false);
+                if crate::label::applies(scenario) {
+                    // A second quiet run with noise of its own: how far this
+                    // scenario's ops move without any injection.
+                    let quiet = engine::run(scenario, self, seed, crate::mix(seed ^ 0x6e6f_6973), None, false);
+                    noise_floor = Some(crate::label::noise_floor(
+                        scenario,
+                        &crate::label::QuietRun { truth: &twin.builder.truth, keys: &twin.keys, origin: 0 },
+                        &crate::label::QuietRun { truth: &quiet.builder.truth, keys: &quiet.keys, origin: 0 },
+                    ));
+                }
                 let measured = Twin {
                     nodes: &twin.builder.truth.nodes,
                     keys: &twin.keys,
@@ -78,6 +89,7 @@ impl Backend for SimBackend {
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )
         .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
+        crate::label::check_and_apply(scenario, &mut truth, &run.keys, noise_floor.unwrap_or(0.0));
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
         if scenario.mode == ground_truth::Mode::Instrumented {
             collectors.push("app".into());
