@@ -34,6 +34,9 @@ pub const AXIS_PLOTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// A plotted point: x, pair accuracy, and its interval when defined.
+type Point = (f64, f64, Option<(f64, f64)>);
+
 /// Draws the pair-accuracy curve of `axis` into `path`.
 pub(super) fn axis_curve(
     path: &Path,
@@ -122,7 +125,7 @@ pub(super) fn axis_curve(
     for (pi, p) in profilers.iter().enumerate() {
         // Each profiler's points are nudged sideways so whiskers do not overlap.
         let nudge = (pi as f64 - (n - 1.0) / 2.0) * 0.04;
-        let pts: Vec<Option<(f64, f64, Option<(f64, f64)>)>> = buckets
+        let pts: Vec<Option<Point>> = buckets
             .iter()
             .enumerate()
             .map(|(i, b)| {
