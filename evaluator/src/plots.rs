@@ -329,6 +329,30 @@ fn draw_legend(
 type CategoryChart<'a, 'b> =
     ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
+/// The grid of a chart of rates in [0, 1] over categories: y labelled every 0.1, no
+/// x labels of its own (see [`draw_categories`]).
+fn draw_unit_mesh(
+    chart: &mut CategoryChart<'_, '_>,
+    x_desc: &str,
+    y_desc: Option<&str>,
+    path: &Path,
+) -> Result<(), EvalError> {
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(0)
+        .disable_x_mesh()
+        .y_labels(11)
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .y_label_style(font(13))
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_desc(x_desc)
+        .axis_desc_style(font(14));
+    if let Some(d) = y_desc {
+        mesh.y_desc(d);
+    }
+    tri!(mesh.draw(), path);
+    Ok(())
+}
+
 /// Writes `labels` under the x positions 0, 1, … of `chart`, or `empty` across its
 /// middle when there are none.
 fn draw_categories(
@@ -409,20 +433,7 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
                 .build_cartesian_2d(-0.3f64..(k as f64 - 0.7), 0f64..1.05f64),
             path
         );
-        tri!(
-            chart
-                .configure_mesh()
-                .x_labels(0)
-                .disable_x_mesh()
-                .y_labels(11)
-                .y_label_formatter(&|y| format!("{y:.1}"))
-                .y_label_style(font(13))
-                .light_line_style(RGBColor(238, 238, 238))
-                .x_desc("synthetic loss rate")
-                .axis_desc_style(font(14))
-                .draw(),
-            path
-        );
+        draw_unit_mesh(&mut chart, "synthetic loss rate", None, path)?;
         let labels: Vec<String> = rates
             .iter()
             .map(|r| format!("{}%", (r * 100.0 * 100.0).round() / 100.0))

@@ -2,7 +2,7 @@
 //! pair accuracy per bucket, one line per profiler, combined collectors,
 //! instrumented, with each point's 95 % interval as a whisker.
 
-use super::{colour, draw_categories, draw_legend, font};
+use super::{colour, draw_categories, draw_legend, draw_unit_mesh, font};
 use crate::axes::{AxisRow, HEADLINE_AXIS};
 use crate::leaderboard::Leaderboard;
 use crate::EvalError;
@@ -85,21 +85,7 @@ pub(super) fn axis_curve(
             .build_cartesian_2d(-0.5f64..(k as f64 - 0.5), 0f64..1.05f64),
         path
     );
-    tri!(
-        chart
-            .configure_mesh()
-            .x_labels(0)
-            .disable_x_mesh()
-            .y_labels(11)
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .y_label_style(font(13))
-            .light_line_style(RGBColor(238, 238, 238))
-            .x_desc(desc)
-            .y_desc("pair accuracy")
-            .axis_desc_style(font(14))
-            .draw(),
-        path
-    );
+    draw_unit_mesh(&mut chart, desc, Some("pair accuracy"), path)?;
     let labels: Vec<String> = buckets.iter().map(|b| b.to_string()).collect();
     draw_categories(
         &full,
