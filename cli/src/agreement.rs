@@ -72,7 +72,7 @@ pub fn agreement(args: &AgreementArgs) -> Result<(), Failure> {
         let Some(sb) = b.get(name) else { continue };
         matched += 1;
         let mut buckets = vec![("all".to_string(), "all".to_string())];
-        buckets.extend(sa.axes.iter().map(|(axis, v)| (axis.clone(), axis_bucket(axis, v))));
+        buckets.extend(sa.axes.iter().map(|(axis, v)| (axis.clone(), evaluator::bucket(axis, v).map_or_else(|| v.to_string(), |b| b.label))));
         for bucket in buckets {
             let t = tallies.entry(bucket).or_default();
             t.cases += 1;
@@ -179,18 +179,3 @@ fn render(tallies: &BTreeMap<(String, String), Tally>, matched: usize, backends:
     s
 }
 
-/// The bucket of an axis value (the bins of evaluator/METRICS.md's per-axis breakdown).
-fn axis_bucket(axis: &str, value: &AxisValue) -> String {
-    let Some(v) = value.as_number() else {
-        return value.to_string();
-    };
-    let bins: &[(f64, &str)] = match axis {
-        "magnitude_ratio" => &[(0.3, "<0.3"), (1.0, "0.3-1"), (3.0, "1-3"), (f64::INFINITY, ">=3")],
-        "gating_depth" => &[(1.5, "1"), (2.5, "2"), (4.5, "3-4"), (f64::INFINITY, "5-8")],
-        "graph_nodes" => &[(0.5, "0"), (4.5, "2-4"), (8.5, "5-8"), (f64::INFINITY, "9-16")],
-        "requests" | "streams" => &[(1.5, "1"), (3.5, "2-3"), (f64::INFINITY, "4-8")],
-        "handoff_depth" => &[(0.5, "0"), (2.5, "1-2"), (f64::INFINITY, "3-8")],
-        _ => return value.to_string(),
-    };
-    bins.iter().find(|(upper, _)| v < *upper).map_or_else(|| value.to_string(), |(_, name)| name.to_string())
-}
