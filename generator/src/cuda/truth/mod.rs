@@ -297,6 +297,7 @@ impl<'a> Builder<'a> {
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let (task, blocked_by) = (self.threads[ti].task, self.blocking_copy(pending));
+                let prev = self.threads[ti].prev;
                 let h = self.b.handoff(
                     queue.into(),
                     token.into(),
@@ -304,6 +305,7 @@ impl<'a> Builder<'a> {
                     t,
                     self.instrumented,
                     task,
+                    prev,
                     blocked_by,
                 );
                 self.handoffs.insert(id, h);

@@ -726,7 +726,7 @@ impl<'a> Engine<'a> {
         let tid = self.threads[th].tid;
         let at = self.threads[th].clock;
         let token = self.requests[item.request].token.clone();
-        let task = self.threads[th].task;
+        let (task, prev) = (self.threads[th].task, self.threads[th].prev);
         let h = self.b.handoff(
             queue.clone(),
             token,
@@ -734,6 +734,7 @@ impl<'a> Engine<'a> {
             at,
             self.instrumented,
             task,
+            prev,
             item.pending_sync,
         );
         self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);
