@@ -88,3 +88,143 @@ fn a_late_sync_before_a_handoff_is_on_the_true_critical_path() {
             && t.nodes[e.src as usize].kind == NodeKind::Synchronization));
     }
 }
+
+/// The device node of the step with id `step`.
+fn device_node<'t>(truth: &'t GroundTruth, step: &str) -> &'t ground_truth::graph::Node {
+    truth
+        .nodes
+        .iter()
+        .find(|n| n.kind.is_device_op() && n.step.as_deref() == Some(step))
+        .unwrap_or_else(|| panic!("a device node of step {step}"))
+}
+
+/// One thread launches, in this order: `hold` (every SM for 1 ms) on `other`,
+/// then `low` on stream `lo`, then `high` on stream `hi`; `low` and `high`
+/// need every SM too, so both wait for `hold`.
+fn priorities(hi: i32, lo: i32) -> String {
+    format!(
+        r#"
+schema_version: 1
+name: stream-priorities
+family: test
+variant: priorities
+cause: none
+description: "a high-priority kernel launched after a waiting low-priority one"
+mode: instrumented
+seed: 3
+repetitions: 1
+threads:
+  - name: host
+streams:
+  - name: other
+  - name: lo
+    priority: {lo}
+  - name: hi
+    priority: {hi}
+programs:
+  - name: serve
+    start: host
+    requests: 1
+    steps:
+      - {{op: kernel, id: hold, stream: other, name: hold, duration_us: 1000}}
+      - {{op: kernel, id: low, stream: lo, name: low, duration_us: 100}}
+      - {{op: kernel, id: high, stream: hi, name: high, duration_us: 100}}
+      - {{op: sync, target: device}}
+symptom:
+  step: high
+"#
+    )
+}
+
+#[test]
+fn a_higher_priority_stream_gets_the_sms_first_without_preempting_running_work() {
+    // Equal priorities: first come, first served.
+    let b = record(&scenario(&priorities(0, 0)));
+    let t = &b.ground_truth;
+    let (hold, low, high) = (
+        device_node(t, "hold"),
+        device_node(t, "low"),
+        device_node(t, "high"),
+    );
+    assert!(low.start >= hold.end && high.start >= low.end);
+    // `hi` has the higher priority (lower number): `high` takes the SMs when
+    // `hold` releases them, `low` runs after it, and `hold` ran to its end.
+    let b = record(&scenario(&priorities(-1, 0)));
+    let t = &b.ground_truth;
+    let (hold, low, high) = (
+        device_node(t, "hold"),
+        device_node(t, "low"),
+        device_node(t, "high"),
+    );
+    assert!(high.start >= hold.end, "no preemption of running work");
+    assert!(high.start < low.start, "high {} low {}", high.start, low.start);
+    assert!(low.start >= high.end);
+    // The kernel record says what the node says.
+    let owner = t.rid_owner();
+    for n in [low, high] {
+        let rec = b
+            .trace
+            .iter()
+            .find(|r| owner.get(&r.rid()) == Some(&n.id) && r.kind_name() == "kernel")
+            .expect("kernel record");
+        assert_eq!(rec.device_times().map(|d| (d.2, d.3)), Some((n.start, n.end)));
+    }
+}
+
+fn device_copies(first: &str) -> String {
+    format!(
+        r#"
+schema_version: 1
+name: d2d-and-memset
+family: test
+variant: sms
+cause: none
+description: "device-to-device copies and memsets beside other work"
+mode: instrumented
+seed: 5
+repetitions: 1
+threads:
+  - name: host
+streams:
+  - name: s0
+  - name: s1
+  - name: s2
+programs:
+  - name: serve
+    start: host
+    requests: 1
+    steps:
+      - {first}
+      - {{op: copy, id: d2d, stream: s1, direction: d2d, bytes: 67108864, memory: pinned}}
+      - {{op: memset, id: fill, stream: s2, bytes: 67108864}}
+      - {{op: sync, target: device}}
+symptom:
+  step: d2d
+"#
+    )
+}
+
+#[test]
+fn device_to_device_copies_and_memsets_run_on_the_sms_not_the_copy_engine() {
+    // Beside a 256 MiB pinned host-to-device copy (about 5 ms on the copy
+    // engine) they start at once, as measured on the H200.
+    let b = record(&scenario(&device_copies(
+        "{op: copy, id: first, stream: s0, direction: h2d, bytes: 268435456, memory: pinned}",
+    )));
+    let t = &b.ground_truth;
+    let h2d = device_node(t, "first");
+    for step in ["d2d", "fill"] {
+        let n = device_node(t, step);
+        assert!(n.end < h2d.end, "{step} ran beside the host copy");
+        assert!(n.start - n.submitted < 20_000, "{step} did not queue");
+    }
+    // While a kernel holds every SM they wait for it.
+    let b = record(&scenario(&device_copies(
+        "{op: kernel, id: first, stream: s0, name: hold, duration_us: 1000}",
+    )));
+    let t = &b.ground_truth;
+    let hold = device_node(t, "first");
+    for step in ["d2d", "fill"] {
+        assert!(device_node(t, step).start >= hold.end, "{step} waited for SMs");
+    }
+}
