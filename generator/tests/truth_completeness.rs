@@ -228,3 +228,70 @@ fn device_to_device_copies_and_memsets_run_on_the_sms_not_the_copy_engine() {
         assert!(device_node(t, step).start >= hold.end, "{step} waited for SMs");
     }
 }
+
+/// One thread issues the application's `first` op on `s0`, then `victim`
+/// on `s1`, which needs the resource `first` holds.
+fn contention(first: &str, victim: &str) -> String {
+    format!(
+        r#"
+schema_version: 1
+name: application-contention
+family: test
+variant: contention
+cause: occupancy_pressure
+description: "an application op holds the resource the symptom needs"
+mode: instrumented
+seed: 9
+repetitions: 1
+threads:
+  - name: host
+streams:
+  - name: s0
+  - name: s1
+programs:
+  - name: serve
+    start: host
+    requests: 1
+    steps:
+      - {first}
+      - {victim}
+      - {{op: sync, target: device}}
+symptom:
+  step: victim
+"#
+    )
+}
+
+#[test]
+fn application_work_holding_the_sms_or_the_copy_engine_is_on_the_true_critical_path() {
+    let cases = [
+        // A kernel holding every SM, a kernel that needs them.
+        (
+            "{op: kernel, id: first, stream: s0, name: big, duration_us: 2000}",
+            "{op: kernel, id: victim, stream: s1, name: small, duration_us: 100}",
+        ),
+        // A memset waits for SMs too.
+        (
+            "{op: kernel, id: first, stream: s0, name: big, duration_us: 2000}",
+            "{op: memset, id: victim, stream: s1, bytes: 1048576}",
+        ),
+        // A 256 MiB copy holding the copy engine, a small copy behind it.
+        (
+            "{op: copy, id: first, stream: s0, direction: h2d, bytes: 268435456, memory: pinned}",
+            "{op: copy, id: victim, stream: s1, direction: h2d, bytes: 1048576, memory: pinned}",
+        ),
+    ];
+    for (first, victim) in cases {
+        let b = record(&scenario(&contention(first, victim)));
+        let t = &b.ground_truth;
+        let (holder, late) = (device_node(t, "first"), device_node(t, "victim"));
+        assert!(late.start >= holder.end, "{victim} waited");
+        assert!(
+            t.edges
+                .iter()
+                .any(|e| e.src == holder.id && e.dst == late.id && e.kind == EdgeType::Fault),
+            "{victim}: a fault edge from the holder"
+        );
+        assert!(path(t).contains(&holder.id), "{victim}: holder on {:?}", path(t));
+    }
+}
