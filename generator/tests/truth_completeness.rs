@@ -157,7 +157,12 @@ fn a_higher_priority_stream_gets_the_sms_first_without_preempting_running_work()
         device_node(t, "high"),
     );
     assert!(high.start >= hold.end, "no preemption of running work");
-    assert!(high.start < low.start, "high {} low {}", high.start, low.start);
+    assert!(
+        high.start < low.start,
+        "high {} low {}",
+        high.start,
+        low.start
+    );
     assert!(low.start >= high.end);
     // The kernel record says what the node says.
     let owner = t.rid_owner();
@@ -167,7 +172,10 @@ fn a_higher_priority_stream_gets_the_sms_first_without_preempting_running_work()
             .iter()
             .find(|r| owner.get(&r.rid()) == Some(&n.id) && r.kind_name() == "kernel")
             .expect("kernel record");
-        assert_eq!(rec.device_times().map(|d| (d.2, d.3)), Some((n.start, n.end)));
+        assert_eq!(
+            rec.device_times().map(|d| (d.2, d.3)),
+            Some((n.start, n.end))
+        );
     }
 }
 
@@ -225,7 +233,10 @@ fn device_to_device_copies_and_memsets_run_on_the_sms_not_the_copy_engine() {
     let t = &b.ground_truth;
     let hold = device_node(t, "first");
     for step in ["d2d", "fill"] {
-        assert!(device_node(t, step).start >= hold.end, "{step} waited for SMs");
+        assert!(
+            device_node(t, step).start >= hold.end,
+            "{step} waited for SMs"
+        );
     }
 }
 
@@ -292,6 +303,10 @@ fn application_work_holding_the_sms_or_the_copy_engine_is_on_the_true_critical_p
                 .any(|e| e.src == holder.id && e.dst == late.id && e.kind == EdgeType::Fault),
             "{victim}: a fault edge from the holder"
         );
-        assert!(path(t).contains(&holder.id), "{victim}: holder on {:?}", path(t));
+        assert!(
+            path(t).contains(&holder.id),
+            "{victim}: holder on {:?}",
+            path(t)
+        );
     }
 }

@@ -42,9 +42,7 @@ enum Resource {
 fn resource(n: &Node) -> Option<Resource> {
     match n.kind {
         NodeKind::Kernel | NodeKind::GraphNode | NodeKind::Memset => Some(Resource::Sms),
-        NodeKind::Memcpy if &*n.name == memcpy_node_name(CopyDirection::D2d) => {
-            Some(Resource::Sms)
-        }
+        NodeKind::Memcpy if &*n.name == memcpy_node_name(CopyDirection::D2d) => Some(Resource::Sms),
         NodeKind::Memcpy => Some(Resource::CopyEngine),
         _ => None,
     }
@@ -142,7 +140,12 @@ mod tests {
         // Work of its own stream is stream order, not contention.
         let same = op(&mut b, NodeKind::Kernel, 1, [100_000, 500_000, 700_000]);
         contention_edges(&mut b);
-        let edges: Vec<_> = b.truth.edges.iter().map(|e| (e.src, e.dst, e.kind)).collect();
+        let edges: Vec<_> = b
+            .truth
+            .edges
+            .iter()
+            .map(|e| (e.src, e.dst, e.kind))
+            .collect();
         assert_eq!(edges, vec![(holder, waited, EdgeType::Fault)]);
         let _ = (earlier, copy, same);
         // An edge the injection rule made is not made twice.

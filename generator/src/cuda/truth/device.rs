@@ -112,10 +112,9 @@ impl<'a> Builder<'a> {
         };
         let (kind, name) = match &o.what {
             What::Kernel { name, .. } => (NodeKind::Kernel, name.to_string()),
-            What::Copy { direction, .. } => (
-                NodeKind::Memcpy,
-                memcpy_node_name(*direction).to_string(),
-            ),
+            What::Copy { direction, .. } => {
+                (NodeKind::Memcpy, memcpy_node_name(*direction).to_string())
+            }
             _ => (NodeKind::Memset, "memset".to_string()),
         };
         let after = self.after(o.prev.as_slice());

@@ -139,9 +139,9 @@ impl Engine<'_> {
         });
         for w in displaced {
             let mut held = self.streams[w].waiting.expect("waiting");
-            held.start = self
-                .sms
-                .earliest(held.ready.max(held.start), held.need, held.dur, total, now);
+            held.start =
+                self.sms
+                    .earliest(held.ready.max(held.start), held.need, held.dur, total, now);
             self.sms.reserve(held.start, held.dur, held.need);
             self.move_waiting(w, held);
         }
@@ -175,7 +175,7 @@ impl Engine<'_> {
     /// Records that the op `dev` of stream `si`, ready at `ready`, waits for
     /// SMs until `start` and may still be moved by higher-priority work.
     fn note_waiting(&mut self, si: usize, dev: NodeId, ready: Ns, need: u32, dur: Ns, start: Ns) {
-        if start > ready {
+        if self.priorities_differ && start > ready {
             self.streams[si].waiting = Some(WaitingForSms {
                 node: dev,
                 ready,

@@ -231,6 +231,9 @@ struct Engine<'a> {
     sms: SmPool,
     /// Streams whose last op may be waiting for SMs (`Stream::waiting`).
     waiting_streams: Vec<usize>,
+    /// Whether streams differ in priority (the injector's is the highest):
+    /// otherwise no op ever takes another's place and none is tracked.
+    priorities_differ: bool,
     copies: CopyEngine,
     heap: BinaryHeap<Reverse<(Ns, u64, usize)>>,
     seq: u64,
@@ -347,6 +350,11 @@ impl<'a> Engine<'a> {
             requests: Vec::new(),
             sms: SmPool::default(),
             waiting_streams: Vec::new(),
+            priorities_differ: plan.is_some()
+                || sc
+                    .streams
+                    .windows(2)
+                    .any(|w| w[0].priority != w[1].priority),
             copies: CopyEngine::default(),
             heap: BinaryHeap::new(),
             seq: 0,
