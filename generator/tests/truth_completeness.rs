@@ -8,7 +8,14 @@ use ground_truth::graph::{EdgeType, GroundTruth, NodeId, NodeKind};
 use ground_truth::io::Readable;
 use ground_truth::{Bundle, Scenario};
 
-fn scenario(yaml: &str) -> Scenario {
+/// A scenario of this file: `body` (its cause, seed and structure) after
+/// the fields every one shares.
+fn scenario(body: &str) -> Scenario {
+    let yaml = format!(
+        "schema_version: 1\nname: truth-test\nfamily: test\nvariant: case\n\
+         description: \"a structure the truth must be complete on\"\n\
+         mode: instrumented\nrepetitions: 1\n{body}"
+    );
     Scenario::parse(std::path::Path::new("test.yaml"), yaml.as_bytes()).expect("scenario")
 }
 
@@ -26,15 +33,8 @@ fn on_path(truth: &GroundTruth, pred: impl Fn(&ground_truth::graph::Node) -> boo
 }
 
 const SYNC_THEN_HANDOFF: &str = r#"
-schema_version: 1
-name: sync-then-handoff
-family: test
-variant: sync-wait
 cause: implicit_sync
-description: "a device sync returns late just before a handoff to another thread"
-mode: instrumented
 seed: 7
-repetitions: 1
 threads:
   - name: producer
   - name: consumer
@@ -104,15 +104,8 @@ fn device_node<'t>(truth: &'t GroundTruth, step: &str) -> &'t ground_truth::grap
 fn priorities(hi: i32, lo: i32) -> String {
     format!(
         r#"
-schema_version: 1
-name: stream-priorities
-family: test
-variant: priorities
 cause: none
-description: "a high-priority kernel launched after a waiting low-priority one"
-mode: instrumented
 seed: 3
-repetitions: 1
 threads:
   - name: host
 streams:
@@ -179,37 +172,23 @@ fn a_higher_priority_stream_gets_the_sms_first_without_preempting_running_work()
     }
 }
 
-fn device_copies(first: &str) -> String {
+/// One thread on streams `s0`, `s1`, `s2` issues `steps`, then a device
+/// synchronize; the symptom is step `symptom`.
+fn one_thread(cause: &str, steps: &[&str], symptom: &str) -> String {
+    let steps: String = steps.iter().map(|s| format!("      - {s}\n")).collect();
     format!(
-        r#"
-schema_version: 1
-name: d2d-and-memset
-family: test
-variant: sms
-cause: none
-description: "device-to-device copies and memsets beside other work"
-mode: instrumented
-seed: 5
-repetitions: 1
-threads:
-  - name: host
-streams:
-  - name: s0
-  - name: s1
-  - name: s2
-programs:
-  - name: serve
-    start: host
-    requests: 1
-    steps:
-      - {first}
-      - {{op: copy, id: d2d, stream: s1, direction: d2d, bytes: 67108864, memory: pinned}}
-      - {{op: memset, id: fill, stream: s2, bytes: 67108864}}
-      - {{op: sync, target: device}}
-symptom:
-  step: d2d
-"#
+        "cause: {cause}\nseed: 5\nthreads:\n  - name: host\nstreams:\n  - name: s0\n  \
+         - name: s1\n  - name: s2\nprograms:\n  - name: serve\n    start: host\n    \
+         requests: 1\n    steps:\n{steps}      - {{op: sync, target: device}}\n\
+         symptom:\n  step: {symptom}\n"
     )
+}
+
+/// `first` on `s0`, then a 64 MiB D2D copy on `s1` and a 64 MiB memset on `s2`.
+fn device_copies(first: &str) -> String {
+    let d2d = "{op: copy, id: d2d, stream: s1, direction: d2d, bytes: 67108864, memory: pinned}";
+    let fill = "{op: memset, id: fill, stream: s2, bytes: 67108864}";
+    one_thread("none", &[first, d2d, fill], "d2d")
 }
 
 #[test]
@@ -243,34 +222,7 @@ fn device_to_device_copies_and_memsets_run_on_the_sms_not_the_copy_engine() {
 /// One thread issues the application's `first` op on `s0`, then `victim`
 /// on `s1`, which needs the resource `first` holds.
 fn contention(first: &str, victim: &str) -> String {
-    format!(
-        r#"
-schema_version: 1
-name: application-contention
-family: test
-variant: contention
-cause: occupancy_pressure
-description: "an application op holds the resource the symptom needs"
-mode: instrumented
-seed: 9
-repetitions: 1
-threads:
-  - name: host
-streams:
-  - name: s0
-  - name: s1
-programs:
-  - name: serve
-    start: host
-    requests: 1
-    steps:
-      - {first}
-      - {victim}
-      - {{op: sync, target: device}}
-symptom:
-  step: victim
-"#
-    )
+    one_thread("occupancy_pressure", &[first, victim], "victim")
 }
 
 #[test]
