@@ -89,8 +89,8 @@ impl Engine<'_> {
 
     /// Places SM work of stream `si` that is ready at `ready`: the earliest
     /// start at which `need` SMs are free for `dur`. Work of a higher-priority
-    /// stream goes first when SMs free up (the CUDA programming guide's
-    /// stream priorities): it takes the place of lower-priority work that was
+    /// stream goes first when SMs free up (as measured on the H200,
+    /// docs/gpu-facts.md "Stream priorities"): it takes the place of lower-priority work that was
     /// still waiting for SMs when it became ready, which then starts as soon
     /// as it fits again. Running work is never preempted, and work whose times
     /// something already depends on stays where it is.
