@@ -183,6 +183,45 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
     }
 }
 
+/// `streams` kernels on as many streams, each needing every SM, then a
+/// device synchronize: the many-streams case of the SM pool (benchmarks;
+/// `scripts/measure/many_streams.py` writes the same as a scenario file).
+pub fn many_streams_scenario(streams: u32) -> Scenario {
+    use ground_truth::scenario::{Step, StreamDecl, SyncTarget};
+    let mut sc = launch_bound_scenario(streams);
+    sc.name = format!("many-streams-{streams}");
+    sc.variant = "many-streams".into();
+    sc.description = "one kernel on each of many streams".into();
+    sc.streams = (0..streams)
+        .map(|i| StreamDecl {
+            name: format!("s{i}"),
+            priority: 0,
+        })
+        .collect();
+    let program = &mut sc.programs[0];
+    program.requests = 1;
+    program.steps = (0..streams)
+        .map(|i| Step::Kernel {
+            id: (i == 0).then(|| "first".to_string()),
+            stream: format!("s{i}"),
+            name: "k".into(),
+            kind: ground_truth::scenario::KernelKind::Spin,
+            duration_us: 20.0,
+            grid: 132,
+            block: 128,
+            launch: Default::default(),
+            call_site: None,
+        })
+        .chain([Step::Sync {
+            id: None,
+            target: SyncTarget::Device,
+            stream: None,
+            event: None,
+        }])
+        .collect();
+    sc
+}
+
 /// Runs the simulation once without recording (the model alone, as the twin
 /// run does) and returns how many ground-truth nodes it produced. This is what
 /// "simulated operations per second" measures.
