@@ -25,6 +25,12 @@ const MEMSET_BYTES_PER_US: f64 = 2_000_000.0;
 /// below half a gigabyte.
 const MAX_DEVICE_TRANSFER_US: f64 = 200.0;
 
+/// A duration to a tenth of a microsecond: what a scenario file says, and
+/// what survives its own format exactly.
+fn tenth(us: f64) -> f64 {
+    (us * 10.0).round() / 10.0
+}
+
 /// `us` of transfer at `rate`, in whole 4 KiB pages.
 fn bytes_for(us: f64, rate: f64) -> u64 {
     (((us * rate) as u64) / 4096).max(1) * 4096
@@ -101,7 +107,7 @@ impl Builder<'_> {
             stream: stream.into(),
             name: name.into(),
             kind: KernelKind::Spin,
-            duration_us,
+            duration_us: tenth(duration_us),
             grid,
             block: 256,
             launch: Default::default(),
@@ -216,7 +222,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                 kernel: KernelSpec {
                     name: name.into(),
                     kind: KernelKind::Spin,
-                    duration_us: d,
+                    duration_us: tenth(d),
                     grid: FULL_GRID,
                     block: 256,
                 },
@@ -376,7 +382,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         };
         let node = GraphNodeDecl {
             id: id.clone(),
-            kernel: KernelSpec { name: name.into(), kind: KernelKind::Spin, duration_us, grid: SMALL_GRID, block: 256 },
+            kernel: KernelSpec { name: name.into(), kind: KernelKind::Spin, duration_us: tenth(duration_us), grid: SMALL_GRID, block: 256 },
             after,
         };
         if fan_in {
