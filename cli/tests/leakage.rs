@@ -73,3 +73,33 @@ fn no_probe_separates_the_catalog_better_than_chance() {
 fn no_probe_separates_the_h200_corpus_better_than_chance() {
     assert_probes_under_ceiling(&["--corpus", "results/corpus/h200-580"]);
 }
+
+/// The same audit on the generated dev split (docs/scenario-space.md), where a
+/// pair is one family instance: its variants share every declaration but the
+/// injection, so names, kinds and structure must say nothing.
+#[test]
+fn no_probe_separates_the_generated_dev_split_better_than_chance() {
+    assert_probes_under_ceiling(&["--backend", "sim", "--suite", "dev", "--cases", "60"]);
+}
+
+/// And on the dev split as the H200 recorded it: its first 70 family
+/// instances (every variant of each), which keep the test's time flat.
+#[test]
+fn no_probe_separates_the_h200_dev_corpus_better_than_chance() {
+    let corpus = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../results/dev-corpus/h200-580"));
+    let subset = tempfile::tempdir().unwrap();
+    let mut copied = 0;
+    for entry in std::fs::read_dir(corpus).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let instance = name
+            .split('.')
+            .find_map(|part| part.strip_prefix("dev").and_then(|n| n.parse::<u32>().ok()));
+        if name.ends_with(".bundle.json.gz") && instance.is_some_and(|i| i < 70) {
+            std::fs::copy(&path, subset.path().join(&name)).unwrap();
+            copied += 1;
+        }
+    }
+    assert!(copied >= 140, "only {copied} bundles of the dev corpus");
+    assert_probes_under_ceiling(&["--corpus", subset.path().to_str().unwrap()]);
+}
