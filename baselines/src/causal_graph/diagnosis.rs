@@ -180,11 +180,11 @@ impl Graph<'_> {
         let ix = &self.ix;
         let r = ix.rec(p);
         let peers = self.device_peers(p);
-        let typical = analysis::typical_latency(ix, &peers);
+        let floors = self.phase_floors(&peers);
         let (ph, host_causes) = self.device_phases(p, &peers);
         let is_copy = matches!(r, Record::Memcpy { .. });
-        let (d, v) = dominant(&ph);
-        if !significant(v, typical) {
+        let (d, v) = dominant_late(&ph, &floors);
+        if v <= 0.0 {
             // Nothing is late against its peers: explain the op's timing by what
             // gated it, and keep `none` as the close alternative.
             let mut out: Vec<(CauseLabel, f64)> = self
@@ -234,10 +234,10 @@ impl Graph<'_> {
             }
         }
         // Secondary significant phases as lower-ranked alternatives.
-        if d != 0 && significant(ph.host_enqueue, typical) {
+        if d != 0 && ph.host_enqueue > floors[0] {
             out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
         }
-        if d != 1 && significant(ph.queued_to_submitted, typical) {
+        if d != 1 && ph.queued_to_submitted > floors[1] {
             out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
         }
         (out, ph, peers.len())
@@ -301,4 +301,17 @@ impl Graph<'_> {
             ),
         }
     }
+}
+
+/// The largest phase above its noise floor: (index, excess), or (0, 0) when none is.
+pub(super) fn dominant_late(ph: &Phases, floors: &[f64; 4]) -> (usize, f64) {
+    ph.as_array()
+        .iter()
+        .zip(floors)
+        .enumerate()
+        .filter(|(_, (v, f))| **v > **f)
+        .fold(
+            (0, 0.0),
+            |best, (i, (v, _))| if *v > best.1 { (i, *v) } else { best },
+        )
 }
