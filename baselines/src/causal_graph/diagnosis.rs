@@ -185,14 +185,22 @@ impl Graph<'_> {
         let is_copy = matches!(r, Record::Memcpy { .. });
         let (d, v) = dominant_late(&ph, &floors);
         if v <= 0.0 {
-            // Nothing is late against its peers: explain the op's timing by what
-            // gated it, and keep `none` as the close alternative.
+            // Nothing is late. With peers and no lost records that is a finding:
+            // `none` first, what gated the op as the alternatives. Without peers
+            // there is no normal timing to be late against, and with records lost
+            // the one that shows the lateness may be gone: the op's timing is then
+            // explained by what gated it, `none` the close second.
+            let none = if peers.is_empty() || self.loss_plausible {
+                0.45
+            } else {
+                0.7
+            };
             let mut out: Vec<(CauseLabel, f64)> = self
                 .gating_causes(p, 1.0, depth)
                 .into_iter()
                 .map(|(l, x)| (l, 0.6 * x))
                 .collect();
-            out.push((CauseLabel::None, 0.45));
+            out.push((CauseLabel::None, none));
             // Not late: no lateness to split.
             return (out, Phases::default(), peers.len());
         }
