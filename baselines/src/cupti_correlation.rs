@@ -21,7 +21,8 @@
 
 use crate::analysis::Peers;
 use crate::common::{
-    attribution, attribution_targets, correlation_edges, device_phase_diagnosis, finish, Output,
+    attribution, attribution_targets, correlation_edges, device_phase_diagnosis, event_edges,
+    finish, Output,
 };
 use crate::index::{Index, Pos};
 use crate::Profiler;
@@ -45,6 +46,7 @@ impl Profiler for CuptiCorrelation {
         let peers = Peers::new(&ix);
         let mut out = Output::default();
         let pred = correlation_edges(&ix, &mut out);
+        let waits = event_edges(&ix, &mut out);
         // Last request token seen on each thread, replayed in call order.
         let mut token_at_call: HashMap<Pos, String> = HashMap::new();
         let mut tids: Vec<u32> = ix.threads.keys().copied().collect();
@@ -77,7 +79,7 @@ impl Profiler for CuptiCorrelation {
         }
         for q in &view.queries {
             out.diagnoses
-                .push(device_phase_diagnosis(&ix, &peers, &pred, q, None));
+                .push(device_phase_diagnosis(&ix, &peers, &pred, &waits, q, None));
         }
         finish(self.name(), view, t0, out)
     }

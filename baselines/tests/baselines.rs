@@ -784,8 +784,8 @@ fn operator_at_launch_time_vs_execution_time() {
     let op = e.diagnoses.iter().find(|d| d.query == "op").unwrap();
     assert_eq!(
         op.answer.as_deref(),
-        Some("mlp"),
-        "execution-time enclosure picks the later range"
+        Some("attention"),
+        "launch-time enclosure, as operator profilers do, not the range open at execution"
     );
     let e = run("ebpf-host", &v);
     let site = e.diagnoses.iter().find(|d| d.query == "site").unwrap();
