@@ -58,6 +58,22 @@ fn pair_accuracy(p: &dyn Profiler, bundles: &[Bundle], spec: ViewSpec) -> f64 {
             .entry(s.variant.clone())
             .or_insert(true);
         *ok &= s.all_correct();
+        if std::env::var("HONEST_DEBUG").is_ok_and(|v| v == p.name()) && !s.all_correct() {
+            eprintln!(
+                "  {} {} {:?}",
+                s.bundle,
+                s.view,
+                s.symptoms
+                    .iter()
+                    .map(|y| (y.true_cause, y.claimed_cause))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+    if std::env::var("HONEST_DEBUG").is_ok_and(|v| spec.mode == Mode::Closed && v == p.name()) {
+        for (k, v) in &groups {
+            eprintln!("  {} {k:?} {v:?}", p.name());
+        }
     }
     let pairs: Vec<bool> = groups
         .values()
