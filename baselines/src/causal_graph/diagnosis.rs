@@ -185,6 +185,15 @@ impl Graph<'_> {
         let is_copy = matches!(r, Record::Memcpy { .. });
         let (d, v) = dominant_late(&ph, &floors);
         if v <= 0.0 {
+            // Launched on time after a blocking call that returned late: the
+            // device work that call waited for passes its own cause on.
+            if let Some((causes, wait)) = self.late_blocking_predecessor(p, &peers, depth) {
+                let ph = Phases {
+                    host_enqueue: wait,
+                    ..Phases::default()
+                };
+                return (causes, ph, peers.len());
+            }
             // Nothing is late. With peers and no lost records that is a finding:
             // `none` first, what gated the op as the alternatives. Without peers
             // there is no normal timing to be late against, and with records lost
@@ -249,6 +258,41 @@ impl Graph<'_> {
             out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
         }
         (out, ph, peers.len())
+    }
+
+    /// When the host-order predecessor of `p`'s launch call is a blocking call
+    /// (it has a `sync` edge from the device work it waited for) that waited longer
+    /// than the same call before `p`'s peers (or, without peers, at all), and the
+    /// device op it waited for was itself late: that op's causes, and the excess wait.
+    pub(super) fn late_blocking_predecessor(
+        &self,
+        p: Pos,
+        peers: &[Pos],
+        depth: u32,
+    ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
+        if depth >= super::gating::MAX_HOPS {
+            return None;
+        }
+        let ix = &self.ix;
+        let blocking_before = |op: Pos| -> Option<(Pos, Pos)> {
+            let call = ix.launch_api(op)?;
+            let pred = self.incoming_of(call, EdgeType::HostOrder)?.src;
+            let waited = self.incoming_of(pred, EdgeType::Sync)?.src;
+            ix.rec(waited).is_device_op().then_some((pred, waited))
+        };
+        let wait = |c: Pos| ix.end(c).saturating_sub(ix.start(c)) as f64;
+        let (pred, waited) = blocking_before(p)?;
+        let peer_waits: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| blocking_before(k))
+            .map(|(c, _)| wait(c))
+            .collect();
+        let excess = analysis::excess(Some(wait(pred)), peer_waits, 0.0);
+        if excess <= analysis::NOISE_NS {
+            return None;
+        }
+        let (causes, phases, _) = self.device_causes(waited, depth + 1);
+        (dominant(&phases).1 > 0.0).then_some((causes, excess))
     }
 
     /// A blocking host call (stream/event/context synchronize, implicit fence).

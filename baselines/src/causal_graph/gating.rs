@@ -8,7 +8,7 @@ use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, EdgeType};
 
 /// Bound on the gating hops followed (a guard, far above any real chain).
-const MAX_HOPS: u32 = 256;
+pub(super) const MAX_HOPS: u32 = 256;
 
 impl Graph<'_> {
     /// Walks the gating chain back from a device op through waits and event
