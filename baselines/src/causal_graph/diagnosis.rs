@@ -194,6 +194,13 @@ impl Graph<'_> {
                 };
                 return (causes, ph, peers.len());
             }
+            if let Some((causes, late)) = self.late_since_request(p, &peers, depth) {
+                let ph = Phases {
+                    host_enqueue: late,
+                    ..Phases::default()
+                };
+                return (causes, ph, peers.len());
+            }
             // Nothing is late. With peers and no lost records that is a finding:
             // `none` first, what gated the op as the alternatives. Without peers
             // there is no normal timing to be late against, and with records lost
@@ -293,6 +300,72 @@ impl Graph<'_> {
         }
         let (causes, phases, _) = self.device_causes(waited, depth + 1);
         (dominant(&phases).1 > 0.0).then_some((causes, excess))
+    }
+
+    /// When `p` started later after its request began than its peers did although
+    /// none of its own phases is late, the delay lies upstream on its critical
+    /// path: a scheduler or page-fault record on the path explaining at least
+    /// half of it names it; else the first device op on the path that was late
+    /// for a reason of its own passes that reason on. (the causes, the lateness)
+    pub(super) fn late_since_request(
+        &self,
+        p: Pos,
+        peers: &[Pos],
+        depth: u32,
+    ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
+        if depth >= super::gating::MAX_HOPS || peers.is_empty() {
+            return None;
+        }
+        let ix = &self.ix;
+        let since = |op: Pos| -> Option<f64> {
+            let call = ix.launch_api(op)?;
+            let m = self.host_measure(call);
+            Some(m.since_request? + ix.start(op).saturating_sub(ix.start(call)) as f64)
+        };
+        let late = analysis::excess(
+            since(p),
+            peers.iter().filter_map(|&k| since(k)).collect(),
+            0.0,
+        );
+        if late <= self.phase_floors(peers)[3] {
+            return None;
+        }
+        let (path, _) = self.critical_path(p);
+        let stall = |x: Pos| -> Option<(CauseLabel, f64)> {
+            match ix.rec(x) {
+                Record::Sched {
+                    switch_out,
+                    switch_in,
+                    ..
+                } => Some((
+                    CauseLabel::CpuDeschedule,
+                    switch_in.saturating_sub(*switch_out) as f64,
+                )),
+                Record::PageFault { duration, .. } => {
+                    Some((CauseLabel::HostPageFault, *duration as f64))
+                }
+                _ => None,
+            }
+        };
+        if let Some((label, size)) = path
+            .iter()
+            .filter_map(|&x| stall(x))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        {
+            if size >= 0.5 * late {
+                return Some((
+                    vec![(label, late), (CauseLabel::HostCompute, late * 0.2)],
+                    late,
+                ));
+            }
+        }
+        for &x in path.iter().filter(|&&x| x != p && ix.rec(x).is_device_op()) {
+            let (causes, phases, _) = self.device_causes(x, depth + 1);
+            if dominant(&phases).1 > 0.0 {
+                return Some((causes, late));
+            }
+        }
+        None
     }
 
     /// A blocking host call (stream/event/context synchronize, implicit fence).
