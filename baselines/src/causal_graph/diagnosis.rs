@@ -201,12 +201,19 @@ impl Graph<'_> {
                 };
                 return (causes, ph, peers.len());
             }
-            // Nothing is late. With peers and no lost records that is a finding:
+            // Nothing is late. With peers, no lost records and every phase measured
+            // that is a finding:
             // `none` first, what gated the op as the alternatives. Without peers
             // there is no normal timing to be late against, and with records lost
             // the one that shows the lateness may be gone: the op's timing is then
             // explained by what gated it, `none` the close second.
-            let none = if peers.is_empty() || self.loss_plausible {
+            // In closed mode the host gap before the call is not measurable (its
+            // program-order predecessor is only inferred): nothing is known late
+            // there either way.
+            let host_unmeasured = ix
+                .launch_api(p)
+                .is_some_and(|a| self.host_measure(a).gap_inferred);
+            let none = if peers.is_empty() || self.loss_plausible || host_unmeasured {
                 0.45
             } else {
                 0.7
