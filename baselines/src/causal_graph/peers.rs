@@ -8,6 +8,9 @@ use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, Phases};
 use std::collections::HashMap;
 
+/// An op in enqueue order: (enqueue time, rid, position in the view).
+type Placed = (Ns, u64, Pos);
+
 /// Share of an op's typical latency below which a device-side delay is not lateness.
 const DEVICE_SHARE: f64 = 0.25;
 
@@ -184,7 +187,7 @@ impl Graph<'_> {
     /// in its request, in enqueue order; ops without a request token are left out.
     pub(super) fn positions(&self) -> HashMap<Pos, u32> {
         let ix = &self.ix;
-        let mut groups: HashMap<(analysis::PeerKey, String), Vec<(Ns, u64, Pos)>> = HashMap::new();
+        let mut groups: HashMap<(analysis::PeerKey, String), Vec<Placed>> = HashMap::new();
         for &p in &ix.device_ops {
             let (Some(key), Some(tok)) = (analysis::peer_key(ix.rec(p)), self.token(p)) else {
                 continue;
