@@ -184,7 +184,12 @@ impl Graph<'_> {
         let (ph, host_causes) = self.device_phases(p, &peers);
         let is_copy = matches!(r, Record::Memcpy { .. });
         let (d, v) = dominant_late(&ph, &floors);
-        if v <= 0.0 {
+        // A phase's excess is lateness only if the op itself finished late: an op
+        // launched late that still waited for its gate ran on time.
+        let on_time = self
+            .start_since_request_spread(p, &peers)
+            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        if v <= 0.0 || on_time {
             // Launched on time after a blocking call that returned late: the
             // device work that call waited for passes its own cause on.
             if let Some((causes, wait)) = self.late_blocking_predecessor(p, &peers, depth) {
@@ -309,7 +314,7 @@ impl Graph<'_> {
         (dominant(&phases).1 > 0.0).then_some((causes, excess))
     }
 
-    /// When `p` started later after its request began than its peers did although
+    /// When `p` finished later after its request began than its peers did although
     /// none of its own phases is late, the delay lies upstream on its critical
     /// path: a scheduler or page-fault record on the path explaining at least
     /// half of it names it; else the first device op on the path that was late
@@ -324,16 +329,7 @@ impl Graph<'_> {
             return None;
         }
         let ix = &self.ix;
-        let since = |op: Pos| -> Option<f64> {
-            let call = ix.launch_api(op)?;
-            let m = self.host_measure(call);
-            Some(m.since_request? + ix.start(op).saturating_sub(ix.start(call)) as f64)
-        };
-        let late = analysis::excess(
-            since(p),
-            peers.iter().filter_map(|&k| since(k)).collect(),
-            0.0,
-        );
+        let (late, _) = self.start_since_request_spread(p, peers)?;
         if late <= self.phase_floors(peers)[3] {
             return None;
         }
@@ -373,6 +369,22 @@ impl Graph<'_> {
             }
         }
         None
+    }
+
+    /// How much later after its request began `p` finished than its peers did, and
+    /// how far the peers themselves spread (`None` without peers or request markers).
+    pub(super) fn start_since_request_spread(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
+        let ix = &self.ix;
+        let since = |op: Pos| -> Option<f64> {
+            let call = ix.launch_api(op)?;
+            let m = self.host_measure(call);
+            Some(m.since_request? + ix.end(op).saturating_sub(ix.start(call)) as f64)
+        };
+        let own = since(p)?;
+        let base: Vec<f64> = peers.iter().filter_map(|&k| since(k)).collect();
+        let m = crate::index::median(base.clone())?;
+        let spread = base.iter().map(|x| (x - m).abs()).fold(0.0, f64::max);
+        Some(((own - m).max(0.0), spread))
     }
 
     /// A blocking host call (stream/event/context synchronize, implicit fence).

@@ -68,7 +68,8 @@
 //! reason of its own that reason is passed on, hop by hop, to the root of the
 //! chain. An op launched on time after a blocking call that returned late, or
 //! late since its request began with no late phase of its own, takes the cause
-//! of the late device work or stall upstream on its critical path. Nothing late
+//! of the late device work or stall upstream on its critical path; an op that
+//! finished on time against its peers is not late whatever its phases. Nothing late
 //! against clean peers ⇒ `none` first; without peers, or with records lost, the
 //! op's timing is explained by what gated it, `none` the close second.
 //!

@@ -113,10 +113,22 @@ impl Graph<'_> {
         // reading of the host chain, `host_structural`, names the rest). A gap to
         // an inferred predecessor (closed mode: maybe another task's call) includes
         // idle time likewise.
+        // With peers, the part of the gap no stall record explains is lateness only
+        // beyond the peers' own spread of gaps (host jitter is not lateness).
+        let stalled = st.desched_ns + st.fault_ns;
         let (gap_x, wait_x) = if pm.is_empty() {
-            (st.desched_ns + st.fault_ns, 0.0)
+            (stalled, 0.0)
         } else {
-            (gap_x, wait_x)
+            let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
+            let spread = median(gaps.clone())
+                .map(|m| gaps.iter().map(|g| (g - m).abs()).fold(0.0, f64::max))
+                .unwrap_or(0.0);
+            let unexplained = (gap_x - stalled).max(0.0);
+            if unexplained > spread {
+                (gap_x, wait_x)
+            } else {
+                (gap_x.min(stalled), wait_x)
+            }
         };
         let gap_x = if own.gap_inferred {
             gap_x.min(st.desched_ns + st.fault_ns)
