@@ -187,7 +187,7 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let on_time = self
-            .start_since_request_spread(p, &peers)
+            .finish_since_request(p, &peers)
             .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
         if v <= 0.0 || on_time {
             // Launched on time after a blocking call that returned late: the
@@ -329,7 +329,7 @@ impl Graph<'_> {
             return None;
         }
         let ix = &self.ix;
-        let (late, _) = self.start_since_request_spread(p, peers)?;
+        let (late, _) = self.finish_since_request(p, peers)?;
         if late <= self.phase_floors(peers)[3] {
             return None;
         }
@@ -373,7 +373,7 @@ impl Graph<'_> {
 
     /// How much later after its request began `p` finished than its peers did, and
     /// how far the peers themselves spread (`None` without peers or request markers).
-    pub(super) fn start_since_request_spread(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
+    pub(super) fn finish_since_request(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
         let ix = &self.ix;
         let since = |op: Pos| -> Option<f64> {
             let call = ix.launch_api(op)?;
