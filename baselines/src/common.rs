@@ -6,7 +6,7 @@
 use crate::analysis::{self, ranked, Peers};
 use crate::index::{Index, Pos};
 use crate::VERSION;
-use ground_truth::trace::{Record, Rid};
+use ground_truth::trace::{Record, Rid, SyncType};
 use ground_truth::{
     Attribution, CauseLabel, ClaimedEdge, Diagnosis, EdgeType, Evidence, Explanation,
     ExplanationMeta, Query, TraceView, SCHEMA_VERSION,
@@ -146,11 +146,105 @@ pub(crate) fn device_op_of(ix: &Index, p: Pos) -> Option<Pos> {
         .find(|&a| ix.rec(a).is_device_op())
 }
 
-/// Diagnosis from device phases only.
+/// CUPTI's CUDA_EVENT and SYNCHRONIZATION records as Kineto keeps them: each stream
+/// wait joined to the event record it waited on by `event_sync_id` (an explicit
+/// `event` edge), and each stream's waits in enqueue order.
+#[derive(Default)]
+pub(crate) struct CuptiWaits {
+    /// Stream → (enqueue time: its API call's start, wait record, joined event record).
+    by_stream: HashMap<u32, Vec<(u64, Pos, Option<Pos>)>>,
+}
+
+/// Event record → stream wait edges by `event_sync_id` (never by the raw handle).
+pub(crate) fn event_edges(ix: &Index, out: &mut Output) -> CuptiWaits {
+    let mut by_esid: HashMap<u64, Pos> = HashMap::new();
+    for (i, r) in ix.recs.iter().enumerate() {
+        if let Record::CudaEvent { event_sync_id, .. } = r {
+            if *event_sync_id != 0 {
+                by_esid.insert(*event_sync_id, i as Pos);
+            }
+        }
+    }
+    let mut w = CuptiWaits::default();
+    for (i, r) in ix.recs.iter().enumerate() {
+        let Record::Sync {
+            sync_type: SyncType::StreamWaitEvent,
+            stream,
+            event_sync_id,
+            start,
+            ..
+        } = r
+        else {
+            continue;
+        };
+        let p = i as Pos;
+        let ev = (*event_sync_id != 0)
+            .then(|| by_esid.get(event_sync_id).copied())
+            .flatten();
+        if let Some(e) = ev {
+            out.edge(ix, e, p, EdgeType::Event, Evidence::Explicit, 1.0);
+        }
+        let enq = ix.launch_api(p).map(|a| ix.start(a)).unwrap_or(*start);
+        w.by_stream.entry(*stream).or_default().push((enq, p, ev));
+    }
+    for v in w.by_stream.values_mut() {
+        v.sort_unstable();
+    }
+    w
+}
+
+/// What a late-submitted op waited for, read from CUPTI records: a stream wait
+/// enqueued on its stream after its stream predecessor whose event completed after
+/// that predecessor ended ⇒ the event (path: event record, wait); otherwise the
+/// stream predecessor.
+fn queue_gate(
+    ix: &Index,
+    waits: &CuptiWaits,
+    stream_pred: &HashMap<Pos, Pos>,
+    op: Pos,
+) -> (CauseLabel, Vec<Pos>) {
+    let enq = |p: Pos| ix.launch_api(p).map(|a| ix.start(a)).unwrap_or(ix.start(p));
+    let pred = stream_pred.get(&op).copied();
+    let lo = pred.map(enq).unwrap_or(0);
+    let pred_end = pred.map(|p| ix.end(p)).unwrap_or(0);
+    let s = ix.rec(op).stream().unwrap_or(0);
+    let gate = waits.by_stream.get(&s).and_then(|v| {
+        v.iter()
+            .filter(|(t, _, e)| *t >= lo && *t <= enq(op) && e.is_some())
+            .filter_map(|&(_, w, e)| e.map(|e| (w, e)))
+            .filter(|&(_, e)| ix.start(e) >= pred_end)
+            .max_by_key(|&(_, e)| ix.start(e))
+    });
+    match (gate, pred) {
+        (Some((w, e)), _) => (CauseLabel::EventWait, vec![e, w]),
+        (None, Some(sp)) => {
+            let mut path: Vec<Pos> = ix.launch_api(sp).into_iter().collect();
+            path.push(sp);
+            (CauseLabel::StreamBacklog, path)
+        }
+        (None, None) => (CauseLabel::StreamBacklog, vec![]),
+    }
+}
+
+/// Gap between a call and the previous API call of its thread (CUPTI API records).
+fn api_gap(ix: &Index, api: Pos) -> Option<f64> {
+    let th = ix.thread(ix.rec(api).tid()?)?;
+    let k = th.apis.partition_point(|&a| ix.start(a) < ix.start(api));
+    let prev = th.apis[..k].iter().rev().find(|&&a| a != api)?;
+    Some(ix.start(api).saturating_sub(ix.end(*prev)) as f64)
+}
+
+/// Diagnosis from what CUPTI records show (the Kineto/HTA reading): the device
+/// phases and the launch gap of the API record against peers; a late
+/// queued→submitted is followed one hop to its stream wait's event or its stream
+/// predecessor; a graph node's wait after its launch is its graph dependency; a
+/// launch later than its peers' (CPU-bound) is `host_compute`, since CUPTI cannot
+/// tell why the host was late.
 pub(crate) fn device_phase_diagnosis(
     ix: &Index,
     peers: &Peers,
     stream_pred: &HashMap<Pos, Pos>,
+    waits: &CuptiWaits,
     q: &Query,
     answer: Option<String>,
 ) -> Diagnosis {
@@ -168,24 +262,61 @@ pub(crate) fn device_phase_diagnosis(
     let pe = peers.of(ix, op);
     let typical = analysis::typical_latency(ix, &pe);
     let mut ph = analysis::device_excess(ix, &pe, op);
-    let causes = analysis::device_phase_causes(ix, op, &ph, typical);
+    let api = ix.launch_api(op);
+    let graph_node =
+        matches!(ix.rec(op), Record::Kernel { graph_node_id, .. } if *graph_node_id != 0);
+    let launch_wait = |k: Pos| {
+        ix.launch_api(k)
+            .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)
+    };
+    if graph_node {
+        ph.queued_to_submitted = analysis::excess(
+            launch_wait(op),
+            pe.iter().filter_map(|&k| launch_wait(k)).collect(),
+            0.0,
+        );
+    }
+    if !pe.is_empty() {
+        ph.host_enqueue = analysis::excess(
+            api.and_then(|a| api_gap(ix, a)),
+            pe.iter()
+                .filter_map(|&k| ix.launch_api(k).and_then(|a| api_gap(ix, a)))
+                .collect(),
+            0.0,
+        );
+    }
+    let (d, v) = analysis::dominant(&ph);
+    let mut gate_path = Vec::new();
+    let causes = if d == 0 && analysis::significant(v, 0.0) {
+        vec![
+            (CauseLabel::HostCompute, v),
+            (CauseLabel::CpuDeschedule, v * 0.5),
+        ]
+    } else if d == 1 && graph_node && analysis::significant(v, typical) {
+        vec![
+            (CauseLabel::GraphDependency, v),
+            (CauseLabel::StreamBacklog, v * 0.3),
+        ]
+    } else {
+        ph.host_enqueue = 0.0;
+        let mut c = analysis::device_phase_causes(ix, op, &ph, typical);
+        if c.first().is_some_and(|c| c.0 == CauseLabel::StreamBacklog) {
+            let (label, path) = queue_gate(ix, waits, stream_pred, op);
+            gate_path = path;
+            if label != CauseLabel::StreamBacklog {
+                c.insert(0, (label, v * 2.0));
+            }
+        }
+        c
+    };
     if causes.first().is_some_and(|c| c.0 == CauseLabel::None) {
         ph = Default::default();
     }
-    let api = ix.launch_api(op);
-    let mut path = Vec::new();
-    if causes
-        .first()
-        .is_some_and(|c| c.0 == CauseLabel::StreamBacklog)
-    {
-        if let Some(&sp) = stream_pred.get(&op) {
-            if let Some(a) = ix.launch_api(sp) {
-                path.push(ix.rid(a));
-            }
-            path.push(ix.rid(sp));
+    let mut path: Vec<Rid> = gate_path.iter().map(|&x| ix.rid(x)).collect();
+    if path.is_empty() {
+        if let Some(a) = api {
+            path.push(ix.rid(a));
         }
-    } else if let Some(a) = api {
-        path.push(ix.rid(a));
     }
     path.push(ix.rid(op));
     if op != p {

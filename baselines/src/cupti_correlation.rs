@@ -1,27 +1,35 @@
-//! `cupti-correlation`: what a CUPTI-based tool (Nsight Systems style, HTA,
-//! Kineto) derives from CUPTI alone.
+//! `cupti-correlation`: what a CUPTI-based tool derives from CUPTI alone, as
+//! Kineto keeps the records and HTA reads them (PyTorch profiler traces): API
+//! records, activities, and the CUDA_EVENT and SYNCHRONIZATION records.
 //!
 //! **Evidence it uses**: correlation ids API → activity (`launch`, explicit; a
 //! graph launch's kernels all hang off the launch call), same-stream order of
-//! kernels, copies and memsets by start time (`stream_order`, observed), and the
-//! device phases CUPTI reports (queued → submitted → start → end). Request
-//! identity is per thread: the request of a device op is the last request token
-//! seen *on its launching thread* through external correlation records, up to
-//! and including its launch call; `unknown` when there is none.
+//! kernels, copies and memsets by start time (`stream_order`, observed), event
+//! record → stream wait joined by `event_sync_id` (`event`, explicit), the device
+//! phases CUPTI reports (queued → submitted → start → end) and the API records'
+//! timing. Request identity is per thread: the request of a device op is the last
+//! request token seen *on its launching thread* through external correlation
+//! records, up to and including its launch call; `unknown` when there is none.
 //!
-//! **Causes**: the dominant device phase over peers (same operation elsewhere in
-//! the view): queued→submitted ⇒ stream backlog, submitted→start ⇒ occupancy
-//! pressure (kernels) or PCIe/copy-engine contention (copies), execution ⇒ slow
-//! copy / occupancy; nothing anomalous on the device ⇒ `none`.
+//! **Causes**: the dominant phase over peers (same operation elsewhere in the
+//! view): a launch call later after the thread's previous call than its peers'
+//! ⇒ `host_compute` (CPU-bound: CUPTI cannot say why); queued→submitted ⇒ what
+//! the op waited for, one hop: a stream wait on its stream whose event completed
+//! after the stream predecessor ⇒ `event_wait`, else `stream_backlog`
+//! (`implicit_sync` for a pageable copy); a graph node's wait after its launch ⇒
+//! `graph_dependency`; submitted→start ⇒ occupancy pressure (kernels) or
+//! PCIe/copy-engine contention (copies); execution ⇒ slow copy / occupancy;
+//! nothing anomalous ⇒ `none`.
 //!
-//! **What it cannot know**: host causes (no scheduler, page-fault or handoff
-//! evidence: a late launch looks like nothing), event and graph dependencies
-//! (not followed), identity across host threads, call sites. It marks a path
-//! incomplete only when a device op's own launch call is absent.
+//! **What it cannot know**: why a launch was late (no scheduler, page-fault or
+//! handoff evidence), causes more than one hop upstream, graph topology, identity
+//! across host threads, call sites. It marks a path incomplete only when a device
+//! op's own launch call is absent.
 
 use crate::analysis::Peers;
 use crate::common::{
-    attribution, attribution_targets, correlation_edges, device_phase_diagnosis, finish, Output,
+    attribution, attribution_targets, correlation_edges, device_phase_diagnosis, event_edges,
+    finish, Output,
 };
 use crate::index::{Index, Pos};
 use crate::Profiler;
@@ -45,6 +53,7 @@ impl Profiler for CuptiCorrelation {
         let peers = Peers::new(&ix);
         let mut out = Output::default();
         let pred = correlation_edges(&ix, &mut out);
+        let waits = event_edges(&ix, &mut out);
         // Last request token seen on each thread, replayed in call order.
         let mut token_at_call: HashMap<Pos, String> = HashMap::new();
         let mut tids: Vec<u32> = ix.threads.keys().copied().collect();
@@ -77,7 +86,7 @@ impl Profiler for CuptiCorrelation {
         }
         for q in &view.queries {
             out.diagnoses
-                .push(device_phase_diagnosis(&ix, &peers, &pred, q, None));
+                .push(device_phase_diagnosis(&ix, &peers, &pred, &waits, q, None));
         }
         finish(self.name(), view, t0, out)
     }

@@ -7,10 +7,13 @@
 //! | name | module | evidence |
 //! |---|---|---|
 //! | `timestamp-join` | [`timestamp_join`] | nearest-timestamp stitching, time overlap |
-//! | `cupti-correlation` | [`cupti_correlation`] | correlation ids, same-stream order, device phases |
+//! | `cupti-correlation` | [`cupti_correlation`] | correlation ids, same-stream order, event and sync records, device phases |
 //! | `ebpf-host` | [`ebpf_host`] | uprobes, scheduler, page faults, stacks |
-//! | `nvtx-enclosure` | [`nvtx_enclosure`] | NVTX ranges enclosing execution |
+//! | `nvtx-enclosure` | [`nvtx_enclosure`] | NVTX ranges open at launch time, CUPTI records |
 //! | `causal-graph` | [`causal_graph`] | typed partial order from explicit semantics (the reference design) |
+//!
+//! `baselines/README.md` describes each one (the tool it models, what it cannot see, its
+//! known failures) and the reference's rules.
 //!
 //! External profilers run through [`external::ExternalCommand`] (protocol in
 //! `baselines/PROTOCOL.md`), isolated by [`sandbox`] (`docs/integrity.md`).

@@ -10,16 +10,19 @@
 //! parent call (task marker on the parent's thread, else the latest
 //! `request_begin` of any thread), `unknown` when there is none. Causes come
 //! from timing gaps compared with peers (same operation elsewhere in the view):
-//! a large parent→start gap is device-side queueing, a long op is a slow op, a
-//! large host gap before the parent call is host-side.
+//! a large parent→start gap is device-side queueing (the lane's previous op
+//! ending just as it started ⇒ backlog, else work overlapping on another lane ⇒
+//! contention), a long op is a slow op, a large host gap before the parent call is
+//! host-side (a scheduler or page-fault record overlapping the gap on the parent's
+//! thread names the stall, as an overlay of all records on one timeline shows it).
 //!
 //! **What it cannot know**: correlation ids, events, graph structure, request
 //! identity across threads (confounders interleaved in time are misattributed),
-//! scheduler or page-fault causes, and whether a record is missing (it always
+//! which call launched which op when calls interleave, and whether a record is missing (it always
 //! claims its path complete). All its edges are `inferred`, with a confidence
 //! that decays with the time gap.
 
-use crate::analysis::{self, ranked, significant, Peers};
+use crate::analysis::{self, ranked, significant, Peers, NOISE_NS};
 use crate::common::{attribution, attribution_targets, finish, nvtx_name, Output};
 use crate::index::{call_site_frame, median, CallKind, Index, Pos};
 use crate::Profiler;
@@ -110,6 +113,7 @@ impl Profiler for TimestampJoin {
         let mut out = Output::default();
         let mut parents: HashMap<Pos, Pos> = HashMap::new();
         let mut last_on_stream: HashMap<u32, Pos> = HashMap::new();
+        let mut lane_pred: HashMap<Pos, Pos> = HashMap::new();
         for &op in &ix.device_ops {
             if let Some(p) = tj.parent(op) {
                 parents.insert(op, p);
@@ -125,6 +129,7 @@ impl Profiler for TimestampJoin {
             }
             let s = ix.rec(op).stream().unwrap_or(0);
             if let Some(prev) = last_on_stream.insert(s, op) {
+                lane_pred.insert(op, prev);
                 out.edge(ix, prev, op, EdgeType::StreamOrder, Evidence::Inferred, 0.6);
             }
         }
@@ -194,11 +199,29 @@ impl Profiler for TimestampJoin {
             } else {
                 match d {
                     0 => {
-                        causes.push((CauseLabel::HostCompute, v));
-                        causes.push((CauseLabel::CpuDeschedule, v * 0.5));
+                        // Scheduler and page-fault records overlapping the host gap on
+                        // the parent call's thread, by timestamp.
+                        let st = call
+                            .and_then(|c| {
+                                let tid = ix.rec(c).tid()?;
+                                let from = ix.prev_call(c).map(|x| ix.end(x))?;
+                                Some(ix.host_stalls(tid, from, ix.start(c)))
+                            })
+                            .unwrap_or_default();
+                        causes.push((CauseLabel::HostCompute, v - st.desched_ns - st.fault_ns));
+                        causes.push((CauseLabel::CpuDeschedule, st.desched_ns.max(v * 0.1)));
+                        causes.push((CauseLabel::HostPageFault, st.fault_ns));
                     }
                     2 => {
                         let from = call.map(|c| ix.start(c)).unwrap_or(0);
+                        // The lane's previous op ended right when this one started,
+                        // after the parent call: the lane was busy.
+                        let busy_lane = lane_pred.get(&p).is_some_and(|&lp| {
+                            ix.end(lp) > from && ix.end(lp) + NOISE_NS as u64 >= ix.start(p)
+                        });
+                        if busy_lane {
+                            causes.push((CauseLabel::StreamBacklog, v * 1.5));
+                        }
                         if is_copy {
                             let o = analysis::overlap_by_others(ix, p, from, ix.start(p), |r| {
                                 matches!(r, Record::Memcpy { .. })

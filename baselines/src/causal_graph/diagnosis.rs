@@ -180,19 +180,55 @@ impl Graph<'_> {
         let ix = &self.ix;
         let r = ix.rec(p);
         let peers = self.device_peers(p);
-        let typical = analysis::typical_latency(ix, &peers);
+        let floors = self.phase_floors(&peers);
         let (ph, host_causes) = self.device_phases(p, &peers);
         let is_copy = matches!(r, Record::Memcpy { .. });
-        let (d, v) = dominant(&ph);
-        if !significant(v, typical) {
-            // Nothing is late against its peers: explain the op's timing by what
-            // gated it, and keep `none` as the close alternative.
+        let (d, v) = dominant_late(&ph, &floors);
+        // A phase's excess is lateness only if the op itself finished late: an op
+        // launched late that still waited for its gate ran on time.
+        let on_time = self
+            .finish_since_request(p, &peers)
+            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        if v <= 0.0 || on_time {
+            // Launched on time after a blocking call that returned late: the
+            // device work that call waited for passes its own cause on.
+            if let Some((causes, wait)) = self.late_blocking_predecessor(p, &peers, depth) {
+                let ph = Phases {
+                    host_enqueue: wait,
+                    ..Phases::default()
+                };
+                return (causes, ph, peers.len());
+            }
+            if let Some((causes, late)) = self.late_since_request(p, &peers, depth) {
+                let ph = Phases {
+                    host_enqueue: late,
+                    ..Phases::default()
+                };
+                return (causes, ph, peers.len());
+            }
+            // Nothing is late. With peers, no lost records and every phase measured
+            // that is a finding:
+            // `none` first, what gated the op as the alternatives. Without peers
+            // there is no normal timing to be late against, and with records lost
+            // the one that shows the lateness may be gone: the op's timing is then
+            // explained by what gated it, `none` the close second.
+            // In closed mode the host gap before the call is not measurable (its
+            // program-order predecessor is only inferred): nothing is known late
+            // there either way.
+            let host_unmeasured = ix
+                .launch_api(p)
+                .is_some_and(|a| self.host_measure(a).gap_inferred);
+            let none = if peers.is_empty() || self.loss_plausible || host_unmeasured {
+                0.45
+            } else {
+                0.7
+            };
             let mut out: Vec<(CauseLabel, f64)> = self
                 .gating_causes(p, 1.0, depth)
                 .into_iter()
                 .map(|(l, x)| (l, 0.6 * x))
                 .collect();
-            out.push((CauseLabel::None, 0.45));
+            out.push((CauseLabel::None, none));
             // Not late: no lateness to split.
             return (out, Phases::default(), peers.len());
         }
@@ -234,13 +270,121 @@ impl Graph<'_> {
             }
         }
         // Secondary significant phases as lower-ranked alternatives.
-        if d != 0 && significant(ph.host_enqueue, typical) {
+        if d != 0 && ph.host_enqueue > floors[0] {
             out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
         }
-        if d != 1 && significant(ph.queued_to_submitted, typical) {
+        if d != 1 && ph.queued_to_submitted > floors[1] {
             out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
         }
         (out, ph, peers.len())
+    }
+
+    /// When the host-order predecessor of `p`'s launch call is a blocking call
+    /// (it has a `sync` edge from the device work it waited for) that waited longer
+    /// than the same call before `p`'s peers (or, without peers, at all), and the
+    /// device op it waited for was itself late: that op's causes, and the excess wait.
+    pub(super) fn late_blocking_predecessor(
+        &self,
+        p: Pos,
+        peers: &[Pos],
+        depth: u32,
+    ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
+        if depth >= super::gating::MAX_HOPS {
+            return None;
+        }
+        let ix = &self.ix;
+        let blocking_before = |op: Pos| -> Option<(Pos, Pos)> {
+            let call = ix.launch_api(op)?;
+            let pred = self.incoming_of(call, EdgeType::HostOrder)?.src;
+            let waited = self.incoming_of(pred, EdgeType::Sync)?.src;
+            ix.rec(waited).is_device_op().then_some((pred, waited))
+        };
+        let wait = |c: Pos| ix.end(c).saturating_sub(ix.start(c)) as f64;
+        let (pred, waited) = blocking_before(p)?;
+        let peer_waits: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| blocking_before(k))
+            .map(|(c, _)| wait(c))
+            .collect();
+        let excess = analysis::excess(Some(wait(pred)), peer_waits, 0.0);
+        if excess <= analysis::NOISE_NS {
+            return None;
+        }
+        let (causes, phases, _) = self.device_causes(waited, depth + 1);
+        (dominant(&phases).1 > 0.0).then_some((causes, excess))
+    }
+
+    /// When `p` finished later after its request began than its peers did although
+    /// none of its own phases is late, the delay lies upstream on its critical
+    /// path: a scheduler or page-fault record on the path explaining at least
+    /// half of it names it; else the first device op on the path that was late
+    /// for a reason of its own passes that reason on. (the causes, the lateness)
+    pub(super) fn late_since_request(
+        &self,
+        p: Pos,
+        peers: &[Pos],
+        depth: u32,
+    ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
+        if depth >= super::gating::MAX_HOPS || peers.is_empty() {
+            return None;
+        }
+        let ix = &self.ix;
+        let (late, _) = self.finish_since_request(p, peers)?;
+        if late <= self.phase_floors(peers)[3] {
+            return None;
+        }
+        let (path, _) = self.critical_path(p);
+        let stall = |x: Pos| -> Option<(CauseLabel, f64)> {
+            match ix.rec(x) {
+                Record::Sched {
+                    switch_out,
+                    switch_in,
+                    ..
+                } => Some((
+                    CauseLabel::CpuDeschedule,
+                    switch_in.saturating_sub(*switch_out) as f64,
+                )),
+                Record::PageFault { duration, .. } => {
+                    Some((CauseLabel::HostPageFault, *duration as f64))
+                }
+                _ => None,
+            }
+        };
+        if let Some((label, size)) = path
+            .iter()
+            .filter_map(|&x| stall(x))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        {
+            if size >= 0.5 * late {
+                return Some((
+                    vec![(label, late), (CauseLabel::HostCompute, late * 0.2)],
+                    late,
+                ));
+            }
+        }
+        for &x in path.iter().filter(|&&x| x != p && ix.rec(x).is_device_op()) {
+            let (causes, phases, _) = self.device_causes(x, depth + 1);
+            if dominant(&phases).1 > 0.0 {
+                return Some((causes, late));
+            }
+        }
+        None
+    }
+
+    /// How much later after its request began `p` finished than its peers did, and
+    /// how far the peers themselves spread (`None` without peers or request markers).
+    pub(super) fn finish_since_request(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
+        let ix = &self.ix;
+        let since = |op: Pos| -> Option<f64> {
+            let call = ix.launch_api(op)?;
+            let m = self.host_measure(call);
+            Some(m.since_request? + ix.end(op).saturating_sub(ix.start(call)) as f64)
+        };
+        let own = since(p)?;
+        let base: Vec<f64> = peers.iter().filter_map(|&k| since(k)).collect();
+        let m = crate::index::median(base.clone())?;
+        let spread = base.iter().map(|x| (x - m).abs()).fold(0.0, f64::max);
+        Some(((own - m).max(0.0), spread))
     }
 
     /// A blocking host call (stream/event/context synchronize, implicit fence).
@@ -301,4 +445,17 @@ impl Graph<'_> {
             ),
         }
     }
+}
+
+/// The largest phase above its noise floor: (index, excess), or (0, 0) when none is.
+pub(super) fn dominant_late(ph: &Phases, floors: &[f64; 4]) -> (usize, f64) {
+    ph.as_array()
+        .iter()
+        .zip(floors)
+        .enumerate()
+        .filter(|(_, (v, f))| **v > **f)
+        .fold(
+            (0, 0.0),
+            |best, (i, (v, _))| if *v > best.1 { (i, *v) } else { best },
+        )
 }

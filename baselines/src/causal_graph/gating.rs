@@ -1,11 +1,14 @@
 //! What held an operation back: the gating chain through waits and event records,
 //! and the causes its kind implies.
 
+use super::diagnosis::dominant_late;
 use super::graph::Graph;
-use crate::analysis::{self, dominant, significant};
 use crate::index::Pos;
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, EdgeType};
+
+/// Bound on the gating hops followed (a guard, far above any real chain).
+pub(super) const MAX_HOPS: u32 = 256;
 
 impl Graph<'_> {
     /// Walks the gating chain back from a device op through waits and event
@@ -83,12 +86,15 @@ impl Graph<'_> {
             out.push((alt, v * 0.4));
         }
         // A gate that was itself late for a reason of its own passes that reason on.
-        if let Some(u) = up.filter(|&u| ix.rec(u).is_device_op() && depth < 3 && !lost) {
+        // The chain is followed to its root, however many hops: each step goes to a
+        // record that completed earlier, so the walk ends; the bound only guards
+        // against a malformed view.
+        if let Some(u) = up.filter(|&u| ix.rec(u).is_device_op() && depth < MAX_HOPS && !lost) {
             let upeers = self.device_peers(u);
-            let utyp = analysis::typical_latency(ix, &upeers);
+            let ufloors = self.phase_floors(&upeers);
             let (uph, uhost) = self.device_phases(u, &upeers);
-            let (ud, uv) = dominant(&uph);
-            if significant(uv, utyp) && !upeers.is_empty() {
+            let (ud, uv) = dominant_late(&uph, &ufloors);
+            if uv > 0.0 {
                 let ucopy = matches!(ix.rec(u), Record::Memcpy { .. });
                 let passed: Vec<(CauseLabel, f64)> = match ud {
                     0 => uhost,

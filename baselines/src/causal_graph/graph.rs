@@ -48,6 +48,8 @@ pub(crate) struct Graph<'a> {
     /// record of a wait spans the host call, so the device-side moment is the
     /// completion of the event record it joins to (by `event_sync_id`).
     pub(super) wait_satisfied: HashMap<Pos, Ns>,
+    /// Each device op's position among its operation's instances in its request.
+    pub(super) position: HashMap<Pos, u32>,
 }
 
 impl<'a> Graph<'a> {
@@ -73,7 +75,9 @@ impl<'a> Graph<'a> {
             has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
             graph_lost: Default::default(),
             wait_satisfied: HashMap::new(),
+            position: HashMap::new(),
         };
+        g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();
         g.launch_edges();
         g.stream_edges();

@@ -15,10 +15,13 @@
 //!   event's own stream, not the thread's previous launch (HTA 117).
 //! - *event* (explicit): `cuda_event` → stream-wait `sync`, joined by
 //!   `event_sync_id` (never by the raw event handle, which is reused).
-//! - *graph* (inferred, confidence < 1): dependencies between nodes of one graph
-//!   launch. CUPTI does not report graph topology, so a node that starts right
-//!   after another node of the same launch ends, consistently over replays of the
-//!   same graph exec, is taken as its dependant.
+//! - *graph* (inferred, confidence < 0.8): dependencies between nodes of one
+//!   graph launch. CUPTI does not report graph topology, so every node that ended
+//!   before another started in every replay of the same graph exec (and never
+//!   overlapped it) is a candidate predecessor, and all candidates are kept
+//!   except those implied through another one (transitive reduction): fan-in
+//!   keeps every predecessor. Stream-order edges into and out of a multi-node
+//!   launch depend on that topology and are inferred too.
 //! - *sync* (explicit/observed): the device work a blocking call waited for
 //!   (stream/event/context synchronize, the implicit fence of a pageable copy).
 //! - *request* (explicit): request tokens from external correlation records and
@@ -39,15 +42,20 @@
 //!   (kernels) or the copy engine (copies) while an op waited far longer than its
 //!   peers to start: the latest such op ending when the victim started.
 //!
-//! **Diagnosis**: the critical path walks back from the queried record taking at
-//! each step the predecessor whose completion gated it, and stops at the first
-//! record with a `missing` claim (`complete: false`, `first_unresolved`). Peers
-//! are the same operation (kernel name / copy shape, same call-site frame when
-//! stacks show it) in other requests of the view, since no twin is visible. The
-//! phase decomposition is each phase's excess over the peers' median: host gap
-//! before the call plus the queue waits of its handoff chain (including the
-//! request's wait to be picked up), queued→submitted, submitted→start,
-//! execution; all zero when nothing is late.
+//! **Diagnosis** (the rules, with the reasons for each, are in
+//! `baselines/README.md`): the critical path walks back from the queried record
+//! taking at each step the predecessor whose completion gated it, and stops at
+//! the first record with a `missing` claim (`complete: false`,
+//! `first_unresolved`). Peers are the same operation *at the same place* in
+//! other requests of the view (kernel name / copy shape, same call-site frame
+//! when stacks show it, same position among that operation's instances in its
+//! request, the same stream when one shares it), since no twin is visible: a
+//! name launched from several call contexts is several operations. Each phase's
+//! excess over the peers' median is lateness above its noise floor (the peers'
+//! own spread, and for device phases a quarter of the op's typical latency); a
+//! host stall that the thread's scheduler or page-fault records show is
+//! lateness whatever the device op's length. Without peers only what the
+//! records explain is lateness: stall records, and absolute waits on a gate.
 //!
 //! Causes: a late host phase is blamed on the stall records of the calling
 //! thread (`cpu_deschedule`, `host_page_fault`), the handoff chain's queue waits
@@ -57,10 +65,13 @@
 //! and event records: an event edge ⇒ `event_wait`, a graph edge ⇒
 //! `graph_dependency`, a stream predecessor ⇒ `stream_backlog` (`implicit_sync`
 //! for a blocking pageable copy); when the upstream op was itself late for a
-//! reason of its own (contention, a slow copy, a late launch) that reason is
-//! ranked first. When nothing is late against the peers the op's timing is
-//! still explained by what gated it (same rules, the host chain for an op that
-//! started when launched), with `none` as the close second.
+//! reason of its own that reason is passed on, hop by hop, to the root of the
+//! chain. An op launched on time after a blocking call that returned late, or
+//! late since its request began with no late phase of its own, takes the cause
+//! of the late device work or stall upstream on its critical path; an op that
+//! finished on time against its peers is not late whatever its phases. Nothing late
+//! against clean peers ⇒ `none` first; without peers, or with records lost, the
+//! op's timing is explained by what gated it, `none` the close second.
 //!
 //! Incompleteness beyond `missing` claims: a late call with nothing on the
 //! host to explain it is unresolved when the view has no eBPF records (or loss

@@ -3,9 +3,16 @@
 
 use super::graph::Graph;
 use crate::analysis::{self, NOISE_NS};
-use crate::index::{call_site_frame, Pos};
+use crate::index::{call_site_frame, median, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, Phases};
+use std::collections::HashMap;
+
+/// An op in enqueue order: (enqueue time, rid, position in the view).
+type Placed = (Ns, u64, Pos);
+
+/// Share of an op's typical latency below which a device-side delay is not lateness.
+const DEVICE_SHARE: f64 = 0.25;
 
 impl Graph<'_> {
     /// Host-side lateness of a call: (gap since its host predecessor, queue waits
@@ -101,8 +108,28 @@ impl Graph<'_> {
         );
         let tid = ix.rec(call).tid().unwrap_or(0);
         let st = ix.host_stalls(tid, own.ready.min(ix.start(call)), ix.start(call));
-        // A gap to an inferred predecessor (closed mode: maybe another task's call)
-        // includes idle time; only what stall records explain counts as lateness.
+        // Without peers there is no normal gap or queue wait to compare with: only
+        // what the thread's stall records explain is lateness (the structural
+        // reading of the host chain, `host_structural`, names the rest). A gap to
+        // an inferred predecessor (closed mode: maybe another task's call) includes
+        // idle time likewise.
+        // With peers, the part of the gap no stall record explains is lateness only
+        // beyond the peers' own spread of gaps (host jitter is not lateness).
+        let stalled = st.desched_ns + st.fault_ns;
+        let (gap_x, wait_x) = if pm.is_empty() {
+            (stalled, 0.0)
+        } else {
+            let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
+            let spread = median(gaps.clone())
+                .map(|m| gaps.iter().map(|g| (g - m).abs()).fold(0.0, f64::max))
+                .unwrap_or(0.0);
+            let unexplained = (gap_x - stalled).max(0.0);
+            if unexplained > spread {
+                (gap_x, wait_x)
+            } else {
+                (gap_x.min(stalled), wait_x)
+            }
+        };
         let gap_x = if own.gap_inferred {
             gap_x.min(st.desched_ns + st.fault_ns)
         } else {
@@ -131,8 +158,13 @@ impl Graph<'_> {
         (total.max(st.desched_ns + st.fault_ns), v)
     }
 
-    /// Peers of a device op: the same operation (kernel name / copy shape, and
-    /// the same call site when stacks show it) in other requests of the view.
+    /// Peers of a device op: the same operation in other requests of the view —
+    /// the same kernel name / copy shape *at the same place*: the same call-site
+    /// frame when stacks show it, and the same position among that operation's
+    /// instances in its request. A kernel name launched from several call
+    /// contexts is several operations; with request tokens, an instance at
+    /// another position is never a peer, even when no peer is left. The same
+    /// stream is preferred when some peer shares it (recreated streams get new ids).
     pub(super) fn device_peers(&self, p: Pos) -> Vec<Pos> {
         let ix = &self.ix;
         let all = self.peers.of(ix, p);
@@ -143,22 +175,83 @@ impl Graph<'_> {
         };
         let tok = |k: Pos| self.token(k);
         let (my_site, my_tok) = (site(p), tok(p));
-        let same_site: Vec<Pos> = all
-            .iter()
-            .copied()
+        let my_pos = self.position.get(&p).copied();
+        let placed: Vec<Pos> = all
+            .into_iter()
             .filter(|&k| site(k) == my_site)
+            .filter(|&k| my_tok.is_none() || tok(k) != my_tok)
+            .filter(|&k| my_tok.is_none() || self.position.get(&k).copied() == my_pos)
             .collect();
-        let pool = if same_site.is_empty() { all } else { same_site };
-        let other_req: Vec<Pos> = pool
+        let stream = ix.rec(p).stream();
+        let same_stream: Vec<Pos> = placed
             .iter()
             .copied()
-            .filter(|&k| my_tok.is_none() || tok(k) != my_tok)
+            .filter(|&k| ix.rec(k).stream() == stream)
             .collect();
-        if other_req.is_empty() {
-            pool
+        if same_stream.is_empty() {
+            placed
         } else {
-            other_req
+            same_stream
         }
+    }
+
+    /// Each device op's position among the instances of its operation (peer key)
+    /// in its request, in enqueue order; ops without a request token are left out.
+    pub(super) fn positions(&self) -> HashMap<Pos, u32> {
+        let ix = &self.ix;
+        let mut groups: HashMap<(analysis::PeerKey, String), Vec<Placed>> = HashMap::new();
+        for &p in &ix.device_ops {
+            let (Some(key), Some(tok)) = (analysis::peer_key(ix.rec(p)), self.token(p)) else {
+                continue;
+            };
+            groups
+                .entry((key, tok))
+                .or_default()
+                .push((self.enqueue_key(p), ix.rid(p), p));
+        }
+        let mut out = HashMap::new();
+        for mut v in groups.into_values() {
+            v.sort_unstable();
+            for (i, &(_, _, p)) in v.iter().enumerate() {
+                out.insert(p, i as u32);
+            }
+        }
+        out
+    }
+
+    /// The noise floor of each phase (host, queued→submitted, submitted→start,
+    /// execution): an excess is lateness only above it. Device phases: how far the
+    /// peers themselves stray from their median, and a quarter of the op's typical
+    /// latency ([`DEVICE_SHARE`]: smaller device-side delays are what the
+    /// application's own concurrent work causes, and the benchmark scores lateness
+    /// from 0.3× the normal latency up, docs/design.md). The host phase: only
+    /// [`NOISE_NS`], whatever the device op's length — its excess is either a stall
+    /// the thread's scheduler or page-fault records show, or a host gap longer than
+    /// the peers'. Without peers every floor is [`NOISE_NS`] (the phases are then
+    /// absolute waits and stall times, which the records explain).
+    pub(super) fn phase_floors(&self, peers: &[Pos]) -> [f64; 4] {
+        let ix = &self.ix;
+        let pp: Vec<analysis::DevPhases> = peers
+            .iter()
+            .filter_map(|&q| analysis::dev_phases_in(ix, q))
+            .collect();
+        let spread = |v: Vec<f64>| -> f64 {
+            let Some(m) = median(v.clone()) else {
+                return 0.0;
+            };
+            v.iter().map(|x| (x - m).abs()).fold(0.0, f64::max)
+        };
+        let base = NOISE_NS.max(DEVICE_SHARE * analysis::typical_latency(ix, peers));
+        [
+            NOISE_NS,
+            base.max(spread(
+                pp.iter().filter_map(|d| d.queued_to_submitted).collect(),
+            )),
+            base.max(spread(
+                pp.iter().filter_map(|d| d.submitted_to_start).collect(),
+            )),
+            base.max(spread(pp.iter().map(|d| d.execution).collect())),
+        ]
     }
 
     /// Per-phase excess of a device op over its peers, host side included.

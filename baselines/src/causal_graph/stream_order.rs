@@ -105,6 +105,7 @@ impl Graph<'_> {
             }
             let orphan_keys = orphans.get(&s);
             let mut prev: Option<(Ns, Vec<Pos>)> = None;
+            let mut prev_multi = false;
             let mut order: Vec<(Ns, Vec<Pos>)> = Vec::with_capacity(units.len());
             for (key, u) in &units {
                 let entries: Vec<Pos> = match u {
@@ -129,7 +130,7 @@ impl Graph<'_> {
                     let pred_exits: &[Pos] =
                         prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
                     let unexplained = self.unexplained_gating(x, pred_exits);
-                    let mut conf = base_conf;
+                    let mut conf: f64 = base_conf;
                     if orphan_between > 0.0 {
                         self.add_missing(x, EdgeType::StreamOrder, orphan_between);
                         conf = 0.4;
@@ -138,8 +139,21 @@ impl Graph<'_> {
                         conf = 0.4;
                     }
                     if let Some((_, pp)) = &prev {
+                        // Which nodes of a graph launch enter and exit it follows from
+                        // the inferred topology: such an edge is inferred too.
+                        let inferred = matches!(u, Unit::Graph(v) if v.len() > 1) || prev_multi;
                         for &e in pp {
-                            self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+                            if inferred {
+                                self.add(
+                                    e,
+                                    x,
+                                    EdgeType::StreamOrder,
+                                    Evidence::Inferred,
+                                    conf.min(0.7),
+                                );
+                            } else {
+                                self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+                            }
                         }
                     }
                 }
@@ -152,6 +166,7 @@ impl Graph<'_> {
                         .filter(|p| !graph_succs.contains_key(p))
                         .collect(),
                 };
+                prev_multi = matches!(u, Unit::Graph(v) if v.len() > 1);
                 prev = Some((*key, exits.clone()));
                 order.push((*key, exits));
             }
