@@ -223,11 +223,14 @@ fn mechanism_on_path(
             .is_some_and(|i| gates_after(i).contains(&EdgeType::Event)),
         InjectionKind::GraphDependency => target_at
             .is_some_and(|i| gates_after(i).contains(&EdgeType::Graph)),
-        // The lengthened op the blocking host call waits for: through a
-        // `sync` edge, or stream order into the blocking copy itself.
-        InjectionKind::SyncWait
-        | InjectionKind::DelayedMemcpy
-        | InjectionKind::KernelSlowdown => {
+        // The lengthened op a blocking host call waits for: a `sync` edge
+        // follows it on the way to the symptom, or the symptom is the copy
+        // whose own call blocks (a readback behind it in its stream).
+        InjectionKind::SyncWait => target_at.is_some_and(|i| {
+            gates_after(i).contains(&EdgeType::Sync)
+                || path.last().is_some_and(|&s| truth.nodes[s as usize].kind == ground_truth::graph::NodeKind::Memcpy)
+        }),
+        InjectionKind::DelayedMemcpy | InjectionKind::KernelSlowdown => {
             target_at.is_some()
         }
         InjectionKind::RecordLoss => false,

@@ -47,7 +47,7 @@ const KERNEL_OR_CALL: &[SymptomOp] = &[SymptomOp::Kernel, SymptomOp::HostCall];
 pub const FAMILIES: &[Family] = &[
     Family {
         name: "late-launch-vs-device-queueing",
-        constraints: Constraints { first_link: None, all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
+        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
         layout: Layout { root_copy: false, readback: false, side_gate: false },
         variants: &[
             Variant { name: "host-deschedule", cause: CauseLabel::CpuDeschedule, kind: InjectionKind::CpuDeschedule, target: Target::Root },
@@ -57,7 +57,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "host-page-fault-vs-cpu-stall",
-        constraints: Constraints { first_link: None, all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
+        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
         layout: Layout { root_copy: false, readback: false, side_gate: false },
         variants: &[
             Variant { name: "page-fault", cause: CauseLabel::HostPageFault, kind: InjectionKind::HostPageFaultMinor, target: Target::Root },
@@ -66,7 +66,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "dependency-vs-overlap",
-        constraints: Constraints { first_link: Some(Link::Event), all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
+        constraints: Constraints { first_link: &[Link::Event], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
         layout: Layout { root_copy: false, readback: false, side_gate: false },
         variants: &[
             Variant { name: "event-edge", cause: CauseLabel::EventWait, kind: InjectionKind::EventWait, target: Target::Root },
@@ -75,7 +75,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "slow-copy-vs-blocked-consumer",
-        constraints: Constraints { first_link: Some(Link::Stream), all_graph: false, symptom_ops: KERNEL_OR_CALL, root_copy: true, no_graph: true },
+        constraints: Constraints { first_link: &[Link::Stream], all_graph: false, symptom_ops: KERNEL_OR_CALL, root_copy: true, no_graph: true },
         layout: Layout { root_copy: true, readback: false, side_gate: true },
         variants: &[
             Variant { name: "own-copy-contended", cause: CauseLabel::PcieContention, kind: InjectionKind::PcieContention, target: Target::Root },
@@ -84,7 +84,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "implicit-synchronization",
-        constraints: Constraints { first_link: None, all_graph: false, symptom_ops: &[SymptomOp::Copy], root_copy: false, no_graph: true },
+        constraints: Constraints { first_link: &[Link::Sync, Link::Handoff], all_graph: false, symptom_ops: &[SymptomOp::Copy], root_copy: false, no_graph: true },
         layout: Layout { root_copy: false, readback: true, side_gate: false },
         variants: &[
             Variant { name: "copy-forced-fence", cause: CauseLabel::ImplicitSync, kind: InjectionKind::SyncWait, target: Target::Root },
@@ -93,7 +93,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "graph-replay-vs-direct-launch",
-        constraints: Constraints { first_link: None, all_graph: true, symptom_ops: KERNEL_OR_CALL, root_copy: false, no_graph: false },
+        constraints: Constraints { first_link: &[], all_graph: true, symptom_ops: KERNEL_OR_CALL, root_copy: false, no_graph: false },
         layout: Layout { root_copy: false, readback: false, side_gate: false },
         variants: &[
             Variant { name: "graph-dependency", cause: CauseLabel::GraphDependency, kind: InjectionKind::GraphDependency, target: Target::Root },
@@ -102,7 +102,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "concurrent-work",
-        constraints: Constraints { first_link: None, all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
+        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
         layout: Layout { root_copy: false, readback: false, side_gate: false },
         variants: &[
             Variant { name: "harmful", cause: CauseLabel::OccupancyPressure, kind: InjectionKind::OccupancyPressure, target: Target::Root },

@@ -133,8 +133,10 @@ pub struct Structure {
 /// What a family demands of the structure it is sampled with.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Constraints {
-    /// The first link's kind, when the family's mechanism needs it.
-    pub first_link: Option<Link>,
+    /// The kinds the first link may take, when the family's mechanism needs
+    /// one (empty: any): the gate right after the root names a lengthened
+    /// root's label (docs/scenario-space.md, "Labelling convention").
+    pub first_link: &'static [Link],
     /// Every link is a graph edge (the chain is one graph).
     pub all_graph: bool,
     /// The symptom kinds the family allows (empty: any).
@@ -225,8 +227,8 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
             };
             links.push(link);
         }
-        if let Some(first) = constraints.first_link {
-            links[0] = first;
+        if !constraints.first_link.is_empty() {
+            links[0] = *constraints.first_link.choose(&mut rng).expect("non-empty");
         }
     }
     let streams = if links.contains(&Link::Event) { streams.max(2) } else { streams };

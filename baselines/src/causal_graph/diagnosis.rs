@@ -311,7 +311,63 @@ impl Graph<'_> {
             return None;
         }
         let (causes, phases, _) = self.device_causes(waited, depth + 1);
-        (dominant(&phases).1 > 0.0).then_some((causes, excess))
+        if dominant(&phases).1 <= 0.0 {
+            return None;
+        }
+        // The device work the call waited for ran long itself: a host call
+        // blocked on slower work (docs/scenario-space.md, "Labelling convention").
+        let causes = if self.ran_long(waited, &phases) {
+            vec![(CauseLabel::ImplicitSync, excess)]
+        } else {
+            causes
+        };
+        Some((causes, excess))
+    }
+
+    /// Whether a device kernel's lateness is its own execution running long
+    /// (not waiting for SMs, its launch or its gate): what delays the work after
+    /// it is then named by the gate it passes the delay through.
+    fn ran_long(&self, x: Pos, phases: &Phases) -> bool {
+        matches!(self.ix.rec(x), Record::Kernel { .. }) && dominant(phases).0 == 3
+    }
+
+    /// The label of a kernel on `path` (at `i`) that ran long and so delayed
+    /// what follows it: the first gate after it on the way to the path's end
+    /// (an event wait, a graph edge, a host synchronization; otherwise the next
+    /// op waited behind it in its stream).
+    fn gate_after(&self, path: &[Pos], i: usize) -> CauseLabel {
+        let ix = &self.ix;
+        for w in path[i..].windows(2) {
+            let kinds: Vec<EdgeType> = self
+                .incoming(w[1])
+                .into_iter()
+                .filter(|e| e.src == w[0])
+                .map(|e| e.kind)
+                .collect();
+            if kinds.contains(&EdgeType::Event) {
+                return CauseLabel::EventWait;
+            }
+            if kinds.contains(&EdgeType::Graph) {
+                return CauseLabel::GraphDependency;
+            }
+            if kinds.contains(&EdgeType::Sync) {
+                return CauseLabel::ImplicitSync;
+            }
+            // Past event records and waits the gate is still to come; any other
+            // op ends the search.
+            let passthrough = matches!(
+                ix.rec(w[1]),
+                Record::CudaEvent { .. }
+                    | Record::Sync {
+                        sync_type: SyncType::StreamWaitEvent,
+                        ..
+                    }
+            );
+            if !passthrough {
+                break;
+            }
+        }
+        CauseLabel::StreamBacklog
     }
 
     /// When `p` finished later after its request began than its peers did although
@@ -362,9 +418,18 @@ impl Graph<'_> {
                 ));
             }
         }
-        for &x in path.iter().filter(|&&x| x != p && ix.rec(x).is_device_op()) {
+        for (i, &x) in path.iter().enumerate() {
+            // Only an op with peers of its own can be late against them: work
+            // without any (concurrent work of another origin) is what delayed the
+            // path, not a late op on it.
+            if x == p || !ix.rec(x).is_device_op() || self.device_peers(x).is_empty() {
+                continue;
+            }
             let (causes, phases, _) = self.device_causes(x, depth + 1);
             if dominant(&phases).1 > 0.0 {
+                if self.ran_long(x, &phases) {
+                    return Some((vec![(self.gate_after(&path, i), late)], late));
+                }
                 return Some((causes, late));
             }
         }

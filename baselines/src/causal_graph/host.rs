@@ -176,6 +176,17 @@ impl Graph<'_> {
                                 conf: 1.0,
                             });
                         }
+                        // The hand-on waits for the task's last call: a blocking call
+                        // that returned late delays it (docs/records.md, `host_order`).
+                        if let Some(pp) = prev.filter(|&pp| Some(pp) != task) {
+                            add.push(E {
+                                src: pp,
+                                dst: p,
+                                kind: EdgeType::HostOrder,
+                                ev: Evidence::Observed,
+                                conf: 1.0,
+                            });
+                        }
                         continue;
                     }
                     _ => {}
