@@ -9,7 +9,9 @@ mod limits;
 mod parallel_read;
 mod parallel_write;
 
-pub use atomic::{remove_stale_temp_files, write_atomic, write_json_atomic};
+pub use atomic::{
+    remove_stale_temp_files, write_atomic, write_atomic_streaming, write_json_atomic,
+};
 pub use limits::{bounded_echo, read_input, InputBytes, InputLimits, MAX_ECHO_CHARS, MAX_NESTING};
 
 use crate::graph::NodeKind;
