@@ -38,9 +38,23 @@ sed -e 's/requests: 3$/requests: 22000/' -e 's/interval_us: 20000/interval_us: 2
 "$BIN" record --scenario large.yaml --backend sim --out large.bundle.json 2>/dev/null
 "$BIN" view --bundle large.bundle.json --collectors combined --mode instrumented \
   --out large.view.json 2>/dev/null
-# The scenario-size limit itself: a tiny file asking for the most operations allowed.
-sed -e 's/requests: 3$/requests: 500000/' -e 's/interval_us: 20000/interval_us: 100/' \
+# The scenario-size limit itself: tiny files asking for the most operations
+# allowed (1.5 M: requests × (1 + 4 steps) × 2 for the no-injection twin), and one more.
+sed -e 's/requests: 3$/requests: 150000/' -e 's/interval_us: 20000/interval_us: 100/' \
   -e 's/^name: .*/name: abuse.at-the-ops-limit/' "$SCENARIO" > at-ops-limit.yaml
+sed -e 's/requests: 3$/requests: 150001/' -e 's/interval_us: 20000/interval_us: 100/' \
+  -e 's/^name: .*/name: abuse.past-the-ops-limit/' "$SCENARIO" > past-ops-limit.yaml
+# The same with one step per request: the most requests allowed.
+python3 - "$SCENARIO" > at-requests-limit.yaml <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+head, rest = s.split("    steps:\n", 1)
+tail = rest[rest.index("injection:"):]
+one = "    steps:\n      - {op: kernel, id: gemm, stream: compute, name: gemm, duration_us: 1}\n"
+s = head + one + tail
+s = s.replace("requests: 3\n", "requests: 375000\n").replace("interval_us: 20000", "interval_us: 10")
+print(s.replace("name: late-launch-vs-device-queueing.occupancy-hog", "name: abuse.at-the-requests-limit"), end="")
+PY
 
 python3 - "$WORK" <<'PY'
 import gzip, json, os, sys
@@ -82,7 +96,7 @@ dump("huge-number.bundle.json", b)
 b = json.loads(json.dumps(small)); b["trace"][0]["end"] = 2 ** 64 - 1
 dump("huge-end.bundle.json", b)
 v = json.loads(json.dumps(view)); v["queries"][0]["id"] = "q" * (100 * MB - 1000)
-dump("wrong-query.view.json", v)
+dump("huge-query.view.json", v)
 e = json.loads(json.dumps(expl)); e["meta"]["wall_ms"] = -1e308
 dump("negative-cost.explanation.json", e)
 e = json.loads(json.dumps(expl)); e["diagnoses"][0]["query"] = "q" * (100 * MB - 1000)
@@ -135,11 +149,13 @@ import gzip, os, sys
 work = sys.argv[1]
 MB = 1 << 20
 def pack(dir, data):
-    with gzip.open(os.path.join(work, dir, "f.cases.jsonl.gz"), "wb", compresslevel=1) as f:
+    # Stored uncompressed (the reader takes either): these attack the parser,
+    # not the expansion limit.
+    with open(os.path.join(work, dir, "f.cases.jsonl.gz"), "wb") as f:
         f.write(data)
-pack("packs-deep", b"[" * (90 * MB))
-pack("packs-random", os.urandom(90 * MB))
-pack("packs-wrong", b'{"bundle": "' + b"x" * (90 * MB) + b'", "telemetry": 1}\n')
+pack("packs-deep", b"[" * (100 * MB))
+pack("packs-random", os.urandom(100 * MB))
+pack("packs-wrong", b'{"bundle": "' + b"x" * (100 * MB - 64) + b'", "telemetry": 1}\n')
 PY
 ls -la "$WORK" >&2
 
@@ -157,7 +173,8 @@ attack() {
   read -r seconds kb < <(tail -n 1 "$WORK/time.txt" 2>/dev/null || echo "? ?")
   [ "$rc" = 137 ] && seconds=">$((LIMIT_S * 2))"
   local first
-  first=$(grep -v '^\s*$' "$WORK/stderr.txt" | head -n 1 | cut -c1-150)
+  first=$( (grep -m 1 'failed: ' "$WORK/stderr.txt" || grep -v '^\s*$' "$WORK/stderr.txt" | head -n 1) |
+    cut -c1-150)
   local verdict=ok why=""
   case "$expect:$rc" in
     accept:0 | refuse:2 | fail:1 | fail:2) ;;
@@ -187,15 +204,18 @@ attack "record requests 1e30" refuse record --scenario huge-numbers.yaml --backe
 attack "record duration 1e16 us" refuse record --scenario huge-duration.yaml --backend sim --out out/b.json
 attack "record random bytes 100MB" refuse record --scenario random.yaml --backend sim --out out/b.json
 attack "record at the ops limit" accept record --scenario at-ops-limit.yaml --backend sim --out out/b.json
+attack "record at the requests limit" accept record --scenario at-requests-limit.yaml --backend sim --out out/b.json
+attack "record past the ops limit" refuse record --scenario past-ops-limit.yaml --backend sim --out out/b.json
 attack "record large (valid)" accept record --scenario large.yaml --backend sim --out out/b.json
 for kind in bomb deep random wrong-type huge-number huge-end; do
   f=$kind.bundle.json; [ "$kind" = bomb ] && f=bomb.bundle.json.gz
   attack "view bundle $kind" refuse view --bundle "$f" --collectors combined --mode closed --out out/v.json
 done
 attack "view large bundle (valid)" accept view --bundle large.bundle.json --collectors combined --mode closed --out out/v.json
-for f in bomb.view.json.gz deep.view.json random.view.json wrong-query.view.json; do
+for f in bomb.view.json.gz deep.view.json random.view.json; do
   attack "profile ${f%%.json*}" refuse profile --profiler causal-graph --view "$f" --out out/e.json
 done
+attack "profile 100MB query id (valid)" accept profile --profiler causal-graph --view huge-query.view.json --out out/e.json
 attack "profile large view (valid)" accept profile --profiler causal-graph --view large.view.json --out out/e.json
 for f in bomb.explanation.json.gz deep.explanation.json random.explanation.json \
   negative-cost.explanation.json huge-query.explanation.json; do

@@ -566,7 +566,7 @@ fn scenario_past_the_limits() {
     );
     bad_scenario(
         &with("requests: 3", "requests: 10000000"),
-        "over the limit of 2000000",
+        "over the limit of 1500000",
     );
 }
 
