@@ -52,17 +52,7 @@ fn pipeline(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         .code,
         0
     );
-    let r = run(&[
-        "view",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--collectors",
-        "combined",
-        "--mode",
-        "instrumented",
-        "--out",
-        v.to_str().unwrap(),
-    ]);
+    let r = view(&b, &v);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&[
         "profile",
@@ -75,6 +65,21 @@ fn pipeline(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     (b, v, e)
+}
+
+/// `causalbench view` of `bundle`, combined and instrumented, into `out`.
+fn view(bundle: &Path, out: &Path) -> Outcome {
+    run(&[
+        "view",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--collectors",
+        "combined",
+        "--mode",
+        "instrumented",
+        "--out",
+        out.to_str().unwrap(),
+    ])
 }
 
 fn expect_bad(o: Outcome, file: &Path, place: &str) {
@@ -326,40 +331,19 @@ fn explanation_duplicate_diagnosis() {
 
 #[test]
 fn bundle_duplicate_symptom_id() {
-    bad_json(
-        "bundle",
-        |v| {
-            let s = v["ground_truth"]["symptoms"][0].clone();
-            v["ground_truth"]["symptoms"]
-                .as_array_mut()
-                .unwrap()
-                .push(s);
-        },
-        ".ground_truth.symptoms[1].id",
-    );
+    let duplicate = |v: &mut serde_json::Value| {
+        let s = v["ground_truth"]["symptoms"][0].clone();
+        v["ground_truth"]["symptoms"].as_array_mut().unwrap().push(s);
+    };
+    bad_json("bundle", duplicate, ".ground_truth.symptoms[1].id");
     // `view` refuses it too, so it never writes a view its own reader rejects.
     let d = tmp();
     let (b, _, _) = pipeline(d.path());
     let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();
-    let s = value["ground_truth"]["symptoms"][0].clone();
-    value["ground_truth"]["symptoms"]
-        .as_array_mut()
-        .unwrap()
-        .push(s);
+    duplicate(&mut value);
     std::fs::write(&b, serde_json::to_vec(&value).unwrap()).unwrap();
     let out = d.path().join("dup-view.json");
-    let o = run(&[
-        "view",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--collectors",
-        "combined",
-        "--mode",
-        "instrumented",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    expect_bad(o, &b, ".ground_truth.symptoms[1].id");
+    expect_bad(view(&b, &out), &b, ".ground_truth.symptoms[1].id");
     assert!(!out.exists());
 }
 
