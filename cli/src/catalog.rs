@@ -10,8 +10,41 @@ include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
 /// Name of the embedded suite.
 pub const DEFAULT_SUITE: &str = "catalog";
 
-/// Loads a suite: `catalog` (embedded) or a directory of scenario files.
-pub fn load_suite(suite: &str) -> Result<Vec<Scenario>, FormatError> {
+/// A generated split of the scenario space: which, drawn from which seed, how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitDraw {
+    pub split: scenario_space::Split,
+    pub seed: u64,
+    pub cases: usize,
+}
+
+/// The generated split `suite` names (`dev`, `test`), if it names one: the dev
+/// split's seed is fixed, the test split's is `test_seed` or a fresh draw.
+pub fn split_draw(suite: &str, cases: Option<usize>, test_seed: Option<u64>) -> Option<SplitDraw> {
+    let split = scenario_space::Split::parse(suite)?;
+    let seed = match split {
+        scenario_space::Split::Dev => scenario_space::DEV_SEED,
+        scenario_space::Split::Test => test_seed.unwrap_or_else(rand::random),
+    };
+    Some(SplitDraw {
+        split,
+        seed,
+        cases: cases.unwrap_or(scenario_space::DEFAULT_CASES),
+    })
+}
+
+/// The scenarios of a generated split.
+pub fn load_split(draw: SplitDraw) -> Vec<Scenario> {
+    scenario_space::generate(draw.split, draw.seed, draw.cases)
+}
+
+/// Loads a suite: `catalog` (embedded), a generated split (`dev`, or `test` from a
+/// fresh seed; `cases` scenarios, default `scenario_space::DEFAULT_CASES`), or a
+/// directory of scenario files.
+pub fn load_suite(suite: &str, cases: Option<usize>) -> Result<Vec<Scenario>, FormatError> {
+    if let Some(draw) = split_draw(suite, cases, None) {
+        return Ok(load_split(draw));
+    }
     if suite == DEFAULT_SUITE {
         return CATALOG
             .iter()

@@ -276,7 +276,7 @@ pub fn schema(name: &str) -> Result<(), Failure> {
 }
 
 pub fn list(suite: &str) -> Result<(), Failure> {
-    let scenarios = crate::catalog::load_suite(suite)?;
+    let scenarios = crate::catalog::load_suite(suite, None)?;
     let mut families: Vec<&str> = scenarios.iter().map(|s| s.family.as_str()).collect();
     families.dedup();
     println!(

@@ -34,9 +34,17 @@ pub struct RecordArgs {
     /// Corpus directory: `ID.bundle.json` per bundle, `recording-summary.json`, `call-sites.json`.
     #[arg(long)]
     pub out: PathBuf,
-    /// `catalog` (the embedded suite) or a directory of scenario files.
+    /// `catalog` (the embedded suite), a generated split (`dev`: fixed seed; `test`:
+    /// a fresh seed, or `--split-seed`) or a directory of scenario files.
     #[arg(long, default_value = crate::catalog::DEFAULT_SUITE)]
     pub suite: String,
+    /// Scenarios of a generated split (whole family instances; default 300).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub cases: Option<u64>,
+    /// The test split's seed (default: a fresh one, printed and kept in
+    /// `recording-summary.json`'s scenarios).
+    #[arg(long)]
+    pub split_seed: Option<u64>,
     /// Repetitions per scenario (default: each scenario's own `repetitions`),
     /// at most the scenario-size limit of repetitions.
     #[arg(long, value_parser = clap::value_parser!(u32).range(..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
@@ -57,7 +65,14 @@ pub fn corpus(command: CorpusCommand) -> Result<(), Failure> {
 
 fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut items: Vec<(Scenario, u32)> = Vec::new();
-    for sc in crate::catalog::load_suite(&args.suite)? {
+    let scenarios = match crate::catalog::split_draw(&args.suite, args.cases.map(|c| c as usize), args.split_seed) {
+        Some(draw) => {
+            eprintln!("causalbench: the {} split, seed {}, {} scenarios", draw.split.as_str(), draw.seed, draw.cases);
+            crate::catalog::load_split(draw)
+        }
+        None => crate::catalog::load_suite(&args.suite, None)?,
+    };
+    for sc in scenarios {
         if args.only.as_deref().is_some_and(|o| !sc.name.contains(o)) {
             continue;
         }

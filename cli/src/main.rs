@@ -3,6 +3,7 @@
 //! machine cannot do the job (a GPU subcommand without a usable GPU); 2 bad
 //! input or usage.
 
+mod agreement;
 mod catalog;
 mod commands;
 mod corpus;
@@ -138,6 +139,9 @@ enum Command {
     },
     /// What changed between two result sets.
     Diff { dir_a: PathBuf, dir_b: PathBuf },
+    /// How far two backends agree on the same generated scenarios, per axis (label
+    /// checks, lateness, each profiler's verdicts): the simulator against the GPU.
+    Agreement(agreement::AgreementArgs),
     /// Print the JSON Schema of a format.
     Schema {
         /// scenario, bundle, view, explanation, scores, leaderboard
@@ -256,6 +260,7 @@ fn main() -> ExitCode {
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
         Command::Report { results } => commands::report(&results),
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
+        Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),
         Command::Corpus(command) => corpus::corpus(command),

@@ -28,6 +28,19 @@ pub struct Manifest {
     /// Bundles by job key.
     #[serde(default)]
     pub bundles: BTreeMap<String, BundleHash>,
+    /// The generated split the run recorded, with the seed it was drawn from
+    /// (docs/scenario-space.md, "Splits"); absent for the catalog or a directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitRecord>,
+}
+
+/// Which generated split a run drew, from which seed, and how many scenarios.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitRecord {
+    pub split: String,
+    pub seed: u64,
+    pub cases: usize,
 }
 
 /// Where a bundle is and what its bytes hashed to when the harness read or wrote it.
@@ -124,6 +137,18 @@ impl RunManifest {
         let mut m = self.manifest.lock().unwrap();
         m.isolation = isolation;
         m.external_profilers = profilers;
+        m.write(&self.dir)
+    }
+
+    /// The split recorded by an earlier run into this directory, if any.
+    pub fn split(&self) -> Option<SplitRecord> {
+        self.manifest.lock().unwrap().split.clone()
+    }
+
+    /// Records the generated split this run draws.
+    pub fn set_split(&self, split: SplitRecord) -> Result<(), String> {
+        let mut m = self.manifest.lock().unwrap();
+        m.split = Some(split);
         m.write(&self.dir)
     }
 

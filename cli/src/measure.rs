@@ -39,7 +39,8 @@ pub enum MeasureCommand {
 /// Scenarios and recorder of the lateness studies.
 #[derive(clap::Args)]
 pub struct StudySuite {
-    /// `catalog` (the embedded suite) or a directory of scenario files.
+    /// `catalog` (the embedded suite), a generated split (`dev`, `test`) or a
+    /// directory of scenario files.
     #[arg(long, default_value = crate::catalog::DEFAULT_SUITE)]
     pub suite: String,
     /// Keep the eBPF host recorder attached (attaching costs seconds a run: off by default).
@@ -109,12 +110,12 @@ pub struct LaunchOverheadArgs {
 pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
     let (out, value) = match command {
         MeasureCommand::Injections(a) => {
-            let scenarios = crate::catalog::load_suite(&a.suite.suite)?;
+            let scenarios = crate::catalog::load_suite(&a.suite.suite, None)?;
             let be = study_backend("measure injections", &a.suite)?;
             (a.out, injection_study(&be, &scenarios, a.reps, &a.kinds))
         }
         MeasureCommand::Pairs(a) => {
-            let scenarios = crate::catalog::load_suite(&a.suite.suite)?;
+            let scenarios = crate::catalog::load_suite(&a.suite.suite, None)?;
             let be = study_backend("measure pairs", &a.suite)?;
             (a.out, pairs_study(&be, &scenarios, a.reps))
         }

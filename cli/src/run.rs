@@ -12,7 +12,7 @@ use evaluator::CaseScore;
 use ground_truth::io::{write_atomic, Readable};
 use ground_truth::{Bundle, Scenario};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -23,9 +23,19 @@ use std::time::Instant;
 pub struct RunArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
-    /// `catalog` (the embedded suite, the default) or a directory of scenario files.
+    /// `catalog` (the embedded suite, the default), a generated split of the scenario
+    /// space (`dev`: fixed seeds, what tests and CI run; `test`: a fresh seed per run,
+    /// recorded in manifest.json; docs/scenario-space.md) or a directory of scenario files.
     #[arg(long)]
     pub suite: Option<String>,
+    /// Scenarios of a generated split (whole family instances, so a few more may
+    /// run; default 300).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub cases: Option<u64>,
+    /// The test split's seed, to reproduce a run (default: the seed an earlier run
+    /// into `--out` recorded, else a fresh one).
+    #[arg(long)]
+    pub split_seed: Option<u64>,
     /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
     /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
     /// on a machine without a GPU records the catalog on the simulator and replays
@@ -217,8 +227,44 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         }
         b => crate::commands::open_backend(b)?,
     };
+    let out = &args.out;
+    if let Some(dir) = corpus.as_ref().filter(|dir| inside(out, dir)) {
+        return Err(Failure::input(format!(
+            "--out {} is inside --corpus {}: the run would replay its own output",
+            out.display(),
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(out.join("cases"))
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
+    let manifest = RunManifest::open(out)?;
     if record {
-        for mut sc in crate::catalog::load_suite(&suite)? {
+        let cases = args.cases.map(|c| c as usize);
+        // A test split resumed into the same directory keeps the seed it drew.
+        let earlier = manifest
+            .split()
+            .filter(|r| r.split == suite && cases.is_none_or(|c| c == r.cases))
+            .map(|r| r.seed);
+        let scenarios = match crate::catalog::split_draw(&suite, cases, args.split_seed.or(earlier)) {
+            Some(draw) => {
+                manifest
+                    .set_split(crate::manifest::SplitRecord {
+                        split: draw.split.as_str().into(),
+                        seed: draw.seed,
+                        cases: draw.cases,
+                    })
+                    .map_err(Failure::failed)?;
+                eprintln!(
+                    "causalbench: the {} split, seed {}, {} scenarios",
+                    draw.split.as_str(),
+                    draw.seed,
+                    draw.cases
+                );
+                crate::catalog::load_split(draw)
+            }
+            None => crate::catalog::load_suite(&suite, None)?,
+        };
+        for mut sc in scenarios {
             if let Some(s) = args.seed {
                 sc.seed = s;
             }
@@ -230,15 +276,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             }
         }
     }
-    let out = &args.out;
     if let Some(dir) = &corpus {
-        if inside(out, dir) {
-            return Err(Failure::input(format!(
-                "--out {} is inside --corpus {}: the run would replay its own output",
-                out.display(),
-                dir.display()
-            )));
-        }
         let files = corpus_files(dir)?;
         if files.is_empty() {
             return Err(Failure::input(format!(
@@ -256,9 +294,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "suite `{suite}` has no scenario to record: a run of none would score nothing"
         )));
     }
-    std::fs::create_dir_all(out.join("cases"))
-        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
-    let manifest = RunManifest::open(out)?;
     manifest
         .set_external(
             externals.isolation.map(|i| i.describe()),
@@ -363,6 +398,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             println!("{}", crate::track::section(rows));
         }
     }
+    let keys: Vec<String> = jobs.iter().map(|j| j.key(backend.name())).collect();
+    eprintln!("causalbench: {}", label_summary(out, &keys)?);
     let resumed = resumed.into_inner();
     eprintln!(
         "causalbench: {} bundles ({} resumed), {} case scores in {:.1} s; results in {}",
@@ -544,6 +581,44 @@ fn progress_bar(len: usize, what: &str) -> ProgressBar {
 }
 
 /// Where a bundle's scores are kept once it is finished.
+/// The label check's verdict of a case (docs/scenario-space.md).
+fn label_path(out: &Path, key: &str) -> PathBuf {
+    out.join("cases").join(format!("{key}.label"))
+}
+
+/// The label check's verdicts over a run's cases: counted for the summary and
+/// written to `labels.json` with the keys of the cases that lost their label.
+fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut changed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for key in keys {
+        let Ok(verdict) = std::fs::read_to_string(label_path(out, key)) else {
+            continue;
+        };
+        let verdict = verdict.trim().to_string();
+        if verdict == "dropped" || verdict == "relabelled_none" {
+            changed.entry(verdict.clone()).or_default().push(key.clone());
+        }
+        *counts.entry(verdict).or_default() += 1;
+    }
+    let text = serde_json::to_string_pretty(&serde_json::json!({
+        "counts": counts,
+        "cases": changed,
+    }))
+    .expect("label summary serializes");
+    let path = out.join("labels.json");
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
+    let n = |v: &str| counts.get(v).copied().unwrap_or(0);
+    Ok(format!(
+        "labels checked against the truth: {} kept, {} relabelled none, {} dropped (not scored), {} not timing questions",
+        n("kept"),
+        n("relabelled_none"),
+        n("dropped"),
+        n("not_applicable")
+    ))
+}
+
 fn scores_path(out: &Path, key: &str) -> PathBuf {
     out.join("cases").join(format!("{key}.jsonl"))
 }
@@ -561,9 +636,13 @@ fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseS
     if lines.next() != crate::manifest::sha256_file(&path).ok().as_deref() {
         return None;
     }
+    // Only a dropped case (no label holds, docs/scenario-space.md) finishes
+    // with no scores.
+    let dropped = std::fs::read_to_string(label_path(out, key))
+        .is_ok_and(|v| v.trim() == ground_truth::graph::LabelVerdict::Dropped.as_str());
     evaluator::read_scores(&path)
         .ok()
-        .filter(|scores| !scores.is_empty())
+        .filter(|scores| !scores.is_empty() || dropped)
 }
 
 /// Where a recorded bundle of the run is kept.
@@ -641,6 +720,22 @@ fn run_job(
             b
         }
     };
+    // The label check's verdict (docs/scenario-space.md): kept for the run's
+    // summary; a dropped case has no label that holds, so it is not scored.
+    let verdict = bundle
+        .ground_truth
+        .symptoms
+        .first()
+        .and_then(|s| s.label.as_ref())
+        .map(|l| l.verdict);
+    if let Some(v) = verdict {
+        let path = label_path(out, key);
+        write_atomic(&path, v.as_str().as_bytes())
+            .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
+    }
+    if verdict == Some(ground_truth::graph::LabelVerdict::Dropped) {
+        return Ok(Vec::new());
+    }
     let mut scores = Vec::new();
     for spec in views::standard_specs(bundle.manifest.seed) {
         let view = views::derive_with_key(&bundle, spec, shared.view_key).view;
@@ -714,7 +809,7 @@ mod tests {
     }
 
     fn record_jobs(count: usize) -> Vec<Job> {
-        let suite = crate::catalog::load_suite(crate::catalog::DEFAULT_SUITE).unwrap();
+        let suite = crate::catalog::load_suite(crate::catalog::DEFAULT_SUITE, None).unwrap();
         suite
             .into_iter()
             .flat_map(|scenario| (0..3).map(move |repetition| (scenario.clone(), repetition)))

@@ -11,17 +11,19 @@ use std::process::Command;
 /// plus one family of the twelve.
 const CEILING: f64 = 0.25;
 
-/// Pooled (pairs, correct) of every probe in a results directory's leaderboard.
-fn probe_pairs(out: &std::path::Path) -> Vec<(String, u64, u64)> {
+/// Pooled (pair units, sum of their scores) of every probe in a results directory's
+/// leaderboard (evaluator/METRICS.md: a pair unit's score is the share of its
+/// repetitions told apart).
+fn probe_pairs(out: &std::path::Path) -> Vec<(String, u64, f64)> {
     let text = std::fs::read_to_string(out.join("leaderboard.json")).unwrap();
     let lb: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut pooled: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut pooled: std::collections::BTreeMap<String, (u64, f64)> = Default::default();
     for f in lb["families_pooled"].as_array().unwrap() {
         let profiler = f["profiler"].as_str().unwrap();
         if profiler.starts_with("probe-") {
             let e = pooled.entry(profiler.to_string()).or_default();
             e.0 += f["pairs"].as_u64().unwrap();
-            e.1 += f["pairs_correct"].as_u64().unwrap();
+            e.1 += f["pairs_correct"].as_f64().unwrap();
         }
     }
     pooled.into_iter().map(|(p, (n, c))| (p, n, c)).collect()
@@ -45,7 +47,7 @@ fn assert_probes_under_ceiling(args: &[&str]) {
     assert_eq!(probes.len(), 4, "every probe is scored: {probes:?}");
     let mut above = Vec::new();
     for (probe, pairs, correct) in &probes {
-        let accuracy = *correct as f64 / *pairs as f64;
+        let accuracy = *correct / *pairs as f64;
         eprintln!("{probe}: pair accuracy {accuracy:.3} ({correct}/{pairs})");
         if accuracy > CEILING {
             above.push(format!("{probe} {accuracy:.3} ({correct}/{pairs})"));

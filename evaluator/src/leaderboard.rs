@@ -1,6 +1,9 @@
 //! Aggregation of case scores into the leaderboard and its side tables.
 //! Rules are written out in `evaluator/METRICS.md` ("Aggregation").
 
+use crate::axes::{breakdown, AxisRow, HeadlineRow};
+use crate::bootstrap::{intervals, seed_of, Interval, Tally};
+use crate::pairs::{InstanceKey, PairCount, PairKey, PairUnit};
 use crate::score::{ratio, type_index, CaseScore, EdgeCounts};
 use ground_truth::{Collectors, EdgeType, Mode};
 use schemars::JsonSchema;
@@ -35,6 +38,40 @@ pub const CSV_COLUMNS: &[&str] = &[
     "lossy_cases",
     "unresolved_symptoms",
 ];
+
+/// The rates that carry a 95 % bootstrap interval (evaluator/METRICS.md,
+/// "Confidence intervals"), in the order of their `*_ci_low`, `*_ci_high` columns.
+pub const CI_METRICS: [&str; 15] = [
+    "pair_accuracy",
+    "root_cause_top1",
+    "root_cause_top3",
+    "edge_precision",
+    "edge_recall",
+    "edge_f1",
+    "request_correct",
+    "request_wrong",
+    "request_abstained",
+    "critical_path_fidelity",
+    "unresolved_recall",
+    "false_confidence_rate",
+    "brier",
+    "symptom_accuracy",
+    "phase_blame_error",
+];
+
+/// Every column of `leaderboard.csv`: [`CSV_COLUMNS`], then `M_ci_low`, `M_ci_high`
+/// for each M of [`CI_METRICS`].
+pub fn csv_header() -> Vec<String> {
+    CSV_COLUMNS
+        .iter()
+        .map(|c| c.to_string())
+        .chain(
+            CI_METRICS
+                .iter()
+                .flat_map(|m| [format!("{m}_ci_low"), format!("{m}_ci_high")]),
+        )
+        .collect()
+}
 
 /// Rounds to 6 decimals so that written numbers are stable and short.
 pub(crate) fn round6(x: f64) -> f64 {
@@ -86,6 +123,10 @@ pub struct LeaderboardRow {
     pub lossy_cases: u64,
     /// Unresolved symptoms over all views (the denominator of the two loss metrics).
     pub unresolved_symptoms: u64,
+    /// 95 % cluster-bootstrap interval of each rate of [`CI_METRICS`] that is defined.
+    /// Absent in leaderboards written before intervals existed.
+    #[serde(default)]
+    pub ci: BTreeMap<String, Interval>,
 }
 
 /// Pair accuracy of one family for one profiler × collectors × mode.
@@ -97,9 +138,10 @@ pub struct FamilyRow {
     /// `null` in the pooled table (all collectors × modes together).
     pub collectors: Option<Collectors>,
     pub mode: Option<Mode>,
-    /// Pair groups counted.
+    /// Pair units counted (family instances × backend × view; repetitions are one unit).
     pub pairs: u64,
-    pub pairs_correct: u64,
+    /// Sum of the pair units' scores (each the share of its repetitions right).
+    pub pairs_correct: f64,
     pub pair_accuracy: Option<f64>,
 }
 
@@ -177,6 +219,13 @@ pub struct Leaderboard {
     /// Sim-to-real agreement per profiler (only when `sim` and `cuda` cases were both scored).
     #[serde(default)]
     pub sim_to_real: Vec<SimToRealRow>,
+    /// Per profiler × collectors × mode × axis × bucket, generated cases only (`axes.csv`).
+    #[serde(default)]
+    pub axes: Vec<AxisRow>,
+    /// Pair accuracy below and at/above magnitude ratio 0.3, per profiler × backend,
+    /// combined collectors, instrumented.
+    #[serde(default)]
+    pub headline: Vec<HeadlineRow>,
 }
 
 /// Pair accuracy of one profiler × collectors × mode on one backend.
@@ -283,44 +332,58 @@ impl Agg {
     fn mean(sum: f64, n: u64) -> Option<f64> {
         (n > 0).then(|| sum / n as f64)
     }
+
+    /// (numerator, denominator) of each rate of [`CI_METRICS`], in its order.
+    fn tally(&self, pairs: &PairCount) -> Tally<{ CI_METRICS.len() }> {
+        let f = |x: u64| x as f64;
+        let e = &self.edges;
+        [
+            (pairs.score_sum, f(pairs.pairs)),
+            (f(self.top1), f(self.symptoms)),
+            (f(self.top3), f(self.symptoms)),
+            (f(e.true_positives), f(e.claims)),
+            (f(e.true_positives), f(e.truth)),
+            (f(2 * e.true_positives), f(e.claims + e.truth)),
+            (f(self.req_correct), f(self.req_eligible)),
+            (f(self.req_wrong), f(self.req_eligible)),
+            (f(self.req_abstained), f(self.req_eligible)),
+            (self.fidelity_sum, f(self.symptoms)),
+            (f(self.hits), f(self.unresolved)),
+            (f(self.false_confident), f(self.unresolved)),
+            (self.brier_sum, f(self.brier_n)),
+            (f(self.correct), f(self.symptoms)),
+            (self.phase_sum, f(self.symptoms)),
+        ]
+    }
 }
 
-/// Pair-group accumulator: variant → (cases with symptoms, all of them correct).
-#[derive(Default)]
-struct PairGroup {
-    variants: BTreeMap<String, bool>,
-}
-
-impl PairGroup {
-    fn add(&mut self, c: &CaseScore) {
-        if c.symptoms.is_empty() {
-            return;
-        }
-        let ok = self.variants.entry(c.variant.clone()).or_insert(true);
-        *ok &= c.all_correct();
-    }
-    /// `Some(correct)` when the group is a pair (≥ 2 variants with symptoms).
-    fn verdict(&self) -> Option<bool> {
-        (self.variants.len() >= 2).then(|| self.variants.values().all(|&v| v))
-    }
-}
-
-#[derive(Default, Clone, Copy)]
-struct PairCount {
-    pairs: u64,
-    correct: u64,
-}
-
-impl PairCount {
-    fn add(&mut self, verdict: Option<bool>) {
-        if let Some(ok) = verdict {
-            self.pairs += 1;
-            self.correct += u64::from(ok);
-        }
-    }
-    fn accuracy(&self) -> Option<f64> {
-        ratio(self.correct, self.pairs)
-    }
+/// The intervals of one row from its per-instance accumulators.
+fn row_intervals(
+    (profiler, collectors, mode): &RowKey,
+    by_instance: &BTreeMap<InstanceKey, (Agg, PairCount)>,
+) -> BTreeMap<String, Interval> {
+    let tallies: Vec<Tally<{ CI_METRICS.len() }>> =
+        by_instance.values().map(|(a, p)| a.tally(p)).collect();
+    let labels: Vec<String> = by_instance.keys().map(InstanceKey::label).collect();
+    let seed = seed_of(
+        &format!("row {profiler} {} {}", collectors.as_str(), mode.as_str()),
+        labels.iter().map(String::as_str),
+    );
+    CI_METRICS
+        .iter()
+        .zip(intervals(&tallies, seed))
+        .filter_map(|(m, i)| {
+            i.map(|i| {
+                (
+                    m.to_string(),
+                    Interval {
+                        low: round6(i.low),
+                        high: round6(i.high),
+                    },
+                )
+            })
+        })
+        .collect()
 }
 
 type RowKey = (String, Collectors, Mode);
@@ -365,31 +428,31 @@ impl Leaderboard {
         // (profiler, collectors?, mode?, (rate order, label)) → (Agg, rate)
         type LossKey = (String, Option<Collectors>, Option<Mode>, (u64, String));
         let mut loss: BTreeMap<LossKey, (Agg, Option<f64>)> = BTreeMap::new();
-        // Pair groups: (family, backend, repetition, collectors, mode, profiler).
-        let mut groups: BTreeMap<(String, String, u32, Collectors, Mode, String), PairGroup> =
+        // Pair units: family instance × backend × view (evaluator/src/pairs.rs).
+        let mut groups: BTreeMap<PairKey, PairUnit> = BTreeMap::new();
+        // Each row's cases per family instance, the bootstrap's clusters.
+        let mut clusters: BTreeMap<RowKey, BTreeMap<InstanceKey, (Agg, PairCount)>> =
             BTreeMap::new();
+        let mut loss_free: Vec<&CaseScore> = Vec::new();
 
         for c in &order {
             let lf = c.is_loss_free();
-            rows.entry((c.profiler.clone(), c.collectors, c.mode))
+            let row = (c.profiler.clone(), c.collectors, c.mode);
+            clusters
+                .entry(row.clone())
                 .or_default()
+                .entry(InstanceKey::of(c))
+                .or_default()
+                .0
                 .add(c, lf);
+            rows.entry(row).or_default().add(c, lf);
             if lf {
+                loss_free.push(c);
                 let t = pooled_types.entry(c.profiler.clone()).or_default();
                 for ts in &c.edges.by_type {
                     t[type_index(ts.kind)].add(&ts.counts);
                 }
-                groups
-                    .entry((
-                        c.family.clone(),
-                        c.backend.clone(),
-                        c.repetition,
-                        c.collectors,
-                        c.mode,
-                        c.profiler.clone(),
-                    ))
-                    .or_default()
-                    .add(c);
+                groups.entry(PairKey::of(c)).or_default().add(c);
             }
             let lo = loss_order(c.loss_rate, &c.loss);
             for (col, mode) in [(Some(c.collectors), Some(c.mode)), (None, None)] {
@@ -409,8 +472,21 @@ impl Leaderboard {
         let mut fam_backend: BTreeMap<BackendKey, PairCount> = BTreeMap::new();
         let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> =
             BTreeMap::new();
-        for ((family, backend, _rep, col, mode, profiler), g) in &groups {
-            let v = g.verdict();
+        for (key, unit) in &groups {
+            let v = unit.score();
+            let PairKey {
+                unit: InstanceKey { family, .. },
+                backend,
+                profiler,
+                collectors: col,
+                mode,
+            } = key;
+            if let Some(cell) = clusters
+                .get_mut(&(profiler.clone(), *col, *mode))
+                .and_then(|by| by.get_mut(&key.unit))
+            {
+                cell.1.add(v);
+            }
             fam_backend
                 .entry((
                     family.clone(),
@@ -471,6 +547,10 @@ impl Leaderboard {
                 phase_blame_error: r6(Agg::mean(a.phase_sum, a.symptoms)),
                 lossy_cases: a.lossy_cases,
                 unresolved_symptoms: a.unresolved,
+                ci: clusters
+                    .get(&(profiler.clone(), *collectors, *mode))
+                    .map(|by| row_intervals(&(profiler.clone(), *collectors, *mode), by))
+                    .unwrap_or_default(),
             });
             for (i, &t) in EdgeType::ALL.iter().enumerate() {
                 let c = a.by_type[i];
@@ -496,7 +576,7 @@ impl Leaderboard {
                 collectors: Some(*col),
                 mode: Some(*mode),
                 pairs: p.pairs,
-                pairs_correct: p.correct,
+                pairs_correct: round6(p.score_sum),
                 pair_accuracy: r6(p.accuracy()),
             });
         }
@@ -507,7 +587,7 @@ impl Leaderboard {
                 collectors: None,
                 mode: None,
                 pairs: p.pairs,
-                pairs_correct: p.correct,
+                pairs_correct: round6(p.score_sum),
                 pair_accuracy: r6(p.accuracy()),
             });
         }
@@ -578,18 +658,21 @@ impl Leaderboard {
                 lb.loss_pooled.push(row);
             }
         }
+        (lb.axes, lb.headline) = breakdown(&loss_free, &groups);
         lb
     }
 
-    /// Pair groups (counted, correct) of one profiler, every family, collectors and
-    /// mode pooled.
-    pub fn pooled_pairs(&self, profiler: &str) -> (u64, u64) {
-        self.families_pooled
+    /// Pair units (counted, sum of scores) of one profiler, every family, collectors
+    /// and mode pooled.
+    pub fn pooled_pairs(&self, profiler: &str) -> (u64, f64) {
+        let (pairs, correct) = self
+            .families_pooled
             .iter()
             .filter(|f| f.profiler == profiler)
-            .fold((0, 0), |(pairs, correct), f| {
+            .fold((0, 0.0), |(pairs, correct), f| {
                 (pairs + f.pairs, correct + f.pairs_correct)
-            })
+            });
+        (pairs, round6(correct))
     }
 
     /// Profilers in the leaderboard, sorted.
@@ -627,7 +710,14 @@ impl Leaderboard {
             "phase_blame_error" => row.phase_blame_error,
             "lossy_cases" => Some(row.lossy_cases as f64),
             "unresolved_symptoms" => Some(row.unresolved_symptoms as f64),
-            _ => None,
+            _ => {
+                let (metric, high) = column
+                    .strip_suffix("_ci_low")
+                    .map(|m| (m, false))
+                    .or_else(|| column.strip_suffix("_ci_high").map(|m| (m, true)))?;
+                let i = row.ci.get(metric)?;
+                Some(if high { i.high } else { i.low })
+            }
         }
     }
 }

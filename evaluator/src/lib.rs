@@ -10,22 +10,27 @@
 //! - [`report`]: rebuild leaderboard + plots from `DIR/scores.jsonl`;
 //! - [`diff`]: what changed between two result directories.
 
+mod axes;
+mod bootstrap;
 mod diff;
 mod index;
 mod leaderboard;
 pub mod megakernel;
 mod output;
+mod pairs;
 mod plots;
 mod score;
 
+pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
+pub use bootstrap::{Interval, LEVEL, RESAMPLES};
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
 pub use leaderboard::{
-    is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CSV_COLUMNS,
-    PROBE_PREFIX,
+    csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
+    CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
-    parse_scores, read_scores, scores_to_jsonl, write_scores, LEADERBOARD_CSV, LEADERBOARD_JSON,
-    LEADERBOARD_MD, SCORES_FILE,
+    parse_scores, read_scores, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
+    LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_FILE,
 };
 pub use plots::{write_plots, PLOTS};
 pub use score::{
@@ -81,7 +86,7 @@ fn write_report(
     let leaderboard = Leaderboard::from_scores(scores);
     leaderboard.write(dir)?;
     files.extend(
-        [LEADERBOARD_MD, LEADERBOARD_CSV, LEADERBOARD_JSON]
+        [LEADERBOARD_MD, LEADERBOARD_CSV, LEADERBOARD_JSON, AXES_CSV]
             .iter()
             .map(|f| dir.join(f)),
     );

@@ -2,7 +2,11 @@
 //! Every write is atomic (`ground_truth::io::write_atomic`); every read returns a
 //! [`FormatError`] naming the file and line instead of panicking.
 
-use crate::leaderboard::{is_probe, Leaderboard, LeaderboardRow, CSV_COLUMNS};
+use crate::axes::{AxisRow, HEADLINE_AXIS};
+use crate::bootstrap::Interval;
+use crate::leaderboard::{
+    csv_header, is_probe, Leaderboard, LeaderboardRow, CI_METRICS, CSV_COLUMNS,
+};
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
@@ -16,6 +20,26 @@ pub const SCORES_FILE: &str = "scores.jsonl";
 pub const LEADERBOARD_MD: &str = "leaderboard.md";
 pub const LEADERBOARD_CSV: &str = "leaderboard.csv";
 pub const LEADERBOARD_JSON: &str = "leaderboard.json";
+pub const AXES_CSV: &str = "axes.csv";
+
+/// Columns of `axes.csv`, in order.
+pub const AXES_COLUMNS: &[&str] = &[
+    "profiler",
+    "collectors",
+    "mode",
+    "axis",
+    "bucket",
+    "instances",
+    "cases",
+    "pairs",
+    "pair_accuracy",
+    "pair_accuracy_ci_low",
+    "pair_accuracy_ci_high",
+    "symptoms",
+    "root_cause_top1",
+    "root_cause_top1_ci_low",
+    "root_cause_top1_ci_high",
+];
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvalError + '_ {
     move |source| EvalError::Io {
@@ -129,19 +153,98 @@ fn row_cells(r: &LeaderboardRow, decimals: usize, none: &str) -> Vec<String> {
     ]
 }
 
+/// The `*_ci_low`, `*_ci_high` cells of a row, in [`CI_METRICS`] order.
+fn ci_cells(r: &LeaderboardRow, decimals: usize, none: &str) -> Vec<String> {
+    CI_METRICS
+        .iter()
+        .flat_map(|m| {
+            let i = r.ci.get(*m);
+            [
+                fixed(i.map(|i| i.low), decimals, none),
+                fixed(i.map(|i| i.high), decimals, none),
+            ]
+        })
+        .collect()
+}
+
+/// `value [low, high]` for the markdown tables (3 decimals).
+fn with_ci(value: Option<f64>, ci: Option<&Interval>) -> String {
+    let v = fixed(value, 3, "n/a");
+    match (value, ci) {
+        (Some(_), Some(i)) => format!(
+            "{v} [{}, {}]",
+            fixed(Some(i.low), 3, ""),
+            fixed(Some(i.high), 3, "")
+        ),
+        _ => v,
+    }
+}
+
+/// `accuracy [low, high] (pairs)` for the headline and per-axis tables.
+fn pairs_cell(accuracy: Option<f64>, ci: Option<Interval>, pairs: u64) -> String {
+    format!("{} ({pairs})", with_ci(accuracy, ci.as_ref()))
+}
+
+/// A pair-unit count or score sum: an integer when whole, else up to 2 decimals.
+fn count(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x}")
+    } else {
+        format!("{:.2}", x).trim_end_matches('0').to_string()
+    }
+}
+
+fn axis_cells(r: &AxisRow) -> Vec<String> {
+    let f = |x: Option<f64>| fixed(x, 6, "");
+    vec![
+        r.profiler.clone(),
+        r.collectors.as_str().to_string(),
+        r.mode.as_str().to_string(),
+        r.axis.clone(),
+        r.bucket.clone(),
+        r.instances.to_string(),
+        r.cases.to_string(),
+        r.pairs.to_string(),
+        f(r.pair_accuracy),
+        f(r.pair_accuracy_ci.map(|i| i.low)),
+        f(r.pair_accuracy_ci.map(|i| i.high)),
+        r.symptoms.to_string(),
+        f(r.root_cause_top1),
+        f(r.root_cause_top1_ci.map(|i| i.low)),
+        f(r.root_cause_top1_ci.map(|i| i.high)),
+    ]
+}
+
+fn csv_text<I: IntoIterator<Item = Vec<String>>>(header: &[String], rows: I) -> String {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record(header).expect("writing to memory");
+    for r in rows {
+        w.write_record(r).expect("writing to memory");
+    }
+    String::from_utf8(w.into_inner().expect("writing to memory")).expect("CSV of UTF-8 strings")
+}
+
 impl Leaderboard {
-    /// `leaderboard.csv`: header [`CSV_COLUMNS`], one row per profiler × collectors ×
+    /// `leaderboard.csv`: header [`csv_header`], one row per profiler × collectors ×
     /// mode; numbers with 6 decimals; undefined values as empty cells.
     pub fn to_csv(&self) -> String {
-        let mut w = csv::WriterBuilder::new()
-            .terminator(csv::Terminator::Any(b'\n'))
-            .from_writer(Vec::new());
-        w.write_record(CSV_COLUMNS).expect("writing to memory");
-        for r in &self.rows {
-            w.write_record(row_cells(r, 6, ""))
-                .expect("writing to memory");
-        }
-        String::from_utf8(w.into_inner().expect("writing to memory")).expect("CSV of UTF-8 strings")
+        csv_text(
+            &csv_header(),
+            self.rows.iter().map(|r| {
+                let mut cells = row_cells(r, 6, "");
+                cells.extend(ci_cells(r, 6, ""));
+                cells
+            }),
+        )
+    }
+
+    /// `axes.csv`: header [`AXES_COLUMNS`], one row per profiler × collectors × mode ×
+    /// axis × bucket (generated cases only; only the header without them).
+    pub fn to_axes_csv(&self) -> String {
+        let header: Vec<String> = AXES_COLUMNS.iter().map(|c| c.to_string()).collect();
+        csv_text(&header, self.axes.iter().map(axis_cells))
     }
 
     /// `leaderboard.json`, pretty-printed, ending in a newline.
@@ -181,20 +284,43 @@ impl Leaderboard {
                 .collect::<Vec<_>>()
                 .join("|")
         );
-        for r in ranked {
-            let cells = row_cells(r, 3, "n/a");
+        for r in &ranked {
+            let mut cells = row_cells(r, 3, "n/a");
+            for (i, col) in cols.iter().enumerate() {
+                if CI_METRICS.contains(col) {
+                    cells[i] = with_ci(Leaderboard::metric(r, col), r.ci.get(*col));
+                }
+            }
             let _ = writeln!(md, "| {} |", cells[..19].join(" | "));
         }
+        let _ = writeln!(
+            md,
+            "\n`[low, high]`: 95 % cluster-bootstrap interval; the resampled unit is the family \
+             instance (a catalog family counts as one), so repetitions and variants of one \
+             structure are not independent evidence. A wide interval means few independent \
+             pairs, not a noisy profiler. Pair units per row: {}.",
+            ranked
+                .iter()
+                .map(|r| r.pairs)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
 
+        let (probes, profilers): (Vec<String>, Vec<String>) =
+            self.profilers().into_iter().partition(|p| is_probe(p));
+        self.headline_markdown(&mut md, &profilers);
         let _ = writeln!(md, "\n## Pair accuracy by family\n");
         let _ = writeln!(
             md,
-            "Share of pair groups (family × repetition × view) in which every variant was diagnosed \
-             correctly; all collectors and modes pooled. Cells: accuracy (correct/pairs).\n"
+            "Mean over pair units (family instance × backend × view, its repetitions averaged) of \
+             the share of repetitions in which every variant was diagnosed correctly; all \
+             collectors and modes pooled. Cells: accuracy (score sum/pair units).\n"
         );
-        let (probes, profilers): (Vec<String>, Vec<String>) =
-            self.profilers().into_iter().partition(|p| is_probe(p));
         self.families_markdown(&mut md, &profilers);
+        self.axes_markdown(&mut md, &profilers);
         self.backends_markdown(&mut md, &profilers);
         if !probes.is_empty() {
             self.probes_markdown(&mut md, &probes);
@@ -219,10 +345,11 @@ impl Leaderboard {
         let _ = writeln!(md, "| --- | ---: | ---: | ---: |");
         for p in probes {
             let (pairs, correct) = self.pooled_pairs(p);
-            let accuracy = (pairs > 0).then(|| correct as f64 / pairs as f64);
+            let accuracy = (pairs > 0).then(|| correct / pairs as f64);
             let _ = writeln!(
                 md,
-                "| {p} | {correct} | {pairs} | {} |",
+                "| {p} | {} | {pairs} | {} |",
+                count(correct),
                 fixed(accuracy, 3, "n/a")
             );
         }
@@ -239,7 +366,7 @@ impl Leaderboard {
                 format!(
                     "{} ({}/{})",
                     fixed(f.pair_accuracy, 3, "n/a"),
-                    f.pairs_correct,
+                    count(f.pairs_correct),
                     f.pairs
                 ),
             );
@@ -327,12 +454,131 @@ impl Leaderboard {
         }
     }
 
-    /// Writes `leaderboard.md`, `leaderboard.csv` and `leaderboard.json` into `dir`.
+    /// The acceptance headline: pair accuracy at magnitude ratio ≥ 0.3 and below it,
+    /// per backend (combined collectors, instrumented).
+    fn headline_markdown(&self, md: &mut String, profilers: &[String]) {
+        let _ = writeln!(
+            md,
+            "\n## Headline: pair accuracy by injection magnitude (combined collectors, instrumented)\n"
+        );
+        if self.headline.is_empty() {
+            let _ = writeln!(
+                md,
+                "No generated cases with a `{HEADLINE_AXIS}` axis in this result set (catalog \
+                 scenarios carry no axes)."
+            );
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "Generated pairs whose injected magnitude is at least 0.3 × the symptom's normal \
+             latency, and, shown beside them, the pairs below (`mixed`: variants on both sides). \
+             Cells: pair accuracy [95 % interval] (pair units).\n"
+        );
+        let classes: std::collections::BTreeSet<&str> = self
+            .headline
+            .iter()
+            .map(|h| h.magnitude_ratio.as_str())
+            .collect();
+        // `>=0.3` first: it is the headline; the curve below it follows.
+        let mut classes: Vec<&str> = classes.into_iter().collect();
+        classes.sort_by_key(|c| (*c != ">=0.3", *c == "mixed", c.to_string()));
+        let _ = writeln!(
+            md,
+            "| profiler | backend | {} |",
+            classes
+                .iter()
+                .map(|c| format!("magnitude_ratio {c}"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let _ = writeln!(md, "| --- | --- |{}", " ---: |".repeat(classes.len()));
+        let backends: std::collections::BTreeSet<&str> =
+            self.headline.iter().map(|h| h.backend.as_str()).collect();
+        for p in profilers {
+            for b in &backends {
+                let cells: Vec<String> = classes
+                    .iter()
+                    .map(|c| {
+                        self.headline
+                            .iter()
+                            .find(|h| {
+                                &h.profiler == p && h.backend == *b && h.magnitude_ratio == *c
+                            })
+                            .map(|h| pairs_cell(h.pair_accuracy, h.pair_accuracy_ci, h.pairs))
+                            .unwrap_or_else(|| "n/a".into())
+                    })
+                    .collect();
+                if cells.iter().any(|c| c != "n/a") {
+                    let _ = writeln!(md, "| {p} | {b} | {} |", cells.join(" | "));
+                }
+            }
+        }
+    }
+
+    /// Per axis, pair accuracy per bucket (rows) and profiler (columns), combined
+    /// collectors, instrumented; `axes.csv` has every view.
+    fn axes_markdown(&self, md: &mut String, profilers: &[String]) {
+        let _ = writeln!(
+            md,
+            "\n## Where each profiler breaks: per-axis breakdown (combined collectors, instrumented)\n"
+        );
+        let rows: Vec<&AxisRow> = self
+            .axes
+            .iter()
+            .filter(|r| r.collectors == Collectors::Combined && r.mode == Mode::Instrumented)
+            .collect();
+        if rows.is_empty() {
+            let _ = writeln!(
+                md,
+                "No generated cases in this result set (catalog scenarios carry no axes)."
+            );
+            return;
+        }
+        let _ = writeln!(
+            md,
+            "Generated cases only, by the bucket of one sampled axis at a time (bins: \
+             `evaluator/METRICS.md`). Cells: pair accuracy [95 % interval] (pair units); \
+             `axes.csv` has every view and the top-1 rate.\n"
+        );
+        let mut axes: BTreeMap<&str, Vec<&AxisRow>> = BTreeMap::new();
+        for r in rows {
+            axes.entry(r.axis.as_str()).or_default().push(r);
+        }
+        for (axis, rows) in axes {
+            let _ = writeln!(md, "### {axis}\n");
+            let _ = writeln!(md, "| bucket | {} |", profilers.join(" | "));
+            let _ = writeln!(md, "| --- |{}", " ---: |".repeat(profilers.len()));
+            // Rows arrive in bucket order (`evaluator/src/axes.rs` sorts them so).
+            let mut buckets: Vec<&str> = Vec::new();
+            for r in &rows {
+                if !buckets.contains(&r.bucket.as_str()) {
+                    buckets.push(&r.bucket);
+                }
+            }
+            for b in buckets {
+                let cells: Vec<String> = profilers
+                    .iter()
+                    .map(|p| {
+                        rows.iter()
+                            .find(|r| &r.profiler == p && r.bucket == b)
+                            .map(|r| pairs_cell(r.pair_accuracy, r.pair_accuracy_ci, r.pairs))
+                            .unwrap_or_else(|| "n/a".into())
+                    })
+                    .collect();
+                let _ = writeln!(md, "| {b} | {} |", cells.join(" | "));
+            }
+            let _ = writeln!(md);
+        }
+    }
+
+    /// Writes `leaderboard.md`, `leaderboard.csv`, `leaderboard.json` and `axes.csv` into `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), EvalError> {
         for (name, text) in [
             (LEADERBOARD_MD, self.to_markdown()),
             (LEADERBOARD_CSV, self.to_csv()),
             (LEADERBOARD_JSON, self.to_json()),
+            (AXES_CSV, self.to_axes_csv()),
         ] {
             let p = dir.join(name);
             write_atomic(&p, text.as_bytes()).map_err(io_err(&p))?;

@@ -5,6 +5,7 @@ use crate::leaderboard::Leaderboard;
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::EdgeType;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -15,12 +16,16 @@ use std::sync::Once;
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
 
-/// Plot file names written by [`write_plots`].
+/// Plot file names written by [`write_plots`] (the last four: [`axes::AXIS_PLOTS`]).
 pub const PLOTS: &[&str] = &[
     "pair_accuracy_by_family.png",
     "edge_f1_by_type.png",
     "loss_sweep.png",
     "case_heatmap.png",
+    "accuracy_by_gating_depth.png",
+    "accuracy_by_magnitude_ratio.png",
+    "accuracy_by_peers.png",
+    "accuracy_by_graph_nodes.png",
 ];
 
 fn register_font() {
@@ -62,9 +67,11 @@ fn plot_err(path: &Path) -> impl Fn(String) -> EvalError + '_ {
 
 macro_rules! tri {
     ($e:expr, $path:expr) => {
-        $e.map_err(|e| plot_err($path)(e.to_string()))?
+        $e.map_err(|e| $crate::plots::plot_err($path)(e.to_string()))?
     };
 }
+
+mod axes;
 
 /// Approximate width in pixels of `s` at `size` (DejaVu Sans averages ~0.6 em).
 fn text_width(s: &str, size: u32) -> u32 {
@@ -158,6 +165,18 @@ pub fn write_plots(
     let p = plots.join(PLOTS[3]);
     case_heatmap(&p, scores, &profilers)?;
     out.push(p);
+
+    // The per-axis curves leave the probes out: they are the floor, not contestants.
+    let ranked: Vec<String> = profilers
+        .iter()
+        .filter(|p| !crate::leaderboard::is_probe(p))
+        .cloned()
+        .collect();
+    for (file, axis, desc) in axes::AXIS_PLOTS {
+        let p = plots.join(file);
+        axes::axis_curve(&p, lb, axis, desc, &ranked)?;
+        out.push(p);
+    }
     Ok(out)
 }
 
@@ -306,6 +325,68 @@ fn draw_legend(
     Ok(())
 }
 
+/// A chart whose x positions 0, 1, … are categories.
+type CategoryChart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The grid of a chart of rates in [0, 1] over categories: y labelled every 0.1, no
+/// x labels of its own (see [`draw_categories`]).
+fn draw_unit_mesh(
+    chart: &mut CategoryChart<'_, '_>,
+    x_desc: &str,
+    y_desc: Option<&str>,
+    path: &Path,
+) -> Result<(), EvalError> {
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(0)
+        .disable_x_mesh()
+        .y_labels(11)
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .y_label_style(font(13))
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_desc(x_desc)
+        .axis_desc_style(font(14));
+    if let Some(d) = y_desc {
+        mesh.y_desc(d);
+    }
+    tri!(mesh.draw(), path);
+    Ok(())
+}
+
+/// Writes `labels` under the x positions 0, 1, … of `chart`, or `empty` across its
+/// middle when there are none.
+fn draw_categories(
+    full: &DrawingArea<BitMapBackend<'_>, Shift>,
+    chart: &CategoryChart<'_, '_>,
+    labels: &[String],
+    empty: &str,
+    path: &Path,
+) -> Result<(), EvalError> {
+    for (i, label) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+        tri!(
+            full.draw_text(
+                label,
+                &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
+                (x, y + 6)
+            ),
+            path
+        );
+    }
+    if labels.is_empty() {
+        let (x, y) = chart.backend_coord(&(0.0, 0.5));
+        tri!(
+            full.draw_text(
+                empty,
+                &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
+                (x, y)
+            ),
+            path
+        );
+    }
+    Ok(())
+}
+
 /// False-confidence rate and unresolved recall against loss rate, one line per profiler.
 fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(), EvalError> {
     // Loss levels with a rate (targeted loss has none), in increasing order.
@@ -352,43 +433,18 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
                 .build_cartesian_2d(-0.3f64..(k as f64 - 0.7), 0f64..1.05f64),
             path
         );
-        tri!(
-            chart
-                .configure_mesh()
-                .x_labels(0)
-                .disable_x_mesh()
-                .y_labels(11)
-                .y_label_formatter(&|y| format!("{y:.1}"))
-                .y_label_style(font(13))
-                .light_line_style(RGBColor(238, 238, 238))
-                .x_desc("synthetic loss rate")
-                .axis_desc_style(font(14))
-                .draw(),
-            path
-        );
-        for (i, r) in rates.iter().enumerate() {
-            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
-            let label = format!("{}%", (r * 100.0 * 100.0).round() / 100.0);
-            tri!(
-                full.draw_text(
-                    &label,
-                    &font(13).pos(Pos::new(HPos::Center, VPos::Top)),
-                    (x, y + 6)
-                ),
-                path
-            );
-        }
-        if rates.is_empty() {
-            let (x, y) = chart.backend_coord(&((k as f64 - 1.0) / 2.0, 0.5));
-            tri!(
-                full.draw_text(
-                    "no loss sweep in this result set",
-                    &font(16).pos(Pos::new(HPos::Center, VPos::Center)),
-                    (x, y)
-                ),
-                path
-            );
-        }
+        draw_unit_mesh(&mut chart, "synthetic loss rate", None, path)?;
+        let labels: Vec<String> = rates
+            .iter()
+            .map(|r| format!("{}%", (r * 100.0 * 100.0).round() / 100.0))
+            .collect();
+        draw_categories(
+            &full,
+            &chart,
+            &labels,
+            "no loss sweep in this result set",
+            path,
+        )?;
         for (pi, p) in profilers.iter().enumerate() {
             let pts: Vec<Option<(f64, f64)>> = rates
                 .iter()

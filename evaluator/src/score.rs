@@ -2,13 +2,14 @@
 //! Every definition here is written out in `evaluator/METRICS.md`.
 
 use crate::index::{fast_map, FastMap, RidIndex, MAX_NODES};
+use ground_truth::scenario::AxisValue;
 use ground_truth::{
     Bundle, CauseLabel, Collectors, Edge, EdgeType, Evidence, Explanation, GroundTruth, Mode,
     NodeId, Phases, Question, Rid, TraceView,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Confidence at or above which a claimed edge counts as confident (false-confidence rule).
 pub const CONFIDENT: f64 = 0.8;
@@ -48,6 +49,14 @@ pub struct CaseScore {
     pub symptoms: Vec<SymptomScore>,
     /// `explanation.meta.wall_ms`.
     pub analysis_ms: f64,
+    /// The family instance of a generated scenario (`manifest.scenario.space`): its
+    /// variants share it and only they form a pair. Absent for catalog scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u64>,
+    /// The generated scenario's sampled axes, by axis name (the per-axis breakdown,
+    /// evaluator/METRICS.md). Empty for catalog scenarios.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub axes: BTreeMap<String, AxisValue>,
 }
 
 impl CaseScore {
@@ -641,6 +650,13 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
         } else {
             0.0
         },
+        instance: m.scenario.space.as_ref().map(|p| p.instance),
+        axes: m
+            .scenario
+            .space
+            .as_ref()
+            .map(|p| p.axes.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -67,6 +67,15 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    // Kernels on as many streams (issue #17: cubic in the streams before the
+    // SM pool became a step function).
+    for streams in [1_000u32, 5_000] {
+        let sc = generator::sim::many_streams_scenario(streams);
+        g.throughput(Throughput::Elements(streams as u64));
+        g.bench_function(format!("record_many_streams/{streams}"), |b| {
+            b.iter(|| be.record(&sc, 0).expect("records"))
+        });
+    }
     g.finish();
 }
 

@@ -128,6 +128,7 @@ pub fn symptom(
         critical_path,
         phases,
         boundaries,
+        label: None,
     })
 }
 

@@ -19,6 +19,7 @@ pub mod answers;
 pub mod backend;
 pub mod cuda;
 pub mod keys;
+pub mod label;
 pub mod plan;
 pub mod record;
 pub mod sim;

@@ -218,6 +218,58 @@ pub struct Symptom {
     pub phases: Phases,
     /// First unresolved boundary in each standard (loss-free) view.
     pub boundaries: Vec<Boundary>,
+    /// How `cause` was checked against this run's truth (docs/scenario-space.md,
+    /// "Labels from the truth"); absent in bundles recorded before the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<LabelCheck>,
+}
+
+/// The check of a symptom's declared cause label against the truth of the run
+/// that recorded it (docs/scenario-space.md, "Labels from the truth").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabelCheck {
+    /// The label the scenario declared.
+    pub declared: CauseLabel,
+    pub verdict: LabelVerdict,
+    /// The largest end-time drift between two no-injection runs of the
+    /// scenario over all matched nodes (ns): lateness below it is noise.
+    pub noise_floor_ns: f64,
+    /// Whether the injected mechanism lies on the symptom's true critical
+    /// path; `None` where nothing timing-related was injected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism_on_path: Option<bool>,
+    /// Why the verdict is what it is, in a sentence.
+    pub reason: String,
+}
+
+/// What the label check decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelVerdict {
+    /// The declared label holds: the mechanism is on the path and the symptom
+    /// moved beyond the noise floor (or, for `none`, it did not move).
+    Kept,
+    /// The injection did not move the symptom beyond the noise floor: the
+    /// case is kept with the label `none`.
+    RelabelledNone,
+    /// The symptom moved, but not through the injected mechanism (or a
+    /// negative control moved it): no label holds, the case is not scored.
+    Dropped,
+    /// Not a timing question (call site, operator, request identity, record
+    /// loss): the declared label is kept unchecked.
+    NotApplicable,
+}
+
+impl LabelVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LabelVerdict::Kept => "kept",
+            LabelVerdict::RelabelledNone => "relabelled_none",
+            LabelVerdict::Dropped => "dropped",
+            LabelVerdict::NotApplicable => "not_applicable",
+        }
+    }
 }
 
 /// What was injected, requested against measured.

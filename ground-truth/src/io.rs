@@ -723,6 +723,7 @@ mod tests {
             critical_path: vec![0, 1],
             phases: Phases::default(),
             boundaries: vec![],
+            label: None,
         };
         Bundle {
             schema_version: crate::SCHEMA_VERSION,

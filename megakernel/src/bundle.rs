@@ -324,6 +324,7 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
             critical_path: path.clone(),
             phases,
             boundaries: boundaries.clone(),
+            label: None,
         });
     }
     let bundle = Bundle {

@@ -114,6 +114,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
                 execution: 0.0,
             },
             boundaries: vec![],
+            label: None,
         });
     }
     let mut rng = Rng(0x1234_5678_9abc_def1);

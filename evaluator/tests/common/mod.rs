@@ -180,6 +180,7 @@ impl Fixture {
                     execution: 1e6,
                 },
                 boundaries: vec![],
+                label: None,
             },
             Symptom {
                 id: "s2".into(),
@@ -192,6 +193,7 @@ impl Fixture {
                 critical_path: vec![6, 5],
                 phases: Phases::default(),
                 boundaries: vec![],
+                label: None,
             },
         ];
         let trace = vec![

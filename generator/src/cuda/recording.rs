@@ -113,6 +113,7 @@ impl Session {
         self.prepare(sc, None)?;
         let mut twin = None;
         let mut plan = None;
+        let mut noise_floor = None;
         if let Some(inj) = &sc.injection {
             let log = self.execute(sc, None, seed)?;
             let mut out = truth::build(sc, &log, None, &self.recorder, false);
@@ -140,6 +141,19 @@ impl Session {
                     .unwrap_or_else(|| Err("no fault calibration".into()))
             });
             plan = Some(p);
+            if crate::label::applies(sc) {
+                // A second run without the injection, under the injected run's
+                // own conditions (host collector included): how far this
+                // scenario's ops move from everything but the injection.
+                let (quiet_log, _) = self.execute_host(sc, None, crate::mix(seed ^ 0x6e6f_6973), host_on)?;
+                fail("the second no-injection run", &quiet_log.errors)?;
+                let quiet = truth::build(sc, &quiet_log, None, &self.recorder, false);
+                noise_floor = Some(crate::label::noise_floor(
+                    sc,
+                    &crate::label::QuietRun { truth: &out.builder.truth, keys: &out.keys, origin: out.origin },
+                    &crate::label::QuietRun { truth: &quiet.builder.truth, keys: &quiet.keys, origin: quiet.origin },
+                ));
+            }
             twin = Some(out);
         }
         self.prepare(sc, plan.as_ref())?;
@@ -162,6 +176,7 @@ impl Session {
             repetition,
             out,
             twin,
+            noise_floor,
             window: (log.origin, log.end),
             errors: log.errors,
             host: host_trace,
@@ -179,6 +194,7 @@ impl Session {
             repetition,
             mut out,
             twin,
+            noise_floor,
             window,
             errors,
             host: host_trace,
@@ -241,6 +257,7 @@ impl Session {
             &keys,
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )?;
+        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor.unwrap_or(0.0));
         let check = format!(
             "; CUPTI vs %globaltimer over {} kernels (offset-calibrated): max |start diff| {} ns, max |end diff| {} ns; spin kernels shortened by the measured {} ns launch overhead",
             clock.kernels, clock.max_start_dev_ns, clock.max_end_dev_ns, self.spin_overhead_ns
@@ -292,6 +309,8 @@ struct Part {
     repetition: u32,
     out: truth::Output,
     twin: Option<truth::Output>,
+    /// The label check's noise floor (ns), where the check applies.
+    noise_floor: Option<f64>,
     window: (Ns, Ns),
     errors: Vec<String>,
     host: Option<ebpf_recorder::HostTrace>,

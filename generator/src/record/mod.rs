@@ -12,8 +12,11 @@
 //!   injected host fault).
 //! - [`faults`]: which injected device work is the fault of a delayed op, and
 //!   the injection record of device-side injections.
+//! - [`contention`]: which device work of another stream, the application's
+//!   included, held the resource an op waited for.
 
 pub mod builder;
+pub mod contention;
 pub mod faults;
 pub mod steps;
 

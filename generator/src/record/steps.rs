@@ -142,7 +142,9 @@ impl RunBuilder {
 
     /// A push onto `queue` at `at` by the task `task` of thread `tid`: the
     /// handoff node (ended when the consumer's task begins, `host_task`), its
-    /// enqueue marker, the `handoff` edge from the task and, when the push
+    /// enqueue marker, the `handoff` edge from the task, the `host_order` edge
+    /// from the thread's previous host operation `prev` (a call that returned
+    /// late, such as a synchronization, delays the push) and, when the push
     /// waited for a blocking copy, the `sync` edge from that copy.
     #[allow(clippy::too_many_arguments)]
     pub fn handoff(
@@ -153,6 +155,7 @@ impl RunBuilder {
         at: Ns,
         instrumented: bool,
         task: Option<NodeId>,
+        prev: Option<NodeId>,
         blocked_by: Option<NodeId>,
     ) -> NodeId {
         let info = NodeInfo {
@@ -173,6 +176,10 @@ impl RunBuilder {
         }
         if let Some(task) = task {
             self.edge(task, node, EdgeType::Handoff);
+        }
+        // The task itself is already linked by `handoff`.
+        if let Some(p) = prev.filter(|&p| Some(p) != task) {
+            self.edge(p, node, EdgeType::HostOrder);
         }
         if let Some(copy) = blocked_by {
             self.edge(copy, node, EdgeType::Sync);

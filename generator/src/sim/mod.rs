@@ -40,9 +40,20 @@ impl Backend for SimBackend {
         // is drawn independently of the injected run's (docs/records.md).
         let twin_noise = crate::mix(seed ^ 0x7477_696e);
         // Without an injection the twin is the run itself: simulate once.
+        let mut noise_floor = None;
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, twin_noise, None, false);
+                if crate::label::applies(scenario) {
+                    // A second quiet run with noise of its own: how far this
+                    // scenario's ops move without any injection.
+                    let quiet = engine::run(scenario, self, seed, crate::mix(seed ^ 0x6e6f_6973), None, false);
+                    noise_floor = Some(crate::label::noise_floor(
+                        scenario,
+                        &crate::label::QuietRun { truth: &twin.builder.truth, keys: &twin.keys, origin: 0 },
+                        &crate::label::QuietRun { truth: &quiet.builder.truth, keys: &quiet.keys, origin: 0 },
+                    ));
+                }
                 let measured = Twin {
                     nodes: &twin.builder.truth.nodes,
                     keys: &twin.keys,
@@ -78,6 +89,7 @@ impl Backend for SimBackend {
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )
         .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
+        crate::label::check_and_apply(scenario, &mut truth, &run.keys, noise_floor.unwrap_or(0.0));
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
         if scenario.mode == ground_truth::Mode::Instrumented {
             collectors.push("app".into());
@@ -169,6 +181,45 @@ pub fn launch_bound_scenario(ops: u32) -> Scenario {
         names: Vec::new(),
         space: None,
     }
+}
+
+/// `streams` kernels on as many streams, each needing every SM, then a
+/// device synchronize: the many-streams case of the SM pool (benchmarks;
+/// `scripts/measure/many_streams.py` writes the same as a scenario file).
+pub fn many_streams_scenario(streams: u32) -> Scenario {
+    use ground_truth::scenario::{Step, StreamDecl, SyncTarget};
+    let mut sc = launch_bound_scenario(streams);
+    sc.name = format!("many-streams-{streams}");
+    sc.variant = "many-streams".into();
+    sc.description = "one kernel on each of many streams".into();
+    sc.streams = (0..streams)
+        .map(|i| StreamDecl {
+            name: format!("s{i}"),
+            priority: 0,
+        })
+        .collect();
+    let program = &mut sc.programs[0];
+    program.requests = 1;
+    program.steps = (0..streams)
+        .map(|i| Step::Kernel {
+            id: (i == 0).then(|| "first".to_string()),
+            stream: format!("s{i}"),
+            name: "k".into(),
+            kind: ground_truth::scenario::KernelKind::Spin,
+            duration_us: 20.0,
+            grid: 132,
+            block: 128,
+            launch: Default::default(),
+            call_site: None,
+        })
+        .chain([Step::Sync {
+            id: None,
+            target: SyncTarget::Device,
+            stream: None,
+            event: None,
+        }])
+        .collect();
+    sc
 }
 
 /// Runs the simulation once without recording (the model alone, as the twin

@@ -216,7 +216,8 @@ impl Names {
             worker_frame: "app!worker_loop".into(),
             main_frame: "app!main".into(),
             request_kind: "request".into(),
-            memcpy: ["memcpy h2d", "memcpy d2h", "memcpy d2d"].map(SharedStr::from),
+            memcpy: [CopyDirection::H2d, CopyDirection::D2h, CopyDirection::D2d]
+                .map(|d| SharedStr::from(crate::record::contention::memcpy_node_name(d))),
             memset: "memset".into(),
             event_record: "event record".into(),
             stream_wait: "stream wait".into(),

@@ -2,6 +2,7 @@
 //! through the shared per-step rules (`record::steps`).
 
 use super::*;
+use crate::record::contention::memcpy_node_name;
 
 impl<'a> Builder<'a> {
     /// When stream order and waits let `op`'s work start: its predecessors' completion.
@@ -111,10 +112,9 @@ impl<'a> Builder<'a> {
         };
         let (kind, name) = match &o.what {
             What::Kernel { name, .. } => (NodeKind::Kernel, name.to_string()),
-            What::Copy { direction, .. } => (
-                NodeKind::Memcpy,
-                format!("memcpy {direction:?}").to_lowercase(),
-            ),
+            What::Copy { direction, .. } => {
+                (NodeKind::Memcpy, memcpy_node_name(*direction).to_string())
+            }
             _ => (NodeKind::Memset, "memset".to_string()),
         };
         let after = self.after(o.prev.as_slice());

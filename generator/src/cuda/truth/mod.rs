@@ -16,6 +16,7 @@ use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, DevRef, HostEv, Op, RunLog, What};
 use super::plan::Plan;
 use crate::keys::{skey_step_id, Keys, StepKey};
+use crate::record::contention::contention_edges;
 use crate::record::faults::{finish_plan, FAULT_END_TOLERANCE_NS};
 use crate::record::steps::Observed;
 use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
@@ -297,6 +298,7 @@ impl<'a> Builder<'a> {
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let (task, blocked_by) = (self.threads[ti].task, self.blocking_copy(pending));
+                let prev = self.threads[ti].prev;
                 let h = self.b.handoff(
                     queue.into(),
                     token.into(),
@@ -304,6 +306,7 @@ impl<'a> Builder<'a> {
                     t,
                     self.instrumented,
                     task,
+                    prev,
                     blocked_by,
                 );
                 self.handoffs.insert(id, h);
@@ -455,12 +458,15 @@ impl<'a> Builder<'a> {
 
     /// The injection record of device-side work and its `fault` edge
     /// (`record::faults`, the same rule as the simulator's).
+    /// Then the contention of all other work (`record::contention`, the same rule too).
     fn finish_faults(&mut self) {
-        let Some(plan) = self.plan else { return };
-        let injected = std::mem::take(&mut self.injected_devs);
-        if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
-            self.injections.push(record);
+        if let Some(plan) = self.plan {
+            let injected = std::mem::take(&mut self.injected_devs);
+            if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
+                self.injections.push(record);
+            }
         }
+        contention_edges(&mut self.b);
     }
 }
 

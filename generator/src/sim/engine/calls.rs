@@ -352,7 +352,9 @@ impl Engine<'_> {
             Step::Sync { target, event, .. } => {
                 let (api, sync_type, handle, waited, sync_stream) = match target {
                     SyncTarget::Stream => {
-                        let s = &self.streams[targets.stream.expect("stream syncs name a stream")];
+                        let si = targets.stream.expect("stream syncs name a stream");
+                        self.stream_ready(si);
+                        let s = &self.streams[si];
                         (
                             Api::StreamSynchronize,
                             SyncType::StreamSynchronize,
@@ -375,10 +377,7 @@ impl Engine<'_> {
                         Api::DeviceSynchronize,
                         SyncType::ContextSynchronize,
                         0,
-                        self.streams
-                            .iter()
-                            .flat_map(|s| s.tail.iter().copied())
-                            .collect(),
+                        self.all_tails(),
                         0,
                     ),
                 };

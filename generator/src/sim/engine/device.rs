@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// SMs a device-to-device copy or a memset needs to start: its blocks are
+/// dispatched to whatever SMs free up, so one free SM lets it begin.
+const SM_COPY_BLOCKS: u32 = 1;
+
 impl Engine<'_> {
     /// Extra duration the plan adds to this device op (lengthening injections).
     pub(super) fn stretch(&mut self, skey: &StepKey) -> Ns {
@@ -64,6 +68,128 @@ impl Engine<'_> {
         dev
     }
 
+    /// When stream `si`'s earlier work is done. Whoever asks depends on that
+    /// time, so the stream's last op can no longer move (`place_on_sms`).
+    pub(super) fn stream_ready(&mut self, si: usize) -> Ns {
+        self.streams[si].waiting = None;
+        self.streams[si].tail_end
+    }
+
+    /// The last ops of every stream (a device synchronize waits for them all).
+    pub(super) fn all_tails(&mut self) -> Vec<NodeId> {
+        let mut tails = Vec::new();
+        for si in 0..self.streams.len() {
+            self.stream_ready(si);
+            self.streams[si].listed = false;
+            tails.extend_from_slice(&self.streams[si].tail);
+        }
+        self.waiting_streams.clear();
+        tails
+    }
+
+    /// Places SM work of stream `si` that is ready at `ready`: the earliest
+    /// start at which `need` SMs are free for `dur`. Work of a higher-priority
+    /// stream goes first when SMs free up (as measured on the H200,
+    /// docs/gpu-facts.md "Stream priorities"): it takes the place of lower-priority work that was
+    /// still waiting for SMs when it became ready, which then starts as soon
+    /// as it fits again. Running work is never preempted, and work whose times
+    /// something already depends on stays where it is.
+    pub(super) fn place_on_sms(&mut self, si: usize, ready: Ns, need: u32, dur: Ns) -> Ns {
+        let (total, now, priority) = (self.be.device.sms, self.now, self.streams[si].priority);
+        let need = need.min(total);
+        let streams = &mut self.streams;
+        self.waiting_streams.retain(|&w| {
+            let keep = streams[w].waiting.is_some();
+            streams[w].listed = keep;
+            keep
+        });
+        let mut displaced: Vec<usize> = self
+            .waiting_streams
+            .iter()
+            .copied()
+            .filter(|&w| {
+                let waiting = self.streams[w].waiting.expect("retained");
+                w != si && self.streams[w].priority > priority && waiting.start > ready
+            })
+            .collect();
+        for &w in &displaced {
+            let held = self.streams[w].waiting.expect("waiting");
+            self.sms.release(held.start, held.dur, held.need);
+        }
+        let start = loop {
+            let t = self.sms.earliest(ready, need, dur, total, now);
+            // Work that starts before this could, or after it ends, keeps its place.
+            let (kept, moved): (Vec<usize>, Vec<usize>) = displaced.iter().partition(|&&w| {
+                let held = self.streams[w].waiting.expect("waiting");
+                held.start < t || held.start >= t + dur
+            });
+            if kept.is_empty() {
+                break t;
+            }
+            for &w in &kept {
+                let held = self.streams[w].waiting.expect("waiting");
+                self.sms.reserve(held.start, held.dur, held.need);
+            }
+            displaced = moved;
+        };
+        self.sms.reserve(start, dur, need);
+        displaced.sort_by_key(|&w| {
+            let held = self.streams[w].waiting.expect("waiting");
+            (held.start, held.node)
+        });
+        for w in displaced {
+            let mut held = self.streams[w].waiting.expect("waiting");
+            held.start =
+                self.sms
+                    .earliest(held.ready.max(held.start), held.need, held.dur, total, now);
+            self.sms.reserve(held.start, held.dur, held.need);
+            self.move_waiting(w, held);
+        }
+        start
+    }
+
+    /// Moves the waiting op of stream `w` to `held.start`: its node, its
+    /// record and the stream's end.
+    fn move_waiting(&mut self, w: usize, held: WaitingForSms) {
+        let end = held.start + held.dur;
+        let node = &mut self.b.truth.nodes[held.node as usize];
+        node.start = held.start;
+        node.end = end;
+        if self.b.keep_records {
+            for &rid in &node.rids {
+                match &mut self.b.trace[rid as usize] {
+                    Record::Kernel { start, end: e, .. }
+                    | Record::Memcpy { start, end: e, .. }
+                    | Record::Memset { start, end: e, .. } => {
+                        *start = held.start;
+                        *e = end;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.streams[w].tail_end = end;
+        self.streams[w].waiting = Some(held);
+    }
+
+    /// Records that the op `dev` of stream `si`, ready at `ready`, waits for
+    /// SMs until `start` and may still be moved by higher-priority work.
+    fn note_waiting(&mut self, si: usize, dev: NodeId, ready: Ns, need: u32, dur: Ns, start: Ns) {
+        if self.priorities_differ && start > ready {
+            self.streams[si].waiting = Some(WaitingForSms {
+                node: dev,
+                ready,
+                need: need.min(self.be.device.sms),
+                dur,
+                start,
+            });
+            if !self.streams[si].listed {
+                self.streams[si].listed = true;
+                self.waiting_streams.push(si);
+            }
+        }
+    }
+
     /// The record of a device op unless the plan loses it.
     pub(super) fn observed<F: FnOnce(Rid) -> Record>(
         &self,
@@ -91,14 +217,8 @@ impl Engine<'_> {
             duration,
         } = kernel;
         let (si, queued, corr) = (at.si, at.queued, at.corr);
-        let ready = queued.max(self.streams[si].tail_end);
-        let start = self.sms.place(
-            ready + self.be.device.dispatch_ns,
-            grid,
-            duration,
-            self.be.device.sms,
-            self.now,
-        );
+        let ready = queued.max(self.stream_ready(si));
+        let start = self.place_on_sms(si, ready + self.be.device.dispatch_ns, grid, duration);
         let end = start + duration;
         let stream_id = self.streams[si].cupti_id;
         let record_name = name.clone();
@@ -125,7 +245,10 @@ impl Engine<'_> {
             start,
             end,
         };
-        self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed)
+        let dev = self.enqueue(at, NodeKind::Kernel, name.clone(), times, None, observed);
+        let earliest = ready + self.be.device.dispatch_ns;
+        self.note_waiting(si, dev, earliest, grid, duration, start);
+        dev
     }
 
     pub(super) fn memcpy(
@@ -146,14 +269,17 @@ impl Engine<'_> {
             (_, HostMemory::Pinned) => d.pinned_bytes_per_ns,
             (_, HostMemory::Pageable) => d.pageable_bytes_per_ns,
         };
-        let dur = self.jitter(key ^ 0xC, d.copy_setup_ns + (bytes as f64 / bw) as Ns)
-            + self.stretch(skey);
+        let setup = d.copy_setup_ns;
+        let dur = self.jitter(key ^ 0xC, setup + (bytes as f64 / bw) as Ns) + self.stretch(skey);
         let (si, queued, corr) = (at.si, at.queued, at.corr);
-        let ready = queued.max(self.streams[si].tail_end);
+        let ready = queued.max(self.stream_ready(si));
+        // On the H200 a device-to-device copy runs on the SMs, beside host
+        // copies and not behind them (docs/gpu-facts.md, "Device-to-device
+        // copies and memsets"); host↔device copies queue on the copy engine.
         let start = if direction == CopyDirection::D2d {
-            ready + d.copy_setup_ns
+            self.place_on_sms(si, ready + setup, SM_COPY_BLOCKS, dur)
         } else {
-            self.copies.place(ready + d.copy_setup_ns, dur)
+            self.copies.place(ready + setup, dur)
         };
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
@@ -181,18 +307,23 @@ impl Engine<'_> {
             start,
             end,
         };
-        self.enqueue(at, NodeKind::Memcpy, name, times, None, observed)
+        let dev = self.enqueue(at, NodeKind::Memcpy, name, times, None, observed);
+        if direction == CopyDirection::D2d {
+            self.note_waiting(si, dev, ready + setup, SM_COPY_BLOCKS, dur, start);
+        }
+        dev
     }
 
     pub(super) fn memset(&mut self, at: Enqueued, bytes: u64, skey: &StepKey, key: u64) -> NodeId {
         let d = &self.be.device;
         let dur = self.jitter(
             key ^ 0xE,
-            1_000 + (bytes as f64 / d.memset_bytes_per_ns) as Ns,
+            d.memset_setup_ns + (bytes as f64 / d.memset_bytes_per_ns) as Ns,
         ) + self.stretch(skey);
         let (si, queued, corr) = (at.si, at.queued, at.corr);
-        let ready = queued.max(self.streams[si].tail_end);
-        let start = ready + d.dispatch_ns;
+        let ready = queued.max(self.stream_ready(si));
+        // A memset runs on the SMs too, like a D2D copy (docs/gpu-facts.md).
+        let start = self.place_on_sms(si, ready + d.dispatch_ns, SM_COPY_BLOCKS, dur);
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
         let name = self.names.memset.clone();
@@ -214,12 +345,15 @@ impl Engine<'_> {
             start,
             end,
         };
-        self.enqueue(at, NodeKind::Memset, name, times, None, observed)
+        let dev = self.enqueue(at, NodeKind::Memset, name, times, None, observed);
+        let earliest = ready + self.be.device.dispatch_ns;
+        self.note_waiting(si, dev, earliest, SM_COPY_BLOCKS, dur, start);
+        dev
     }
 
     pub(super) fn event_record(&mut self, at: Enqueued, ei: usize) -> NodeId {
         let (si, queued, corr) = (at.si, at.queued, at.corr);
-        let done = queued.max(self.streams[si].tail_end);
+        let done = queued.max(self.stream_ready(si));
         let name = self.names.event_record.clone();
         let sync_id = self.event_sync_id;
         self.event_sync_id += 1;
@@ -240,7 +374,7 @@ impl Engine<'_> {
 
     pub(super) fn stream_wait(&mut self, at: Enqueued, ei: usize) -> NodeId {
         let (si, queued, corr) = (at.si, at.queued, at.corr);
-        let start = queued.max(self.streams[si].tail_end);
+        let start = queued.max(self.stream_ready(si));
         let last = self.events[ei].last;
         let waited_record = last.map(|l| l.0);
         let end = self.b.wait_end(start, waited_record);
@@ -282,7 +416,7 @@ impl Engine<'_> {
             info,
         } = at;
         let decl = &self.sc.graphs[gi];
-        let base_ready = queued.max(self.streams[si].tail_end);
+        let base_ready = queued.max(self.stream_ready(si));
         let tail = std::mem::take(&mut self.streams[si].tail);
         let mut ids: HashMap<&str, NodeId> = HashMap::new();
         let mut has_dependants: Vec<bool> = vec![false; decl.nodes.len()];
@@ -309,13 +443,7 @@ impl Engine<'_> {
                 key ^ crate::mix(ni as u64 + 77),
                 (n.kernel.duration_us * 1000.0) as Ns,
             ) + self.stretch(&nkey);
-            let start = self.sms.place(
-                ready + 1_000,
-                n.kernel.grid,
-                dur,
-                self.be.device.sms,
-                self.now,
-            );
+            let start = self.place_on_sms(si, ready + 1_000, n.kernel.grid, dur);
             let end = start + dur;
             let mut inf = info.clone();
             let names = self.names.step(skey.program, skey.step);

@@ -6,6 +6,7 @@
 
 use super::{Engine, Enqueued, KernelLaunch, Transfer, NO_STEP, QUEUE_OFFSET_NS};
 use crate::plan::Action;
+use crate::record::contention::contention_edges;
 use crate::record::faults::finish_plan;
 use crate::record::NodeInfo;
 use crate::sim::names::Api;
@@ -244,11 +245,14 @@ impl Engine<'_> {
 
     /// The injection record of device-side work and its `fault` edge
     /// (`record::faults`); the measured magnitude is filled in by the answers step.
+    /// Then the contention of all other work (`record::contention`).
     pub(super) fn finish_faults(&mut self) {
-        let Some(plan) = self.plan else { return };
-        let injected = std::mem::take(&mut self.pending_fault_edges);
-        if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
-            self.injections.push(record);
+        if let Some(plan) = self.plan {
+            let injected = std::mem::take(&mut self.pending_fault_edges);
+            if let Some(record) = finish_plan(&mut self.b, plan, &self.keys, &injected) {
+                self.injections.push(record);
+            }
         }
+        contention_edges(&mut self.b);
     }
 }

@@ -155,8 +155,26 @@ struct Stream {
     cupti_id: u32,
     handle: u64,
     generation: u32,
+    /// Lower is higher (as in CUDA, `StreamDecl::priority`).
+    priority: i32,
     tail_end: Ns,
     tail: Vec<NodeId>,
+    /// The stream's last op, while it still waits for SMs and nothing has
+    /// read its times yet: a higher-priority stream's work may still take its
+    /// place (`Engine::place_on_sms`).
+    waiting: Option<WaitingForSms>,
+    /// Whether the stream is in `Engine::waiting_streams`.
+    listed: bool,
+}
+
+/// SM work placed to start later than it became ready, still movable.
+#[derive(Debug, Clone, Copy)]
+struct WaitingForSms {
+    node: NodeId,
+    ready: Ns,
+    need: u32,
+    dur: Ns,
+    start: Ns,
 }
 
 #[derive(Debug, Clone)]
@@ -211,6 +229,11 @@ struct Engine<'a> {
     graph_ix: HashMap<String, usize>,
     requests: Vec<RequestState>,
     sms: SmPool,
+    /// Streams whose last op may be waiting for SMs (`Stream::waiting`).
+    waiting_streams: Vec<usize>,
+    /// Whether streams differ in priority (the injector's is the highest):
+    /// otherwise no op ever takes another's place and none is tracked.
+    priorities_differ: bool,
     copies: CopyEngine,
     heap: BinaryHeap<Reverse<(Ns, u64, usize)>>,
     seq: u64,
@@ -326,6 +349,12 @@ impl<'a> Engine<'a> {
             graph_ix: HashMap::new(),
             requests: Vec::new(),
             sms: SmPool::default(),
+            waiting_streams: Vec::new(),
+            priorities_differ: plan.is_some()
+                || sc
+                    .streams
+                    .windows(2)
+                    .any(|w| w[0].priority != w[1].priority),
             copies: CopyEngine::default(),
             heap: BinaryHeap::new(),
             seq: 0,
@@ -344,18 +373,23 @@ impl<'a> Engine<'a> {
         for (i, s) in sc
             .streams
             .iter()
-            .map(|s| Some(s.name.as_str()))
-            // The injector's stream comes last, unnamed, like its thread.
-            .chain([None])
+            .map(|s| (Some(s.name.as_str()), s.priority))
+            // The injector's stream comes last, unnamed, like its thread, at the
+            // highest priority, as the GPU backend's injector streams are.
+            .chain([(None, i32::MIN)])
             .enumerate()
         {
+            let (s, priority) = s;
             let cupti_id = e.next_cupti_stream + stream_order[i] as u32;
             e.streams.push(Stream {
                 cupti_id,
                 handle: 0x5600_0000_1000 + 0x200 * stream_order[i] as u64,
                 generation: 0,
+                priority,
                 tail_end: 0,
                 tail: Vec::new(),
+                waiting: None,
+                listed: false,
             });
             if let Some(name) = s {
                 e.stream_ix.insert(name.to_string(), i);
@@ -701,6 +735,7 @@ impl<'a> Engine<'a> {
                 s.generation += 1;
                 // A fresh stream has no pending work: destroy waited for it.
                 s.tail.clear();
+                s.waiting = None;
             }
             ObjectKind::Event => {
                 let e = &mut self.events[self.event_ix[name]];
@@ -726,7 +761,7 @@ impl<'a> Engine<'a> {
         let tid = self.threads[th].tid;
         let at = self.threads[th].clock;
         let token = self.requests[item.request].token.clone();
-        let task = self.threads[th].task;
+        let (task, prev) = (self.threads[th].task, self.threads[th].prev);
         let h = self.b.handoff(
             queue.clone(),
             token,
@@ -734,6 +769,7 @@ impl<'a> Engine<'a> {
             at,
             self.instrumented,
             task,
+            prev,
             item.pending_sync,
         );
         self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);

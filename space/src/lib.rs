@@ -1,0 +1,160 @@
+//! The scenario space (docs/scenario-space.md): each family is a template
+//! whose structure is sampled from a seed along documented axes, so the
+//! benchmark's cases are drawn, not hand-written, and no fixed answer key
+//! exists to fit. The hand-written catalog stays as the readable examples.
+//!
+//! `generate` turns a split and a seed into scenarios: family instances cycle
+//! through [`FAMILIES`], each instance's structure is sampled once, and every
+//! variant of the family is built from it with its own injection. Each
+//! scenario carries its [`SpacePoint`] (split, instance, axes) for the
+//! evaluator; views never see it.
+
+mod build;
+mod families;
+mod sample;
+
+pub use families::{Family, Target, Variant, FAMILIES};
+pub use sample::{Decoy, Link, Peers, Structure, SymptomOp, KERNEL_NAMES, MAX_DEPTH, MAX_GRAPH_NODES};
+
+use ground_truth::scenario::{AxisValue, Scenario, SpacePoint};
+use ground_truth::labels::Mode;
+use std::collections::BTreeMap;
+
+/// The two splits (docs/scenario-space.md, "Splits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// Fixed seed, shipped: what tests and CI run, and the GPU corpus records.
+    Dev,
+    /// A fresh seed per run, recorded in the results manifest.
+    Test,
+}
+
+impl Split {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Dev => "dev",
+            Split::Test => "test",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Split> {
+        match text {
+            "dev" => Some(Split::Dev),
+            "test" => Some(Split::Test),
+            _ => None,
+        }
+    }
+}
+
+/// The dev split's fixed seed.
+pub const DEV_SEED: u64 = 0x6465_765f_7370_6c74;
+/// How many scenarios a split has unless `--cases` says otherwise.
+pub const DEFAULT_CASES: usize = 300;
+/// Smallest injected magnitude (µs): below it a real host cannot inject at all.
+const MIN_MAGNITUDE_US: f64 = 5.0;
+
+/// The axes every generated scenario records, in the order docs/scenario-space.md lists them.
+pub const AXES: [&str; 11] = [
+    "requests",
+    "peers",
+    "gating_depth",
+    "graph_nodes",
+    "streams",
+    "magnitude_ratio",
+    "decoy",
+    "symptom_op",
+    "memory",
+    "handoff_depth",
+    "first_link",
+];
+
+/// At least `cases` scenarios of `split` drawn from `seed`: whole family
+/// instances, so every pair is complete (the last instance may overshoot).
+pub fn generate(split: Split, seed: u64, cases: usize) -> Vec<Scenario> {
+    let mut out = Vec::with_capacity(cases + 3);
+    let mut index = 0u64;
+    while out.len() < cases {
+        let family = &FAMILIES[index as usize % FAMILIES.len()];
+        out.extend(instance(split, seed, index, family));
+        index += 1;
+    }
+    out
+}
+
+/// The variants of one family instance.
+pub fn instance(split: Split, seed: u64, index: u64, family: &Family) -> Vec<Scenario> {
+    let instance_seed = ground_truth::seed::mix(seed ^ ground_truth::seed::mix(index + 1));
+    let structure = sample::sample(instance_seed, family.constraints);
+    let workload = build::build(&structure, family.layout);
+    let magnitude_us = (structure.magnitude_ratio * workload.symptom_latency_us)
+        .max(MIN_MAGNITUDE_US)
+        .round();
+    let axes = axes(&structure, &workload);
+    family
+        .variants
+        .iter()
+        .map(|variant| {
+            let injection = families::injection(variant, &workload, structure.asked_request, magnitude_us);
+            Scenario {
+                schema_version: ground_truth::SCHEMA_VERSION,
+                name: format!("{}.{}{index:05}.{}", family.name, split.as_str(), variant.name),
+                family: family.name.into(),
+                variant: variant.name.into(),
+                cause: variant.cause,
+                description: format!(
+                    "generated: {} instance {index} of the {} split",
+                    family.name,
+                    split.as_str()
+                ),
+                mode: Mode::Instrumented,
+                seed: instance_seed,
+                repetitions: 1,
+                threads: workload.threads.clone(),
+                queues: workload.queues.clone(),
+                streams: workload.streams.clone(),
+                events: workload.events.clone(),
+                graphs: workload.graphs.clone(),
+                programs: workload.programs.clone(),
+                injection: Some(injection),
+                symptom: workload.symptom.clone(),
+                names: KERNEL_NAMES.iter().map(|n| n.to_string()).collect(),
+                space: Some(SpacePoint {
+                    suite: split.as_str().into(),
+                    instance: instance_seed,
+                    axes: axes.clone(),
+                }),
+            }
+        })
+        .collect()
+}
+
+fn axes(s: &Structure, w: &build::Workload) -> BTreeMap<String, AxisValue> {
+    let number = |v: f64| AxisValue::Number(v);
+    let category = |v: &str| AxisValue::Category(v.into());
+    let memory = w
+        .programs
+        .iter()
+        .flat_map(|p| &p.steps)
+        .filter_map(|st| match st {
+            ground_truth::scenario::Step::Copy { id: Some(id), memory, .. } if w.chain.contains(id) => Some(*memory),
+            _ => None,
+        })
+        .last()
+        .map_or("none", |m| match m {
+            ground_truth::trace::HostMemory::Pinned => "pinned",
+            ground_truth::trace::HostMemory::Pageable => "pageable",
+        });
+    BTreeMap::from([
+        ("requests".into(), number(s.requests as f64)),
+        ("peers".into(), category(s.peers.as_str())),
+        ("gating_depth".into(), number(s.links.len() as f64)),
+        ("graph_nodes".into(), number(w.graphs.first().map_or(0, |g| g.nodes.len()) as f64)),
+        ("streams".into(), number(s.streams as f64)),
+        ("magnitude_ratio".into(), number(s.magnitude_ratio)),
+        ("decoy".into(), category(s.decoy.as_str())),
+        ("symptom_op".into(), category(s.symptom_op.as_str())),
+        ("memory".into(), category(memory)),
+        ("handoff_depth".into(), number(s.handoff_depth as f64)),
+        ("first_link".into(), category(s.links[0].as_str())),
+    ])
+}
