@@ -128,12 +128,9 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
                 args: vec![
                     ("query", Arg::text(d.query.clone())),
                     ("complete", Arg::B(d.complete)),
+                    ("critical_path", Arg::text(format!("{:?}", d.critical_path))),
                     (
-                        "critical_path".into(),
-                        Arg::text(format!("{:?}", d.critical_path)),
-                    ),
-                    (
-                        "causes".into(),
+                        "causes",
                         Arg::text(
                             d.causes
                                 .iter()
@@ -142,10 +139,7 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
                                 .join(", "),
                         ),
                     ),
-                    (
-                        "answer".into(),
-                        Arg::text(d.answer.clone().unwrap_or_default()),
-                    ),
+                    ("answer", Arg::text(d.answer.clone().unwrap_or_default())),
                 ],
                 flows_out: Vec::new(),
                 flows_in: Vec::new(),

@@ -49,7 +49,7 @@ pub(super) fn base(bundle: &Bundle, view: Option<&TraceView>, title: String) -> 
             args.push(("node", Arg::U(n as u64)));
             args.push(("node_kind", Arg::S(texts.get(&enum_str(&node.kind)))));
             if let Some(req) = &node.request {
-                args.push(("request", Arg::S(texts.get(&req.to_string()))));
+                args.push(("request", Arg::S(texts.get(req))));
             }
         }
         args.extend(
@@ -161,10 +161,7 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
                     ("rid", Arg::U(s.rid)),
                     ("cause", Arg::text(s.cause.to_string())),
                     ("question", Arg::text(enum_str(&s.question))),
-                    (
-                        "answer".into(),
-                        Arg::text(s.answer.clone().unwrap_or_default()),
-                    ),
+                    ("answer", Arg::text(s.answer.clone().unwrap_or_default())),
                 ],
                 flows_out: Vec::new(),
                 flows_in: Vec::new(),
@@ -202,7 +199,7 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
                     ("requested_us", Arg::F(inj.requested_us)),
                     ("measured_us", Arg::F(inj.measured_us)),
                     (
-                        "target_node".into(),
+                        "target_node",
                         target.map(|n| Arg::U(n as u64)).unwrap_or(Arg::text("?")),
                     ),
                 ],
