@@ -245,7 +245,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             .split()
             .filter(|r| r.split == suite && cases.is_none_or(|c| c == r.cases))
             .map(|r| r.seed);
-        let scenarios = match crate::catalog::split_draw(&suite, cases, args.split_seed.or(earlier)) {
+        let scenarios = match crate::catalog::split_draw(&suite, cases, args.split_seed.or(earlier))
+        {
             Some(draw) => {
                 manifest
                     .set_split(crate::manifest::SplitRecord {
@@ -597,7 +598,10 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
         };
         let verdict = verdict.trim().to_string();
         if verdict == "dropped" || verdict == "relabelled_none" {
-            changed.entry(verdict.clone()).or_default().push(key.clone());
+            changed
+                .entry(verdict.clone())
+                .or_default()
+                .push(key.clone());
         }
         *counts.entry(verdict).or_default() += 1;
     }

@@ -333,7 +333,10 @@ fn explanation_duplicate_diagnosis() {
 fn bundle_duplicate_symptom_id() {
     let duplicate = |v: &mut serde_json::Value| {
         let s = v["ground_truth"]["symptoms"][0].clone();
-        v["ground_truth"]["symptoms"].as_array_mut().unwrap().push(s);
+        v["ground_truth"]["symptoms"]
+            .as_array_mut()
+            .unwrap()
+            .push(s);
     };
     bad_json("bundle", duplicate, ".ground_truth.symptoms[1].id");
     // `view` refuses it too, so it never writes a view its own reader rejects.
@@ -480,32 +483,18 @@ fn run_with_nothing_to_score_exits_2() {
     let empty = d.path().join("empty-corpus");
     std::fs::create_dir_all(&empty).unwrap();
     let out = d.path().join("out");
-    let o = run(&[
-        "run",
-        "--backend",
-        "sim",
-        "--corpus",
-        empty.to_str().unwrap(),
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("no bundle files"), "{}", o.stderr);
-    assert!(!out.join("leaderboard.md").exists());
-    let o = run(&[
-        "run",
-        "--backend",
-        "sim",
-        "--reps",
-        "0",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("--reps"), "{}", o.stderr);
-    assert!(!out.join("leaderboard.md").exists());
+    let (empty, out_arg) = (empty.to_str().unwrap(), out.to_str().unwrap());
+    for (nothing, says) in [
+        (["--corpus", empty], "no bundle files"),
+        (["--reps", "0"], "--reps"),
+    ] {
+        let mut args = vec!["run", "--backend", "sim", "--quiet", "--out", out_arg];
+        args.extend(nothing);
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+        assert!(!out.join("leaderboard.md").exists());
+    }
 }
 
 #[test]
