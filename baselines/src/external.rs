@@ -10,10 +10,11 @@
 //! stdout discarded and stderr written to a log file (never a pipe, so a
 //! background child it leaves behind cannot hold the harness). On exit or
 //! timeout the whole group is killed. Its output is checked against a size
-//! limit, copied to the requested path and validated with [`Explanation::read`].
+//! limit, copied to the requested path and validated with [`Explanation::read`]
+//! and against the view ([`Explanation::check_against`]).
 
 use crate::sandbox::{self, Isolation, Sandbox, SandboxError};
-use ground_truth::{Explanation, FormatError, Readable};
+use ground_truth::{Explanation, FormatError, Readable, TraceView};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -185,8 +186,33 @@ impl ExternalCommand {
     }
 
     /// Runs the profiler on a private copy of `view_path`, then copies its
-    /// explanation to `out_path` and reads and validates it there.
+    /// explanation to `out_path` and reads and validates it there, against the
+    /// view read from `view_path` (an answer to another view is invalid).
     pub fn run(&self, view_path: &Path, out_path: &Path) -> Result<Explanation, ExternalError> {
+        let explanation = self.run_unchecked(view_path, out_path)?;
+        let view = TraceView::read(view_path)?;
+        explanation.check_against(out_path, &view)?;
+        Ok(explanation)
+    }
+
+    /// [`ExternalCommand::run`] for a caller that holds the view `view_path` contains.
+    pub fn run_on(
+        &self,
+        view: &TraceView,
+        view_path: &Path,
+        out_path: &Path,
+    ) -> Result<Explanation, ExternalError> {
+        let explanation = self.run_unchecked(view_path, out_path)?;
+        explanation.check_against(out_path, view)?;
+        Ok(explanation)
+    }
+
+    /// Runs the profiler and reads its explanation, checked on its own only.
+    fn run_unchecked(
+        &self,
+        view_path: &Path,
+        out_path: &Path,
+    ) -> Result<Explanation, ExternalError> {
         // A stale file from an earlier run must not pass for this run's output.
         let _ = std::fs::remove_file(out_path);
         let private = tempfile::Builder::new()

@@ -181,7 +181,7 @@ impl HtaCriticalPath {
         .with_timeout(self.timeout)
         // The project's own adapter: it needs its installed packages, wherever they are.
         .with_confinement(crate::external::Confinement::Trusted);
-        cmd.run(&vpath, &opath).map_err(|e| e.to_string())
+        cmd.run_on(view, &vpath, &opath).map_err(|e| e.to_string())
     }
 }
 

@@ -25,6 +25,8 @@ fn run(name: &str, v: &TraceView) -> Explanation {
     let bytes = serde_json::to_vec(&e).unwrap();
     Explanation::parse(std::path::Path::new("e.json"), &bytes)
         .unwrap_or_else(|err| panic!("{name}: {err}"));
+    // ... and one that answers this view (the checker of `score` and `run`).
+    assert_eq!(e.problem_against(v), None, "{name}: answers its view");
     for ed in &e.edges {
         if ed.evidence == Evidence::Inferred {
             assert!(

@@ -164,8 +164,42 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     p
 }
 
-/// A valid explanation for any view, written by a script to `$2`.
-const VALID: &str = r#"printf '{"schema_version":1,"meta":{"profiler":"x","version":"1","view":{"collectors":"combined","mode":"closed"},"wall_ms":1},"edges":[],"attribution":[],"diagnoses":[]}' > "$2""#;
+/// A valid explanation for the small view (a spec of its own, no records
+/// named), written by a script to `$2`.
+const VALID: &str = r#"printf '{"schema_version":1,"meta":{"profiler":"x","version":"1","view":{"collectors":"combined","mode":"instrumented"},"wall_ms":1},"edges":[],"attribution":[],"diagnoses":[]}' > "$2""#;
+
+/// An explanation that parses but answers another view, or names what its view
+/// lacks, is invalid output: the case fails like a crashed profiler, naming the place.
+#[test]
+fn an_explanation_that_does_not_answer_its_view_is_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (view, api, _) = small_view(dir.path());
+    let out = dir.path().join("o.json");
+    for (body, place) in [
+        (VALID.replace("instrumented", "closed"), ".meta.view"),
+        (
+            VALID.replace(r#""diagnoses":[]"#, r#""diagnoses":[{"query":"nope","causes":[],"complete":false}]"#),
+            ".diagnoses[0].query",
+        ),
+        (
+            VALID.replace(
+                r#""edges":[]"#,
+                &format!(r#""edges":[{{"src":{api},"dst":987654321,"type":"launch","evidence":"explicit","confidence":1}}]"#),
+            ),
+            ".edges[0].dst",
+        ),
+        (VALID.replace(r#""wall_ms":1"#, r#""wall_ms":-1e308"#), ".meta.wall_ms"),
+    ] {
+        let s = script(dir.path(), "answers-another.sh", &body);
+        let err = ExternalCommand::new(format!("sh {} {{view}} {{out}}", s.display()))
+            .run(&view, &out)
+            .unwrap_err();
+        match &err {
+            ExternalError::Invalid(f) => assert_eq!(f.path, place, "{f}"),
+            other => panic!("{place}: {other}"),
+        }
+    }
+}
 
 #[test]
 fn a_left_behind_child_does_not_hold_the_harness() {

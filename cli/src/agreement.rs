@@ -65,14 +65,25 @@ pub fn agreement(args: &AgreementArgs) -> Result<(), Failure> {
     let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
     let mut matched = 0;
     let backends = (
-        a.values().next().map(|s| s.backend.clone()).unwrap_or_default(),
-        b.values().next().map(|s| s.backend.clone()).unwrap_or_default(),
+        a.values()
+            .next()
+            .map(|s| s.backend.clone())
+            .unwrap_or_default(),
+        b.values()
+            .next()
+            .map(|s| s.backend.clone())
+            .unwrap_or_default(),
     );
     for (name, sa) in &a {
         let Some(sb) = b.get(name) else { continue };
         matched += 1;
         let mut buckets = vec![("all".to_string(), "all".to_string())];
-        buckets.extend(sa.axes.iter().map(|(axis, v)| (axis.clone(), evaluator::bucket(axis, v).map_or_else(|| v.to_string(), |b| b.label))));
+        buckets.extend(sa.axes.iter().map(|(axis, v)| {
+            (
+                axis.clone(),
+                evaluator::bucket(axis, v).map_or_else(|| v.to_string(), |b| b.label),
+            )
+        }));
         for bucket in buckets {
             let t = tallies.entry(bucket).or_default();
             t.cases += 1;
@@ -132,18 +143,24 @@ fn sides(dir: &Path) -> Result<BTreeMap<String, Side>, Failure> {
             .as_ref()
             .map_or("unchecked", |l| l.verdict.as_str())
             .to_string();
-        out.entry(bundle.manifest.scenario.name.clone()).or_insert(Side {
-            verdict,
-            lateness_us: symptom.lateness_ns / 1e3,
-            axes: space.axes,
-            backend: bundle.manifest.backend.clone(),
-        });
+        out.entry(bundle.manifest.scenario.name.clone())
+            .or_insert(Side {
+                verdict,
+                lateness_us: symptom.lateness_ns / 1e3,
+                axes: space.axes,
+                backend: bundle.manifest.backend.clone(),
+            });
     }
     Ok(out)
 }
 
-fn render(tallies: &BTreeMap<(String, String), Tally>, matched: usize, backends: &(String, String)) -> String {
-    let profilers: std::collections::BTreeSet<&String> = tallies.values().flat_map(|t| t.profilers.keys()).collect();
+fn render(
+    tallies: &BTreeMap<(String, String), Tally>,
+    matched: usize,
+    backends: &(String, String),
+) -> String {
+    let profilers: std::collections::BTreeSet<&String> =
+        tallies.values().flat_map(|t| t.profilers.keys()).collect();
     let mut s = format!(
         "# Agreement: {} against {}\n\n{matched} generated scenarios recorded on both. `label`: the \
          label check reached the same verdict (kept, relabelled none, dropped); `lateness`: median \
@@ -162,7 +179,9 @@ fn render(tallies: &BTreeMap<(String, String), Tally>, matched: usize, backends:
     for ((axis, bucket), t) in tallies {
         let mut ratios = t.lateness_ratios.clone();
         ratios.sort_by(f64::total_cmp);
-        let median = ratios.get(ratios.len() / 2).map_or("—".to_string(), |m| format!("{m:.2}"));
+        let median = ratios
+            .get(ratios.len() / 2)
+            .map_or("—".to_string(), |m| format!("{m:.2}"));
         s.push_str(&format!(
             "| {axis} | {bucket} | {} | {:.2} | {median} |",
             t.cases,
@@ -170,7 +189,9 @@ fn render(tallies: &BTreeMap<(String, String), Tally>, matched: usize, backends:
         ));
         for p in &profilers {
             match t.profilers.get(*p) {
-                Some(&(n, same)) if n > 0 => s.push_str(&format!(" {:.2} ({n}) |", same as f64 / n as f64)),
+                Some(&(n, same)) if n > 0 => {
+                    s.push_str(&format!(" {:.2} ({n}) |", same as f64 / n as f64))
+                }
                 _ => s.push_str(" — |"),
             }
         }
@@ -178,4 +199,3 @@ fn render(tallies: &BTreeMap<(String, String), Tally>, matched: usize, backends:
     }
     s
 }
-

@@ -15,6 +15,14 @@ pub fn backend_kind(b: BackendArg) -> generator::BackendKind {
     }
 }
 
+/// The backend `backend` asks for; a backend this machine lacks is exit 2.
+pub fn open_backend(backend: BackendArg) -> Result<Box<dyn generator::Backend>, Failure> {
+    generator::select_backend(backend_kind(backend)).map_err(|e| match e {
+        generator::RecordError::Unavailable(..) => Failure::unavailable(e),
+        other => Failure::failed(other),
+    })
+}
+
 fn write<T: Readable>(value: &T, out: &Path) -> Result<(), Failure> {
     value
         .write(out)
@@ -32,7 +40,7 @@ pub fn record(
     if let Some(s) = seed {
         sc.seed = s;
     }
-    let be = generator::select_backend(backend_kind(backend)).map_err(Failure::failed)?;
+    let be = open_backend(backend)?;
     let t = std::time::Instant::now();
     let bundle = be.record(&sc, repetition).map_err(Failure::input)?;
     write(&bundle, out)?;
@@ -179,6 +187,7 @@ pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Resu
     let b = Bundle::read(bundle)?;
     let v = TraceView::read(view)?;
     let e = Explanation::read(explanation)?;
+    e.check_against(explanation, &v)?;
     // The view's id is opaque and the view is a file anyone could edit: it is
     // matched by deriving it again from the bundle.
     if !views::derived_from(&v, &b) {

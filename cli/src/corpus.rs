@@ -65,9 +65,18 @@ pub fn corpus(command: CorpusCommand) -> Result<(), Failure> {
 
 fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut items: Vec<(Scenario, u32)> = Vec::new();
-    let scenarios = match crate::catalog::split_draw(&args.suite, args.cases.map(|c| c as usize), args.split_seed) {
+    let scenarios = match crate::catalog::split_draw(
+        &args.suite,
+        args.cases.map(|c| c as usize),
+        args.split_seed,
+    ) {
         Some(draw) => {
-            eprintln!("causalbench: the {} split, seed {}, {} scenarios", draw.split.as_str(), draw.seed, draw.cases);
+            eprintln!(
+                "causalbench: the {} split, seed {}, {} scenarios",
+                draw.split.as_str(),
+                draw.seed,
+                draw.cases
+            );
             crate::catalog::load_split(draw)
         }
         None => crate::catalog::load_suite(&args.suite, None)?,

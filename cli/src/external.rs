@@ -5,7 +5,7 @@
 use crate::Failure;
 use baselines::sandbox::{self, Isolation};
 use baselines::{Confinement, ExternalCommand};
-use ground_truth::Explanation;
+use ground_truth::{Explanation, TraceView};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,12 +110,14 @@ impl Externals {
             .collect()
     }
 
-    /// Runs `profiler` on the view file `view`, keeping its explanation at `explanation`
-    /// and its stderr at `log`; the results directory `results` stays out of its reach.
+    /// Runs `profiler` on `view`, kept in the file `view_path`, keeping its explanation at
+    /// `explanation` and its stderr at `log`; the results directory `results` stays out of
+    /// its reach. An explanation that does not answer `view` fails like a crashed profiler.
     pub fn explain(
         &self,
         profiler: &ExternalProfiler,
-        view: &Path,
+        view: &TraceView,
+        view_path: &Path,
         explanation: &Path,
         log: PathBuf,
         results: &Path,
@@ -129,7 +131,7 @@ impl Externals {
             .with_confinement(confinement)
             .protecting(results)
             .with_stderr_log(&log)
-            .run(view, explanation)
+            .run_on(view, view_path, explanation)
             .map_err(|e| format!("{e} (its stderr is in {})", log.display()))?;
         // The harness names the row: a profiler cannot pass for another.
         e.meta.profiler = profiler.name.clone();

@@ -7,11 +7,11 @@ use generator::cuda::CudaBackend;
 use serde_json::Value;
 use std::path::Path;
 
-/// The CUDA backend, or a failure (exit 1: the machine, not the input, is
-/// wrong) naming the command that needs a GPU and why the backend is unavailable.
+/// The CUDA backend, or a refusal (exit 2, [`Failure::unavailable`]) naming
+/// the command that needs a GPU and why the backend is unavailable.
 pub fn open(command: &str) -> Result<CudaBackend, Failure> {
     CudaBackend::new().map_err(|e| {
-        Failure::failed(format!(
+        Failure::unavailable(format!(
             "`{command}` needs a GPU: {e}; \
              without one, `causalbench run --backend sim` records on the simulator"
         ))

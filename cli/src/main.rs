@@ -195,6 +195,12 @@ impl Failure {
             message: message.to_string(),
         }
     }
+    /// The machine cannot do what was asked (no usable GPU for `--backend cuda`):
+    /// exit 2 like bad input, since rerunning the same command here cannot succeed
+    /// (docs/cli.md, exit codes).
+    pub fn unavailable(message: impl std::fmt::Display) -> Self {
+        Failure::input(message)
+    }
     pub fn failed(message: impl std::fmt::Display) -> Self {
         Failure {
             code: 1,

@@ -168,7 +168,7 @@ fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuExecutor>
             eprintln!("causalbench: the GPU cannot run the megakernel ({e}); using the simulator");
             Ok(None)
         }
-        (Err(e), _) => Err(Failure::failed(format!(
+        (Err(e), _) => Err(Failure::unavailable(format!(
             "`megakernel run --backend cuda` needs a GPU that can run the megakernel: {e}; \
              `--backend sim` runs the track on the simulator"
         ))),

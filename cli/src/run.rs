@@ -5,7 +5,6 @@
 //! `manifest.json` as the harness writes or reads them, and a resumed case whose
 //! bundle changed since is refused (`docs/integrity.md`).
 
-use crate::commands::backend_kind;
 use crate::external::Externals;
 use crate::manifest::{Known, RunManifest};
 use crate::{BackendArg, Failure};
@@ -45,9 +44,9 @@ pub struct RunArgs {
     pub corpus: Option<PathBuf>,
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-    /// Repetitions per scenario (default: each scenario's own `repetitions`),
-    /// at most the scenario-size limit of repetitions.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
+    /// Repetitions per scenario (default: each scenario's own `repetitions`), at least 1
+    /// (a run of none would score nothing) and at most the scenario-size limit of repetitions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
     pub reps: Option<u32>,
     /// Overrides every scenario's seed.
     #[arg(long)]
@@ -224,9 +223,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                         .unwrap_or_default()
                 );
             }
-            generator::select_backend(generator::BackendKind::Sim).map_err(Failure::failed)?
+            crate::commands::open_backend(BackendArg::Sim)?
         }
-        b => generator::select_backend(backend_kind(b)).map_err(Failure::failed)?,
+        b => crate::commands::open_backend(b)?,
     };
     let out = &args.out;
     if let Some(dir) = corpus.as_ref().filter(|dir| inside(out, dir)) {
@@ -246,7 +245,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             .split()
             .filter(|r| r.split == suite && cases.is_none_or(|c| c == r.cases))
             .map(|r| r.seed);
-        let scenarios = match crate::catalog::split_draw(&suite, cases, args.split_seed.or(earlier)) {
+        let scenarios = match crate::catalog::split_draw(&suite, cases, args.split_seed.or(earlier))
+        {
             Some(draw) => {
                 manifest
                     .set_split(crate::manifest::SplitRecord {
@@ -278,9 +278,22 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         }
     }
     if let Some(dir) = &corpus {
-        for (path, key) in corpus_files(dir)? {
+        let files = corpus_files(dir)?;
+        if files.is_empty() {
+            return Err(Failure::input(format!(
+                "--corpus {}: no bundle files (*.bundle.json, *.bundle.json.gz) in it or below: \
+                 a run of none would score nothing",
+                dir.display()
+            )));
+        }
+        for (path, key) in files {
             jobs.push(Job::Replay { path, key });
         }
+    }
+    if jobs.is_empty() {
+        return Err(Failure::input(format!(
+            "suite `{suite}` has no scenario to record: a run of none would score nothing"
+        )));
     }
     manifest
         .set_external(
@@ -585,7 +598,10 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
         };
         let verdict = verdict.trim().to_string();
         if verdict == "dropped" || verdict == "relabelled_none" {
-            changed.entry(verdict.clone()).or_default().push(key.clone());
+            changed
+                .entry(verdict.clone())
+                .or_default()
+                .push(key.clone());
         }
         *counts.entry(verdict).or_default() += 1;
     }
@@ -754,7 +770,7 @@ fn run_job(
                 .join(format!("{}.stderr.log", external.name));
             let explanation = shared
                 .externals
-                .explain(external, &vpath, &epath, log, out)
+                .explain(external, &view, &vpath, &epath, log, out)
                 .map_err(|e| format!("{key}: {label}: {e}"))?;
             explanation
                 .write(&epath)

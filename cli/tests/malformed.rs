@@ -52,17 +52,7 @@ fn pipeline(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         .code,
         0
     );
-    let r = run(&[
-        "view",
-        "--bundle",
-        b.to_str().unwrap(),
-        "--collectors",
-        "combined",
-        "--mode",
-        "instrumented",
-        "--out",
-        v.to_str().unwrap(),
-    ]);
+    let r = view(&b, &v);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&[
         "profile",
@@ -75,6 +65,21 @@ fn pipeline(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     (b, v, e)
+}
+
+/// `causalbench view` of `bundle`, combined and instrumented, into `out`.
+fn view(bundle: &Path, out: &Path) -> Outcome {
+    run(&[
+        "view",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--collectors",
+        "combined",
+        "--mode",
+        "instrumented",
+        "--out",
+        out.to_str().unwrap(),
+    ])
 }
 
 fn expect_bad(o: Outcome, file: &Path, place: &str) {
@@ -325,6 +330,174 @@ fn explanation_duplicate_diagnosis() {
 }
 
 #[test]
+fn bundle_duplicate_symptom_id() {
+    let duplicate = |v: &mut serde_json::Value| {
+        let s = v["ground_truth"]["symptoms"][0].clone();
+        v["ground_truth"]["symptoms"]
+            .as_array_mut()
+            .unwrap()
+            .push(s);
+    };
+    bad_json("bundle", duplicate, ".ground_truth.symptoms[1].id");
+    // `view` refuses it too, so it never writes a view its own reader rejects.
+    let d = tmp();
+    let (b, _, _) = pipeline(d.path());
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&b).unwrap()).unwrap();
+    duplicate(&mut value);
+    std::fs::write(&b, serde_json::to_vec(&value).unwrap()).unwrap();
+    let out = d.path().join("dup-view.json");
+    expect_bad(view(&b, &out), &b, ".ground_truth.symptoms[1].id");
+    assert!(!out.exists());
+}
+
+/// `record --backend sim` of a scenario whose times would wrap nanosecond
+/// timestamps: refused, naming the place, never recorded or clamped.
+#[test]
+fn record_refuses_times_past_the_nanosecond_range() {
+    for (from, to, place) in [
+        (
+            "duration_us: 300",
+            "duration_us: 1e16",
+            ".programs[0].steps[2].duration_us",
+        ),
+        (
+            "magnitude_us: 5000",
+            "magnitude_us: 1e17",
+            ".injection.magnitude_us",
+        ),
+    ] {
+        let text = good_scenario();
+        assert!(text.contains(from), "{from}");
+        bad_scenario(&text.replacen(from, to, 1), place);
+    }
+}
+
+#[test]
+fn explanation_negative_wall_ms() {
+    for wall in [-1e308, -1.0] {
+        bad_json(
+            "explanation",
+            |v| v["meta"]["wall_ms"] = wall.into(),
+            ".meta.wall_ms",
+        );
+    }
+}
+
+#[test]
+fn explanation_for_another_view() {
+    bad_json(
+        "explanation",
+        |v| v["meta"]["view"]["collectors"] = "host".into(),
+        ".meta.view",
+    );
+}
+
+#[test]
+fn explanation_answers_a_query_the_view_lacks() {
+    bad_json(
+        "explanation",
+        |v| v["diagnoses"][0]["query"] = "no-such-query".into(),
+        ".diagnoses[0].query",
+    );
+}
+
+#[test]
+fn explanation_names_rids_the_view_lacks() {
+    let absent = u64::MAX / 2;
+    bad_json(
+        "explanation",
+        |v| v["edges"][0]["dst"] = absent.into(),
+        ".edges[0].dst",
+    );
+    bad_json(
+        "explanation",
+        |v| v["diagnoses"][0]["critical_path"][0] = absent.into(),
+        ".diagnoses[0].critical_path[0]",
+    );
+    bad_json(
+        "explanation",
+        |v| v["attribution"][0]["rid"] = absent.into(),
+        ".attribution[0].rid",
+    );
+}
+
+/// A machine without the CUDA backend refuses `--backend cuda` with exit 2 in
+/// every subcommand (docs/cli.md, exit codes), before writing anything.
+#[test]
+fn unavailable_backend_exits_2_everywhere() {
+    if gpu_present() {
+        eprintln!("skipped: this machine has a usable GPU");
+        return;
+    }
+    let d = tmp();
+    let sc = catalog("late-launch-vs-device-queueing.occupancy-hog.yaml");
+    let out = d.path().join("out");
+    let (sc, out) = (sc.to_str().unwrap(), out.to_str().unwrap());
+    for args in [
+        vec![
+            "record",
+            "--scenario",
+            sc,
+            "--backend",
+            "cuda",
+            "--out",
+            out,
+        ],
+        vec![
+            "run",
+            "--backend",
+            "cuda",
+            "--reps",
+            "1",
+            "--quiet",
+            "--out",
+            out,
+        ],
+        vec!["corpus", "record", "--reps", "1", "--out", out],
+        vec![
+            "megakernel",
+            "run",
+            "--backend",
+            "cuda",
+            "--reps",
+            "1",
+            "--out",
+            out,
+        ],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(!o.stderr.contains("panicked"), "{args:?}: {}", o.stderr);
+    }
+}
+
+/// Whether this machine can open the CUDA backend at all.
+fn gpu_present() -> bool {
+    std::path::Path::new("/dev/nvidiactl").exists() || std::path::Path::new("/dev/nvidia0").exists()
+}
+
+/// `run` with nothing to score refuses with exit 2 instead of writing an empty leaderboard.
+#[test]
+fn run_with_nothing_to_score_exits_2() {
+    let d = tmp();
+    let empty = d.path().join("empty-corpus");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = d.path().join("out");
+    let (empty, out_arg) = (empty.to_str().unwrap(), out.to_str().unwrap());
+    for (nothing, says) in [
+        (["--corpus", empty], "no bundle files"),
+        (["--reps", "0"], "--reps"),
+    ] {
+        let mut args = vec!["run", "--backend", "sim", "--quiet", "--out", out_arg];
+        args.extend(nothing);
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+        assert!(!out.join("leaderboard.md").exists());
+    }
+}
+
+#[test]
 fn usage_errors_exit_2() {
     assert_eq!(run(&["record"]).code, 2);
     assert_eq!(run(&["schema", "nonsense"]).code, 2);
@@ -366,7 +539,7 @@ fn scenario_past_the_limits() {
     );
     bad_scenario(
         &with("requests: 3", "requests: 10000000"),
-        "over the limit of 2000000",
+        "over the limit of 1500000",
     );
 }
 

@@ -99,7 +99,7 @@ fn gpu_subcommands_without_a_gpu_say_so() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = causalbench(&args);
         let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         let command = format!("`{} {}` needs a GPU", args[0], args[1]);
         assert!(err.contains(&command), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
@@ -117,7 +117,7 @@ fn gpu_subcommands_without_a_gpu_say_so() {
         &out("mk"),
     ]);
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("needs a GPU"), "{err}");
 }
 

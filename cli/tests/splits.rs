@@ -8,23 +8,41 @@ use std::process::Command;
 
 fn run(out: &Path, extra: &[&str]) -> (i32, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["run", "--backend", "sim", "--profilers", "causal-graph", "--megakernel-reps", "0", "--quiet", "--out"])
+        .args([
+            "run",
+            "--backend",
+            "sim",
+            "--profilers",
+            "causal-graph",
+            "--megakernel-reps",
+            "0",
+            "--quiet",
+            "--out",
+        ])
         .arg(out)
         .args(extra)
         .output()
         .unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 fn split(out: &Path) -> serde_json::Value {
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     m["split"].clone()
 }
 
 #[test]
 fn test_runs_draw_their_own_seed_and_dev_is_fixed() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, dev) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("dev"));
+    let (a, b, dev) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("dev"),
+    );
     for out in [&a, &b] {
         let (code, err) = run(out, &["--suite", "test", "--cases", "6"]);
         assert_eq!(code, 0, "{err}");
@@ -42,7 +60,10 @@ fn test_runs_draw_their_own_seed_and_dev_is_fixed() {
     assert!(err.contains("resumed"), "{err}");
     let bundles = |d: &Path| std::fs::read_dir(d.join("bundles")).unwrap().count();
     let first = bundles(&a);
-    assert!(err.contains(&format!("{first} bundles ({first} resumed)")), "{err}");
+    assert!(
+        err.contains(&format!("{first} bundles ({first} resumed)")),
+        "{err}"
+    );
 
     let (code, err) = run(&dev, &["--suite", "dev", "--cases", "6"]);
     assert_eq!(code, 0, "{err}");
@@ -55,14 +76,24 @@ fn every_case_s_label_check_is_counted() {
     let out = dir.path().join("r");
     let (code, err) = run(&out, &["--suite", "dev", "--cases", "14"]);
     assert_eq!(code, 0, "{err}");
-    let labels: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("labels.json")).unwrap()).unwrap();
-    let counted: u64 = labels["counts"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    let labels: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("labels.json")).unwrap()).unwrap();
+    let counted: u64 = labels["counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
     let bundles = std::fs::read_dir(out.join("bundles")).unwrap().count() as u64;
     assert_eq!(counted, bundles, "{labels}");
     assert!(err.contains("labels checked against the truth:"), "{err}");
     // A dropped case is listed and has no scores.
     for key in labels["cases"]["dropped"].as_array().into_iter().flatten() {
-        let scores = std::fs::read_to_string(out.join("cases").join(format!("{}.jsonl", key.as_str().unwrap()))).unwrap();
+        let scores = std::fs::read_to_string(
+            out.join("cases")
+                .join(format!("{}.jsonl", key.as_str().unwrap())),
+        )
+        .unwrap();
         assert!(scores.trim().is_empty(), "{key} was scored");
     }
 }

@@ -22,3 +22,12 @@ pub mod perfetto;
 pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     ground_truth::io::write_atomic(path, bytes)
 }
+
+/// Streams a file's content from `fill` into `path` atomically, creating parent
+/// directories: a large export is never held in memory whole.
+pub fn write_file_with(
+    path: &std::path::Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    ground_truth::io::write_atomic_streaming(path, fill)
+}

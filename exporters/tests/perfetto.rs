@@ -189,3 +189,25 @@ fn truth_marks_symptom_and_injection() {
     assert_eq!(st.thread_tracks, 1);
     assert_eq!(st.stream_tracks, 2);
 }
+
+/// The streaming writers write exactly the bytes of the whole-message encoders
+/// they replaced: the `Trace` message encoded at once by prost, and the Chrome
+/// JSON value serialized at once (so an export is byte-identical, only its
+/// memory peak fell).
+#[test]
+fn streamed_exports_are_the_whole_message_bytes() {
+    for name in SCENARIOS {
+        let bundle = common::bundle(name);
+        let m = perfetto::truth_model(&bundle, None);
+        let mut streamed = Vec::new();
+        perfetto::write_perfetto(&m, &mut streamed).unwrap();
+        let whole = proto::Trace::decode(streamed.as_slice())
+            .unwrap()
+            .encode_to_vec();
+        assert_eq!(streamed, whole, "{name}: protobuf");
+        let mut streamed = Vec::new();
+        perfetto::write_chrome_json(&m, &mut streamed).unwrap();
+        let whole = serde_json::to_vec(&perfetto::to_chrome_json(&m)).unwrap();
+        assert_eq!(streamed, whole, "{name}: Chrome JSON");
+    }
+}

@@ -4,9 +4,10 @@
 use crate::graph::{EdgeType, Phases};
 use crate::labels::{CauseLabel, Evidence};
 use crate::trace::Rid;
-use crate::view::ViewSpec;
+use crate::view::{TraceView, ViewSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -86,4 +87,67 @@ pub struct Explanation {
     pub attribution: Vec<Attribution>,
     #[serde(default)]
     pub diagnoses: Vec<Diagnosis>,
+}
+
+impl Explanation {
+    /// The first thing that makes this explanation no answer to `view`, as
+    /// (JSON path, message): written for another view, answering a query the
+    /// view does not ask, or naming a record the view does not contain
+    /// (`docs/design.md`: an explanation is written against the rids of the
+    /// view it was given).
+    pub fn problem_against(&self, view: &TraceView) -> Option<(String, String)> {
+        if self.meta.view != view.spec {
+            return Some((
+                "meta.view".to_string(),
+                format!(
+                    "explanation is for view `{}`, but it was given view `{}`",
+                    self.meta.view.label(),
+                    view.spec.label()
+                ),
+            ));
+        }
+        let queries: HashSet<&str> = view.queries.iter().map(|q| q.id.as_str()).collect();
+        if let Some((i, d)) = self
+            .diagnoses
+            .iter()
+            .enumerate()
+            .find(|(_, d)| !queries.contains(d.query.as_str()))
+        {
+            return Some((
+                format!("diagnoses[{i}].query"),
+                format!("the view has no query `{}`", d.query),
+            ));
+        }
+        let rids: HashSet<Rid> = view.records.iter().map(|r| r.rid()).collect();
+        let named =
+            self.edges
+                .iter()
+                .enumerate()
+                .flat_map(|(i, e)| {
+                    [
+                        (format!("edges[{i}].src"), e.src),
+                        (format!("edges[{i}].dst"), e.dst),
+                    ]
+                })
+                .chain(
+                    self.attribution
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (format!("attribution[{i}].rid"), a.rid)),
+                )
+                .chain(self.diagnoses.iter().enumerate().flat_map(|(i, d)| {
+                    let path =
+                        d.critical_path.iter().enumerate().map(move |(j, rid)| {
+                            (format!("diagnoses[{i}].critical_path[{j}]"), *rid)
+                        });
+                    let unresolved = d
+                        .first_unresolved
+                        .map(|rid| (format!("diagnoses[{i}].first_unresolved"), rid));
+                    path.chain(unresolved)
+                }));
+        named
+            .into_iter()
+            .find(|(_, rid)| !rids.contains(rid))
+            .map(|(path, rid)| (path, format!("rid {rid} is not a record of this view")))
+    }
 }

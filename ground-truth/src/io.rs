@@ -9,7 +9,9 @@ mod limits;
 mod parallel_read;
 mod parallel_write;
 
-pub use atomic::{remove_stale_temp_files, write_atomic, write_json_atomic};
+pub use atomic::{
+    remove_stale_temp_files, write_atomic, write_atomic_streaming, write_json_atomic,
+};
 pub use limits::{bounded_echo, read_input, InputBytes, InputLimits, MAX_ECHO_CHARS, MAX_NESTING};
 
 use crate::graph::NodeKind;
@@ -369,7 +371,16 @@ fn truth_problems(gt: &crate::GroundTruth, trace_rids: &FxHashSet<u64>) -> Vec<(
             ));
         }
     }
+    // A symptom's id is the id of its query in every view: two symptoms with
+    // one id would make views that their own reader refuses.
+    let mut symptom_ids: HashMap<&str, usize> = HashMap::new();
     for (i, s) in gt.symptoms.iter().enumerate() {
+        if let Some(first) = symptom_ids.insert(&s.id, i) {
+            out.push((
+                format!("ground_truth.symptoms[{i}].id"),
+                format!("duplicate symptom id `{}` (also symptoms[{first}])", s.id),
+            ));
+        }
         if s.node as usize >= n {
             out.push((
                 format!("ground_truth.symptoms[{i}].node"),
@@ -465,6 +476,14 @@ impl Readable for Explanation {
     fn problems(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> =
             version_problem(self.schema_version).into_iter().collect();
+        // A self-reported cost reaches the leaderboard: -1e308 ms must not.
+        let wall_ms = self.meta.wall_ms;
+        if !(wall_ms.is_finite() && wall_ms >= 0.0) {
+            out.push((
+                "meta.wall_ms".into(),
+                format!("expected a finite number of milliseconds >= 0, found {wall_ms}"),
+            ));
+        }
         for (i, e) in self.edges.iter().enumerate() {
             if !(0.0..=1.0).contains(&e.confidence) {
                 out.push((
@@ -491,6 +510,21 @@ impl Readable for Explanation {
             }
         }
         out
+    }
+}
+
+impl Explanation {
+    /// [`Explanation::problem_against`] as the error of the explanation read
+    /// from `file`: an explanation that answers another view is bad input.
+    pub fn check_against(&self, file: &Path, view: &TraceView) -> Result<(), FormatError> {
+        match self.problem_against(view) {
+            Some((path, message)) => Err(FormatError::new(
+                file,
+                format!(".{path}"),
+                bounded_echo(message),
+            )),
+            None => Ok(()),
+        }
     }
 }
 

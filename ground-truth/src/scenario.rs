@@ -11,11 +11,11 @@ use std::collections::HashSet;
 
 mod limits;
 mod space;
-pub use space::{AxisValue, SpacePoint};
 pub use limits::{
     MAX_BLOCK_THREADS, MAX_GRID_BLOCKS, MAX_HOST_THREADS, MAX_REPETITIONS, MAX_SCENARIO_OPS,
     MAX_SCENARIO_TIME_US, MAX_TRANSFER_BYTES,
 };
+pub use space::{AxisValue, SpacePoint};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -121,11 +121,15 @@ fn ptrace_hold_stops_a_child_thread() {
     );
     assert!(report.held() >= REQUESTED);
     assert_eq!(report.state_during, Some('t'), "tracing stop");
-    let err =
-        (gap.duration().as_secs_f64() - REQUESTED.as_secs_f64()).abs() / REQUESTED.as_secs_f64();
+    // The victim ran no instruction while it was held: one gap of its own
+    // clock covers the whole hold. How much longer the gap is depends on the
+    // scheduler after the detach, which a busy machine stretches: not judged.
     assert!(
-        err <= 0.30,
-        "victim gap {:?} vs requested {REQUESTED:?}",
+        gaps.iter()
+            .any(|g| g.start_ns <= report.stopped_ns && g.end_ns >= report.resumed_ns),
+        "no victim gap covers the hold [{}, {}] (longest near it: {:?})",
+        report.stopped_ns,
+        report.resumed_ns,
         gap.duration()
     );
 }

@@ -2,12 +2,12 @@
 //! JSON-lines file, so a GPU run brings back few files. `unpack` writes the
 //! usual per-case files (`NAME.bundle.json`, `NAME.tasks.json`).
 
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
+use ground_truth::io::{read_input, InputLimits};
 use ground_truth::megakernel::TaskTelemetry;
 use ground_truth::{Bundle, FormatError, Readable};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One line of a pack.
@@ -39,25 +39,19 @@ pub fn write(path: &Path, cases: &[PackedCase]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Reads a pack; every bundle and sidecar is checked as its reader would.
+/// Reads a pack within the input-size policy of every reader (README
+/// "Limits": its size and its gzip expansion); every bundle and sidecar is
+/// checked as its reader would.
 pub fn read(path: &Path) -> Result<Vec<PackedCase>, FormatError> {
-    let f = std::fs::File::open(path)
-        .map_err(|e| FormatError::new(path, "", format!("cannot read case pack: {e}")))?;
+    let bytes = read_input(path, "case pack", &InputLimits::DEFAULT)?;
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(GzDecoder::new(f)).lines().enumerate() {
-        let line = line.map_err(|e| {
-            FormatError::new(
-                path,
-                format!("line {}", i + 1),
-                format!("not gzip'd text: {e}"),
-            )
-        })?;
-        if line.trim().is_empty() {
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
         let c: PackedCase = ground_truth::io::from_json(
             &PathBuf::from(format!("{}:{}", path.display(), i + 1)),
-            line.as_bytes(),
+            line,
         )?;
         if let Some((p, m)) = c.bundle.problems().into_iter().next() {
             return Err(FormatError::new(

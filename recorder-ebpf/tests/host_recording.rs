@@ -177,18 +177,11 @@ fn uprobes_record_tid_times_handle_and_stack() {
             *t0 <= enter && enter <= exit && exit <= *t1,
             "call {arg}: test saw [{t0}, {t1}], uprobe [{enter}, {exit}]"
         );
+        // How close the probe's times come to the test's is scheduling
+        // latency, which a loaded machine stretches without bound: it is
+        // printed, not judged. The kernel guarantees the ordering above.
         worst.0 = worst.0.max(enter - t0);
         worst.1 = worst.1.max(t1 - exit);
-        assert!(
-            enter - t0 <= TOL,
-            "call {arg}: entry {} ns after the test's timestamp",
-            enter - t0
-        );
-        assert!(
-            t1 - exit <= TOL,
-            "call {arg}: exit {} ns before the test's timestamp",
-            t1 - exit
-        );
         let stack = p.5;
         assert!(
             stack

@@ -43,12 +43,12 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
             continue;
         };
         let args = vec![
-            ("type".into(), Arg::S(c.kind.as_str().into())),
-            ("evidence".into(), Arg::S(evidence_str(c.evidence))),
-            ("confidence".into(), Arg::F(c.confidence)),
-            ("src_rid".into(), Arg::U(c.src)),
-            ("dst_rid".into(), Arg::U(c.dst)),
-            ("in_truth".into(), Arg::B(ok)),
+            ("type", Arg::text(c.kind.as_str())),
+            ("evidence", Arg::text(evidence_str(c.evidence))),
+            ("confidence", Arg::F(c.confidence)),
+            ("src_rid", Arg::U(c.src)),
+            ("dst_rid", Arg::U(c.dst)),
+            ("in_truth", Arg::B(ok)),
         ];
         if c.evidence == Evidence::Missing || c.src == c.dst {
             let t = base.b.model.slices[to].start;
@@ -126,15 +126,12 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
                 name: format!("{}: {claimed} {verdict}", d.query),
                 category: "diagnosis",
                 args: vec![
-                    ("query".into(), Arg::S(d.query.clone())),
-                    ("complete".into(), Arg::B(d.complete)),
+                    ("query", Arg::text(d.query.clone())),
+                    ("complete", Arg::B(d.complete)),
+                    ("critical_path", Arg::text(format!("{:?}", d.critical_path))),
                     (
-                        "critical_path".into(),
-                        Arg::S(format!("{:?}", d.critical_path)),
-                    ),
-                    (
-                        "causes".into(),
-                        Arg::S(
+                        "causes",
+                        Arg::text(
                             d.causes
                                 .iter()
                                 .map(|c| format!("{} {:.3}", c.label, c.score))
@@ -142,10 +139,7 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
                                 .join(", "),
                         ),
                     ),
-                    (
-                        "answer".into(),
-                        Arg::S(d.answer.clone().unwrap_or_default()),
-                    ),
+                    ("answer", Arg::text(d.answer.clone().unwrap_or_default())),
                 ],
                 flows_out: Vec::new(),
                 flows_in: Vec::new(),

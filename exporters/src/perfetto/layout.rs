@@ -28,6 +28,8 @@ pub(super) struct Builder {
     pub(super) pending: BTreeMap<Group, Vec<usize>>,
     /// The group of every slice.
     pub(super) group: Vec<Group>,
+    /// The model's texts, each stored once.
+    pub(super) texts: super::slices::Texts,
 }
 
 impl Builder {
@@ -45,6 +47,7 @@ impl Builder {
             stream_tracks: BTreeMap::new(),
             pending: BTreeMap::new(),
             group: Vec::new(),
+            texts: Default::default(),
         }
     }
 

@@ -35,10 +35,10 @@ mod protobuf;
 mod slices;
 mod truth;
 
-pub use chrome::to_chrome_json;
+pub use chrome::{to_chrome_json, write_chrome_json};
 pub use claimed::claimed_model;
 pub use model::{Arg, Flow, Model, ModelStats, Slice, Track, TrackKind};
-pub use protobuf::encode_perfetto;
+pub use protobuf::{encode_perfetto, write_perfetto};
 pub use slices::injection_target;
 pub use truth::truth_model;
 
@@ -62,34 +62,29 @@ pub fn export_case(
     dir: &std::path::Path,
 ) -> std::io::Result<Written> {
     let mut w = Written::default();
-    let put = |name: &str, bytes: &[u8], w: &mut Written| -> std::io::Result<()> {
+    // Each model is streamed into its two files and dropped before the next is
+    // built: an export holds one model and never a whole encoded file.
+    let put = |name: &str, m: &Model, w: &mut Written| -> std::io::Result<()> {
         let p = dir.join(name);
-        crate::write_file(&p, bytes)?;
+        if name.ends_with(".json") {
+            crate::write_file_with(&p, |out| write_chrome_json(m, out))?;
+        } else {
+            crate::write_file_with(&p, |out| write_perfetto(m, out))?;
+        }
         w.files.push(p);
         Ok(())
     };
     let t = truth_model(bundle, view);
     w.truth = t.stats();
-    put("truth.perfetto-trace", &encode_perfetto(&t), &mut w)?;
-    put(
-        "truth.json",
-        serde_json::to_string(&to_chrome_json(&t))
-            .unwrap()
-            .as_bytes(),
-        &mut w,
-    )?;
+    put("truth.perfetto-trace", &t, &mut w)?;
+    put("truth.json", &t, &mut w)?;
+    drop(t);
     if let Some(x) = explanation {
         let c = claimed_model(bundle, view, x);
         w.claimed = Some(c.stats());
         w.skipped = c.skipped.clone();
-        put("claimed.perfetto-trace", &encode_perfetto(&c), &mut w)?;
-        put(
-            "claimed.json",
-            serde_json::to_string(&to_chrome_json(&c))
-                .unwrap()
-                .as_bytes(),
-            &mut w,
-        )?;
+        put("claimed.perfetto-trace", &c, &mut w)?;
+        put("claimed.json", &c, &mut w)?;
     }
     Ok(w)
 }

@@ -1,6 +1,6 @@
 //! The exported picture both encoders read: tracks, slices (or instants), flows.
 
-use ground_truth::Ns;
+use ground_truth::{Ns, SharedStr};
 
 /// What a track is.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,14 +26,21 @@ pub struct Track {
     pub rank: i32,
 }
 
-/// A debug-annotation value.
+/// A debug-annotation value. Text is shared: a large trace repeats a few
+/// strings (kinds, names, streams) hundreds of thousands of times.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg {
     U(u64),
     I(i64),
     F(f64),
-    S(String),
+    S(SharedStr),
     B(bool),
+}
+
+impl Arg {
+    pub fn text(v: impl Into<SharedStr>) -> Arg {
+        Arg::S(v.into())
+    }
 }
 
 /// A slice (`end > start`) or an instant (`instant`).
@@ -45,7 +52,9 @@ pub struct Slice {
     pub instant: bool,
     pub name: String,
     pub category: &'static str,
-    pub args: Vec<(String, Arg)>,
+    /// Annotations by name: every name is one of a closed set (the record
+    /// fields and the exporter's own), so it is a static string, not a copy per slice.
+    pub args: Vec<(&'static str, Arg)>,
     /// Flows leaving this slice.
     pub flows_out: Vec<u64>,
     /// Flows ending at this slice.

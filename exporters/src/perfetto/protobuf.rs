@@ -3,7 +3,7 @@
 use super::model::{Arg, Model, TrackKind};
 use super::proto;
 use ground_truth::Ns;
-use prost::Message;
+use std::io::Write;
 
 /// One event of the time-ordered stream written out.
 pub(super) struct Ev {
@@ -53,7 +53,7 @@ pub(super) fn annotation(name: &str, a: &Arg) -> proto::DebugAnnotation {
         Arg::U(v) => d.uint_value = Some(*v),
         Arg::I(v) => d.int_value = Some(*v),
         Arg::F(v) => d.double_value = Some(*v),
-        Arg::S(v) => d.string_value = Some(v.clone()),
+        Arg::S(v) => d.string_value = Some(v.to_string()),
         Arg::B(v) => d.bool_value = Some(*v),
     }
     d
@@ -64,7 +64,21 @@ pub const SEQUENCE_ID: u32 = 0x00ca_5a1b;
 
 /// The model as a Perfetto protobuf trace (`Trace` message bytes).
 pub fn encode_perfetto(m: &Model) -> Vec<u8> {
-    let mut packets = Vec::with_capacity(m.tracks.len() + m.slices.len() * 2);
+    let mut out = Vec::new();
+    write_perfetto(m, &mut out).expect("writing to memory cannot fail");
+    out
+}
+
+/// Writes the model as a Perfetto protobuf trace, packet by packet: the bytes of
+/// [`encode_perfetto`], but only one packet is ever held in memory. A `Trace` is
+/// its repeated field 1, so each packet goes out as its key, length and message.
+pub fn write_perfetto(m: &Model, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut put = |packet: proto::TracePacket| {
+        buf.clear();
+        prost::encoding::message::encode(TRACE_PACKET_FIELD, &packet, &mut buf);
+        out.write_all(&buf)
+    };
     for (k, t) in m.tracks.iter().enumerate() {
         let mut d = proto::TrackDescriptor {
             uuid: Some(t.uuid),
@@ -89,12 +103,12 @@ pub fn encode_perfetto(m: &Model) -> Vec<u8> {
             }
             TrackKind::Named => d.name = Some(t.name.clone()),
         }
-        packets.push(proto::TracePacket {
+        put(proto::TracePacket {
             trusted_packet_sequence_id: Some(SEQUENCE_ID),
             sequence_flags: (k == 0).then_some(proto::SEQ_INCREMENTAL_STATE_CLEARED),
             track_descriptor: Some(d),
             ..Default::default()
-        });
+        })?;
     }
     for e in ordered_events(m) {
         let s = &m.slices[e.slice];
@@ -119,12 +133,15 @@ pub fn encode_perfetto(m: &Model) -> Vec<u8> {
                 terminating_flow_ids: s.flows_in.clone(),
             }
         };
-        packets.push(proto::TracePacket {
+        put(proto::TracePacket {
             timestamp: Some(e.ts),
             trusted_packet_sequence_id: Some(SEQUENCE_ID),
             track_event: Some(ev),
             ..Default::default()
-        });
+        })?;
     }
-    proto::Trace { packet: packets }.encode_to_vec()
+    Ok(())
 }
+
+/// The field number of `Trace.packet`.
+const TRACE_PACKET_FIELD: u32 = 1;

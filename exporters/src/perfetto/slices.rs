@@ -4,9 +4,11 @@
 use super::layout::{group_of, Builder, Group};
 use super::model::{Arg, Flow, Slice, HOST_PID_FALLBACK};
 use ground_truth::trace::{Record, Rid};
+use ground_truth::SharedStr;
 use ground_truth::{Bundle, Node, NodeId, TraceView};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 /// The records shown: the view's, or the whole trace.
 pub(super) fn shown<'a>(bundle: &'a Bundle, view: Option<&'a TraceView>) -> &'a [Record] {
@@ -38,18 +40,24 @@ pub(super) fn base(bundle: &Bundle, view: Option<&TraceView>, title: String) -> 
     let owner = truth.rid_owner();
     let mut slice_of_rid = HashMap::new();
     for r in records {
+        let texts = &mut b.texts;
         let Some(g) = group_of(r) else { continue };
         let (start, end) = r.interval();
-        let mut args = vec![("rid".to_string(), Arg::U(r.rid()))];
+        let mut args = vec![("rid", Arg::U(r.rid()))];
         if let Some(&n) = owner.get(&r.rid()) {
             let node = &truth.nodes[n as usize];
-            args.push(("node".into(), Arg::U(n as u64)));
-            args.push(("node_kind".into(), Arg::S(enum_str(&node.kind))));
+            args.push(("node", Arg::U(n as u64)));
+            args.push(("node_kind", Arg::S(texts.get(&enum_str(&node.kind)))));
             if let Some(req) = &node.request {
-                args.push(("request".into(), Arg::S(req.to_string())));
+                args.push(("request", Arg::S(texts.get(req))));
             }
         }
-        args.extend(record_args(r).into_iter().filter(|(k, _)| k != "rid"));
+        args.extend(
+            record_args(r, texts)
+                .into_iter()
+                .filter(|(k, _)| *k != "rid"),
+        );
+        args.shrink_to_fit();
         let i = b.add(
             g,
             Slice {
@@ -130,7 +138,7 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
         if let Some(i) = at {
             let sl = &mut base.b.model.slices[i];
             sl.name = format!("⚠ {}", sl.name);
-            sl.args.push(("symptom".into(), Arg::S(s.id.clone())));
+            sl.args.push(("symptom", Arg::text(s.id.clone())));
         }
         let name = format!(
             "SYMPTOM {}: {} — true cause {}, {:.1} µs late",
@@ -149,14 +157,11 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
                 name,
                 category: "symptom",
                 args: vec![
-                    ("query".into(), Arg::S(s.id.clone())),
-                    ("rid".into(), Arg::U(s.rid)),
-                    ("cause".into(), Arg::S(s.cause.to_string())),
-                    ("question".into(), Arg::S(enum_str(&s.question))),
-                    (
-                        "answer".into(),
-                        Arg::S(s.answer.clone().unwrap_or_default()),
-                    ),
+                    ("query", Arg::text(s.id.clone())),
+                    ("rid", Arg::U(s.rid)),
+                    ("cause", Arg::text(s.cause.to_string())),
+                    ("question", Arg::text(enum_str(&s.question))),
+                    ("answer", Arg::text(s.answer.clone().unwrap_or_default())),
                 ],
                 flows_out: Vec::new(),
                 flows_in: Vec::new(),
@@ -174,7 +179,7 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
         if let Some(i) = at {
             let sl = &mut base.b.model.slices[i];
             sl.name = format!("💉 {}", sl.name);
-            sl.args.push(("injected".into(), Arg::S(inj.kind.clone())));
+            sl.args.push(("injected", Arg::text(inj.kind.clone())));
         }
         base.b.add(
             Group::Cb("marks".into()),
@@ -189,15 +194,13 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
                 ),
                 category: "injection",
                 args: vec![
-                    ("kind".into(), Arg::S(inj.kind.clone())),
-                    ("mechanism".into(), Arg::S(inj.mechanism.clone())),
-                    ("requested_us".into(), Arg::F(inj.requested_us)),
-                    ("measured_us".into(), Arg::F(inj.measured_us)),
+                    ("kind", Arg::text(inj.kind.clone())),
+                    ("mechanism", Arg::text(inj.mechanism.clone())),
+                    ("requested_us", Arg::F(inj.requested_us)),
+                    ("measured_us", Arg::F(inj.measured_us)),
                     (
-                        "target_node".into(),
-                        target
-                            .map(|n| Arg::U(n as u64))
-                            .unwrap_or(Arg::S("?".into())),
+                        "target_node",
+                        target.map(|n| Arg::U(n as u64)).unwrap_or(Arg::text("?")),
                     ),
                 ],
                 flows_out: Vec::new(),
@@ -214,7 +217,7 @@ pub(super) fn add_flow(
     from: usize,
     to: usize,
     name: String,
-    args: Vec<(String, Arg)>,
+    args: Vec<(&'static str, Arg)>,
 ) {
     let (src, dst) = (&b.model.slices[from], &b.model.slices[to]);
     // The flow must end no earlier than it starts (trace processors link flow ids in
@@ -298,8 +301,38 @@ pub(super) fn record_name(r: &Record) -> String {
     }
 }
 
+/// One shared copy of each distinct text of a model.
+#[derive(Default)]
+pub(super) struct Texts(HashSet<SharedStr>);
+
+impl Texts {
+    pub(super) fn get(&mut self, text: &str) -> SharedStr {
+        if let Some(shared) = self.0.get(text) {
+            return shared.clone();
+        }
+        let shared = SharedStr::from(text);
+        self.0.insert(shared.clone());
+        shared
+    }
+}
+
+/// The name of a record field as a static string. The names are the fields
+/// of [`Record`], a closed set, so each is leaked once and shared by every
+/// slice after it.
+fn field_name(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
 /// The record's fields as debug annotations.
-pub(super) fn record_args(r: &Record) -> Vec<(String, Arg)> {
+pub(super) fn record_args(r: &Record, texts: &mut Texts) -> Vec<(&'static str, Arg)> {
     let mut out = Vec::new();
     if let Value::Object(m) = serde_json::to_value(r).unwrap_or(Value::Null) {
         for (k, v) in m {
@@ -313,11 +346,11 @@ pub(super) fn record_args(r: &Record) -> Vec<(String, Arg)> {
                         Arg::F(n.as_f64().unwrap_or(0.0))
                     }
                 }
-                Value::String(s) => Arg::S(s),
+                Value::String(s) => Arg::S(texts.get(&s)),
                 Value::Bool(b) => Arg::B(b),
-                other => Arg::S(other.to_string()),
+                other => Arg::S(texts.get(&other.to_string())),
             };
-            out.push((k, a));
+            out.push((field_name(&k), a));
         }
     }
     out

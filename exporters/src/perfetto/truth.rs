@@ -34,9 +34,9 @@ pub fn truth_model(bundle: &Bundle, view: Option<&TraceView>) -> Model {
                 name: format!("(unrecorded) {}", node.name),
                 category: "unrecorded_node",
                 args: vec![
-                    ("node".into(), Arg::U(n as u64)),
-                    ("node_kind".into(), Arg::S(enum_str(&node.kind))),
-                    ("rids".into(), Arg::S(format!("{:?}", node.rids))),
+                    ("node", Arg::U(n as u64)),
+                    ("node_kind", Arg::text(enum_str(&node.kind))),
+                    ("rids", Arg::text(format!("{:?}", node.rids))),
                 ],
                 flows_out: Vec::new(),
                 flows_in: Vec::new(),
@@ -47,15 +47,16 @@ pub fn truth_model(bundle: &Bundle, view: Option<&TraceView>) -> Model {
     }
     for e in &truth.edges {
         let (from, to) = (base.slice_of_node[&e.src], base.slice_of_node[&e.dst]);
+        let kind = Arg::S(base.b.texts.get(e.kind.as_str()));
         add_flow(
             &mut base.b,
             from,
             to,
             format!("← {}", e.kind.as_str()),
             vec![
-                ("type".into(), Arg::S(e.kind.as_str().into())),
-                ("src_node".into(), Arg::U(e.src as u64)),
-                ("dst_node".into(), Arg::U(e.dst as u64)),
+                ("type", kind),
+                ("src_node", Arg::U(e.src as u64)),
+                ("dst_node", Arg::U(e.dst as u64)),
             ],
         );
     }

@@ -25,6 +25,16 @@ pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_atomic_with(file, |out| out.write_all(bytes))
 }
 
+/// Lets `fill` stream the new content into a temp file beside `file` (in large
+/// chunks: small writes are cheap), then renames it into place: an output of
+/// any size is never held in memory whole.
+pub fn write_atomic_streaming(
+    file: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    write_atomic_with(file, |out| fill(out))
+}
+
 /// Lets `fill` write the new content to a temp file beside `file`, then renames
 /// it into place; on failure the temp file is removed and `file` is untouched.
 pub(super) fn write_atomic_with(
