@@ -189,6 +189,13 @@ impl Graph<'_> {
         let on_time = self
             .finish_since_request(p, &peers)
             .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        // Without peers nothing is late against a norm: the records of this one
+        // run say where the path was held (`structural`).
+        if peers.is_empty() {
+            if let Some(causes) = self.structural_root(p) {
+                return (causes, ph, 0);
+            }
+        }
         if v <= 0.0 || on_time {
             // Launched on time after a blocking call that returned late: the
             // device work that call waited for passes its own cause on.
@@ -327,7 +334,7 @@ impl Graph<'_> {
     /// Whether a device kernel's lateness is its own execution running long
     /// (not waiting for SMs, its launch or its gate): what delays the work after
     /// it is then named by the gate it passes the delay through.
-    fn ran_long(&self, x: Pos, phases: &Phases) -> bool {
+    pub(super) fn ran_long(&self, x: Pos, phases: &Phases) -> bool {
         matches!(self.ix.rec(x), Record::Kernel { .. }) && dominant(phases).0 == 3
     }
 
@@ -335,7 +342,7 @@ impl Graph<'_> {
     /// what follows it: the first gate after it on the way to the path's end
     /// (an event wait, a graph edge, a host synchronization; otherwise the next
     /// op waited behind it in its stream).
-    fn gate_after(&self, path: &[Pos], i: usize) -> CauseLabel {
+    pub(super) fn gate_after(&self, path: &[Pos], i: usize) -> CauseLabel {
         let ix = &self.ix;
         for w in path[i..].windows(2) {
             let kinds: Vec<EdgeType> = self
@@ -344,6 +351,14 @@ impl Graph<'_> {
                 .filter(|e| e.src == w[0])
                 .map(|e| e.kind)
                 .collect();
+            // Work of another stream holding the resource the next op needed.
+            if kinds.contains(&EdgeType::Fault) && ix.rec(w[1]).is_device_op() {
+                return if matches!(ix.rec(w[1]), Record::Memcpy { .. }) {
+                    CauseLabel::PcieContention
+                } else {
+                    CauseLabel::OccupancyPressure
+                };
+            }
             if kinds.contains(&EdgeType::Event) {
                 return CauseLabel::EventWait;
             }

@@ -95,6 +95,7 @@ mod interference;
 mod launch;
 mod peers;
 mod stream_order;
+mod structural;
 mod text;
 
 pub use text::why_late;

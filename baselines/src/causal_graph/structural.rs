@@ -1,0 +1,105 @@
+//! Where the critical path was held, from the records of one run alone: the
+//! reading for an op without peers (one request, or its name launched only
+//! from other contexts), where no normal timing exists to be late against.
+//!
+//! Walking the path from its root, the first element that held it names the
+//! root cause (docs/scenario-space.md, "Labelling convention"):
+//! - a scheduler or page-fault stall of a launching thread on the path that is
+//!   not small beside the work it delayed: the host stall;
+//! - else the first device op on the path. Work of another origin (another
+//!   request, or work no request launched) holding the path: the gate it held
+//!   it through (SMs or copy engine: occupancy or PCIe contention; the stream:
+//!   backlog). An op of the symptom's own request launched after other work of
+//!   that request that is not on the path: the host decided when it was
+//!   launched. Otherwise the request's first op ran as long as it did, and the
+//!   gate right after it names the delay.
+
+use super::graph::Graph;
+use crate::index::Pos;
+use ground_truth::trace::Record;
+use ground_truth::CauseLabel;
+
+/// A stall shorter than this (ns) and than a quarter of the device work after
+/// it is what any host has: natural preemptions and faults last tens of µs
+/// (docs/records.md, "Background noise").
+const STALL_NS: f64 = 50_000.0;
+
+impl Graph<'_> {
+    /// The root cause of `p`'s timing read from its critical path; `None` when
+    /// the path is not complete in the view (a guess would hide the gap).
+    pub(super) fn structural_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
+        let ix = &self.ix;
+        let (path, unresolved) = self.critical_path(p);
+        if unresolved.is_some() {
+            return None;
+        }
+        let first_device = path.iter().position(|&x| ix.rec(x).is_device_op());
+        let device_work = first_device.map_or(0.0, |i| ix.end(path[i]).saturating_sub(ix.start(path[i])) as f64);
+        // The largest stall of a launching thread before a call on the path.
+        let mut stall: Option<(CauseLabel, f64)> = None;
+        for (i, &x) in path.iter().enumerate() {
+            // A stall record on the path itself (its `fault` edge into a call).
+            let own = match ix.rec(x) {
+                Record::Sched { switch_out, switch_in, .. } => {
+                    Some((CauseLabel::CpuDeschedule, switch_in.saturating_sub(*switch_out) as f64))
+                }
+                Record::PageFault { duration, .. } => Some((CauseLabel::HostPageFault, *duration as f64)),
+                _ => None,
+            };
+            if let Some((label, size)) = own {
+                if size > stall.map_or(0.0, |s| s.1) {
+                    stall = Some((label, size));
+                }
+                continue;
+            }
+            if !matches!(ix.rec(x), Record::Api { .. } | Record::Uprobe { .. }) {
+                continue;
+            }
+            let Some(tid) = ix.rec(x).tid() else { continue };
+            let from = i
+                .checked_sub(1)
+                .map(|j| ix.end(path[j]))
+                .unwrap_or_else(|| ix.start(x).saturating_sub(1));
+            let st = ix.host_stalls(tid, from.min(ix.start(x)), ix.start(x));
+            for (label, size) in [
+                (CauseLabel::CpuDeschedule, st.desched_ns),
+                (CauseLabel::HostPageFault, st.fault_ns),
+            ] {
+                if size > stall.map_or(0.0, |s| s.1) {
+                    stall = Some((label, size));
+                }
+            }
+        }
+        if let Some((label, size)) = stall {
+            if size >= STALL_NS || size >= 0.25 * device_work {
+                return Some(vec![(label, 1.0), (CauseLabel::HostCompute, 0.2)]);
+            }
+        }
+        let symptom_token = self.token(p);
+        let Some(i) = first_device else {
+            // Host work only: the host chain decided the timing.
+            return ix.launch_api(p).map(|a| self.host_structural(a));
+        };
+        let d = path[i];
+        if d == p {
+            return ix.launch_api(p).map(|a| self.host_structural(a));
+        }
+        let own = self.token(d).is_some() && self.token(d) == symptom_token;
+        if own {
+            let launched_before = ix.device_ops.iter().any(|&k| {
+                k != d
+                    && !path.contains(&k)
+                    && self.token(k) == symptom_token
+                    && self.enqueue_key(k) < self.enqueue_key(d)
+            });
+            if launched_before {
+                return ix.launch_api(d).map(|a| {
+                    let mut v = self.host_structural(a);
+                    v.push((CauseLabel::None, 0.1));
+                    v
+                });
+            }
+        }
+        Some(vec![(self.gate_after(&path, i), 1.0), (CauseLabel::None, 0.3)])
+    }
+}
