@@ -344,7 +344,17 @@ impl Graph<'_> {
     /// op waited behind it in its stream).
     pub(super) fn gate_after(&self, path: &[Pos], i: usize) -> CauseLabel {
         let ix = &self.ix;
+        let own_token = path.last().and_then(|&p| self.token(p));
         for w in path[i..].windows(2) {
+            // Work of another origin in a row (concurrent copies one after the
+            // other): the gate that matters is where it meets the symptom's own.
+            if own_token.is_some()
+                && ix.rec(w[1]).is_device_op()
+                && self.token(w[1]) != own_token
+                && self.token(w[0]) == self.token(w[1])
+            {
+                continue;
+            }
             let kinds: Vec<EdgeType> = self
                 .incoming(w[1])
                 .into_iter()
@@ -433,11 +443,16 @@ impl Graph<'_> {
                 ));
             }
         }
+        let own_token = self.token(p);
         for (i, &x) in path.iter().enumerate() {
-            // Only an op with peers of its own can be late against them: work
-            // without any (concurrent work of another origin) is what delayed the
-            // path, not a late op on it.
-            if x == p || !ix.rec(x).is_device_op() || self.device_peers(x).is_empty() {
+            // Only an op of the symptom's own request with peers of its own can be
+            // late against them: work of another origin on the path (concurrent
+            // work, another request's) is what delayed it, not a late op on it.
+            if x == p
+                || !ix.rec(x).is_device_op()
+                || (own_token.is_some() && self.token(x) != own_token)
+                || self.device_peers(x).is_empty()
+            {
                 continue;
             }
             let (causes, phases, _) = self.device_causes(x, depth + 1);

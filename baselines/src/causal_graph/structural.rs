@@ -85,19 +85,29 @@ impl Graph<'_> {
             return ix.launch_api(p).map(|a| self.host_structural(a));
         }
         let own = self.token(d).is_some() && self.token(d) == symptom_token;
-        if own {
-            let launched_before = ix.device_ops.iter().any(|&k| {
-                k != d
-                    && !path.contains(&k)
-                    && self.token(k) == symptom_token
-                    && self.enqueue_key(k) < self.enqueue_key(d)
-            });
-            if launched_before {
-                return ix.launch_api(d).map(|a| {
-                    let mut v = self.host_structural(a);
-                    v.push((CauseLabel::None, 0.1));
-                    v
+        // The first op waited to start after its launch while other streams'
+        // work of its kind ran: it waited for the copy engine or the SMs.
+        if let Some((q, _, st, _)) = ix.rec(d).device_times() {
+            let ready = ix.launch_api(d).map_or(q, |a| ix.end(a).max(q));
+            let copy = matches!(ix.rec(d), Record::Memcpy { .. });
+            if st > ready && (st - ready) as f64 >= crate::analysis::NOISE_NS.max(0.25 * device_work) {
+                let o = crate::analysis::overlap_by_others(ix, d, ready, st, |o| {
+                    matches!(o, Record::Memcpy { .. }) == copy && o.is_device_op()
                 });
+                if o > 0.0 && self.incoming_of(d, ground_truth::EdgeType::StreamOrder).is_none_or(|e| ix.end(e.src) < ready) {
+                    let label = if copy { CauseLabel::PcieContention } else { CauseLabel::OccupancyPressure };
+                    return Some(vec![(label, 1.0), (CauseLabel::None, 0.3)]);
+                }
+            }
+        }
+        if own {
+            // The path enters the symptom's own request at its first op: when it
+            // was launched late, the host chain's reading decides
+            // (`host_structural`, by the caller); otherwise the gate right after
+            // it names the delay.
+            let call = ix.launch_api(d)?;
+            if self.host_measure(call).gap.is_some_and(|g| g > 0.25 * device_work) {
+                return None;
             }
         }
         Some(vec![(self.gate_after(&path, i), 1.0), (CauseLabel::None, 0.3)])
