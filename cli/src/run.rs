@@ -84,6 +84,8 @@ pub struct RunArgs {
 
 /// What every job of a run shares besides the backend.
 struct Shared<'a> {
+    /// Threads one job may spread its views over.
+    view_threads: usize,
     manifest: &'a RunManifest,
     view_key: &'a views::ViewKey,
     externals: &'a Externals,
@@ -302,7 +304,17 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         )
         .map_err(Failure::failed)?;
     let view_key = crate::manifest::view_key(out)?;
+    let workers = args
+        .jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
     let shared = Shared {
+        // Cores left over by the bundle workers go to the views of each bundle.
+        view_threads: (workers / jobs.len().max(1)).max(1),
         manifest: &manifest,
         view_key: &view_key,
         externals: &externals,
@@ -313,14 +325,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     let results: Mutex<Vec<CaseScore>> = Mutex::new(Vec::new());
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let resumed = AtomicUsize::new(0);
-    let workers = args
-        .jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
     let backend = &*backend;
     let fingerprints: Vec<Result<String, String>> = jobs
         .iter()
@@ -614,12 +618,14 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
     write_atomic(&path, text.as_bytes())
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
     let n = |v: &str| counts.get(v).copied().unwrap_or(0);
+    let checked: usize = counts.values().sum();
     Ok(format!(
-        "labels checked against the truth: {} kept, {} relabelled none, {} dropped (not scored), {} not timing questions",
+        "labels checked against the truth: {} kept, {} relabelled none, {} dropped (not scored), {} not timing questions, {} recorded before the check",
         n("kept"),
         n("relabelled_none"),
         n("dropped"),
-        n("not_applicable")
+        n("not_applicable"),
+        keys.len().saturating_sub(checked)
     ))
 }
 
@@ -741,7 +747,9 @@ fn run_job(
         return Ok(Vec::new());
     }
     let mut scores = Vec::new();
-    for spec in views::standard_specs(bundle.manifest.seed) {
+    // One view's cases: derived, written, explained by every profiler, scored.
+    let one_view = |spec: ground_truth::view::ViewSpec| -> Result<Vec<CaseScore>, String> {
+        let mut cases = Vec::new();
         let view = views::derive_with_key(&bundle, spec, shared.view_key).view;
         let label = spec.label();
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
@@ -758,7 +766,7 @@ fn run_job(
             explanation
                 .write(&epath)
                 .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
-            scores.push(evaluator::score_case(&bundle, &view, &explanation));
+            cases.push(evaluator::score_case(&bundle, &view, &explanation));
         }
         for external in &shared.externals.profilers {
             let case = out.join("explanations").join(key).join(&label);
@@ -775,8 +783,27 @@ fn run_job(
             explanation
                 .write(&epath)
                 .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
-            scores.push(evaluator::score_case(&bundle, &view, &explanation));
+            cases.push(evaluator::score_case(&bundle, &view, &explanation));
         }
+        Ok(cases)
+    };
+    // The views of one bundle are independent: spread over the threads this
+    // job may use (a run of few, large bundles would otherwise use one core).
+    let specs = views::standard_specs(bundle.manifest.seed);
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Vec<CaseScore>, String>>>> =
+        specs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..shared.view_threads.clamp(1, specs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(&spec) = specs.get(i) else { break };
+                *results[i].lock().unwrap() = Some(one_view(spec));
+            });
+        }
+    });
+    for r in results {
+        scores.extend(r.into_inner().unwrap().expect("every view ran")?);
     }
     Ok(scores)
 }
@@ -866,6 +893,7 @@ mod tests {
         let profilers = vec!["causal-graph".to_string()];
         let (view_key, externals) = (views::ViewKey::random(), Externals::none());
         let shared = Shared {
+            view_threads: 1,
             manifest: &manifest,
             view_key: &view_key,
             externals: &externals,
