@@ -33,8 +33,15 @@ pub fn split_draw(suite: &str, cases: Option<usize>, test_seed: Option<u64>) -> 
     })
 }
 
-/// The scenarios of a generated split.
+/// The scenarios of a generated split, saying on stderr which split was drawn
+/// from which seed (what reproduces it).
 pub fn load_split(draw: SplitDraw) -> Vec<Scenario> {
+    eprintln!(
+        "causalbench: the {} split, seed {}, {} scenarios",
+        draw.split.as_str(),
+        draw.seed,
+        draw.cases
+    );
     scenario_space::generate(draw.split, draw.seed, draw.cases)
 }
 

@@ -70,15 +70,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         args.cases.map(|c| c as usize),
         args.split_seed,
     ) {
-        Some(draw) => {
-            eprintln!(
-                "causalbench: the {} split, seed {}, {} scenarios",
-                draw.split.as_str(),
-                draw.seed,
-                draw.cases
-            );
-            crate::catalog::load_split(draw)
-        }
+        Some(draw) => crate::catalog::load_split(draw),
         None => crate::catalog::load_suite(&args.suite, None)?,
     };
     for sc in scenarios {

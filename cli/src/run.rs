@@ -257,12 +257,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
                         cases: draw.cases,
                     })
                     .map_err(Failure::failed)?;
-                eprintln!(
-                    "causalbench: the {} split, seed {}, {} scenarios",
-                    draw.split.as_str(),
-                    draw.seed,
-                    draw.cases
-                );
                 crate::catalog::load_split(draw)
             }
             None => crate::catalog::load_suite(&suite, None)?,

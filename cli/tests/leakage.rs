@@ -86,7 +86,10 @@ fn no_probe_separates_the_generated_dev_split_better_than_chance() {
 /// instances (every variant of each), which keep the test's time flat.
 #[test]
 fn no_probe_separates_the_h200_dev_corpus_better_than_chance() {
-    let corpus = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../results/dev-corpus/h200-580"));
+    let corpus = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../results/dev-corpus/h200-580"
+    ));
     let subset = tempfile::tempdir().unwrap();
     let mut copied = 0;
     for entry in std::fs::read_dir(corpus).unwrap() {

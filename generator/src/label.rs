@@ -33,21 +33,30 @@ pub const NOISE_MARGIN: f64 = 3.0;
 /// (`FAULT_END_TOLERANCE_NS`).
 pub fn noise_floor(sc: &Scenario, a: &QuietRun, b: &QuietRun) -> f64 {
     let granularity = FAULT_END_TOLERANCE_NS as f64;
-    let Some(mut key) = target_key(sc, sc.symptom.program.as_deref(), &sc.symptom.step, sc.symptom.request) else {
+    let Some(mut key) = target_key(
+        sc,
+        sc.symptom.program.as_deref(),
+        &sc.symptom.step,
+        sc.symptom.request,
+    ) else {
         return granularity;
     };
     key.graph_node = sc.symptom.graph_node.clone();
     let Some(&symptom) = a.keys.get(&key) else {
         return granularity;
     };
-    let on_path: std::collections::HashSet<NodeId> = a.truth.critical_path(symptom).into_iter().collect();
+    let on_path: std::collections::HashSet<NodeId> =
+        a.truth.critical_path(symptom).into_iter().collect();
     let mut drift: f64 = 0.0;
     for (key, &na) in a.keys {
         if !on_path.contains(&na) {
             continue;
         }
         let Some(&nb) = b.keys.get(key) else { continue };
-        let (Some(x), Some(y)) = (a.truth.nodes.get(na as usize), b.truth.nodes.get(nb as usize)) else {
+        let (Some(x), Some(y)) = (
+            a.truth.nodes.get(na as usize),
+            b.truth.nodes.get(nb as usize),
+        ) else {
             continue;
         };
         let ea = x.end as f64 - a.origin as f64;
@@ -90,7 +99,11 @@ fn check(
     symptom: &Symptom,
     noise_floor_ns: f64,
 ) -> LabelCheck {
-    let (lateness_ns, question, path) = (symptom.lateness_ns, symptom.question, &symptom.critical_path);
+    let (lateness_ns, question, path) = (
+        symptom.lateness_ns,
+        symptom.question,
+        &symptom.critical_path,
+    );
     let declared = sc.cause;
     let verdict = |verdict, on_path, reason: String| LabelCheck {
         declared,
@@ -217,22 +230,25 @@ fn mechanism_on_path(
         | InjectionKind::OccupancyPressure
         | InjectionKind::PcieContention
         | InjectionKind::UnrelatedWork => fault_on_path,
-        InjectionKind::StreamBacklog => target_at
-            .is_some_and(|i| i > 0 && edge_kind(truth, path[i - 1], path[i]) == Some(EdgeType::StreamOrder)),
-        InjectionKind::EventWait => target_at
-            .is_some_and(|i| gates_after(i).contains(&EdgeType::Event)),
-        InjectionKind::GraphDependency => target_at
-            .is_some_and(|i| gates_after(i).contains(&EdgeType::Graph)),
+        InjectionKind::StreamBacklog => target_at.is_some_and(|i| {
+            i > 0 && edge_kind(truth, path[i - 1], path[i]) == Some(EdgeType::StreamOrder)
+        }),
+        InjectionKind::EventWait => {
+            target_at.is_some_and(|i| gates_after(i).contains(&EdgeType::Event))
+        }
+        InjectionKind::GraphDependency => {
+            target_at.is_some_and(|i| gates_after(i).contains(&EdgeType::Graph))
+        }
         // The lengthened op a blocking host call waits for: a `sync` edge
         // follows it on the way to the symptom, or the symptom is the copy
         // whose own call blocks (a readback behind it in its stream).
         InjectionKind::SyncWait => target_at.is_some_and(|i| {
             gates_after(i).contains(&EdgeType::Sync)
-                || path.last().is_some_and(|&s| truth.nodes[s as usize].kind == ground_truth::graph::NodeKind::Memcpy)
+                || path.last().is_some_and(|&s| {
+                    truth.nodes[s as usize].kind == ground_truth::graph::NodeKind::Memcpy
+                })
         }),
-        InjectionKind::DelayedMemcpy | InjectionKind::KernelSlowdown => {
-            target_at.is_some()
-        }
+        InjectionKind::DelayedMemcpy | InjectionKind::KernelSlowdown => target_at.is_some(),
         InjectionKind::RecordLoss => false,
     }
 }

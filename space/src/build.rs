@@ -100,7 +100,14 @@ impl Builder<'_> {
         format!("serve.py:{function}:{}", self.line)
     }
 
-    fn kernel(&mut self, id: Option<String>, stream: &str, name: &str, duration_us: f64, grid: u32) -> Step {
+    fn kernel(
+        &mut self,
+        id: Option<String>,
+        stream: &str,
+        name: &str,
+        duration_us: f64,
+        grid: u32,
+    ) -> Step {
         let call_site = Some(self.call_site(name));
         Step::Kernel {
             id,
@@ -122,7 +129,10 @@ impl Builder<'_> {
     }
 
     fn host_work(&mut self, us: f64) {
-        self.steps.push(Step::HostWork { id: None, duration_us: us });
+        self.steps.push(Step::HostWork {
+            id: None,
+            duration_us: us,
+        });
     }
 
     /// A queue handoff to a new consumer thread (or pool).
@@ -132,11 +142,20 @@ impl Builder<'_> {
         let thread = format!("worker{n}");
         self.threads.push(ThreadDecl {
             name: thread.clone(),
-            count: if pool { self.rng.random_range(2..=4) } else { 1 },
+            count: if pool {
+                self.rng.random_range(2..=4)
+            } else {
+                1
+            },
         });
-        let kind = *[QueueKind::Channel, QueueKind::ThreadPool, QueueKind::Future, QueueKind::Callback]
-            .choose(&mut self.rng)
-            .expect("non-empty");
+        let kind = *[
+            QueueKind::Channel,
+            QueueKind::ThreadPool,
+            QueueKind::Future,
+            QueueKind::Callback,
+        ]
+        .choose(&mut self.rng)
+        .expect("non-empty");
         let queue = format!("queue{n}");
         self.queues.push(QueueDecl {
             name: queue.clone(),
@@ -157,7 +176,10 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
     let mut b = Builder {
         s,
         rng: ChaCha8Rng::seed_from_u64(s.rng_seed),
-        threads: vec![ThreadDecl { name: "main".into(), count: 1 }],
+        threads: vec![ThreadDecl {
+            name: "main".into(),
+            count: 1,
+        }],
         queues: Vec::new(),
         events: Vec::new(),
         steps: Vec::new(),
@@ -191,10 +213,22 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         // Shorter than the root, so it gates only when lengthened.
         let d = b.duration() * 0.3;
         let name = s.names[s.names.len() - 1];
-        let k = b.kernel(Some(id.clone()), &side_stream, name, (d * 10.0).round() / 10.0, SMALL_GRID * 2);
+        let k = b.kernel(
+            Some(id.clone()),
+            &side_stream,
+            name,
+            (d * 10.0).round() / 10.0,
+            SMALL_GRID * 2,
+        );
         b.steps.push(k);
-        b.events.push(EventDecl { name: "side_done".into() });
-        b.steps.push(Step::EventRecord { id: None, event: "side_done".into(), stream: side_stream });
+        b.events.push(EventDecl {
+            name: "side_done".into(),
+        });
+        b.steps.push(Step::EventRecord {
+            id: None,
+            event: "side_done".into(),
+            stream: side_stream,
+        });
         side_gate = Some(id);
     }
     for i in 0..=depth {
@@ -259,7 +293,10 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                 HostMemory::Pinned
             };
             let (rate, us) = match (direction, memory) {
-                (CopyDirection::D2d, _) => (DEVICE_BYTES_PER_US, s.symptom_us.min(MAX_DEVICE_TRANSFER_US)),
+                (CopyDirection::D2d, _) => (
+                    DEVICE_BYTES_PER_US,
+                    s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
+                ),
                 (_, HostMemory::Pageable) => (PAGEABLE_BYTES_PER_US, s.symptom_us),
                 _ => (PINNED_BYTES_PER_US, s.symptom_us),
             };
@@ -274,8 +311,15 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             });
             latencies.push(bytes as f64 / rate);
         } else if is_last && s.symptom_op == SymptomOp::Memset {
-            let bytes = bytes_for(s.symptom_us.min(MAX_DEVICE_TRANSFER_US), MEMSET_BYTES_PER_US);
-            b.steps.push(Step::Memset { id: Some(id.clone()), stream: st.clone(), bytes });
+            let bytes = bytes_for(
+                s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
+                MEMSET_BYTES_PER_US,
+            );
+            b.steps.push(Step::Memset {
+                id: Some(id.clone()),
+                stream: st.clone(),
+                bytes,
+            });
             latencies.push(bytes as f64 / MEMSET_BYTES_PER_US);
         } else {
             let d = if is_last { s.symptom_us } else { b.duration() };
@@ -287,7 +331,11 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             if let Some(_side) = &side_gate {
                 // The side kernel's event gates op 1 too: recorded before the
                 // chain, waited for here (ahead of op 1 on its stream).
-                let wait = Step::StreamWait { id: None, stream: st.clone(), event: "side_done".into() };
+                let wait = Step::StreamWait {
+                    id: None,
+                    stream: st.clone(),
+                    event: "side_done".into(),
+                };
                 let op = b.steps.pop().expect("op 1 was just pushed");
                 b.steps.push(wait);
                 b.steps.push(op);
@@ -301,13 +349,28 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             Link::Stream | Link::Graph => {}
             Link::Event => {
                 let event = format!("e{i}");
-                b.events.push(EventDecl { name: event.clone() });
-                b.steps.push(Step::EventRecord { id: None, event: event.clone(), stream: st });
+                b.events.push(EventDecl {
+                    name: event.clone(),
+                });
+                b.steps.push(Step::EventRecord {
+                    id: None,
+                    event: event.clone(),
+                    stream: st,
+                });
                 stream = (stream + 1) % s.streams.max(2);
-                b.steps.push(Step::StreamWait { id: None, stream: stream_name(stream), event });
+                b.steps.push(Step::StreamWait {
+                    id: None,
+                    stream: stream_name(stream),
+                    event,
+                });
             }
             Link::Sync | Link::Handoff => {
-                b.steps.push(Step::Sync { id: None, target: SyncTarget::Stream, stream: Some(st), event: None });
+                b.steps.push(Step::Sync {
+                    id: None,
+                    target: SyncTarget::Stream,
+                    stream: Some(st),
+                    event: None,
+                });
                 if s.links[i] == Link::Handoff {
                     b.handoff();
                 }
@@ -382,7 +445,13 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         };
         let node = GraphNodeDecl {
             id: id.clone(),
-            kernel: KernelSpec { name: name.into(), kind: KernelKind::Spin, duration_us: tenth(duration_us), grid: SMALL_GRID, block: 256 },
+            kernel: KernelSpec {
+                name: name.into(),
+                kind: KernelKind::Spin,
+                duration_us: tenth(duration_us),
+                grid: SMALL_GRID,
+                block: 256,
+            },
             after,
         };
         if fan_in {
@@ -392,7 +461,11 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             fan_outs.push(node);
         }
     }
-    let graph_nodes: Vec<GraphNodeDecl> = fan_ins.into_iter().chain(graph_nodes).chain(fan_outs).collect();
+    let graph_nodes: Vec<GraphNodeDecl> = fan_ins
+        .into_iter()
+        .chain(graph_nodes)
+        .chain(fan_outs)
+        .collect();
 
     // Peers polluted by the same kernel name from other call sites, with
     // other durations, on a stream of their own (never gating the chain).
@@ -409,7 +482,10 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         .steps
         .iter()
         .filter_map(|st| match st {
-            Step::Kernel { stream, .. } | Step::Copy { stream, .. } | Step::Memset { stream, .. } | Step::GraphLaunch { stream, .. } => Some(stream.clone()),
+            Step::Kernel { stream, .. }
+            | Step::Copy { stream, .. }
+            | Step::Memset { stream, .. }
+            | Step::GraphLaunch { stream, .. } => Some(stream.clone()),
             _ => None,
         })
         .collect();
@@ -450,10 +526,17 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             }
         }
     }
-    b.steps.push(Step::Sync { id: None, target: SyncTarget::Device, stream: None, event: None });
+    b.steps.push(Step::Sync {
+        id: None,
+        target: SyncTarget::Device,
+        stream: None,
+        event: None,
+    });
 
-    let total_us: f64 = latencies.iter().sum::<f64>() + 60.0 * (depth as f64 + s.handoff_depth as f64);
-    let interval_us = (total_us * 1.5 + symptom_latency_us * s.magnitude_ratio * 1.5 + 500.0).round();
+    let total_us: f64 =
+        latencies.iter().sum::<f64>() + 60.0 * (depth as f64 + s.handoff_depth as f64);
+    let interval_us =
+        (total_us * 1.5 + symptom_latency_us * s.magnitude_ratio * 1.5 + 500.0).round();
     let mut programs = vec![Program {
         name: "serve".into(),
         start: "main".into(),
@@ -463,7 +546,10 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         steps: std::mem::take(&mut b.steps),
     }];
     if s.decoy == Decoy::BusyThread {
-        b.threads.push(ThreadDecl { name: "busy".into(), count: 1 });
+        b.threads.push(ThreadDecl {
+            name: "busy".into(),
+            count: 1,
+        });
         let st = b.aux_stream();
         let name = s.names[s.names.len() - 3];
         let work = (symptom_latency_us * 2.0).round().max(50.0);
@@ -475,19 +561,34 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             interval_us,
             offset_us: (interval_us * 0.1).round(),
             steps: vec![
-                Step::HostWork { id: None, duration_us: work },
+                Step::HostWork {
+                    id: None,
+                    duration_us: work,
+                },
                 k,
-                Step::Sync { id: None, target: SyncTarget::Stream, stream: Some(st), event: None },
+                Step::Sync {
+                    id: None,
+                    target: SyncTarget::Stream,
+                    stream: Some(st),
+                    event: None,
+                },
             ],
         });
     }
     let streams = (0..s.streams + b.aux_streams)
-        .map(|i| StreamDecl { name: stream_name(i), priority: 0 })
+        .map(|i| StreamDecl {
+            name: stream_name(i),
+            priority: 0,
+        })
         .collect();
     let graphs = if graph_nodes.is_empty() {
         vec![]
     } else {
-        vec![GraphDecl { name: "chain".into(), build: Default::default(), nodes: graph_nodes }]
+        vec![GraphDecl {
+            name: "chain".into(),
+            build: Default::default(),
+            nodes: graph_nodes,
+        }]
     };
     Workload {
         threads: b.threads,

@@ -47,78 +47,231 @@ const KERNEL_OR_CALL: &[SymptomOp] = &[SymptomOp::Kernel, SymptomOp::HostCall];
 pub const FAMILIES: &[Family] = &[
     Family {
         name: "late-launch-vs-device-queueing",
-        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
-        layout: Layout { root_copy: false, readback: false, side_gate: false },
+        constraints: Constraints {
+            first_link: &[],
+            all_graph: false,
+            symptom_ops: ANY_SYMPTOM,
+            root_copy: false,
+            no_graph: false,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: false,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "host-deschedule", cause: CauseLabel::CpuDeschedule, kind: InjectionKind::CpuDeschedule, target: Target::Root },
-            Variant { name: "occupancy-hog", cause: CauseLabel::OccupancyPressure, kind: InjectionKind::OccupancyPressure, target: Target::Root },
-            Variant { name: "stream-backlog", cause: CauseLabel::StreamBacklog, kind: InjectionKind::StreamBacklog, target: Target::Root },
+            Variant {
+                name: "host-deschedule",
+                cause: CauseLabel::CpuDeschedule,
+                kind: InjectionKind::CpuDeschedule,
+                target: Target::Root,
+            },
+            Variant {
+                name: "occupancy-hog",
+                cause: CauseLabel::OccupancyPressure,
+                kind: InjectionKind::OccupancyPressure,
+                target: Target::Root,
+            },
+            Variant {
+                name: "stream-backlog",
+                cause: CauseLabel::StreamBacklog,
+                kind: InjectionKind::StreamBacklog,
+                target: Target::Root,
+            },
         ],
     },
     Family {
         name: "host-page-fault-vs-cpu-stall",
-        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
-        layout: Layout { root_copy: false, readback: false, side_gate: false },
+        constraints: Constraints {
+            first_link: &[],
+            all_graph: false,
+            symptom_ops: ANY_SYMPTOM,
+            root_copy: false,
+            no_graph: false,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: false,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "page-fault", cause: CauseLabel::HostPageFault, kind: InjectionKind::HostPageFaultMinor, target: Target::Root },
-            Variant { name: "preempted", cause: CauseLabel::CpuDeschedule, kind: InjectionKind::CpuDeschedule, target: Target::Root },
+            Variant {
+                name: "page-fault",
+                cause: CauseLabel::HostPageFault,
+                kind: InjectionKind::HostPageFaultMinor,
+                target: Target::Root,
+            },
+            Variant {
+                name: "preempted",
+                cause: CauseLabel::CpuDeschedule,
+                kind: InjectionKind::CpuDeschedule,
+                target: Target::Root,
+            },
         ],
     },
     Family {
         name: "dependency-vs-overlap",
-        constraints: Constraints { first_link: &[Link::Event], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
-        layout: Layout { root_copy: false, readback: false, side_gate: false },
+        constraints: Constraints {
+            first_link: &[Link::Event],
+            all_graph: false,
+            symptom_ops: ANY_SYMPTOM,
+            root_copy: false,
+            no_graph: false,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: false,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "event-edge", cause: CauseLabel::EventWait, kind: InjectionKind::EventWait, target: Target::Root },
-            Variant { name: "independent", cause: CauseLabel::HostCompute, kind: InjectionKind::HostDelay, target: Target::Second },
+            Variant {
+                name: "event-edge",
+                cause: CauseLabel::EventWait,
+                kind: InjectionKind::EventWait,
+                target: Target::Root,
+            },
+            Variant {
+                name: "independent",
+                cause: CauseLabel::HostCompute,
+                kind: InjectionKind::HostDelay,
+                target: Target::Second,
+            },
         ],
     },
     Family {
         name: "slow-copy-vs-blocked-consumer",
-        constraints: Constraints { first_link: &[Link::Stream], all_graph: false, symptom_ops: KERNEL_OR_CALL, root_copy: true, no_graph: true },
-        layout: Layout { root_copy: true, readback: false, side_gate: true },
+        constraints: Constraints {
+            first_link: &[Link::Stream],
+            all_graph: false,
+            symptom_ops: KERNEL_OR_CALL,
+            root_copy: true,
+            no_graph: true,
+        },
+        layout: Layout {
+            root_copy: true,
+            readback: false,
+            side_gate: true,
+        },
         variants: &[
-            Variant { name: "own-copy-contended", cause: CauseLabel::PcieContention, kind: InjectionKind::PcieContention, target: Target::Root },
-            Variant { name: "blocked-elsewhere", cause: CauseLabel::EventWait, kind: InjectionKind::EventWait, target: Target::SideGate },
+            Variant {
+                name: "own-copy-contended",
+                cause: CauseLabel::PcieContention,
+                kind: InjectionKind::PcieContention,
+                target: Target::Root,
+            },
+            Variant {
+                name: "blocked-elsewhere",
+                cause: CauseLabel::EventWait,
+                kind: InjectionKind::EventWait,
+                target: Target::SideGate,
+            },
         ],
     },
     Family {
         name: "implicit-synchronization",
-        constraints: Constraints { first_link: &[Link::Sync, Link::Handoff], all_graph: false, symptom_ops: &[SymptomOp::Copy], root_copy: false, no_graph: true },
-        layout: Layout { root_copy: false, readback: true, side_gate: false },
+        constraints: Constraints {
+            first_link: &[Link::Sync, Link::Handoff],
+            all_graph: false,
+            symptom_ops: &[SymptomOp::Copy],
+            root_copy: false,
+            no_graph: true,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: true,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "copy-forced-fence", cause: CauseLabel::ImplicitSync, kind: InjectionKind::SyncWait, target: Target::Root },
-            Variant { name: "slow-transfer", cause: CauseLabel::SlowCopy, kind: InjectionKind::DelayedMemcpy, target: Target::Last },
+            Variant {
+                name: "copy-forced-fence",
+                cause: CauseLabel::ImplicitSync,
+                kind: InjectionKind::SyncWait,
+                target: Target::Root,
+            },
+            Variant {
+                name: "slow-transfer",
+                cause: CauseLabel::SlowCopy,
+                kind: InjectionKind::DelayedMemcpy,
+                target: Target::Last,
+            },
         ],
     },
     Family {
         name: "graph-replay-vs-direct-launch",
-        constraints: Constraints { first_link: &[], all_graph: true, symptom_ops: KERNEL_OR_CALL, root_copy: false, no_graph: false },
-        layout: Layout { root_copy: false, readback: false, side_gate: false },
+        constraints: Constraints {
+            first_link: &[],
+            all_graph: true,
+            symptom_ops: KERNEL_OR_CALL,
+            root_copy: false,
+            no_graph: false,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: false,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "graph-dependency", cause: CauseLabel::GraphDependency, kind: InjectionKind::GraphDependency, target: Target::Root },
-            Variant { name: "backlogged-launch", cause: CauseLabel::StreamBacklog, kind: InjectionKind::StreamBacklog, target: Target::GraphLaunch },
+            Variant {
+                name: "graph-dependency",
+                cause: CauseLabel::GraphDependency,
+                kind: InjectionKind::GraphDependency,
+                target: Target::Root,
+            },
+            Variant {
+                name: "backlogged-launch",
+                cause: CauseLabel::StreamBacklog,
+                kind: InjectionKind::StreamBacklog,
+                target: Target::GraphLaunch,
+            },
         ],
     },
     Family {
         name: "concurrent-work",
-        constraints: Constraints { first_link: &[], all_graph: false, symptom_ops: ANY_SYMPTOM, root_copy: false, no_graph: false },
-        layout: Layout { root_copy: false, readback: false, side_gate: false },
+        constraints: Constraints {
+            first_link: &[],
+            all_graph: false,
+            symptom_ops: ANY_SYMPTOM,
+            root_copy: false,
+            no_graph: false,
+        },
+        layout: Layout {
+            root_copy: false,
+            readback: false,
+            side_gate: false,
+        },
         variants: &[
-            Variant { name: "harmful", cause: CauseLabel::OccupancyPressure, kind: InjectionKind::OccupancyPressure, target: Target::Root },
-            Variant { name: "harmless", cause: CauseLabel::None, kind: InjectionKind::UnrelatedWork, target: Target::Root },
+            Variant {
+                name: "harmful",
+                cause: CauseLabel::OccupancyPressure,
+                kind: InjectionKind::OccupancyPressure,
+                target: Target::Root,
+            },
+            Variant {
+                name: "harmless",
+                cause: CauseLabel::None,
+                kind: InjectionKind::UnrelatedWork,
+                target: Target::Root,
+            },
         ],
     },
 ];
 
 /// The injection of `variant` on `workload`, sized `magnitude_us`.
-pub fn injection(variant: &Variant, workload: &Workload, request: u32, magnitude_us: f64) -> Injection {
+pub fn injection(
+    variant: &Variant,
+    workload: &Workload,
+    request: u32,
+    magnitude_us: f64,
+) -> Injection {
     let root = &workload.chain[0];
     let mut target = match variant.target {
         Target::Root => root.clone(),
         Target::Second => workload.chain[1.min(workload.chain.len() - 1)].clone(),
         Target::Last => workload.chain.last().cloned().expect("a chain has ops"),
-        Target::GraphLaunch => workload.graph_launch.clone().unwrap_or_else(|| root.clone()),
+        Target::GraphLaunch => workload
+            .graph_launch
+            .clone()
+            .unwrap_or_else(|| root.clone()),
         Target::SideGate => workload.side_gate.clone().unwrap_or_else(|| root.clone()),
     };
     // Only a graph dependency acts on a graph node itself; every other
@@ -140,6 +293,8 @@ pub fn injection(variant: &Variant, workload: &Workload, request: u32, magnitude
 impl Workload {
     /// Whether `id` names a node of the chain's graph.
     pub fn graphs_contain(&self, id: &str) -> bool {
-        self.graphs.iter().any(|g| g.nodes.iter().any(|n| n.id == id))
+        self.graphs
+            .iter()
+            .any(|g| g.nodes.iter().any(|n| n.id == id))
     }
 }

@@ -14,10 +14,12 @@ mod families;
 mod sample;
 
 pub use families::{Family, Target, Variant, FAMILIES};
-pub use sample::{Decoy, Link, Peers, Structure, SymptomOp, KERNEL_NAMES, MAX_DEPTH, MAX_GRAPH_NODES};
+pub use sample::{
+    Decoy, Link, Peers, Structure, SymptomOp, KERNEL_NAMES, MAX_DEPTH, MAX_GRAPH_NODES,
+};
 
-use ground_truth::scenario::{AxisValue, Scenario, SpacePoint};
 use ground_truth::labels::Mode;
+use ground_truth::scenario::{AxisValue, Scenario, SpacePoint};
 use std::collections::BTreeMap;
 
 /// The two splits (docs/scenario-space.md, "Splits").
@@ -94,10 +96,16 @@ pub fn instance(split: Split, seed: u64, index: u64, family: &Family) -> Vec<Sce
         .variants
         .iter()
         .map(|variant| {
-            let injection = families::injection(variant, &workload, structure.asked_request, magnitude_us);
+            let injection =
+                families::injection(variant, &workload, structure.asked_request, magnitude_us);
             Scenario {
                 schema_version: ground_truth::SCHEMA_VERSION,
-                name: format!("{}.{}{index:05}.{}", family.name, split.as_str(), variant.name),
+                name: format!(
+                    "{}.{}{index:05}.{}",
+                    family.name,
+                    split.as_str(),
+                    variant.name
+                ),
                 family: family.name.into(),
                 variant: variant.name.into(),
                 cause: variant.cause,
@@ -136,7 +144,11 @@ fn axes(s: &Structure, w: &build::Workload) -> BTreeMap<String, AxisValue> {
         .iter()
         .flat_map(|p| &p.steps)
         .filter_map(|st| match st {
-            ground_truth::scenario::Step::Copy { id: Some(id), memory, .. } if w.chain.contains(id) => Some(*memory),
+            ground_truth::scenario::Step::Copy {
+                id: Some(id),
+                memory,
+                ..
+            } if w.chain.contains(id) => Some(*memory),
             _ => None,
         })
         .last()
@@ -148,7 +160,10 @@ fn axes(s: &Structure, w: &build::Workload) -> BTreeMap<String, AxisValue> {
         ("requests".into(), number(s.requests as f64)),
         ("peers".into(), category(s.peers.as_str())),
         ("gating_depth".into(), number(s.links.len() as f64)),
-        ("graph_nodes".into(), number(w.graphs.first().map_or(0, |g| g.nodes.len()) as f64)),
+        (
+            "graph_nodes".into(),
+            number(w.graphs.first().map_or(0, |g| g.nodes.len()) as f64),
+        ),
         ("streams".into(), number(s.streams as f64)),
         ("magnitude_ratio".into(), number(s.magnitude_ratio)),
         ("decoy".into(), category(s.decoy.as_str())),

@@ -183,18 +183,32 @@ pub const MAX_GRAPH_NODES: u32 = 16;
 /// Samples a structure for `seed` under a family's `constraints`.
 pub fn sample(seed: u64, constraints: Constraints) -> Structure {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let requests = if rng.random_bool(0.25) { 1 } else { rng.random_range(2..=8) };
+    let requests = if rng.random_bool(0.25) {
+        1
+    } else {
+        rng.random_range(2..=8)
+    };
     let peers = if requests == 1 {
-        if rng.random_bool(0.5) { Peers::None } else { Peers::Polluted }
+        if rng.random_bool(0.5) {
+            Peers::None
+        } else {
+            Peers::Polluted
+        }
     } else if rng.random_bool(0.5) {
         Peers::Clean
     } else {
         Peers::Polluted
     };
     let symptom_op = if constraints.symptom_ops.is_empty() {
-        *[SymptomOp::Kernel, SymptomOp::Kernel, SymptomOp::Copy, SymptomOp::Memset, SymptomOp::HostCall]
-            .choose(&mut rng)
-            .expect("non-empty")
+        *[
+            SymptomOp::Kernel,
+            SymptomOp::Kernel,
+            SymptomOp::Copy,
+            SymptomOp::Memset,
+            SymptomOp::HostCall,
+        ]
+        .choose(&mut rng)
+        .expect("non-empty")
     } else {
         *constraints.symptom_ops.choose(&mut rng).expect("non-empty")
     };
@@ -231,7 +245,11 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
             links[0] = *constraints.first_link.choose(&mut rng).expect("non-empty");
         }
     }
-    let streams = if links.contains(&Link::Event) { streams.max(2) } else { streams };
+    let streams = if links.contains(&Link::Event) {
+        streams.max(2)
+    } else {
+        streams
+    };
     let graph_chain = links.iter().filter(|&&l| l == Link::Graph).count() as u32;
     let graph_nodes = if graph_chain == 0 {
         0
@@ -242,10 +260,19 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
     // Log-uniform over 0.1×–10× the symptom's normal latency.
     let magnitude_ratio = 10f64.powf(rng.random_range(-1.0..=1.0));
     let magnitude_ratio = (magnitude_ratio * 1000.0).round() / 1000.0;
-    let decoy = *[Decoy::None, Decoy::ConcurrentKernel, Decoy::ConcurrentCopy, Decoy::BusyThread]
-        .choose(&mut rng)
-        .expect("non-empty");
-    let handoff_depth = if rng.random_bool(0.4) { 0 } else { rng.random_range(1..=8) };
+    let decoy = *[
+        Decoy::None,
+        Decoy::ConcurrentKernel,
+        Decoy::ConcurrentCopy,
+        Decoy::BusyThread,
+    ]
+    .choose(&mut rng)
+    .expect("non-empty");
+    let handoff_depth = if rng.random_bool(0.4) {
+        0
+    } else {
+        rng.random_range(1..=8)
+    };
     let pageable = rng.random_bool(0.5);
     let ops = depth + 1 + MAX_GRAPH_NODES as usize + 8;
     // 50 µs – 1 ms, log-uniform.

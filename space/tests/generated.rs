@@ -17,7 +17,11 @@ fn every_generated_scenario_is_valid_and_names_are_unique() {
         assert!(names.insert(sc.name.clone()), "duplicate {}", sc.name);
         // The scenario survives its own format.
         let text = serde_json::to_vec(sc).unwrap();
-        let back = <ground_truth::Scenario as ground_truth::io::Readable>::parse(std::path::Path::new("x.json"), &text).unwrap();
+        let back = <ground_truth::Scenario as ground_truth::io::Readable>::parse(
+            std::path::Path::new("x.json"),
+            &text,
+        )
+        .unwrap();
         assert_eq!(&back, sc);
     }
 }
@@ -36,7 +40,10 @@ fn variants_of_an_instance_differ_only_in_injection_and_label() {
     let scenarios = generate(Split::Dev, DEV_SEED, 120);
     let mut by_instance: BTreeMap<u64, Vec<&ground_truth::Scenario>> = BTreeMap::new();
     for sc in &scenarios {
-        by_instance.entry(sc.space.as_ref().unwrap().instance).or_default().push(sc);
+        by_instance
+            .entry(sc.space.as_ref().unwrap().instance)
+            .or_default()
+            .push(sc);
     }
     for group in by_instance.values() {
         assert!(group.len() >= 2, "an instance is a pair at least");
@@ -47,7 +54,11 @@ fn variants_of_an_instance_differ_only_in_injection_and_label() {
             assert_eq!(first.graphs, other.graphs);
             assert_eq!(first.symptom, other.symptom);
             assert_eq!(first.space, other.space);
-            assert_ne!(first.cause, other.cause, "{} and {}", first.name, other.name);
+            assert_ne!(
+                first.cause, other.cause,
+                "{} and {}",
+                first.name, other.name
+            );
         }
     }
 }
@@ -58,13 +69,19 @@ fn the_axes_cover_their_documented_ranges() {
     let mut seen: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for sc in &scenarios {
         for (axis, value) in &sc.space.as_ref().unwrap().axes {
-            seen.entry(axis.as_str()).or_default().push(value.to_string());
+            seen.entry(axis.as_str())
+                .or_default()
+                .push(value.to_string());
         }
     }
-    let numbers = |axis: &str| -> Vec<f64> { seen[axis].iter().map(|v| v.parse().unwrap()).collect() };
+    let numbers =
+        |axis: &str| -> Vec<f64> { seen[axis].iter().map(|v| v.parse().unwrap()).collect() };
     let range = |axis: &str| {
         let v = numbers(axis);
-        (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(0.0, f64::max))
+        (
+            v.iter().cloned().fold(f64::INFINITY, f64::min),
+            v.iter().cloned().fold(0.0, f64::max),
+        )
     };
     assert_eq!(range("requests"), (1.0, 8.0));
     assert_eq!(range("gating_depth"), (1.0, 8.0));
@@ -94,7 +111,9 @@ fn labels_checked_against_the_simulator_truth() {
                 if label.verdict == LabelVerdict::Kept {
                     assert_eq!(b.ground_truth.symptoms[0].cause, sc.cause);
                 }
-                *verdicts.entry((sc.family.clone(), label.verdict.as_str())).or_default() += 1;
+                *verdicts
+                    .entry((sc.family.clone(), label.verdict.as_str()))
+                    .or_default() += 1;
                 if label.verdict == LabelVerdict::Dropped {
                     eprintln!("dropped {}: {}", sc.name, label.reason);
                 }
@@ -106,9 +125,21 @@ fn labels_checked_against_the_simulator_truth() {
         eprintln!("{k:?}: {v}");
     }
     assert!(failed.is_empty(), "{failed:#?}");
-    let kept: usize = verdicts.iter().filter(|(k, _)| k.1 == "kept").map(|(_, v)| v).sum();
-    assert!(kept * 10 >= scenarios.len() * 6, "only {kept} of {} kept", scenarios.len());
+    let kept: usize = verdicts
+        .iter()
+        .filter(|(k, _)| k.1 == "kept")
+        .map(|(_, v)| v)
+        .sum();
+    assert!(
+        kept * 10 >= scenarios.len() * 6,
+        "only {kept} of {} kept",
+        scenarios.len()
+    );
     for family in FAMILIES {
-        assert!(verdicts.keys().any(|k| k.0 == family.name && k.1 == "kept"), "{}", family.name);
+        assert!(
+            verdicts.keys().any(|k| k.0 == family.name && k.1 == "kept"),
+            "{}",
+            family.name
+        );
     }
 }

@@ -34,16 +34,25 @@ impl Graph<'_> {
             return None;
         }
         let first_device = path.iter().position(|&x| ix.rec(x).is_device_op());
-        let device_work = first_device.map_or(0.0, |i| ix.end(path[i]).saturating_sub(ix.start(path[i])) as f64);
+        let device_work = first_device.map_or(0.0, |i| {
+            ix.end(path[i]).saturating_sub(ix.start(path[i])) as f64
+        });
         // The largest stall of a launching thread before a call on the path.
         let mut stall: Option<(CauseLabel, f64)> = None;
         for (i, &x) in path.iter().enumerate() {
             // A stall record on the path itself (its `fault` edge into a call).
             let own = match ix.rec(x) {
-                Record::Sched { switch_out, switch_in, .. } => {
-                    Some((CauseLabel::CpuDeschedule, switch_in.saturating_sub(*switch_out) as f64))
+                Record::Sched {
+                    switch_out,
+                    switch_in,
+                    ..
+                } => Some((
+                    CauseLabel::CpuDeschedule,
+                    switch_in.saturating_sub(*switch_out) as f64,
+                )),
+                Record::PageFault { duration, .. } => {
+                    Some((CauseLabel::HostPageFault, *duration as f64))
                 }
-                Record::PageFault { duration, .. } => Some((CauseLabel::HostPageFault, *duration as f64)),
                 _ => None,
             };
             if let Some((label, size)) = own {
@@ -90,12 +99,22 @@ impl Graph<'_> {
         if let Some((q, _, st, _)) = ix.rec(d).device_times() {
             let ready = ix.launch_api(d).map_or(q, |a| ix.end(a).max(q));
             let copy = matches!(ix.rec(d), Record::Memcpy { .. });
-            if st > ready && (st - ready) as f64 >= crate::analysis::NOISE_NS.max(0.25 * device_work) {
+            if st > ready
+                && (st - ready) as f64 >= crate::analysis::NOISE_NS.max(0.25 * device_work)
+            {
                 let o = crate::analysis::overlap_by_others(ix, d, ready, st, |o| {
                     matches!(o, Record::Memcpy { .. }) == copy && o.is_device_op()
                 });
-                if o > 0.0 && self.incoming_of(d, ground_truth::EdgeType::StreamOrder).is_none_or(|e| ix.end(e.src) < ready) {
-                    let label = if copy { CauseLabel::PcieContention } else { CauseLabel::OccupancyPressure };
+                if o > 0.0
+                    && self
+                        .incoming_of(d, ground_truth::EdgeType::StreamOrder)
+                        .is_none_or(|e| ix.end(e.src) < ready)
+                {
+                    let label = if copy {
+                        CauseLabel::PcieContention
+                    } else {
+                        CauseLabel::OccupancyPressure
+                    };
                     return Some(vec![(label, 1.0), (CauseLabel::None, 0.3)]);
                 }
             }
@@ -106,10 +125,17 @@ impl Graph<'_> {
             // (`host_structural`, by the caller); otherwise the gate right after
             // it names the delay.
             let call = ix.launch_api(d)?;
-            if self.host_measure(call).gap.is_some_and(|g| g > 0.25 * device_work) {
+            if self
+                .host_measure(call)
+                .gap
+                .is_some_and(|g| g > 0.25 * device_work)
+            {
                 return None;
             }
         }
-        Some(vec![(self.gate_after(&path, i), 1.0), (CauseLabel::None, 0.3)])
+        Some(vec![
+            (self.gate_after(&path, i), 1.0),
+            (CauseLabel::None, 0.3),
+        ])
     }
 }

@@ -145,13 +145,22 @@ impl Session {
                 // A second run without the injection, under the injected run's
                 // own conditions (host collector included): how far this
                 // scenario's ops move from everything but the injection.
-                let (quiet_log, _) = self.execute_host(sc, None, crate::mix(seed ^ 0x6e6f_6973), host_on)?;
+                let (quiet_log, _) =
+                    self.execute_host(sc, None, crate::mix(seed ^ 0x6e6f_6973), host_on)?;
                 fail("the second no-injection run", &quiet_log.errors)?;
                 let quiet = truth::build(sc, &quiet_log, None, &self.recorder, false);
                 noise_floor = Some(crate::label::noise_floor(
                     sc,
-                    &crate::label::QuietRun { truth: &out.builder.truth, keys: &out.keys, origin: out.origin },
-                    &crate::label::QuietRun { truth: &quiet.builder.truth, keys: &quiet.keys, origin: quiet.origin },
+                    &crate::label::QuietRun {
+                        truth: &out.builder.truth,
+                        keys: &out.keys,
+                        origin: out.origin,
+                    },
+                    &crate::label::QuietRun {
+                        truth: &quiet.builder.truth,
+                        keys: &quiet.keys,
+                        origin: quiet.origin,
+                    },
                 ));
             }
             twin = Some(out);

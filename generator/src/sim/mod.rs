@@ -47,11 +47,26 @@ impl Backend for SimBackend {
                 if crate::label::applies(scenario) {
                     // A second quiet run with noise of its own: how far this
                     // scenario's ops move without any injection.
-                    let quiet = engine::run(scenario, self, seed, crate::mix(seed ^ 0x6e6f_6973), None, false);
+                    let quiet = engine::run(
+                        scenario,
+                        self,
+                        seed,
+                        crate::mix(seed ^ 0x6e6f_6973),
+                        None,
+                        false,
+                    );
                     noise_floor = Some(crate::label::noise_floor(
                         scenario,
-                        &crate::label::QuietRun { truth: &twin.builder.truth, keys: &twin.keys, origin: 0 },
-                        &crate::label::QuietRun { truth: &quiet.builder.truth, keys: &quiet.keys, origin: 0 },
+                        &crate::label::QuietRun {
+                            truth: &twin.builder.truth,
+                            keys: &twin.keys,
+                            origin: 0,
+                        },
+                        &crate::label::QuietRun {
+                            truth: &quiet.builder.truth,
+                            keys: &quiet.keys,
+                            origin: 0,
+                        },
                     ));
                 }
                 let measured = Twin {
