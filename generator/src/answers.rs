@@ -2,7 +2,7 @@
 //! decomposition, the critical path and each standard view's first unresolved
 //! boundary. Shared by every backend so the answers mean the same everywhere.
 
-use crate::keys::{target_key, Keys, StepKey};
+use crate::keys::{symptom_key, Keys, StepKey};
 use ground_truth::graph::{Boundary, GroundTruth, Node, NodeId, NodeKind, Phases, Symptom};
 use ground_truth::labels::{Collectors, Mode, Question};
 use ground_truth::trace::{Record, Rid};
@@ -25,10 +25,7 @@ pub fn add_symptom(
     keys: &Keys,
     twin_node: Option<TwinNode>,
 ) -> Result<(), String> {
-    let sd = &sc.symptom;
-    let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)
-        .ok_or_else(|| "symptom.step names no step".to_string())?;
-    key.graph_node = sd.graph_node.clone();
+    let key = symptom_key(sc).ok_or_else(|| "symptom.step names no step".to_string())?;
     let node = *keys
         .get(&key)
         .ok_or_else(|| "the symptom step never ran".to_string())?;

@@ -21,6 +21,14 @@ pub struct StepKey {
 
 pub type Keys = HashMap<StepKey, NodeId>;
 
+/// The key of the scenario's symptom: its step, or the graph node it asks about.
+pub fn symptom_key(sc: &Scenario) -> Option<StepKey> {
+    let sd = &sc.symptom;
+    let mut key = target_key(sc, sd.program.as_deref(), &sd.step, sd.request)?;
+    key.graph_node = sd.graph_node.clone();
+    Some(key)
+}
+
 /// Resolves an injection's target to the key of the step (or graph node) it names.
 pub fn target_key(
     sc: &Scenario,

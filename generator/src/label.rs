@@ -6,7 +6,7 @@
 //! the case is relabelled `none` or dropped. Both backends call this module
 //! once per run, after the symptom's answers are added.
 
-use crate::keys::{target_key, Keys};
+use crate::keys::{symptom_key, target_key, Keys};
 use crate::record::faults::FAULT_END_TOLERANCE_NS;
 use ground_truth::graph::{EdgeType, GroundTruth, LabelCheck, LabelVerdict, NodeId, Symptom};
 use ground_truth::labels::{CauseLabel, Question};
@@ -33,15 +33,9 @@ pub const NOISE_MARGIN: f64 = 3.0;
 /// (`FAULT_END_TOLERANCE_NS`).
 pub fn noise_floor(sc: &Scenario, a: &QuietRun, b: &QuietRun) -> f64 {
     let granularity = FAULT_END_TOLERANCE_NS as f64;
-    let Some(mut key) = target_key(
-        sc,
-        sc.symptom.program.as_deref(),
-        &sc.symptom.step,
-        sc.symptom.request,
-    ) else {
+    let Some(key) = symptom_key(sc) else {
         return granularity;
     };
-    key.graph_node = sc.symptom.graph_node.clone();
     let Some(&symptom) = a.keys.get(&key) else {
         return granularity;
     };
@@ -178,10 +172,12 @@ fn mechanism_on_path(
         .any(|f| path.contains(&f));
     // The target's nodes: its step's node, and for a graph launch the nodes
     // the launch ran (what a backlog ahead of the launch delays).
-    let target_nodes: Vec<NodeId> = sc
+    let target = sc
         .injection
         .as_ref()
-        .and_then(|inj| target_key(sc, inj.program.as_deref(), &inj.target, inj.request))
+        .and_then(|inj| target_key(sc, inj.program.as_deref(), &inj.target, inj.request));
+    let target_nodes: Vec<NodeId> = target
+        .as_ref()
         .map(|key| {
             keys.iter()
                 .filter(|(k, _)| {
@@ -196,8 +192,7 @@ fn mechanism_on_path(
         })
         .unwrap_or_default();
     // The target's own API call (the launch a host-side delay makes late).
-    let target_call = sc.injection.as_ref().and_then(|inj| {
-        let mut key = target_key(sc, inj.program.as_deref(), &inj.target, inj.request)?;
+    let target_call = target.clone().and_then(|mut key| {
         key.api = true;
         keys.get(&key).copied()
     });

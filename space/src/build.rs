@@ -73,6 +73,15 @@ pub struct Layout {
     pub side_gate: bool,
 }
 
+impl Layout {
+    /// The sampled structure as it is, nothing added.
+    pub const PLAIN: Layout = Layout {
+        root_copy: false,
+        readback: false,
+        side_gate: false,
+    };
+}
+
 struct Builder<'s> {
     s: &'s Structure,
     rng: ChaCha8Rng,

@@ -40,25 +40,14 @@ pub struct Family {
     pub variants: &'static [Variant],
 }
 
-const ANY_SYMPTOM: &[SymptomOp] = &[];
 const KERNEL_OR_CALL: &[SymptomOp] = &[SymptomOp::Kernel, SymptomOp::HostCall];
 
 /// Every family, in the order instances cycle through them.
 pub const FAMILIES: &[Family] = &[
     Family {
         name: "late-launch-vs-device-queueing",
-        constraints: Constraints {
-            first_link: &[],
-            all_graph: false,
-            symptom_ops: ANY_SYMPTOM,
-            root_copy: false,
-            no_graph: false,
-        },
-        layout: Layout {
-            root_copy: false,
-            readback: false,
-            side_gate: false,
-        },
+        constraints: Constraints::ANY,
+        layout: Layout::PLAIN,
         variants: &[
             Variant {
                 name: "host-deschedule",
@@ -82,18 +71,8 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "host-page-fault-vs-cpu-stall",
-        constraints: Constraints {
-            first_link: &[],
-            all_graph: false,
-            symptom_ops: ANY_SYMPTOM,
-            root_copy: false,
-            no_graph: false,
-        },
-        layout: Layout {
-            root_copy: false,
-            readback: false,
-            side_gate: false,
-        },
+        constraints: Constraints::ANY,
+        layout: Layout::PLAIN,
         variants: &[
             Variant {
                 name: "page-fault",
@@ -113,16 +92,9 @@ pub const FAMILIES: &[Family] = &[
         name: "dependency-vs-overlap",
         constraints: Constraints {
             first_link: &[Link::Event],
-            all_graph: false,
-            symptom_ops: ANY_SYMPTOM,
-            root_copy: false,
-            no_graph: false,
+            ..Constraints::ANY
         },
-        layout: Layout {
-            root_copy: false,
-            readback: false,
-            side_gate: false,
-        },
+        layout: Layout::PLAIN,
         variants: &[
             Variant {
                 name: "event-edge",
@@ -142,15 +114,14 @@ pub const FAMILIES: &[Family] = &[
         name: "slow-copy-vs-blocked-consumer",
         constraints: Constraints {
             first_link: &[Link::Stream],
-            all_graph: false,
             symptom_ops: KERNEL_OR_CALL,
-            root_copy: true,
             no_graph: true,
+            ..Constraints::ANY
         },
         layout: Layout {
             root_copy: true,
-            readback: false,
             side_gate: true,
+            ..Layout::PLAIN
         },
         variants: &[
             Variant {
@@ -171,15 +142,13 @@ pub const FAMILIES: &[Family] = &[
         name: "implicit-synchronization",
         constraints: Constraints {
             first_link: &[Link::Sync, Link::Handoff],
-            all_graph: false,
             symptom_ops: &[SymptomOp::Copy],
-            root_copy: false,
             no_graph: true,
+            ..Constraints::ANY
         },
         layout: Layout {
-            root_copy: false,
             readback: true,
-            side_gate: false,
+            ..Layout::PLAIN
         },
         variants: &[
             Variant {
@@ -199,17 +168,11 @@ pub const FAMILIES: &[Family] = &[
     Family {
         name: "graph-replay-vs-direct-launch",
         constraints: Constraints {
-            first_link: &[],
             all_graph: true,
             symptom_ops: KERNEL_OR_CALL,
-            root_copy: false,
-            no_graph: false,
+            ..Constraints::ANY
         },
-        layout: Layout {
-            root_copy: false,
-            readback: false,
-            side_gate: false,
-        },
+        layout: Layout::PLAIN,
         variants: &[
             Variant {
                 name: "graph-dependency",
@@ -227,18 +190,8 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "concurrent-work",
-        constraints: Constraints {
-            first_link: &[],
-            all_graph: false,
-            symptom_ops: ANY_SYMPTOM,
-            root_copy: false,
-            no_graph: false,
-        },
-        layout: Layout {
-            root_copy: false,
-            readback: false,
-            side_gate: false,
-        },
+        constraints: Constraints::ANY,
+        layout: Layout::PLAIN,
         variants: &[
             Variant {
                 name: "harmful",

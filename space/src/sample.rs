@@ -141,10 +141,19 @@ pub struct Constraints {
     pub all_graph: bool,
     /// The symptom kinds the family allows (empty: any).
     pub symptom_ops: &'static [SymptomOp],
-    /// The root is a copy (its mechanism acts on transfers).
-    pub root_copy: bool,
-    /// The family's variants need the root op's own launch (no graph root).
+    /// No graph in the chain: the family's root is not a kernel, or its
+    /// variants need the root op's own launch.
     pub no_graph: bool,
+}
+
+impl Constraints {
+    /// Any structure the space samples.
+    pub const ANY: Constraints = Constraints {
+        first_link: &[],
+        all_graph: false,
+        symptom_ops: &[],
+        no_graph: false,
+    };
 }
 
 /// Kernel names of an inference-serving application: what generated work is
@@ -215,9 +224,8 @@ pub fn sample(seed: u64, constraints: Constraints) -> Structure {
     let streams = rng.random_range(1..=8u32);
     let depth = rng.random_range(1..=MAX_DEPTH) as usize;
     // Graph nodes are kernels: a copy or memset symptom ends the chain outside a graph.
-    let graph_allowed = !constraints.no_graph
-        && !constraints.root_copy
-        && matches!(symptom_op, SymptomOp::Kernel | SymptomOp::HostCall);
+    let graph_allowed =
+        !constraints.no_graph && matches!(symptom_op, SymptomOp::Kernel | SymptomOp::HostCall);
     let mut links: Vec<Link> = Vec::with_capacity(depth);
     if constraints.all_graph {
         links = vec![Link::Graph; depth];

@@ -363,11 +363,8 @@ impl Graph<'_> {
                 .collect();
             // Work of another stream holding the resource the next op needed.
             if kinds.contains(&EdgeType::Fault) && ix.rec(w[1]).is_device_op() {
-                return if matches!(ix.rec(w[1]), Record::Memcpy { .. }) {
-                    CauseLabel::PcieContention
-                } else {
-                    CauseLabel::OccupancyPressure
-                };
+                let copy = matches!(ix.rec(w[1]), Record::Memcpy { .. });
+                return super::structural::contention(copy);
             }
             if kinds.contains(&EdgeType::Event) {
                 return CauseLabel::EventWait;
@@ -415,25 +412,9 @@ impl Graph<'_> {
             return None;
         }
         let (path, _) = self.critical_path(p);
-        let stall = |x: Pos| -> Option<(CauseLabel, f64)> {
-            match ix.rec(x) {
-                Record::Sched {
-                    switch_out,
-                    switch_in,
-                    ..
-                } => Some((
-                    CauseLabel::CpuDeschedule,
-                    switch_in.saturating_sub(*switch_out) as f64,
-                )),
-                Record::PageFault { duration, .. } => {
-                    Some((CauseLabel::HostPageFault, *duration as f64))
-                }
-                _ => None,
-            }
-        };
         if let Some((label, size)) = path
             .iter()
-            .filter_map(|&x| stall(x))
+            .filter_map(|&x| super::structural::stall_of(ix.rec(x)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
         {
             if size >= 0.5 * late {

@@ -52,11 +52,7 @@ impl Graph<'_> {
         } else if first == Some(EdgeType::Graph) {
             CauseLabel::GraphDependency
         } else if first == Some(EdgeType::Fault) {
-            if is_copy {
-                CauseLabel::PcieContention
-            } else {
-                CauseLabel::OccupancyPressure
-            }
+            super::structural::contention(is_copy)
         } else if first == Some(EdgeType::Launch) || first.is_none() {
             // Started as soon as it was launched: the host decided its timing.
             return match ix.launch_api(p) {

@@ -40,25 +40,14 @@ impl Graph<'_> {
         // The largest stall of a launching thread before a call on the path.
         let mut stall: Option<(CauseLabel, f64)> = None;
         for (i, &x) in path.iter().enumerate() {
-            // A stall record on the path itself (its `fault` edge into a call).
-            let own = match ix.rec(x) {
-                Record::Sched {
-                    switch_out,
-                    switch_in,
-                    ..
-                } => Some((
-                    CauseLabel::CpuDeschedule,
-                    switch_in.saturating_sub(*switch_out) as f64,
-                )),
-                Record::PageFault { duration, .. } => {
-                    Some((CauseLabel::HostPageFault, *duration as f64))
+            let mut keep = |found: (CauseLabel, f64)| {
+                if found.1 > stall.map_or(0.0, |s| s.1) {
+                    stall = Some(found);
                 }
-                _ => None,
             };
-            if let Some((label, size)) = own {
-                if size > stall.map_or(0.0, |s| s.1) {
-                    stall = Some((label, size));
-                }
+            // A stall record on the path itself (its `fault` edge into a call).
+            if let Some(found) = stall_of(ix.rec(x)) {
+                keep(found);
                 continue;
             }
             if !matches!(ix.rec(x), Record::Api { .. } | Record::Uprobe { .. }) {
@@ -70,14 +59,8 @@ impl Graph<'_> {
                 .map(|j| ix.end(path[j]))
                 .unwrap_or_else(|| ix.start(x).saturating_sub(1));
             let st = ix.host_stalls(tid, from.min(ix.start(x)), ix.start(x));
-            for (label, size) in [
-                (CauseLabel::CpuDeschedule, st.desched_ns),
-                (CauseLabel::HostPageFault, st.fault_ns),
-            ] {
-                if size > stall.map_or(0.0, |s| s.1) {
-                    stall = Some((label, size));
-                }
-            }
+            keep((CauseLabel::CpuDeschedule, st.desched_ns));
+            keep((CauseLabel::HostPageFault, st.fault_ns));
         }
         if let Some((label, size)) = stall {
             if size >= STALL_NS || size >= 0.25 * device_work {
@@ -110,12 +93,7 @@ impl Graph<'_> {
                         .incoming_of(d, ground_truth::EdgeType::StreamOrder)
                         .is_none_or(|e| ix.end(e.src) < ready)
                 {
-                    let label = if copy {
-                        CauseLabel::PcieContention
-                    } else {
-                        CauseLabel::OccupancyPressure
-                    };
-                    return Some(vec![(label, 1.0), (CauseLabel::None, 0.3)]);
+                    return Some(vec![(contention(copy), 1.0), (CauseLabel::None, 0.3)]);
                 }
             }
         }
@@ -137,5 +115,32 @@ impl Graph<'_> {
             (self.gate_after(&path, i), 1.0),
             (CauseLabel::None, 0.3),
         ])
+    }
+}
+
+/// The host cause a scheduler or page-fault record stands for, and how long it
+/// held its thread (ns).
+pub(super) fn stall_of(rec: &Record) -> Option<(CauseLabel, f64)> {
+    match rec {
+        Record::Sched {
+            switch_out,
+            switch_in,
+            ..
+        } => Some((
+            CauseLabel::CpuDeschedule,
+            switch_in.saturating_sub(*switch_out) as f64,
+        )),
+        Record::PageFault { duration, .. } => Some((CauseLabel::HostPageFault, *duration as f64)),
+        _ => None,
+    }
+}
+
+/// What another stream's work holding the resource an op needed is: the copy
+/// engine for a copy, the SMs for anything else.
+pub(super) fn contention(copy: bool) -> CauseLabel {
+    if copy {
+        CauseLabel::PcieContention
+    } else {
+        CauseLabel::OccupancyPressure
     }
 }

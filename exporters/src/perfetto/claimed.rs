@@ -55,22 +55,17 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
             let g = base.b.group[to].clone();
             base.b.add(
                 g,
-                Slice {
-                    track: 0,
-                    start: t,
-                    end: t,
-                    instant: true,
-                    name: format!(
+                Slice::instant(
+                    0,
+                    t,
+                    format!(
                         "missing predecessor (claimed {} {})",
                         c.kind.as_str(),
                         evidence_str(c.evidence)
                     ),
-                    category: "missing",
+                    "missing",
                     args,
-                    flows_out: Vec::new(),
-                    flows_in: Vec::new(),
-                    depth: 0,
-                },
+                ),
             );
             continue;
         }
@@ -118,14 +113,12 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
         };
         base.b.add(
             Group::Cb(label.clone()),
-            Slice {
-                track: 0,
-                start: t,
-                end: t,
-                instant: true,
-                name: format!("{}: {claimed} {verdict}", d.query),
-                category: "diagnosis",
-                args: vec![
+            Slice::instant(
+                0,
+                t,
+                format!("{}: {claimed} {verdict}", d.query),
+                "diagnosis",
+                vec![
                     ("query", Arg::text(d.query.clone())),
                     ("complete", Arg::B(d.complete)),
                     ("critical_path", Arg::text(format!("{:?}", d.critical_path))),
@@ -141,10 +134,7 @@ pub fn claimed_model(bundle: &Bundle, view: Option<&TraceView>, x: &Explanation)
                     ),
                     ("answer", Arg::text(d.answer.clone().unwrap_or_default())),
                 ],
-                flows_out: Vec::new(),
-                flows_in: Vec::new(),
-                depth: 0,
-            },
+            ),
         );
     }
     base.b.layout();

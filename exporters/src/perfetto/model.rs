@@ -63,6 +63,30 @@ pub struct Slice {
     pub depth: u32,
 }
 
+impl Slice {
+    /// A point in time on `track`: a mark, a flow's end, a claim's verdict.
+    pub fn instant(
+        track: u64,
+        at: Ns,
+        name: String,
+        category: &'static str,
+        args: Vec<(&'static str, Arg)>,
+    ) -> Slice {
+        Slice {
+            track,
+            start: at,
+            end: at,
+            instant: true,
+            name,
+            category,
+            args,
+            flows_out: Vec::new(),
+            flows_in: Vec::new(),
+            depth: 0,
+        }
+    }
+}
+
 /// A flow between two slices (indices into `Model::slices`).
 #[derive(Debug, Clone)]
 pub struct Flow {

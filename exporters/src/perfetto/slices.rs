@@ -149,24 +149,19 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
         );
         base.b.add(
             Group::Cb("marks".into()),
-            Slice {
-                track: 0,
-                start: t,
-                end: t,
-                instant: true,
+            Slice::instant(
+                0,
+                t,
                 name,
-                category: "symptom",
-                args: vec![
+                "symptom",
+                vec![
                     ("query", Arg::text(s.id.clone())),
                     ("rid", Arg::U(s.rid)),
                     ("cause", Arg::text(s.cause.to_string())),
                     ("question", Arg::text(enum_str(&s.question))),
                     ("answer", Arg::text(s.answer.clone().unwrap_or_default())),
                 ],
-                flows_out: Vec::new(),
-                flows_in: Vec::new(),
-                depth: 0,
-            },
+            ),
         );
     }
     if let Some(inj) = truth.injections.first() {
@@ -183,17 +178,15 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
         }
         base.b.add(
             Group::Cb("marks".into()),
-            Slice {
-                track: 0,
-                start: t,
-                end: t,
-                instant: true,
-                name: format!(
+            Slice::instant(
+                0,
+                t,
+                format!(
                     "INJECTED {} +{:.0} µs ({})",
                     inj.kind, inj.measured_us, inj.mechanism
                 ),
-                category: "injection",
-                args: vec![
+                "injection",
+                vec![
                     ("kind", Arg::text(inj.kind.clone())),
                     ("mechanism", Arg::text(inj.mechanism.clone())),
                     ("requested_us", Arg::F(inj.requested_us)),
@@ -203,10 +196,7 @@ pub(super) fn mark_symptoms_and_injection(bundle: &Bundle, base: &mut Base) {
                         target.map(|n| Arg::U(n as u64)).unwrap_or(Arg::text("?")),
                     ),
                 ],
-                flows_out: Vec::new(),
-                flows_in: Vec::new(),
-                depth: 0,
-            },
+            ),
         );
     }
 }
@@ -231,18 +221,8 @@ pub(super) fn add_flow(
     let track = dst.track;
     let id = b.model.flows.len() as u64 + 1;
     let g = b.group[to].clone();
-    let end = Slice {
-        track,
-        start: t,
-        end: t,
-        instant: true,
-        name: name.clone(),
-        category: "flow",
-        args,
-        flows_out: Vec::new(),
-        flows_in: vec![id],
-        depth: 0,
-    };
+    let mut end = Slice::instant(track, t, name.clone(), "flow", args);
+    end.flows_in.push(id);
     let e = b.add(g, end);
     b.model.slices[from].flows_out.push(id);
     b.model.flows.push(Flow {
