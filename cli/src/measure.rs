@@ -34,6 +34,28 @@ pub enum MeasureCommand {
     EbpfOverhead(EbpfOverheadArgs),
     /// The generator's launch cost against a direct cudarc launch loop.
     LaunchOverhead(LaunchOverheadArgs),
+    /// What one hit of each eBPF recorder mechanism costs on this machine (no
+    /// GPU needed): uprobe, return probe, each stack capture, sched and fault
+    /// tracepoints, each against the same work without it, interleaved.
+    ProbeCost(ProbeCostArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ProbeCostArgs {
+    /// Calls of the probed function per timed loop.
+    #[arg(long, default_value_t = 200_000)]
+    pub calls: u32,
+    /// Token hand-offs between two threads per timed loop.
+    #[arg(long, default_value_t = 20_000)]
+    pub switches: u32,
+    /// Fresh pages touched per timed loop.
+    #[arg(long, default_value_t = 20_000)]
+    pub pages: u32,
+    /// Interleaved repetitions of every configuration.
+    #[arg(long, default_value_t = 5)]
+    pub reps: u32,
+    #[arg(long, default_value = "probe-cost.json")]
+    pub out: PathBuf,
 }
 
 /// Scenarios and recorder of the lateness studies.
@@ -135,6 +157,27 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
                 "ringbuffer_dropped": o.ringbuffer_dropped, "start_ns": o.start_ns,
                 "stop_ns": o.stop_ns, "error": o.error,
             });
+            (a.out, value)
+        }
+        MeasureCommand::ProbeCost(a) => {
+            let study = ebpf_recorder::cost::CostStudy {
+                calls: a.calls,
+                switches: a.switches,
+                pages: a.pages,
+                reps: a.reps,
+            };
+            let bar = crate::progress::bar(1, "eBPF probe cost");
+            let cost = ebpf_recorder::cost::probe_cost(study);
+            bar.finish_and_clear();
+            let cost = cost.map_err(|e| Failure::failed(format!("measure probe-cost: {e}")))?;
+            for t in cost.uprobes.iter().chain(&cost.sched).chain(&cost.faults) {
+                eprintln!(
+                    "causalbench: {:<46} {:>9.1} ns/op  {:>+8.1} ns/hit",
+                    t.name, t.median_ns_per_op, t.cost_ns_per_hit
+                );
+            }
+            let value = serde_json::to_value(&cost)
+                .map_err(|e| Failure::failed(format!("measure probe-cost: {e}")))?;
             (a.out, value)
         }
         MeasureCommand::LaunchOverhead(a) => {

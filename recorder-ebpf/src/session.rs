@@ -198,6 +198,8 @@ fn session(
         })?;
         ro.target_tgid = cfg.pid;
         ro.fault_timing = fault_timing as u32;
+        ro.stack_mode = cfg.stacks as u32;
+        ro.entry_only = !cfg.return_probes as u32;
         // The recorder's own thread may belong to the target: its wake-ups must
         // not produce records (they would wake it again).
         ro.self_tid = gettid();
@@ -216,7 +218,9 @@ fn session(
         .map_err(|e| fatal_load("stack map size", e))?;
     let uprobes = !resolved.targets.is_empty();
     open.progs.uprobe_enter.set_autoload(uprobes);
-    open.progs.uprobe_exit.set_autoload(uprobes);
+    open.progs
+        .uprobe_exit
+        .set_autoload(uprobes && cfg.return_probes);
     open.progs.on_sched_switch.set_autoload(cfg.sched);
     open.progs.on_page_fault_user.set_autoload(cfg.page_faults);
     open.progs
@@ -276,6 +280,9 @@ fn session(
     if let Some(lib) = &resolved.library {
         for (i, t) in resolved.targets.iter().enumerate() {
             for retprobe in [false, true] {
+                if retprobe && !cfg.return_probes {
+                    continue;
+                }
                 let prog = if retprobe {
                     &skel.progs.uprobe_exit
                 } else {
@@ -398,6 +405,8 @@ fn session(
     let ringbuffer_dropped = counter(CNT_RB_DROPPED);
     let stack_errors = counter(CNT_STACK_ERRORS);
     let mut faults_untimed = counter(CNT_FAULTS_UNTIMED);
+    let stack_walks = counter(CNT_STACK_WALKS);
+    let stacks_reused = counter(CNT_STACK_REUSED);
 
     let mut events = events.into_inner();
     // Faults still pending at stop: emitted with duration 0.
@@ -435,6 +444,8 @@ fn session(
         records,
         ringbuffer_dropped,
         stack_errors,
+        stack_walks,
+        stacks_reused,
         faults_untimed,
         fault_timing: cfg.page_faults && fault_timing,
         library: resolved.library.clone(),
