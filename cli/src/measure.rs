@@ -34,10 +34,30 @@ pub enum MeasureCommand {
     EbpfOverhead(EbpfOverheadArgs),
     /// The generator's launch cost against a direct cudarc launch loop.
     LaunchOverhead(LaunchOverheadArgs),
+    /// What each collector configuration (none, CUPTI, eBPF, both) costs a
+    /// launch-bound and a realistic workload: interleaved repetitions, the
+    /// wall-time ratio to the same repetition without collectors, records and
+    /// bytes per operation. `run --costs FILE` puts it on the leaderboard.
+    Collectors(CollectorsArgs),
     /// What one hit of each eBPF recorder mechanism costs on this machine (no
     /// GPU needed): uprobe, return probe, each stack capture, sched and fault
     /// tracepoints, each against the same work without it, interleaved.
     ProbeCost(ProbeCostArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CollectorsArgs {
+    /// Empty-kernel launches of the launch-bound workload.
+    #[arg(long, default_value_t = 100_000)]
+    pub launches: u32,
+    /// Kernels (10-100 us each) of the realistic workload.
+    #[arg(long, default_value_t = 4_000)]
+    pub kernels: u32,
+    /// Interleaved repetitions of every configuration (at least 5 for the leaderboard).
+    #[arg(long, default_value_t = 5)]
+    pub reps: u32,
+    #[arg(long, default_value = "collectors.json")]
+    pub out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -157,6 +177,27 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
                 "ringbuffer_dropped": o.ringbuffer_dropped, "start_ns": o.start_ns,
                 "stop_ns": o.stop_ns, "error": o.error,
             });
+            (a.out, value)
+        }
+        MeasureCommand::Collectors(a) => {
+            let be = gpu::open("measure collectors")?;
+            let costs = benchmark("collector costs", || {
+                be.collector_costs(a.launches, a.kernels, a.reps)
+            })?;
+            for w in &costs.workloads {
+                for c in &w.configurations {
+                    eprintln!(
+                        "causalbench: {:<12} {:<10} x{:.3} [{:.3}, {:.3}]  {:.2} records/op  {:.0} bytes/op",
+                        w.workload, c.collectors, c.overhead_median, c.overhead_min,
+                        c.overhead_max, c.records_per_op, c.bytes_per_op
+                    );
+                }
+            }
+            if let Some(e) = &costs.error {
+                eprintln!("causalbench: measure collectors stopped early: {e}");
+            }
+            let value = serde_json::to_value(&costs)
+                .map_err(|e| Failure::failed(format!("measure collectors: {e}")))?;
             (a.out, value)
         }
         MeasureCommand::ProbeCost(a) => {

@@ -12,6 +12,7 @@
 
 mod axes;
 mod bootstrap;
+pub mod costs;
 mod diff;
 mod index;
 mod leaderboard;
@@ -91,6 +92,7 @@ fn write_report(
             .map(|f| dir.join(f)),
     );
     files.extend(write_plots(dir, scores, &leaderboard)?);
+    files.extend(costs::write(dir, &leaderboard)?);
     Ok(Report {
         leaderboard,
         cases: scores.len(),
