@@ -30,7 +30,7 @@ pub use leaderboard::{
     CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
-    parse_scores, read_scores, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
+    parse_scores, read_scores, scores_in, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
     LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_FILE,
 };
 pub use plots::{write_plots, PLOTS};
@@ -103,7 +103,7 @@ fn write_report(
 /// Rebuilds `leaderboard.{md,csv,json}` and `plots/*.png` in `results_dir` from
 /// `results_dir/scores.jsonl`.
 pub fn report(results_dir: &Path) -> Result<Report, EvalError> {
-    let scores = read_scores(&results_dir.join(SCORES_FILE))?;
+    let scores = read_scores(&output::scores_in(results_dir))?;
     write_report(results_dir, &scores, Vec::new())
 }
 
