@@ -60,15 +60,26 @@ fn costs_appear_beside_accuracy_and_bad_costs_are_refused() {
     std::fs::write(&costs, costs_json(1.2).to_string()).unwrap();
     let out = dir.path().join("results");
     let o = run(&suite, &out, &costs);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let md = std::fs::read_to_string(out.join("leaderboard.md")).unwrap();
     let section = md
         .split("## Accuracy against cost")
         .nth(1)
         .unwrap_or_else(|| panic!("no cost section in\n{md}"));
     // Every built-in profiler has a row per measured view, with the view's overheads.
-    assert!(section.contains("| causal-graph | combined | cupti+ebpf |"), "{section}");
-    assert!(section.contains("| causal-graph | host | ebpf |"), "{section}");
+    assert!(
+        section.contains("| causal-graph | combined | cupti+ebpf |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("| causal-graph | host | ebpf |"),
+        "{section}"
+    );
     assert!(section.contains("×1.200 [1.200, 1.200]"), "{section}");
     assert!(section.contains("×1.010"), "{section}");
     assert!(section.contains("★"), "a frontier is marked: {section}");
@@ -81,7 +92,12 @@ fn costs_appear_beside_accuracy_and_bad_costs_are_refused() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let md = std::fs::read_to_string(out.join("leaderboard.md")).unwrap();
     assert_eq!(md.matches("## Accuracy against cost").count(), 1, "{md}");
 
