@@ -236,12 +236,16 @@ fn stack_capture_modes_keep_each_call_site() {
     use ebpf_recorder::StackCapture;
     let _g = serial();
     const N: u64 = 20;
-    for mode in [
-        StackCapture::EveryHit,
-        StackCapture::PerSite,
-        StackCapture::None,
-    ] {
+    let modes = [
+        (StackCapture::EveryHit, true),
+        (StackCapture::PerSite, true),
+        (StackCapture::None, true),
+        // One link per function: the fallback where the kernel has no uprobe_multi.
+        (StackCapture::PerSite, false),
+    ];
+    for (mode, multi_link) in modes {
         let mut cfg = base_config();
+        cfg.multi_link = multi_link;
         cfg.library = Some(current_exe().expect("/proc/self/exe"));
         cfg.functions = vec!["causalbench_site_probe".into()];
         cfg.stacks = mode;
