@@ -36,22 +36,13 @@ fn register_font() {
     });
 }
 
-/// Tableau-10 colours, one per profiler (cycled).
-const PALETTE: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
+/// The plotters colour of profiler `name` (`palette`: derived from the name alone).
+fn colour(name: &str) -> RGBColor {
+    rgb(crate::palette::profiler_colour(name))
+}
 
-fn colour(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
+fn rgb(c: crate::palette::Colour) -> RGBColor {
+    RGBColor(c.0, c.1, c.2)
 }
 
 fn font(size: u32) -> TextStyle<'static> {
@@ -257,7 +248,7 @@ fn grouped_hbar(
             ),
             path
         );
-        for (si, _) in series.iter().enumerate() {
+        for (si, name) in series.iter().enumerate() {
             let y1 = top - 0.4 * unit - si as f64 * unit;
             let y0 = y1 - unit * 0.9;
             match values.get(ci).and_then(|v| v.get(si)).copied().flatten() {
@@ -266,7 +257,7 @@ fn grouped_hbar(
                     tri!(
                         chart.draw_series(std::iter::once(Rectangle::new(
                             [(0.0, y0), (v, y1)],
-                            colour(si).filled()
+                            colour(name).filled()
                         ))),
                         path
                     );
@@ -309,7 +300,7 @@ fn draw_legend(
         tri!(
             area.draw(&Rectangle::new(
                 [(x, y + 2), (x + 14, y + 16)],
-                colour(i).filled()
+                colour(s).filled()
             )),
             path
         );
@@ -445,7 +436,7 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
             "no loss sweep in this result set",
             path,
         )?;
-        for (pi, p) in profilers.iter().enumerate() {
+        for p in profilers {
             let pts: Vec<Option<(f64, f64)>> = rates
                 .iter()
                 .enumerate()
@@ -462,7 +453,7 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
                 let seg: Vec<(f64, f64)> = seg.iter().flatten().copied().collect();
                 if seg.len() > 1 {
                     tri!(
-                        chart.draw_series(LineSeries::new(seg.clone(), colour(pi).stroke_width(3))),
+                        chart.draw_series(LineSeries::new(seg.clone(), colour(p).stroke_width(3))),
                         path
                     );
                 }
@@ -470,7 +461,7 @@ fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(),
             let dots = pts
                 .iter()
                 .flatten()
-                .map(|&(x, y)| Circle::new((x, y), 5, colour(pi).filled()));
+                .map(|&(x, y)| Circle::new((x, y), 5, colour(p).filled()));
             tri!(chart.draw_series(dots), path);
         }
     }
@@ -492,8 +483,8 @@ fn view_code(c: &CaseScore) -> String {
     format!("{col}/{mode}")
 }
 
-/// Loss-free cases: rows = bundles, columns = profiler × view; green = every symptom
-/// correct, red = some symptom wrong, grey = no symptom asked in that view.
+/// Loss-free cases: rows = bundles, columns = profiler × view; blue = every symptom
+/// correct, orange = some symptom wrong, grey = no symptom asked in that view.
 fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Result<(), EvalError> {
     // (bundle/backend) → (profiler, collectors, mode) → verdict
     type Column = (String, ground_truth::Collectors, ground_truth::Mode);
@@ -541,7 +532,7 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     tri!(root.fill(&WHITE), path);
     let title =
-        "Loss-free cases: every symptom correct (green), some wrong (red), nothing asked (grey)";
+        "Loss-free cases: every symptom correct (blue), some wrong (orange), nothing asked (grey)";
     tri!(
         root.draw_text(
             title,
@@ -620,10 +611,10 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
             path
         );
     }
-    let (green, red, grey) = (
-        RGBColor(60, 170, 80),
-        RGBColor(215, 60, 50),
-        RGBColor(200, 200, 200),
+    let (correct, wrong, not_asked) = (
+        rgb(crate::palette::CORRECT),
+        rgb(crate::palette::WRONG),
+        rgb(crate::palette::NOT_ASKED),
     );
     for (ri, r) in rows.iter().enumerate() {
         let y = (header + ri as u32 * ch) as i32;
@@ -640,9 +631,9 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
         for (ci, c) in columns.iter().enumerate() {
             let x = x0 + (ci as u32 * cw) as i32;
             let fill = match cells[*r].get(c) {
-                Some(Some(true)) => green,
-                Some(Some(false)) => red,
-                Some(None) => grey,
+                Some(Some(true)) => correct,
+                Some(Some(false)) => wrong,
+                Some(None) => not_asked,
                 None => WHITE,
             };
             let gap = i32::from(ch >= 6);
