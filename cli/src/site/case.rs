@@ -52,7 +52,8 @@ fn node_text(bundle: &Bundle, id: NodeId) -> String {
         (None, Some(t)) => format!(" (thread {t})"),
         (None, None) => String::new(),
     };
-    format!("{kind} {}{place}", n.name.as_str())
+    // The node id tells apart two nodes that read alike (two launches of one kernel).
+    format!("{kind} {}{place} · node {id}", n.name.as_str())
 }
 
 /// The page of one case; the traces it links are written into `dir`, their sizes
