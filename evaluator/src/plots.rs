@@ -95,31 +95,14 @@ pub fn write_plots(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let panels: Vec<Panel> = views
-        .iter()
-        .map(|&(c, m)| Panel {
-            title: view_title(c, m),
-            values: families
-                .iter()
-                .map(|fam| {
-                    profilers
-                        .iter()
-                        .map(|p| {
-                            lb.families
-                                .iter()
-                                .find(|f| {
-                                    &f.family == fam
-                                        && &f.profiler == p
-                                        && f.collectors == Some(c)
-                                        && f.mode == Some(m)
-                                })
-                                .and_then(|f| f.pair_accuracy)
-                        })
-                        .collect()
-                })
-                .collect(),
-        })
-        .collect();
+    let family_panels = panels(&views, &families, &profilers, |fam, p, c, m| {
+        lb.families
+            .iter()
+            .find(|f| {
+                &f.family == fam && f.profiler == p && f.collectors == Some(c) && f.mode == Some(m)
+            })
+            .and_then(|f| f.pair_accuracy)
+    });
     let p = plots.join(PLOTS[0]);
     grouped_hbar(
         &p,
@@ -127,7 +110,7 @@ pub fn write_plots(
         "pair accuracy (every variant of a pair correct)",
         &families,
         &profilers,
-        &panels,
+        &family_panels,
     )?;
     out.push(p);
 
@@ -137,31 +120,14 @@ pub fn write_plots(
         .copied()
         .filter(|t| lb.edge_types.iter().any(|r| r.kind == *t))
         .collect();
-    let panels: Vec<Panel> = views
-        .iter()
-        .map(|&(c, m)| Panel {
-            title: view_title(c, m),
-            values: types
-                .iter()
-                .map(|t| {
-                    profilers
-                        .iter()
-                        .map(|p| {
-                            lb.edge_types
-                                .iter()
-                                .find(|r| {
-                                    r.kind == *t
-                                        && &r.profiler == p
-                                        && r.collectors == Some(c)
-                                        && r.mode == Some(m)
-                                })
-                                .and_then(|r| r.f1)
-                        })
-                        .collect()
-                })
-                .collect(),
-        })
-        .collect();
+    let type_panels = panels(&views, &types, &profilers, |t: &EdgeType, p, c, m| {
+        lb.edge_types
+            .iter()
+            .find(|r| {
+                r.kind == *t && r.profiler == p && r.collectors == Some(c) && r.mode == Some(m)
+            })
+            .and_then(|r| r.f1)
+    });
     let names: Vec<String> = types.iter().map(|t| t.as_str().to_string()).collect();
     let p = plots.join(PLOTS[1]);
     grouped_hbar(
@@ -170,7 +136,7 @@ pub fn write_plots(
         "edge F1",
         &names,
         &profilers,
-        &panels,
+        &type_panels,
     )?;
     out.push(p);
 
@@ -214,6 +180,25 @@ fn view_title(collectors: Collectors, mode: Mode) -> String {
 struct Panel {
     title: String,
     values: Vec<Vec<Option<f64>>>,
+}
+
+/// One [`Panel`] per view: per category, the value of each profiler, from `value`.
+fn panels<T>(
+    views: &[(Collectors, Mode)],
+    categories: &[T],
+    profilers: &[String],
+    value: impl Fn(&T, &str, Collectors, Mode) -> Option<f64>,
+) -> Vec<Panel> {
+    views
+        .iter()
+        .map(|&(c, m)| Panel {
+            title: view_title(c, m),
+            values: categories
+                .iter()
+                .map(|cat| profilers.iter().map(|p| value(cat, p, c, m)).collect())
+                .collect(),
+        })
+        .collect()
 }
 
 /// Horizontal grouped bars, one panel per view: one group per category, one bar per

@@ -61,6 +61,22 @@ fn worst(tallies: &[Tally]) -> Vec<&Tally> {
     bad
 }
 
+/// The first [`NAMED`] tallies, each linked to its page in `dir`, with its count.
+fn linked(tallies: &[&Tally], dir: &str, up: &str) -> Vec<String> {
+    tallies
+        .iter()
+        .take(NAMED)
+        .map(|t| {
+            format!(
+                "<a href=\"{up}{dir}/{}.html\">{}</a> ({})",
+                slug(&t.key),
+                esc(&t.key),
+                count(t)
+            )
+        })
+        .collect()
+}
+
 /// Where a profiler loses in a view, as HTML (links are from a page one directory
 /// below the root when `depth` is 1, from the root when 0).
 fn losses(site: &Site, profiler: &str, view: ViewKey, depth: usize) -> String {
@@ -73,31 +89,9 @@ fn losses(site: &Site, profiler: &str, view: ViewKey, depth: usize) -> String {
     if families.is_empty() {
         return "every loss-free symptom right".into();
     }
-    let names: Vec<String> = families
-        .iter()
-        .take(NAMED)
-        .map(|t| {
-            format!(
-                "<a href=\"{up}family/{}.html\">{}</a> ({})",
-                slug(&t.key),
-                esc(&t.key),
-                count(t)
-            )
-        })
-        .collect();
+    let names = linked(&families, "family", &up);
     parts.push(format!("families: {}", names.join(", ")));
-    let questions: Vec<String> = worst(&s.by_question)
-        .iter()
-        .take(NAMED)
-        .map(|t| {
-            format!(
-                "<a href=\"{up}question/{}.html\">{}</a> ({})",
-                slug(&t.key),
-                esc(&t.key),
-                count(t)
-            )
-        })
-        .collect();
+    let questions = linked(&worst(&s.by_question), "question", &up);
     if !questions.is_empty() {
         parts.push(format!("questions: {}", questions.join(", ")));
     }
@@ -212,25 +206,22 @@ pub fn index(site: &Site) -> String {
             let _ = write!(b, "{}</p>", named.join(", "));
         }
     }
-    b.push_str("<h2 id=\"families\">Families</h2><ul>");
-    for family in families(site) {
-        let _ = write!(
-            b,
-            "<li><a href=\"family/{}.html\">{}</a></li>",
-            slug(&family),
-            esc(&family)
-        );
+    for (id, title, dir, names) in [
+        ("families", "Families", "family", families(site)),
+        ("questions", "Question types", "question", questions(site)),
+    ] {
+        let _ = write!(b, "<h2 id=\"{id}\">{title}</h2><ul>");
+        for name in names {
+            let _ = write!(
+                b,
+                "<li><a href=\"{dir}/{}.html\">{}</a></li>",
+                slug(&name),
+                esc(&name)
+            );
+        }
+        b.push_str("</ul>");
     }
-    b.push_str("</ul><h2 id=\"questions\">Question types</h2><ul>");
-    for q in questions(site) {
-        let _ = write!(
-            b,
-            "<li><a href=\"question/{}.html\">{}</a></li>",
-            slug(&q),
-            esc(&q)
-        );
-    }
-    b.push_str("</ul><h2 id=\"cases\">Cases with a page</h2><ul>");
+    b.push_str("<h2 id=\"cases\">Cases with a page</h2><ul>");
     for id in &site.shown {
         let c = &site.cases[id];
         let _ = write!(
@@ -257,38 +248,52 @@ fn questions(site: &Site) -> BTreeSet<String> {
         .collect()
 }
 
+/// Per view, a table of the ranked profilers: a rate (headed `rate_name`) and a tally of
+/// symptoms right, both from `cells` (profiler's row, view).
+fn per_view_tables<'a>(
+    site: &'a Site,
+    rate_name: &str,
+    cells: impl Fn(&'a LeaderboardRow, ViewKey) -> (Option<f64>, Option<&'a Tally>),
+) -> String {
+    let mut b = String::new();
+    for view in site.views() {
+        let _ = write!(
+            b,
+            "<h2>View {}</h2><table><tr><th>profiler</th><th>{rate_name}</th>\
+             <th>symptoms right</th></tr>",
+            esc(&view_name(view))
+        );
+        for r in ranked(site, view) {
+            let (value, tally) = cells(r, view);
+            let _ = write!(
+                b,
+                "<tr><td>{}</td>{}<td class=\"num\">{}</td></tr>",
+                profiler(&r.profiler),
+                rate_cell(value, None),
+                tally.map_or_else(|| "n/a".into(), count)
+            );
+        }
+        b.push_str("</table>");
+    }
+    b
+}
+
 /// One page per family: per view, each profiler's pair and symptom accuracy on it, and
 /// the family's cases with each profiler's loss-free verdicts.
 pub fn family_pages(site: &Site) -> Vec<(String, String)> {
     families(site)
         .into_iter()
         .map(|family| {
-            let mut b = String::new();
-            for view in site.views() {
-                let _ = write!(
-                    b,
-                    "<h2>View {}</h2><table><tr><th>profiler</th><th>pair accuracy</th>\
-                     <th>symptoms right</th></tr>",
-                    esc(&view_name(view))
-                );
-                for r in ranked(site, view) {
-                    let pair = site.leaderboard.families.iter().find(|f| {
-                        f.family == family
-                            && f.profiler == r.profiler
-                            && (f.collectors, f.mode) == (Some(view.0), Some(view.1))
-                    });
-                    let tally = shortfall(site, &r.profiler, view)
-                        .and_then(|s| s.by_family.iter().find(|t| t.key == family));
-                    let _ = write!(
-                        b,
-                        "<tr><td>{}</td>{}<td class=\"num\">{}</td></tr>",
-                        profiler(&r.profiler),
-                        rate_cell(pair.and_then(|f| f.pair_accuracy), None),
-                        tally.map_or_else(|| "n/a".into(), count)
-                    );
-                }
-                b.push_str("</table>");
-            }
+            let mut b = per_view_tables(site, "pair accuracy", |r, view| {
+                let pair = site.leaderboard.families.iter().find(|f| {
+                    f.family == family
+                        && f.profiler == r.profiler
+                        && (f.collectors, f.mode) == (Some(view.0), Some(view.1))
+                });
+                let tally = shortfall(site, &r.profiler, view)
+                    .and_then(|s| s.by_family.iter().find(|t| t.key == family));
+                (pair.and_then(|f| f.pair_accuracy), tally)
+            });
             b.push_str(&cases_table(site, |c| c.family == family));
             (slug(&family), page(&format!("Family {family}"), 1, &b))
         })
@@ -300,27 +305,11 @@ pub fn question_pages(site: &Site) -> Vec<(String, String)> {
     questions(site)
         .into_iter()
         .map(|question| {
-            let mut b = String::new();
-            for view in site.views() {
-                let _ = write!(
-                    b,
-                    "<h2>View {}</h2><table><tr><th>profiler</th><th>accuracy</th>\
-                     <th>symptoms right</th></tr>",
-                    esc(&view_name(view))
-                );
-                for r in ranked(site, view) {
-                    let tally = shortfall(site, &r.profiler, view)
-                        .and_then(|s| s.by_question.iter().find(|t| t.key == question));
-                    let _ = write!(
-                        b,
-                        "<tr><td>{}</td>{}<td class=\"num\">{}</td></tr>",
-                        profiler(&r.profiler),
-                        rate_cell(tally.and_then(Tally::accuracy), None),
-                        tally.map_or_else(|| "n/a".into(), count)
-                    );
-                }
-                b.push_str("</table>");
-            }
+            let mut b = per_view_tables(site, "accuracy", |r, view| {
+                let tally = shortfall(site, &r.profiler, view)
+                    .and_then(|s| s.by_question.iter().find(|t| t.key == question));
+                (tally.and_then(Tally::accuracy), tally)
+            });
             let asks = |c: &evaluator::CaseScore| {
                 c.symptoms
                     .iter()
