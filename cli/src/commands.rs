@@ -242,14 +242,18 @@ pub fn report(results: &Path, html: Option<&Path>) -> Result<(), Failure> {
         results.display()
     );
     if let Some(dir) = html {
-        write_site(results, dir)?;
+        write_site(results, dir, &r.leaderboard)?;
     }
     Ok(())
 }
 
 /// Writes the static HTML leaderboard of `results` into `dir` and says where it is.
-pub fn write_site(results: &Path, dir: &Path) -> Result<(), Failure> {
-    let w = crate::site::write(results, dir)?;
+pub fn write_site(
+    results: &Path,
+    dir: &Path,
+    leaderboard: &evaluator::Leaderboard,
+) -> Result<(), Failure> {
+    let w = crate::site::write(results, dir, leaderboard)?;
     eprintln!(
         "html: {} pages, {} Perfetto traces ({:.1} MiB); open {} in a browser",
         w.pages,

@@ -208,3 +208,65 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
         assert_links_resolve(page, &std::fs::read_to_string(page).unwrap());
     }
 }
+
+/// `report --html` rebuilds the site of a result set, and a damaged file it reads is
+/// refused with its place (exit 2), not a panic (no browser needed).
+#[test]
+fn report_html_rebuilds_the_site_and_refuses_a_damaged_leaderboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let f = "dependency-vs-overlap.event-edge.yaml";
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+    std::fs::copy(catalog.join(f), suite.join(f)).unwrap();
+    let out = dir.path().join("results");
+    let bin = env!("CARGO_BIN_EXE_causalbench");
+    let o = Command::new(bin)
+        .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
+        .args([
+            "--megakernel-reps",
+            "0",
+            "--profilers",
+            "causal-graph",
+            "--suite",
+        ])
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let site = dir.path().join("site");
+    let report = |site: &Path| {
+        Command::new(bin)
+            .args(["report", "--results"])
+            .arg(&out)
+            .arg("--html")
+            .arg(site)
+            .output()
+            .unwrap()
+    };
+    let o = report(&site);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let case = site.join("case/sim-dependency-vs-overlap.event-edge.r0.html");
+    let text = std::fs::read_to_string(&case).unwrap();
+    assert!(
+        text.contains("why-late") && text.contains(".perfetto-trace"),
+        "{text}"
+    );
+    assert!(std::fs::read_to_string(site.join("index.html"))
+        .unwrap()
+        .contains("causal-graph"));
+
+    // A damaged view of a shown case is refused with its file, exit 2, not a panic.
+    let view =
+        out.join("views/sim-dependency-vs-overlap.event-edge.r0/combined-instrumented-none.json");
+    std::fs::write(&view, br#"{"schema_version": 1, "records": 3}"#).unwrap();
+    let o = report(&dir.path().join("site2"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("combined-instrumented-none.json"),
+        "{stderr}"
+    );
+}

@@ -1,9 +1,9 @@
 //! The static HTML leaderboard (`causalbench report --html DIR`, and `OUT/html/` after
 //! every `run`): pages that open from disk, offline, with nothing fetched. A report
-//! stage: it reads the result set's formats (`scores.jsonl`, `leaderboard.json`,
-//! `manifest.json`, and for the cases it shows their bundle, views and explanations)
-//! and never a profiler's internals. What each page shows: docs/cli.md ("The HTML
-//! leaderboard").
+//! stage: it reads the result set's formats (`scores.jsonl` and the leaderboard built
+//! from it, `manifest.json`, and for the cases it shows their bundle, views and
+//! explanations) and never a profiler's internals. What each page shows: docs/cli.md
+//! ("The HTML leaderboard").
 //!
 //! - `index.html`: a ranked table and a plot per view (collectors × mode), and per
 //!   profiler where it loses (`evaluator::shortfalls`);
@@ -96,10 +96,11 @@ pub struct Written {
     pub trace_bytes: u64,
 }
 
-/// Writes the site for the result set in `results` into `out`.
-pub fn write(results: &Path, out: &Path) -> Result<Written, Failure> {
+/// Writes the site for the result set in `results` into `out`; `leaderboard` is the
+/// one `report`/`run` just built from the result set's `scores.jsonl`.
+pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Written, Failure> {
     let scores = evaluator::read_scores(&results.join(evaluator::SCORES_FILE))?;
-    let leaderboard = read_leaderboard(results, &scores)?;
+    let leaderboard = leaderboard.clone();
     let shortfalls = evaluator::shortfalls(&scores);
     let keys = case_keys(results)?;
     let mut cases: BTreeMap<(String, String), CaseRef> = BTreeMap::new();
@@ -156,30 +157,6 @@ pub fn write(results: &Path, out: &Path) -> Result<Written, Failure> {
     written.traces = traces.len();
     written.trace_bytes = traces.iter().sum();
     Ok(written)
-}
-
-/// `leaderboard.json` of the result set, or the leaderboard of its scores when the
-/// file is absent (a result set of scores only).
-fn read_leaderboard(results: &Path, scores: &[CaseScore]) -> Result<Leaderboard, Failure> {
-    let path = results.join(evaluator::LEADERBOARD_JSON);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let mut de = serde_json::Deserializer::from_str(&text);
-            serde_path_to_error::deserialize(&mut de).map_err(|e| {
-                Failure::input(format!(
-                    "{}: at {}: {}",
-                    path.display(),
-                    e.path(),
-                    e.inner()
-                ))
-            })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Leaderboard::from_scores(scores)),
-        Err(e) => Err(Failure::failed(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
-    }
 }
 
 /// The run's key of each scored bundle: `cases/KEY.jsonl` holds the scores of one
