@@ -213,3 +213,63 @@ fn choose_shown(cases: &BTreeMap<(String, String), CaseRef>) -> BTreeSet<(String
     }
     shown
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(family: &str, scenario: &str, repetition: u32) -> CaseRef {
+        CaseRef {
+            bundle: format!("{scenario}.r{repetition}"),
+            backend: "sim".into(),
+            family: family.into(),
+            scenario: scenario.into(),
+            variant: "v".into(),
+            repetition,
+            key: None,
+        }
+    }
+
+    #[test]
+    fn shown_cases_are_first_repetitions_bounded_per_family_and_in_all() {
+        let mut cases = BTreeMap::new();
+        for family in 0..40 {
+            for scenario in 0..5 {
+                for repetition in [2, 0, 1] {
+                    let c = case(
+                        &format!("f{family:02}"),
+                        &format!("f{family:02}.s{scenario}"),
+                        repetition,
+                    );
+                    cases.insert((c.bundle.clone(), c.backend.clone()), c);
+                }
+            }
+        }
+        let shown = choose_shown(&cases);
+        assert_eq!(shown.len(), MAX_CASES);
+        assert!(
+            shown.iter().all(|(bundle, _)| bundle.ends_with(".r0")),
+            "{shown:?}"
+        );
+        // Round-robin: every family keeps a case under the cap, none more than its share.
+        let mut per_family: BTreeMap<&str, usize> = BTreeMap::new();
+        for id in &shown {
+            *per_family.entry(cases[id].family.as_str()).or_default() += 1;
+        }
+        assert_eq!(per_family.len(), 40);
+        assert!(per_family
+            .values()
+            .all(|&n| (1..=CASES_PER_FAMILY).contains(&n)));
+    }
+
+    #[test]
+    fn names_become_safe_file_names_and_text_safe_html() {
+        assert_eq!(html::slug("sim-a.b_c.r0"), "sim-a.b_c.r0");
+        assert_eq!(html::slug("../x/y"), "_.._x_y");
+        assert_eq!(html::slug(""), "_");
+        assert_eq!(
+            html::esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}
