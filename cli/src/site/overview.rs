@@ -327,8 +327,10 @@ pub fn question_pages(site: &Site) -> Vec<(String, String)> {
 /// The bundles whose case scores pass `keep`: per profiler, loss-free views answered
 /// right out of those asked, linked to the case's page where it has one.
 fn cases_table(site: &Site, keep: impl Fn(&evaluator::CaseScore) -> bool) -> String {
+    /// Per profiler: loss-free views right, views asked.
+    type Row<'a> = BTreeMap<&'a str, (u32, u32)>;
     // (bundle, backend) → profiler → (right, asked)
-    let mut cells: BTreeMap<(&str, &str), BTreeMap<&str, (u32, u32)>> = BTreeMap::new();
+    let mut cells: BTreeMap<(&str, &str), Row> = BTreeMap::new();
     let mut profilers: BTreeSet<&str> = BTreeSet::new();
     for c in site
         .scores
