@@ -2,7 +2,7 @@
 //! sides scored, leaderboard metrics that moved, and cases only one side has.
 
 use crate::leaderboard::{Leaderboard, CSV_COLUMNS};
-use crate::output::{read_scores, SCORES_FILE};
+use crate::output::{read_scores, scores_in};
 use crate::score::CaseScore;
 use ground_truth::{CauseLabel, Collectors, FormatError, Mode};
 use schemars::JsonSchema;
@@ -350,8 +350,8 @@ impl Diff {
 
 /// Compares the result sets in two directories (their `scores.jsonl`).
 pub fn diff(a_dir: &Path, b_dir: &Path) -> Result<Diff, FormatError> {
-    let a = read_scores(&a_dir.join(SCORES_FILE))?;
-    let b = read_scores(&b_dir.join(SCORES_FILE))?;
+    let a = read_scores(&scores_in(a_dir))?;
+    let b = read_scores(&scores_in(b_dir))?;
     Ok(Diff::from_scores(
         &a_dir.display().to_string(),
         &a,

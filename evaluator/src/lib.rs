@@ -12,6 +12,7 @@
 
 mod axes;
 mod bootstrap;
+pub mod costs;
 mod diff;
 mod index;
 mod leaderboard;
@@ -31,7 +32,7 @@ pub use leaderboard::{
     CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
-    parse_scores, read_scores, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
+    parse_scores, read_scores, scores_in, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
     LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_FILE,
 };
 pub use plots::{write_plots, PLOTS};
@@ -94,6 +95,7 @@ fn write_report(
             .map(|f| dir.join(f)),
     );
     files.extend(write_plots(dir, scores, &leaderboard)?);
+    files.extend(costs::write(dir, &leaderboard)?);
     Ok(Report {
         leaderboard,
         cases: scores.len(),
@@ -104,7 +106,7 @@ fn write_report(
 /// Rebuilds `leaderboard.{md,csv,json}` and `plots/*.png` in `results_dir` from
 /// `results_dir/scores.jsonl`.
 pub fn report(results_dir: &Path) -> Result<Report, EvalError> {
-    let scores = read_scores(&results_dir.join(SCORES_FILE))?;
+    let scores = read_scores(&output::scores_in(results_dir))?;
     write_report(results_dir, &scores, Vec::new())
 }
 

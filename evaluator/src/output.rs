@@ -13,10 +13,22 @@ use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
 use ground_truth::{Collectors, FormatError, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File names inside a results directory.
 pub const SCORES_FILE: &str = "scores.jsonl";
+
+/// The case scores of a results directory: `scores.jsonl`, or its gzip-compressed
+/// `scores.jsonl.gz` (how large committed result sets are stored) when only that exists.
+pub fn scores_in(dir: &Path) -> PathBuf {
+    let plain = dir.join(SCORES_FILE);
+    let packed = dir.join(format!("{SCORES_FILE}.gz"));
+    if !plain.exists() && packed.is_file() {
+        packed
+    } else {
+        plain
+    }
+}
 pub const LEADERBOARD_MD: &str = "leaderboard.md";
 pub const LEADERBOARD_CSV: &str = "leaderboard.csv";
 pub const LEADERBOARD_JSON: &str = "leaderboard.json";

@@ -63,6 +63,8 @@ macro_rules! tri {
 }
 
 mod axes;
+mod costs;
+pub(crate) use costs::accuracy_vs_cost;
 
 /// Approximate width in pixels of `s` at `size` (DejaVu Sans averages ~0.6 em).
 fn text_width(s: &str, size: u32) -> u32 {

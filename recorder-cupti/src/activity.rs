@@ -446,6 +446,30 @@ impl Recorder {
         }
     }
 
+    /// Enables or disables every activity kind [`Recorder::start`] enabled: a
+    /// cost study's way to run the same workload without the CUPTI collector
+    /// (CUPTI stays loaded and subscribed; only its activity recording stops).
+    pub fn set_activities(&self, on: bool) -> Result<(), String> {
+        for (k, name) in KINDS {
+            // SAFETY: plain CUPTI configuration calls on kinds `start` enabled.
+            let r = unsafe {
+                if on {
+                    cs::cuptiActivityEnable(k)
+                } else {
+                    cs::cuptiActivityDisable(k)
+                }
+            };
+            ok(
+                &format!(
+                    "cuptiActivity{}({name})",
+                    if on { "Enable" } else { "Disable" }
+                ),
+                r,
+            )?;
+        }
+        Ok(())
+    }
+
     /// A recorder that records nothing and names callback ids from `names`
     /// (driver?, cbid, name): for building truth from hand-made records offline.
     pub fn offline(names: &[(bool, u32, &str)]) -> Recorder {
@@ -531,10 +555,27 @@ impl Recorder {
     }
 }
 
+/// Whether [`push`], [`pop`], [`push_token`] and [`pop_token`] reach CUPTI
+/// (off only while a cost study runs a workload without the collector).
+static BINDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turns the per-call binding to CUPTI's external-correlation stacks on or off.
+pub fn set_binding(on: bool) {
+    BINDING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[inline]
+fn binding() -> bool {
+    BINDING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Binds the calls the current thread makes until [`pop`] to `op` (and, in
 /// instrumented mode, to a request token).
 #[inline]
 pub fn push(op: u64, token: Option<u64>) {
+    if !binding() {
+        return;
+    }
     // SAFETY: per-thread CUPTI external-correlation stacks.
     unsafe {
         cs::cuptiActivityPushExternalCorrelationId(
@@ -552,6 +593,9 @@ pub fn push(op: u64, token: Option<u64>) {
 
 #[inline]
 pub fn pop(token: bool) {
+    if !binding() {
+        return;
+    }
     let mut last = 0u64;
     // SAFETY: pops what `push` pushed.
     unsafe {
@@ -572,6 +616,9 @@ pub fn pop(token: bool) {
 /// call the thread makes until [`pop_token`] carries it.
 #[inline]
 pub fn push_token(token: u64) {
+    if !binding() {
+        return;
+    }
     // SAFETY: per-thread CUPTI external-correlation stack.
     unsafe {
         cs::cuptiActivityPushExternalCorrelationId(
@@ -583,6 +630,9 @@ pub fn push_token(token: u64) {
 
 #[inline]
 pub fn pop_token() {
+    if !binding() {
+        return;
+    }
     let mut last = 0u64;
     // SAFETY: pops what `push_token` pushed.
     unsafe {

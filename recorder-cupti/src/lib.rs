@@ -14,8 +14,8 @@ pub mod activity;
 pub mod convert;
 
 pub use activity::{
-    ensure_cupti, pop, pop_token, push, push_token, starve_buffers, Flushed, Raw, Recorder, EXT_OP,
-    EXT_REQUEST,
+    ensure_cupti, pop, pop_token, push, push_token, set_binding, starve_buffers, Flushed, Raw,
+    Recorder, EXT_OP, EXT_REQUEST,
 };
 pub use convert::{to_record, CallFacts};
 

@@ -99,7 +99,7 @@ pub struct Written {
 /// Writes the site for the result set in `results` into `out`; `leaderboard` is the
 /// one `report`/`run` just built from the result set's `scores.jsonl`.
 pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Written, Failure> {
-    let scores = evaluator::read_scores(&results.join(evaluator::SCORES_FILE))?;
+    let scores = evaluator::read_scores(&evaluator::scores_in(results))?;
     let leaderboard = leaderboard.clone();
     let shortfalls = evaluator::shortfalls(&scores);
     let keys = case_keys(results)?;

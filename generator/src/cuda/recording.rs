@@ -72,6 +72,8 @@ impl Session {
                         records: recs,
                         ringbuffer_dropped: tr.ringbuffer_dropped,
                         stack_errors: tr.stack_errors,
+                        stack_walks: tr.stack_walks,
+                        stacks_reused: tr.stacks_reused,
                         faults_untimed: tr.faults_untimed,
                         fault_timing: tr.fault_timing,
                         library: tr.library.clone(),
