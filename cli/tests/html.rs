@@ -122,6 +122,31 @@ fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `causalbench run` on the simulator over these catalog scenarios, one repetition, no
+/// megakernel track, into `dir/results` (returned).
+fn run_sim(dir: &Path, scenarios: &[&str], extra: &[&str]) -> PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+    for name in scenarios {
+        let f = format!("{name}.yaml");
+        std::fs::copy(catalog.join(&f), suite.join(&f)).unwrap();
+    }
+    let out = dir.join("results");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
+        .args(["--megakernel-reps", "0"])
+        .args(extra)
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
 #[test]
 fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
     let Some(browser) = chromium() else {
@@ -135,27 +160,16 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-    for f in [
-        "dependency-vs-overlap.event-edge.yaml",
-        "dependency-vs-overlap.independent.yaml",
-        "call-site-attribution.site-a.yaml",
-        "call-site-attribution.site-b.yaml",
-    ] {
-        std::fs::copy(catalog.join(f), suite.join(f)).unwrap();
-    }
-    let out = dir.path().join("results");
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
-        .args(["--megakernel-reps", "0", "--suite"])
-        .arg(&suite)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = run_sim(
+        dir.path(),
+        &[
+            "dependency-vs-overlap.event-edge",
+            "dependency-vs-overlap.independent",
+            "call-site-attribution.site-a",
+            "call-site-attribution.site-b",
+        ],
+        &[],
+    );
     let site = out.join("html");
     let index = site.join("index.html");
     assert!(index.is_file(), "run wrote no html/index.html");
@@ -214,28 +228,12 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
 #[test]
 fn report_html_rebuilds_the_site_and_refuses_a_damaged_leaderboard() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    let f = "dependency-vs-overlap.event-edge.yaml";
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-    std::fs::copy(catalog.join(f), suite.join(f)).unwrap();
-    let out = dir.path().join("results");
+    let out = run_sim(
+        dir.path(),
+        &["dependency-vs-overlap.event-edge"],
+        &["--profilers", "causal-graph"],
+    );
     let bin = env!("CARGO_BIN_EXE_causalbench");
-    let o = Command::new(bin)
-        .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
-        .args([
-            "--megakernel-reps",
-            "0",
-            "--profilers",
-            "causal-graph",
-            "--suite",
-        ])
-        .arg(&suite)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let site = dir.path().join("site");
     let report = |site: &Path| {
         Command::new(bin)

@@ -31,7 +31,10 @@ fn the_overblamed_phase_is_the_one_given_most_beyond_its_share() {
     assert_eq!(overblamed_phase(&Phases::default(), &truth), None);
     let to_execution = phases([0.0, 0.0, 1.0, 9.0]);
     let late_start = phases([0.0, 0.0, 9.0, 1.0]);
-    assert_eq!(overblamed_phase(&to_execution, &late_start), Some("execution"));
+    assert_eq!(
+        overblamed_phase(&to_execution, &late_start),
+        Some("execution")
+    );
 }
 
 fn case(family: &str, profiler: &str, right: bool, blamed: Option<&str>) -> CaseScore {
@@ -61,7 +64,10 @@ fn shortfalls_tally_families_questions_and_blamed_phases_per_profiler_and_view()
     assert_eq!(all.len(), 2, "one per profiler × view");
     let p = all.iter().find(|s| s.profiler == "p").unwrap();
     let by = |key: &str| p.by_family.iter().find(|t| t.key == key).unwrap();
-    assert_eq!((by("alpha").symptoms, by("alpha").correct), (2 * symptoms, symptoms));
+    assert_eq!(
+        (by("alpha").symptoms, by("alpha").correct),
+        (2 * symptoms, symptoms)
+    );
     assert_eq!((by("beta").symptoms, by("beta").correct), (2 * symptoms, 0));
     assert_eq!(p.total().symptoms, 4 * symptoms);
     assert_eq!(
