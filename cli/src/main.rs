@@ -16,6 +16,7 @@ mod megakernel;
 mod megakernel_run;
 mod progress;
 mod run;
+mod site;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -132,10 +133,16 @@ enum Command {
         #[arg(long)]
         rid: u64,
     },
-    /// Rebuild leaderboard and plots from DIR/scores.jsonl.
+    /// Rebuild leaderboard and plots from DIR/scores.jsonl, and with `--html` the
+    /// static HTML leaderboard (docs/cli.md, "The HTML leaderboard").
     Report {
-        #[arg(long)]
+        /// The result set (a `run --out` directory).
+        #[arg(long, default_value = "out")]
         results: PathBuf,
+        /// Also write the browsable static leaderboard into this directory (open its
+        /// `index.html` from disk; `run` writes it to `OUT/html` by itself).
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
     },
     /// What changed between two result sets.
     Diff { dir_a: PathBuf, dir_b: PathBuf },
@@ -258,7 +265,7 @@ fn main() -> ExitCode {
             json,
         } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
-        Command::Report { results } => commands::report(&results),
+        Command::Report { results, html } => commands::report(&results, html.as_deref()),
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),

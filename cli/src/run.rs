@@ -419,6 +419,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         args.megakernel_reps,
     )?;
     crate::manifest::mark_leaderboard(out)?;
+    crate::commands::write_site(out, &out.join("html"), &report.leaderboard)?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
         if let Some(rows) = &track {

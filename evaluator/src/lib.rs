@@ -19,8 +19,10 @@ mod leaderboard;
 pub mod megakernel;
 mod output;
 mod pairs;
+pub mod palette;
 mod plots;
 mod score;
+mod shortfall;
 
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
@@ -35,9 +37,10 @@ pub use output::{
 };
 pub use plots::{write_plots, PLOTS};
 pub use score::{
-    path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore, RequestScore,
-    SymptomScore, TypeScore, CONFIDENT,
+    overblamed_phase, path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore,
+    RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,
 };
+pub use shortfall::{question_name, shortfalls, Shortfall, Tally};
 
 use ground_truth::FormatError;
 use std::path::{Path, PathBuf};

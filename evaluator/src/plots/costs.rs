@@ -9,25 +9,10 @@ use crate::EvalError;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// Okabe–Ito: distinguishable under the common colour-vision deficiencies.
-const OKABE_ITO: [RGBColor; 8] = [
-    RGBColor(0, 114, 178),
-    RGBColor(230, 159, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(86, 180, 233),
-    RGBColor(213, 94, 0),
-    RGBColor(240, 228, 66),
-    RGBColor(0, 0, 0),
-];
-
-/// A profiler's colour from its name alone, so adding a profiler never
-/// recolours the others.
+/// A profiler's colour: the one it has in every plot and page (`palette`, from its name
+/// alone, so adding a profiler never recolours the others).
 fn colour_of(profiler: &str) -> RGBColor {
-    let hash = profiler.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    OKABE_ITO[(hash % OKABE_ITO.len() as u64) as usize]
+    super::colour(profiler)
 }
 
 pub fn accuracy_vs_cost(path: &Path, points: &[CostPoint]) -> Result<(), EvalError> {
