@@ -222,7 +222,7 @@ impl Graph<'_> {
     /// The noise floor of each phase (host, queued→submitted, submitted→start,
     /// execution): an excess is lateness only above it. Device phases: how far the
     /// peers themselves stray from their median, and a quarter of the op's typical
-    /// latency ([`DEVICE_SHARE`]: smaller device-side delays are what the
+    /// execution time ([`DEVICE_SHARE`]: smaller device-side delays are what the
     /// application's own concurrent work causes, and the benchmark scores lateness
     /// from 0.3× the normal latency up, docs/design.md). The host phase: only
     /// [`NOISE_NS`], whatever the device op's length — its excess is either a stall
@@ -241,7 +241,14 @@ impl Graph<'_> {
             };
             v.iter().map(|x| (x - m).abs()).fold(0.0, f64::max)
         };
-        let base = NOISE_NS.max(DEVICE_SHARE * analysis::typical_latency(ix, peers));
+        // The op's normal latency is its own execution (docs/scenario-space.md,
+        // `magnitude_ratio`: a kernel's duration, a copy's transfer), not its
+        // enqueue-to-end time: an op deep in a gating chain normally waits in its
+        // queue for the whole chain ahead of it, and a floor proportional to that
+        // wait would hide a delay of the chain's root however large it is beside
+        // the op itself.
+        let typical_execution = median(pp.iter().map(|d| d.execution).collect()).unwrap_or(0.0);
+        let base = NOISE_NS.max(DEVICE_SHARE * typical_execution);
         [
             NOISE_NS,
             base.max(spread(
