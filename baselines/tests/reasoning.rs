@@ -207,11 +207,7 @@ fn chain(twist: Twist) -> TraceView {
         for (k, name) in ["embed", "attend", "project", "sample"].iter().enumerate() {
             let at = t + k as u64 * 10 * US;
             let queued = at + 2 * US;
-            let submitted = if k == 0 {
-                queued
-            } else {
-                prev_end.max(queued)
-            };
+            let submitted = if k == 0 { queued } else { prev_end.max(queued) };
             let start = submitted + 5 * US + if k == 0 { tw.root_held } else { 0 };
             let l = b.launch_at(
                 10,
