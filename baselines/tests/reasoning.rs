@@ -351,3 +351,58 @@ fn a_stream_wait_is_done_only_once_its_stream_predecessor_is() {
     assert!(claims_missing_at(&e, kernel), "{:?}", e.edges);
     assert!(!diagnosis(&e).critical_path.contains(&copy));
 }
+
+/// Five requests, each handed from a front thread to a worker through a queue and
+/// launching one 1 ms kernel there. The first four waited 0.1, 0.5, 0.9 and 1.3 ms
+/// in the queue; the last waits `own_wait`, and its kernel is held `root_held`
+/// from starting by a kernel of no request. The query: the last kernel.
+fn handed_off(own_wait: u64, root_held: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for (r, wait) in [100 * US, 500 * US, 900 * US, 1300 * US, own_wait]
+        .into_iter()
+        .enumerate()
+    {
+        let tok = r.to_string();
+        let base = 10 * MS + r as u64 * 20 * MS;
+        let held = if r == 4 { root_held } else { 0 };
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        b.marker(10, MarkerPhase::Enqueue, "work", &tok, base + 5 * US);
+        let t = base + 5 * US + wait;
+        b.marker(11, MarkerPhase::TaskBegin, "work", &tok, t);
+        if held > 0 {
+            b.launch(20, t, 2, "other_work", held + 20 * US);
+        }
+        let submitted = t + 12 * US;
+        let l = b.launch_at(
+            11,
+            "cudaLaunchKernel",
+            t + 10 * US,
+            1,
+            "decode",
+            Some(submitted),
+            Some(submitted + 5 * US + held),
+            MS,
+            "svc.py:60",
+        );
+        b.ext(l.corr, r as u64);
+        symptom = l.op;
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 4 for the host phase: a queue wait is late only beyond the peers' own
+/// spread of queue waits. A 1.25 ms wait (0.55 ms over the median, within the
+/// peers' ±0.6 ms) is no queueing delay; the 400 µs hold at the SMs is the cause.
+#[test]
+fn a_queue_wait_within_the_peers_spread_is_no_queueing_delay() {
+    let e = explain(&handed_off(1250 * US, 400 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    // Must not: a wait far beyond the peers' spread is queueing.
+    let e = explain(&handed_off(3 * MS, 0));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HandoffQueueing, "{causes:?}");
+}
