@@ -29,6 +29,43 @@ pub struct Manifest {
     /// the simulator leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_check: Option<CrossCheck>,
+    /// What the CUPTI this run loaded could and could not observe (real
+    /// backends only; bundles recorded before it was written leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cupti_capabilities: Option<CuptiCapabilities>,
+}
+
+/// The CUPTI a recording loaded and what it could see: the activity kinds it
+/// enabled, the ones it could not, and record fields its layout lacks
+/// (docs/cupti-versions.md). Evidence it could not see is counted in
+/// [`LossAccounting::cupti_unobservable`], never silently absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CuptiCapabilities {
+    /// `cuptiGetVersion`: 18–28 for CUDA 12.x, `major·10000 + minor·100 + patch` from 13.0.
+    pub api_version: u32,
+    /// The CUDA release that API version belongs to (`12.4`, `13.0`).
+    pub release: String,
+    /// The library file the recorder loaded.
+    pub library: String,
+    /// The record layout decoded (`cupti-12.0`, `cupti-12.8`, `cupti-13.0`).
+    pub record_layout: String,
+    /// Which clock record timestamps are in and how they got there.
+    pub clock: String,
+    /// Activity kinds enabled.
+    pub kinds: Vec<String>,
+    /// What this CUPTI cannot observe: activity kinds it refused and record
+    /// fields its layout does not have.
+    pub unobservable: Vec<Unobservable>,
+}
+
+/// One kind or field a CUPTI version cannot observe, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Unobservable {
+    /// `CUDA_EVENT` (an activity kind) or `CUDA_EVENT.deviceTimestamp` (a field).
+    pub what: String,
+    pub reason: String,
 }
 
 /// Self-checks a real-GPU recording made of itself, so a bundle says how far its
@@ -71,6 +108,25 @@ pub struct LossAccounting {
     pub cupti_timestamps_dropped: u64,
     /// eBPF ring-buffer records lost.
     pub ringbuffer_dropped: u64,
+    /// Device operations whose CUPTI record the loaded CUPTI version cannot
+    /// produce at all (an activity kind it lacks: the manifest's
+    /// `cupti_capabilities` names it). The ground truth still holds them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cupti_unobservable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl LossAccounting {
+    /// Every record a collector lost or could not produce.
+    pub fn total(&self) -> u64 {
+        self.cupti_dropped
+            + self.cupti_timestamps_dropped
+            + self.ringbuffer_dropped
+            + self.cupti_unobservable
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
