@@ -13,6 +13,8 @@
 mod axes;
 mod bootstrap;
 mod diff;
+mod diff_evidence;
+mod diff_summary;
 mod index;
 mod leaderboard;
 pub mod megakernel;
@@ -24,6 +26,7 @@ mod score;
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
+pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
     csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
     CSV_COLUMNS, PROBE_PREFIX,
