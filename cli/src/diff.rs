@@ -43,7 +43,10 @@ pub fn diff(args: DiffArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| b.join("diff-details.md"));
     write(&details, &d.to_markdown())?;
-    println!("{}", d.summary_markdown(Some(&details.display().to_string())));
+    println!(
+        "{}",
+        d.summary_markdown(Some(&details.display().to_string()))
+    );
     Ok(())
 }
 
@@ -64,10 +67,13 @@ fn bundle_files(results: &Path) -> HashMap<String, PathBuf> {
         return files;
     };
     for entry in manifest.bundles.values() {
-        let path = if entry.path.is_absolute() {
+        // Inside the results directory: relative to it; a replayed corpus
+        // elsewhere: as the run was given it (relative to where it ran).
+        let inside = results.join(&entry.path);
+        let path = if entry.path.is_absolute() || !inside.exists() {
             entry.path.clone()
         } else {
-            results.join(&entry.path)
+            inside
         };
         if let Some(id) = path
             .file_name()
@@ -100,6 +106,10 @@ struct Version {
     unobservable: Vec<String>,
     unobservable_records: u64,
     bundles: usize,
+    /// What the records themselves show of the event evidence: CUDA_EVENT
+    /// records, of them with a device timestamp and with a sync id; stream
+    /// waits, of them with a sync id.
+    events: [u64; 5],
 }
 
 fn version_of(corpus: &Path) -> Result<Version, Failure> {
@@ -115,9 +125,13 @@ fn version_of(corpus: &Path) -> Result<Version, Failure> {
         unobservable: Vec::new(),
         unobservable_records: 0,
         bundles: 0,
+        events: [0; 5],
     };
     let entries = std::fs::read_dir(corpus).map_err(|e| {
-        Failure::input(format!("{}: cannot read corpus directory: {e}", corpus.display()))
+        Failure::input(format!(
+            "{}: cannot read corpus directory: {e}",
+            corpus.display()
+        ))
     })?;
     let mut files: Vec<PathBuf> = entries
         .flatten()
@@ -129,6 +143,26 @@ fn version_of(corpus: &Path) -> Result<Version, Failure> {
         let b = Bundle::read(&path).map_err(Failure::input)?;
         v.bundles += 1;
         v.unobservable_records += b.loss.cupti_unobservable;
+        for r in &b.trace {
+            match r {
+                ground_truth::Record::CudaEvent {
+                    ts, event_sync_id, ..
+                } => {
+                    v.events[0] += 1;
+                    v.events[1] += (*ts > 0) as u64;
+                    v.events[2] += (*event_sync_id > 0) as u64;
+                }
+                ground_truth::Record::Sync {
+                    sync_type: ground_truth::trace::SyncType::StreamWaitEvent,
+                    event_sync_id,
+                    ..
+                } => {
+                    v.events[3] += 1;
+                    v.events[4] += (*event_sync_id > 0) as u64;
+                }
+                _ => {}
+            }
+        }
         if v.cupti.is_empty() {
             v.cupti = b.manifest.cupti.clone();
             if let Some(c) = &b.manifest.cupti_capabilities {
@@ -173,8 +207,7 @@ fn leaderboard(results: &Path) -> Result<Leaderboard, Failure> {
     let path = results.join(LEADERBOARD_JSON);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| Failure::input(format!("{}: {e}", path.display())))
 }
 
 fn versions(corpora: &[PathBuf], out: &Path) -> Result<(), Failure> {
@@ -224,19 +257,29 @@ fn versions(corpora: &[PathBuf], out: &Path) -> Result<(), Failure> {
     let _ = writeln!(md, "\nWhat each version records and lacks:\n");
     let _ = writeln!(
         md,
-        "| corpus | CUPTI | record layout | clock | cannot observe | records accounted unobservable |"
+        "| corpus | CUPTI | record layout | clock | manifest: cannot observe | records accounted unobservable | CUDA_EVENT records (with device timestamp, with sync id) | stream waits with a sync id |"
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- | ---: |");
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | ---: | --- | --- |");
     for (v, _) in &found {
         let lacks = if v.unobservable.is_empty() {
             "-".to_string()
         } else {
             v.unobservable.join(", ")
         };
+        let e = v.events;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {lacks} | {} |",
-            v.name, v.cupti, v.layout, v.clock, v.unobservable_records
+            "| {} | {} | {} | {} | {lacks} | {} | {} ({}, {}) | {} of {} |",
+            v.name,
+            v.cupti,
+            v.layout,
+            v.clock,
+            v.unobservable_records,
+            e[0],
+            e[1],
+            e[2],
+            e[4],
+            e[3]
         );
     }
     let _ = writeln!(
@@ -253,7 +296,10 @@ fn versions(corpora: &[PathBuf], out: &Path) -> Result<(), Failure> {
     for (v, results) in &found[1..] {
         let d = diff_with_causes(reference, results)?;
         let details = out.join(format!("diff-{}-{}.md", names[0], v.name));
-        write(&details, &format!("{}\n{}", d.summary_markdown(None), d.to_markdown()))?;
+        write(
+            &details,
+            &format!("{}\n{}", d.summary_markdown(None), d.to_markdown()),
+        )?;
         let mut causes: BTreeMap<String, u64> = BTreeMap::new();
         for g in d.flip_groups().values() {
             for (c, n) in &g.causes {

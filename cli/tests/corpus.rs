@@ -116,3 +116,58 @@ fn recorded_stacks_name_every_kernels_call_site() {
         "{recovered}/{kernels} recovered; e.g. {wrong:?}"
     );
 }
+
+/// Each corpus recorded under another CUPTI version
+/// (`results/corpus/h200-580-cupti*`, docs/cupti-versions.md) replays to
+/// exactly the leaderboard committed for it in `results/cross-version/`.
+#[test]
+fn each_cupti_version_corpus_replays_to_its_committed_leaderboard() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut corpora: Vec<_> = std::fs::read_dir(root.join("results/corpus"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("h200-580-cupti"))
+        })
+        .collect();
+    corpora.sort();
+    assert!(
+        corpora.len() >= 4,
+        "at least four CUPTI versions are committed, found {corpora:?}"
+    );
+    for corpus in corpora {
+        let name = corpus.file_name().unwrap().to_str().unwrap().to_string();
+        let committed = root
+            .join("results/cross-version")
+            .join(&name)
+            .join("leaderboard.json");
+        assert!(
+            committed.is_file(),
+            "{} must be committed",
+            committed.display()
+        );
+        let out = tempfile::tempdir().unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .current_dir(&root)
+            .args(["run", "--corpus"])
+            .arg(&corpus)
+            .args(["--megakernel-reps", "0", "--quiet", "--out"])
+            .arg(out.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            verdicts(&out.path().join("leaderboard.json")) == verdicts(&committed),
+            "replaying {name} no longer gives {}",
+            committed.display()
+        );
+    }
+}

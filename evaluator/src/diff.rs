@@ -235,8 +235,11 @@ impl Diff {
         mut a_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
         mut b_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
     ) {
-        let bundles: std::collections::BTreeSet<String> =
-            self.verdicts.iter().map(|v| v.case.bundle.clone()).collect();
+        let bundles: std::collections::BTreeSet<String> = self
+            .verdicts
+            .iter()
+            .map(|v| v.case.bundle.clone())
+            .collect();
         for id in bundles {
             if let (Some(a), Some(b)) = (a_bundle(&id), b_bundle(&id)) {
                 self.causes

@@ -26,7 +26,6 @@ struct KindEvidence {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Evidence {
     kinds: BTreeMap<&'static str, KindEvidence>,
-    cupti: String,
     lost: u64,
 }
 
@@ -67,14 +66,15 @@ impl Evidence {
         }
         Evidence {
             kinds,
-            cupti: bundle.manifest.cupti.clone(),
             lost: bundle.loss.total(),
         }
     }
 }
 
 /// How a record kind or field differs between two bundles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// Records of a kind appear on one side only, or in other numbers.
@@ -90,11 +90,29 @@ pub enum ChangeKind {
 #[serde(deny_unknown_fields)]
 pub struct RecordChange {
     /// A record kind (`cuda_event`), a field (`sync.event_sync_id`), or
-    /// `loss` / `cupti` for the bundle's loss accounting and CUPTI.
+    /// `loss` for the bundle's loss accounting.
     pub what: String,
     pub change: ChangeKind,
     pub before: String,
     pub after: String,
+}
+
+impl RecordChange {
+    /// The change without its counts, the same for every bundle it happens
+    /// in: what summaries count.
+    pub fn key(&self) -> String {
+        let gone = self.after.starts_with("0 ") || self.after.starts_with("provided by 0 ");
+        let came = self.before.starts_with("0 ") || self.before.starts_with("provided by 0 ");
+        let how = match self.change {
+            ChangeKind::Presence if gone => "vanishes",
+            ChangeKind::Presence if came => "appears",
+            ChangeKind::Presence => "count changes",
+            ChangeKind::Value if gone => "no longer provided",
+            ChangeKind::Value => "now provided",
+            ChangeKind::Timing => "duration moves",
+        };
+        format!("{} {how}", self.what)
+    }
 }
 
 impl std::fmt::Display for RecordChange {
@@ -121,14 +139,6 @@ fn median(v: &[u64]) -> Option<f64> {
 /// values, then timing.
 pub fn changes(a: &Evidence, b: &Evidence) -> Vec<RecordChange> {
     let mut out = Vec::new();
-    if a.cupti != b.cupti {
-        out.push(RecordChange {
-            what: "cupti".into(),
-            change: ChangeKind::Value,
-            before: a.cupti.clone(),
-            after: b.cupti.clone(),
-        });
-    }
     let none = KindEvidence::default();
     let names: std::collections::BTreeSet<&str> =
         a.kinds.keys().chain(b.kinds.keys()).copied().collect();
@@ -152,8 +162,12 @@ pub fn changes(a: &Evidence, b: &Evidence) -> Vec<RecordChange> {
                 after: format!("{} records", y.count),
             });
         }
-        let fields: std::collections::BTreeSet<&str> =
-            x.provided.keys().chain(y.provided.keys()).copied().collect();
+        let fields: std::collections::BTreeSet<&str> = x
+            .provided
+            .keys()
+            .chain(y.provided.keys())
+            .copied()
+            .collect();
         for field in fields {
             let (p, q) = (
                 x.provided.get(field).copied().unwrap_or(0),

@@ -41,7 +41,7 @@ impl Diff {
                 Some(c) if c.is_empty() => g.unexplained += 1,
                 Some(c) => {
                     for change in c {
-                        *g.causes.entry(change.to_string()).or_default() += 1;
+                        *g.causes.entry(change.key()).or_default() += 1;
                     }
                 }
                 None => {}
@@ -126,7 +126,11 @@ impl Diff {
                 );
             }
             if rows.len() > SUMMARY_ROWS {
-                let _ = writeln!(md, "\n{} more groups in the details.", rows.len() - SUMMARY_ROWS);
+                let _ = writeln!(
+                    md,
+                    "\n{} more groups in the details.",
+                    rows.len() - SUMMARY_ROWS
+                );
             }
             md.push('\n');
         }

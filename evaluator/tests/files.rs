@@ -292,6 +292,60 @@ fn diff_names_changed_verdicts_metrics_and_one_sided_cases() {
     assert!(same.to_markdown().contains("No differences."));
 }
 
+/// The summary leads with flips per profiler × family and names, for each
+/// flip, what differs in its bundle's records; here the B bundle lost its
+/// kernels' queue timestamps (a field no longer provided) and a record.
+#[test]
+fn diff_summary_groups_flips_and_names_their_cause_in_the_records() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_results(a.path(), &result_set(true)).unwrap();
+    write_results(b.path(), &result_set(false)).unwrap();
+    let mut d = diff(a.path(), b.path()).unwrap();
+    let before = Fixture::with(
+        Rids::DENSE,
+        "late-launch-vs-device-queueing",
+        "b",
+        CauseLabel::OccupancyPressure,
+        0,
+    )
+    .bundle;
+    let mut after = before.clone();
+    for r in &mut after.trace {
+        if let ground_truth::Record::Kernel { queued, .. } = r {
+            *queued = 0;
+        }
+    }
+    let api = after
+        .trace
+        .iter()
+        .position(|r| r.kind_name() == "api")
+        .unwrap();
+    after.trace.remove(api);
+    d.attach_causes(|_| Some(before.clone()), |_| Some(after.clone()));
+    let groups = d.flip_groups();
+    let g = &groups[&(
+        "causal-graph".to_string(),
+        "late-launch-vs-device-queueing".to_string(),
+    )];
+    assert_eq!((g.regressions, g.fixes), (4, 0));
+    assert_eq!(g.causes.get("kernel.queued no longer provided"), Some(&4));
+    assert_eq!(g.causes.get("api count changes"), Some(&4));
+    let summary = d.summary_markdown(Some("details.md"));
+    assert!(
+        summary.contains("| causal-graph | late-launch-vs-device-queueing | 4 | 0 |")
+            && summary.contains("kernel.queued no longer provided (4)")
+            && summary.contains("details.md"),
+        "{summary}"
+    );
+    assert!(summary.lines().count() < 40, "one screen:\n{summary}");
+    // The details name the cause on every flip's row.
+    assert!(d.to_markdown().contains("kernel.queued provided by"));
+    // Identical records: the flip is said to have no cause in the records.
+    let mut same = diff(a.path(), b.path()).unwrap();
+    same.attach_causes(|_| Some(before.clone()), |_| Some(before.clone()));
+    assert!(same.summary_markdown(None).contains("none (4)"));
+}
+
 #[test]
 fn schemas_are_generated() {
     for (name, _) in evaluator::SCHEMA_NAMES {

@@ -59,6 +59,43 @@ pub struct CuptiCapabilities {
     pub unobservable: Vec<Unobservable>,
 }
 
+/// The CUDA release of a `cuptiGetVersion` API version (`12.4`, `13.0`).
+pub fn cupti_release(api_version: u32) -> String {
+    match api_version {
+        130_000.. => format!("{}.{}", api_version / 10_000, api_version / 100 % 100),
+        18 => "12.0/12.1".into(),
+        19 => "12.1".into(),
+        20 => "12.2".into(),
+        21 => "12.3".into(),
+        22 => "12.4".into(),
+        23 => "12.5".into(),
+        24 => "12.6".into(),
+        25 | 26 => "12.8".into(),
+        27 | 28 => "12.9".into(),
+        v => format!("API version {v}"),
+    }
+}
+
+impl Manifest {
+    /// The CUPTI release a real-GPU bundle was recorded with (`12.4`), read from
+    /// its capabilities or, in bundles recorded before them, from the
+    /// `cupti` text's API version; empty for the simulator.
+    pub fn cupti_release(&self) -> String {
+        if let Some(c) = &self.cupti_capabilities {
+            return c.release.clone();
+        }
+        if self.backend == "sim" {
+            return String::new();
+        }
+        self.cupti
+            .rsplit("API version ")
+            .next()
+            .and_then(|v| v.trim_end_matches(')').trim().parse().ok())
+            .map(cupti_release)
+            .unwrap_or_else(|| self.cupti.clone())
+    }
+}
+
 /// One kind or field a CUPTI version cannot observe, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -205,6 +205,10 @@ unsafe extern "C" fn buffer_completed(
         if r != cs::CUptiResult::CUPTI_SUCCESS || rec.is_null() {
             break;
         }
+        let kind = (rec as *const u32).read_unaligned();
+        if kind < 64 {
+            SEEN_KINDS.fetch_or(1 << kind, std::sync::atomic::Ordering::Relaxed);
+        }
         match parse(rec as *const u8, layout, shift) {
             Some(raw) => out.push(raw),
             None => unknown += 1,
@@ -219,6 +223,12 @@ unsafe extern "C" fn buffer_completed(
         c.unknown += unknown;
     }
 }
+
+/// Activity kinds (bit `kind`) of which a record arrived: CUPTI 12.0–12.8
+/// refuse to enable CUDA_EVENT yet deliver its records alongside
+/// SYNCHRONIZATION (docs/cupti-versions.md), so a refusal alone does not say
+/// the kind is unobservable.
+static SEEN_KINDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The layout and clock shift of the loaded CUPTI, set by [`Recorder::start`]
 /// before any buffer is handed out.
@@ -317,6 +327,10 @@ fn activity_kind(kind: u32) -> cs::CUpti_ActivityKind {
         KIND_CUDA_EVENT => K::CUPTI_ACTIVITY_KIND_CUDA_EVENT,
         _ => K::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     }
+}
+
+fn seen(kind: u32) -> bool {
+    kind < 64 && SEEN_KINDS.load(std::sync::atomic::Ordering::Relaxed) & (1 << kind) != 0
 }
 
 /// Whether the loaded CUPTI exports `name` (older releases lack newer calls;
@@ -425,9 +439,24 @@ impl Recorder {
         })
     }
 
-    /// Whether this CUPTI delivers records of an activity kind (`KIND_*`).
+    /// Whether this CUPTI delivers records of an activity kind (`KIND_*`):
+    /// enabled, or refused but delivered anyway.
     pub fn observes(&self, kind: u32) -> bool {
-        self.kinds.observes(kind)
+        self.kinds.observes(kind) || seen(kind)
+    }
+
+    /// What this CUPTI observes and cannot, as far as the records so far show:
+    /// a refused kind whose records arrived anyway counts as observed.
+    pub fn capabilities(&self) -> CuptiCapabilities {
+        let mut c = self.capabilities.clone();
+        for (kind, name, _) in &self.kinds.refused {
+            if seen(*kind) {
+                c.unobservable.retain(|u| u.what != *name);
+                c.kinds
+                    .push(format!("{name} (enable refused, records delivered anyway)"));
+            }
+        }
+        c
     }
 
     /// A recorder that records nothing and names callback ids from `names`

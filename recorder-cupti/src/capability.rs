@@ -6,22 +6,7 @@
 use crate::layout::RecordLayout;
 use ground_truth::{CuptiCapabilities, Unobservable};
 
-/// The CUDA release of a `cuptiGetVersion` API version (`12.4`, `13.0`).
-pub fn release_of(api_version: u32) -> String {
-    match api_version {
-        130_000.. => format!("{}.{}", api_version / 10_000, api_version / 100 % 100),
-        18 => "12.0/12.1".into(),
-        19 => "12.1".into(),
-        20 => "12.2".into(),
-        21 => "12.3".into(),
-        22 => "12.4".into(),
-        23 => "12.5".into(),
-        24 => "12.6".into(),
-        25 | 26 => "12.8".into(),
-        27 | 28 => "12.9".into(),
-        v => format!("API version {v}"),
-    }
-}
+pub use ground_truth::bundle::cupti_release as release_of;
 
 /// How record timestamps reach the trace clock (CLOCK_MONOTONIC).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -307,7 +307,7 @@ impl Session {
                 host: self.host.clone(),
                 collectors,
                 cross_check: Some(cross_check),
-                cupti_capabilities: Some(self.recorder.capabilities.clone()),
+                cupti_capabilities: Some(self.recorder.capabilities()),
             },
             ground_truth: truth,
             trace,
