@@ -24,6 +24,28 @@ fn verdicts(path: &Path) -> serde_json::Value {
     v
 }
 
+/// Replays `corpus` with the built-in profilers into `out`; fails the test
+/// on any failed case.
+fn replay(root: &Path, corpus: &Path, extra: &[&str], out: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root)
+        .args(["run", "--corpus"])
+        .arg(corpus)
+        .args(["--profilers", "builtin", "--quiet"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}: {}",
+        corpus.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn corpus_replays_to_the_committed_leaderboard() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -34,26 +56,7 @@ fn corpus_replays_to_the_committed_leaderboard() {
         committed.display()
     );
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(&root)
-        .args([
-            "run",
-            "--corpus",
-            CORPUS,
-            "--profilers",
-            "builtin",
-            "--quiet",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    replay(&root, Path::new(CORPUS), &[], out.path());
     let fresh = verdicts(&out.path().join("leaderboard.json"));
     assert!(
         fresh == verdicts(&committed),
@@ -150,20 +153,7 @@ fn each_cupti_version_corpus_replays_to_its_committed_leaderboard() {
             committed.display()
         );
         let out = tempfile::tempdir().unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-            .current_dir(&root)
-            .args(["run", "--corpus"])
-            .arg(&corpus)
-            .args(["--megakernel-reps", "0", "--quiet", "--out"])
-            .arg(out.path())
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        replay(&root, &corpus, &["--megakernel-reps", "0"], out.path());
         assert!(
             verdicts(&out.path().join("leaderboard.json")) == verdicts(&committed),
             "replaying {name} no longer gives {}",
