@@ -346,6 +346,49 @@ fn diff_summary_groups_flips_and_names_their_cause_in_the_records() {
     assert!(same.summary_markdown(None).contains("none (4)"));
 }
 
+/// Recordings under two CUPTI versions: the pairs stay per version and the
+/// leaderboard gains its version table; one version alone adds none.
+#[test]
+fn the_leaderboard_gains_a_version_column_where_versions_mix() {
+    let one: Vec<CaseScore> = result_set(true)
+        .into_iter()
+        .map(|mut c| {
+            c.backend = "cuda".into();
+            c.cupti = "13.0".into();
+            c
+        })
+        .collect();
+    assert!(Leaderboard::from_scores(&one).versions.is_empty());
+    let mut mixed = one.clone();
+    mixed.extend(result_set(false).into_iter().map(|mut c| {
+        c.backend = "cuda".into();
+        c.cupti = "12.4".into();
+        c
+    }));
+    let lb = Leaderboard::from_scores(&mixed);
+    let row = |v: &str| {
+        lb.versions
+            .iter()
+            .find(|r| {
+                r.cupti == v
+                    && r.profiler == "causal-graph"
+                    && r.collectors == Collectors::Combined
+                    && r.mode == Mode::Closed
+            })
+            .unwrap()
+            .pair_accuracy
+    };
+    assert_eq!((row("13.0"), row("12.4")), (Some(1.0), Some(0.0)));
+    let dir = tempfile::tempdir().unwrap();
+    write_results(dir.path(), &mixed).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("leaderboard.md")).unwrap();
+    assert!(
+        md.contains("## By CUPTI version")
+            && md.contains("| causal-graph | combined | closed | 12.4 |"),
+        "{md}"
+    );
+}
+
 #[test]
 fn schemas_are_generated() {
     for (name, _) in evaluator::SCHEMA_NAMES {
