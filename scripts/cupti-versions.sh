@@ -38,7 +38,7 @@ probe() { # label ld_path lib
   local out=$W/probe/$1; S=$(date +%s%N)
   LD_LIBRARY_PATH=$2 CAUSALBENCH_CUPTI_LIB=$3 timeout 45 $B corpus record --suite dev --cases 1 --out $out > $out.log 2>&1
   local rc=$? ms=$(( ($(date +%s%N) - S) / 1000000 ))
-  local caps=$(zcat -f $out/*.bundle.json* 2>/dev/null | python3 -c "import json,sys; m=json.load(sys.stdin)['manifest']; c=m.get('cupti_capabilities') or {}; print(m['cupti'], '|', c.get('clock'), '|', ','.join(u['what'] for u in c.get('unobservable',[])) or '-')" 2>/dev/null)
+  local caps=$(zcat -f $(ls $out/*.bundle.json* 2>/dev/null | head -1) 2>/dev/null | python3 -c "import json,sys; m=json.load(sys.stdin)['manifest']; c=m.get('cupti_capabilities') or {}; print(m['cupti'], '|', c.get('clock'), '|', ','.join(u['what'] for u in c.get('unobservable',[])) or '-')" 2>/dev/null)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$rc" "$ms" "$3" "${caps:--}" "$(grep -v '^ok ' $out.log | tail -2 | tr '\t\n' '  ' | cut -c1-400)" >> $OUT/load-table.tsv
 }
 printf 'label\trc\tms\tlibrary\tmanifest cupti | clock | unobservable\tlast lines\n' > $OUT/load-table.tsv
