@@ -271,12 +271,6 @@ pub fn eval_failure(e: evaluator::EvalError) -> Failure {
     }
 }
 
-pub fn diff(a: &Path, b: &Path) -> Result<(), Failure> {
-    let d = evaluator::diff(a, b)?;
-    println!("{}", d.to_markdown());
-    Ok(())
-}
-
 pub fn schema(name: &str) -> Result<(), Failure> {
     let text = ground_truth::schema::schema(name)
         .or_else(|| evaluator::schema(name))

@@ -7,6 +7,7 @@ mod agreement;
 mod catalog;
 mod commands;
 mod corpus;
+mod diff;
 mod export;
 mod external;
 mod gpu;
@@ -144,8 +145,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         html: Option<PathBuf>,
     },
-    /// What changed between two result sets.
-    Diff { dir_a: PathBuf, dir_b: PathBuf },
+    /// What changed between two result sets: a one-screen summary (verdict flips per
+    /// profiler × family, metrics beyond their interval, what differs in the records
+    /// behind each flip), the details in a file; or, with --versions, corpora recorded
+    /// under several CUPTI versions compared at once.
+    Diff(diff::DiffArgs),
     /// How far two backends agree on the same generated scenarios, per axis (label
     /// checks, lateness, each profiler's verdicts): the simulator against the GPU.
     Agreement(agreement::AgreementArgs),
@@ -266,7 +270,7 @@ fn main() -> ExitCode {
         } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
         Command::Report { results, html } => commands::report(&results, html.as_deref()),
-        Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
+        Command::Diff(args) => diff::diff(args),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),

@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
     /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
     /// on a machine without a GPU records the catalog on the simulator and replays
-    /// the shipped corpus (results/corpus).
+    /// the shipped corpus (results/corpus/h200-580).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     #[arg(long, default_value = "out")]
@@ -154,7 +154,9 @@ fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
 }
 
 /// Where the shipped corpus lives, relative to the working directory.
-pub const SHIPPED_CORPUS: &str = "results/corpus";
+/// The catalog recorded on the H200 with the toolkit's CUPTI; the per-version corpora
+/// beside it (`results/corpus/h200-580-cupti*`) are for `diff --versions`, not the default run.
+pub const SHIPPED_CORPUS: &str = "results/corpus/h200-580";
 
 enum Job {
     Record {

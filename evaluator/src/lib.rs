@@ -14,6 +14,8 @@ mod axes;
 mod bootstrap;
 pub mod costs;
 mod diff;
+mod diff_evidence;
+mod diff_summary;
 mod index;
 mod leaderboard;
 pub mod megakernel;
@@ -27,6 +29,7 @@ mod shortfall;
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
+pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
     csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
     CSV_COLUMNS, PROBE_PREFIX,

@@ -334,6 +334,7 @@ impl Leaderboard {
         self.families_markdown(&mut md, &profilers);
         self.axes_markdown(&mut md, &profilers);
         self.backends_markdown(&mut md, &profilers);
+        self.versions_markdown(&mut md);
         if !probes.is_empty() {
             self.probes_markdown(&mut md, &probes);
         }
@@ -403,6 +404,41 @@ impl Leaderboard {
                     .collect();
                 let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
             }
+        }
+    }
+
+    /// The version column: pair accuracy per CUPTI version of CUPTI-fed rows,
+    /// when the scored recordings mix CUPTI versions.
+    fn versions_markdown(&self, md: &mut String) {
+        if self.versions.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n## By CUPTI version\n");
+        let _ = writeln!(
+            md,
+            "Pair accuracy of the rows that read CUPTI records, per CUPTI version the GPU bundles \
+             were recorded with (docs/cupti-versions.md); the rows above pool versions.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| profiler | collectors | mode | CUPTI | pairs | pair_accuracy |"
+        );
+        let _ = writeln!(md, "| --- | --- | --- | --- | ---: | ---: |");
+        for r in self
+            .versions
+            .iter()
+            .filter(|r| r.collectors != Collectors::Host && !r.cupti.is_empty())
+        {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.profiler,
+                r.collectors.as_str(),
+                r.mode.as_str(),
+                r.cupti,
+                r.pairs,
+                fixed(r.pair_accuracy, 3, "n/a")
+            );
         }
     }
 

@@ -26,6 +26,10 @@ pub struct CaseScore {
     pub repetition: u32,
     /// `sim` or `cuda`.
     pub backend: String,
+    /// The CUPTI release a GPU bundle was recorded with (`12.4`); empty for
+    /// the simulator and in scores written before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cupti: String,
     /// `explanation.meta.profiler`.
     pub profiler: String,
     #[serde(default)]
@@ -641,6 +645,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
         variant: m.scenario.variant.clone(),
         repetition: m.repetition,
         backend: m.backend.clone(),
+        cupti: m.cupti_release(),
         profiler: explanation.meta.profiler.clone(),
         profiler_version: explanation.meta.version.clone(),
         collectors: spec.collectors,

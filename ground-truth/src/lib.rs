@@ -20,7 +20,7 @@ pub mod shared_str;
 pub mod trace;
 pub mod view;
 
-pub use bundle::{Bundle, CrossCheck, LossAccounting, Manifest};
+pub use bundle::{Bundle, CrossCheck, CuptiCapabilities, LossAccounting, Manifest, Unobservable};
 pub use explanation::{
     Attribution, ClaimedEdge, Diagnosis, Explanation, ExplanationMeta, RankedCause,
 };

@@ -301,11 +301,15 @@ impl Session {
                     .clone()
                     .unwrap_or_else(|| format!("CUDA driver API {v}")),
                 cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
-                cupti: format!("CUPTI API version {}", self.recorder.version),
+                cupti: format!(
+                    "CUPTI {} (API version {})",
+                    self.recorder.capabilities.release, self.recorder.version
+                ),
                 tool_version: env!("CARGO_PKG_VERSION").into(),
                 host: self.host.clone(),
                 collectors,
                 cross_check: Some(cross_check),
+                cupti_capabilities: Some(self.recorder.capabilities()),
             },
             ground_truth: truth,
             trace,

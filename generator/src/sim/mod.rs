@@ -124,6 +124,7 @@ impl Backend for SimBackend {
                 host: "simulator".into(),
                 collectors,
                 cross_check: None,
+                cupti_capabilities: None,
             },
             ground_truth: truth,
             trace,
