@@ -16,6 +16,7 @@ mod megakernel;
 mod megakernel_run;
 mod progress;
 mod run;
+mod shard;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -132,10 +133,13 @@ enum Command {
         #[arg(long)]
         rid: u64,
     },
-    /// Rebuild leaderboard and plots from DIR/scores.jsonl.
+    /// Rebuild leaderboard and plots from DIR/scores.jsonl; with `--merge`, join the
+    /// result directories of `run --shard K/N` (every K once) into DIR (docs/scale-out.md).
     Report {
         #[arg(long)]
         results: PathBuf,
+        #[arg(long, num_args = 1.., value_name = "SHARD_DIR")]
+        merge: Vec<PathBuf>,
     },
     /// What changed between two result sets.
     Diff { dir_a: PathBuf, dir_b: PathBuf },
@@ -258,7 +262,8 @@ fn main() -> ExitCode {
             json,
         } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
-        Command::Report { results } => commands::report(&results),
+        Command::Report { results, merge } if merge.is_empty() => commands::report(&results),
+        Command::Report { results, merge } => shard::merge(&merge, &results),
         Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),

@@ -80,6 +80,11 @@ pub struct RunArgs {
     /// Wall-clock limit of one external profiler run on one view, in seconds.
     #[arg(long, default_value_t = 300)]
     pub profiler_timeout: u64,
+    /// Record and score only part K of N of the suite (cases split by their key, so a
+    /// case keeps its shard when the suite grows); `report --merge` joins the shards
+    /// (docs/scale-out.md).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// What every job of a run shares besides the backend.
@@ -291,6 +296,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "suite `{suite}` has no scenario to record: a run of none would score nothing"
         )));
     }
+    let shard = args.shard.unwrap_or(crate::shard::Shard::WHOLE);
+    jobs.retain(|job| shard.holds(&job.key(backend.name())));
+    manifest.set_shard(args.shard).map_err(Failure::failed)?;
     manifest
         .set_external(
             externals.isolation.map(|i| i.describe()),
@@ -389,6 +397,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         record,
         corpus.as_deref(),
         args.megakernel_reps,
+        shard,
     )?;
     crate::manifest::mark_leaderboard(out)?;
     if !args.quiet {
