@@ -12,6 +12,7 @@ mod external;
 mod gpu;
 mod manifest;
 mod measure;
+mod measure_large;
 mod megakernel;
 mod megakernel_run;
 mod progress;

@@ -34,6 +34,9 @@ pub enum MeasureCommand {
     EbpfOverhead(EbpfOverheadArgs),
     /// The generator's launch cost against a direct cudarc launch loop.
     LaunchOverhead(LaunchOverheadArgs),
+    /// One large case on the simulator, stage by stage: seconds and peak RSS of
+    /// recording, the bundle's and view's files, the view, causal-graph and the score.
+    Large(crate::measure_large::LargeArgs),
 }
 
 /// Scenarios and recorder of the lateness studies.
@@ -109,6 +112,7 @@ pub struct LaunchOverheadArgs {
 
 pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
     let (out, value) = match command {
+        MeasureCommand::Large(a) => return crate::measure_large::large(&a),
         MeasureCommand::Injections(a) => {
             let scenarios = crate::catalog::load_suite(&a.suite.suite, None)?;
             let be = study_backend("measure injections", &a.suite)?;

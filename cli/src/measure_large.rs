@@ -1,0 +1,210 @@
+//! `causalbench measure large --ops N`: what one large case costs, stage by stage, in one
+//! process: recording on the simulator, writing and reading the bundle, deriving a view,
+//! writing and reading it, the reference profiler's analysis and the score. Each stage's
+//! wall time and its own peak resident memory (the kernel's high-water mark, reset before
+//! the stage) are printed, so a regression names its stage.
+
+use crate::Failure;
+use ground_truth::io::Readable;
+use ground_truth::labels::{Collectors, Mode};
+use ground_truth::view::{LossSpec, TraceView, ViewSpec};
+use ground_truth::{Bundle, Scenario};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The catalog scenario a large case is grown from: one program of four steps.
+const GROWN_FROM: &str = "late-launch-vs-device-queueing.occupancy-hog";
+
+#[derive(clap::Args)]
+pub struct LargeArgs {
+    /// Operations of the case, the no-injection twin's included (at most the
+    /// scenario-size limit, README "Limits").
+    #[arg(long, default_value_t = 1_000_000)]
+    pub ops: u64,
+    /// Where the bundle and view files are written (default: a temporary directory,
+    /// removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// The catalog scenario grown to about `ops` operations: requests × (1 + steps) × 2.
+fn large_scenario(ops: u64) -> Result<Scenario, Failure> {
+    let mut scenario = crate::catalog::load_suite(crate::catalog::DEFAULT_SUITE, None)?
+        .into_iter()
+        .find(|s| s.name == GROWN_FROM)
+        .ok_or_else(|| Failure::failed(format!("the catalog has no scenario {GROWN_FROM}")))?;
+    let program = &mut scenario.programs[0];
+    let per_request = 2 * (1 + program.steps.len() as u64);
+    program.requests = u32::try_from(ops.div_ceil(per_request).max(2))
+        .map_err(|_| Failure::input(format!("--ops {ops}: too many operations")))?;
+    // Back to back: the case stays within the scenario time limit at any size.
+    program.interval_us = 100.0;
+    scenario.name = format!("measure.large-{ops}");
+    if let Some(problem) = scenario.check().first() {
+        return Err(Failure::input(format!(
+            "--ops {ops}: {}: {}",
+            problem.path, problem.message
+        )));
+    }
+    Ok(scenario)
+}
+
+/// Peak resident memory since the last reset, in bytes (`VmHWM`).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resets the peak to the current resident memory (Linux `clear_refs` 5); a kernel that
+/// refuses leaves the process-wide peak, which only overstates a stage.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+struct Stage {
+    name: &'static str,
+    seconds: f64,
+    peak_bytes: Option<u64>,
+    note: String,
+}
+
+fn stage<T>(
+    stages: &mut Vec<Stage>,
+    name: &'static str,
+    work: impl FnOnce() -> Result<(T, String), Failure>,
+) -> Result<T, Failure> {
+    reset_peak_rss();
+    let started = Instant::now();
+    let (value, note) = work()?;
+    stages.push(Stage {
+        name,
+        seconds: started.elapsed().as_secs_f64(),
+        peak_bytes: peak_rss(),
+        note,
+    });
+    eprintln!(
+        "causalbench: {name}: {:.2} s",
+        stages.last().expect("just pushed").seconds
+    );
+    Ok(value)
+}
+
+fn file_size(path: &Path) -> String {
+    std::fs::metadata(path)
+        .map(|m| format!("{:.1} MB", m.len() as f64 / 1e6))
+        .unwrap_or_default()
+}
+
+pub fn large(args: &LargeArgs) -> Result<(), Failure> {
+    let scenario = large_scenario(args.ops)?;
+    let temp;
+    let dir = match &args.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Failure::failed(format!("cannot create {}: {e}", d.display())))?;
+            d.clone()
+        }
+        None => {
+            temp = std::env::temp_dir().join(format!("causalbench-large-{}", std::process::id()));
+            std::fs::create_dir_all(&temp)
+                .map_err(|e| Failure::failed(format!("cannot create {}: {e}", temp.display())))?;
+            temp.clone()
+        }
+    };
+    let result = stages(&scenario, &dir);
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let (stages, records) = result?;
+    println!(
+        "| stage ({} operations, {records} records) | seconds | peak RSS (GB) | |",
+        args.ops
+    );
+    println!("|---|---|---|---|");
+    for s in &stages {
+        let peak = s
+            .peak_bytes
+            .map(|b| format!("{:.2}", b as f64 / 1e9))
+            .unwrap_or_else(|| "n/a".into());
+        println!("| {} | {:.2} | {peak} | {} |", s.name, s.seconds, s.note);
+    }
+    let in_process: f64 = stages
+        .iter()
+        .filter(|s| matches!(s.name, "record" | "view" | "causal-graph" | "score"))
+        .map(|s| s.seconds)
+        .sum();
+    let peak = stages
+        .iter()
+        .filter_map(|s| s.peak_bytes)
+        .max()
+        .unwrap_or(0);
+    println!(
+        "\nrecord → view → causal-graph → score in one process: {in_process:.2} s; \
+         highest stage peak RSS {:.2} GB",
+        peak as f64 / 1e9
+    );
+    Ok(())
+}
+
+type Measured = (Vec<Stage>, usize);
+
+fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
+    use generator::Backend;
+    let mut stages = Vec::new();
+    let backend = generator::sim::SimBackend::default();
+    let bundle = stage(&mut stages, "record", || {
+        let b = backend
+            .record(scenario, 0)
+            .map_err(|e| Failure::failed(format!("recording {}: {e}", scenario.name)))?;
+        let note = format!("{} truth nodes", b.ground_truth.nodes.len());
+        Ok((b, note))
+    })?;
+    let records = bundle.trace.len();
+    let bundle_json = dir.join("large.bundle.json");
+    stage(&mut stages, "write bundle (JSON)", || {
+        bundle
+            .write(&bundle_json)
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", bundle_json.display())))?;
+        Ok(((), file_size(&bundle_json)))
+    })?;
+    stage(&mut stages, "read bundle (JSON)", || {
+        drop(Bundle::read(&bundle_json)?);
+        Ok(((), String::new()))
+    })?;
+    let spec = ViewSpec {
+        collectors: Collectors::Combined,
+        mode: Mode::Instrumented,
+        loss: LossSpec::None,
+    };
+    let view = stage(&mut stages, "view", || {
+        let v = views::derive(&bundle, spec).view;
+        let note = format!("{} view records", v.records.len());
+        Ok((v, note))
+    })?;
+    let view_json = dir.join("large.view.json");
+    stage(&mut stages, "write view (JSON)", || {
+        view.write(&view_json)
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", view_json.display())))?;
+        Ok(((), file_size(&view_json)))
+    })?;
+    stage(&mut stages, "read view (JSON)", || {
+        drop(TraceView::read(&view_json)?);
+        Ok(((), String::new()))
+    })?;
+    let explanation = stage(&mut stages, "causal-graph", || {
+        let profiler = baselines::builtin("causal-graph").expect("a built-in profiler");
+        let e = profiler.explain(&view);
+        let note = format!("{} claimed edges", e.edges.len());
+        Ok((e, note))
+    })?;
+    stage(&mut stages, "score", || {
+        let score = evaluator::score_case(&bundle, &view, &explanation);
+        Ok((
+            (),
+            format!("edge F1 {:.3}", score.edges.f1.unwrap_or(f64::NAN)),
+        ))
+    })?;
+    Ok((stages, records))
+}
