@@ -1,6 +1,7 @@
 //! `causalbench measure large --ops N`: what one large case costs, stage by stage, in one
-//! process: recording on the simulator, writing and reading the bundle, deriving a view,
-//! writing and reading it, the reference profiler's analysis and the score. Each stage's
+//! process: recording on the simulator, writing and reading the bundle (JSON and the compact
+//! encoding, docs/records.md), deriving a view, writing and reading it, the reference
+//! profiler's analysis and the score. Each stage's
 //! wall time and its own peak resident memory (the kernel's high-water mark, reset before
 //! the stage) are printed, so a regression names its stage.
 
@@ -173,6 +174,17 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         drop(Bundle::read(&bundle_json)?);
         Ok(((), String::new()))
     })?;
+    let bundle_compact = dir.join("large.bundle.msgpack");
+    stage(&mut stages, "write bundle (compact)", || {
+        bundle.write(&bundle_compact).map_err(|e| {
+            Failure::failed(format!("cannot write {}: {e}", bundle_compact.display()))
+        })?;
+        Ok(((), file_size(&bundle_compact)))
+    })?;
+    stage(&mut stages, "read bundle (compact)", || {
+        drop(Bundle::read(&bundle_compact)?);
+        Ok(((), String::new()))
+    })?;
     let spec = ViewSpec {
         collectors: Collectors::Combined,
         mode: Mode::Instrumented,
@@ -191,6 +203,17 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
     })?;
     stage(&mut stages, "read view (JSON)", || {
         drop(TraceView::read(&view_json)?);
+        Ok(((), String::new()))
+    })?;
+    let view_compact = dir.join("large.view.msgpack");
+    stage(&mut stages, "write view (compact)", || {
+        view.write(&view_compact).map_err(|e| {
+            Failure::failed(format!("cannot write {}: {e}", view_compact.display()))
+        })?;
+        Ok(((), file_size(&view_compact)))
+    })?;
+    stage(&mut stages, "read view (compact)", || {
+        drop(TraceView::read(&view_compact)?);
         Ok(((), String::new()))
     })?;
     let explanation = stage(&mut stages, "causal-graph", || {
