@@ -1,25 +1,22 @@
 //! `causalbench measure large --ops N`: what one large case costs, stage by stage, in one
 //! process: recording on the simulator, writing and reading the bundle (JSON and the compact
 //! encoding, docs/records.md), deriving a view, writing and reading it, the reference
-//! profiler's analysis and the score. Each stage's
-//! wall time and its own peak resident memory (the kernel's high-water mark, reset before
-//! the stage) are printed, so a regression names its stage.
+//! profiler's analysis and the score. Each stage's wall time and its own peak resident
+//! memory (the kernel's high-water mark, reset before the stage) are printed, so a
+//! regression names its stage.
 
 use crate::Failure;
 use ground_truth::io::Readable;
 use ground_truth::labels::{Collectors, Mode};
-use ground_truth::view::{LossSpec, TraceView, ViewSpec};
-use ground_truth::{Bundle, Scenario};
+use ground_truth::view::{LossSpec, ViewSpec};
+use ground_truth::Scenario;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The catalog scenario a large case is grown from: one program of four steps.
-const GROWN_FROM: &str = "late-launch-vs-device-queueing.occupancy-hog";
-
 #[derive(clap::Args)]
 pub struct LargeArgs {
-    /// Operations of the case, the no-injection twin's included (at most the
-    /// scenario-size limit, README "Limits").
+    /// Kernel launches of the launch-bound case (at most the scenario-size limit,
+    /// README "Limits").
     #[arg(long, default_value_t = 1_000_000)]
     pub ops: u64,
     /// Where the bundle and view files are written (default: a temporary directory,
@@ -28,19 +25,13 @@ pub struct LargeArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// The catalog scenario grown to about `ops` operations: requests × (1 + steps) × 2.
+/// The launch-bound case of about `ops` kernel launches (`generator::sim::launch_bound_scenario`,
+/// `generator/benches/scenarios/launch-bound-1m.yaml` at a million), within the scenario-size
+/// limit.
 fn large_scenario(ops: u64) -> Result<Scenario, Failure> {
-    let mut scenario = crate::catalog::load_suite(crate::catalog::DEFAULT_SUITE, None)?
-        .into_iter()
-        .find(|s| s.name == GROWN_FROM)
-        .ok_or_else(|| Failure::failed(format!("the catalog has no scenario {GROWN_FROM}")))?;
-    let program = &mut scenario.programs[0];
-    let per_request = 2 * (1 + program.steps.len() as u64);
-    program.requests = u32::try_from(ops.div_ceil(per_request).max(2))
+    let launches = u32::try_from(ops)
         .map_err(|_| Failure::input(format!("--ops {ops}: too many operations")))?;
-    // Back to back: the case stays within the scenario time limit at any size.
-    program.interval_us = 100.0;
-    scenario.name = format!("measure.large-{ops}");
+    let scenario = generator::sim::launch_bound_scenario(launches.max(100));
     if let Some(problem) = scenario.check().first() {
         return Err(Failure::input(format!(
             "--ops {ops}: {}: {}",
@@ -65,7 +56,7 @@ fn reset_peak_rss() {
 }
 
 struct Stage {
-    name: &'static str,
+    name: String,
     seconds: f64,
     peak_bytes: Option<u64>,
     note: String,
@@ -73,22 +64,21 @@ struct Stage {
 
 fn stage<T>(
     stages: &mut Vec<Stage>,
-    name: &'static str,
+    name: impl Into<String>,
     work: impl FnOnce() -> Result<(T, String), Failure>,
 ) -> Result<T, Failure> {
     reset_peak_rss();
     let started = Instant::now();
     let (value, note) = work()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = name.into();
+    eprintln!("causalbench: {name}: {seconds:.2} s");
     stages.push(Stage {
         name,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds,
         peak_bytes: peak_rss(),
         note,
     });
-    eprintln!(
-        "causalbench: {name}: {:.2} s",
-        stages.last().expect("just pushed").seconds
-    );
     Ok(value)
 }
 
@@ -133,7 +123,12 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
     }
     let in_process: f64 = stages
         .iter()
-        .filter(|s| matches!(s.name, "record" | "view" | "causal-graph" | "score"))
+        .filter(|s| {
+            matches!(
+                s.name.as_str(),
+                "record" | "view" | "causal-graph" | "score"
+            )
+        })
         .map(|s| s.seconds)
         .sum();
     let peak = stages
@@ -151,6 +146,25 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
 
 type Measured = (Vec<Stage>, usize);
 
+/// Two stages: `value` written to `file` (its encoding chosen by the name) and read back.
+fn write_and_read<T: Readable>(
+    stages: &mut Vec<Stage>,
+    value: &T,
+    encoding: &str,
+    file: &Path,
+) -> Result<(), Failure> {
+    stage(stages, format!("write {} ({encoding})", T::WHAT), || {
+        value
+            .write(file)
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", file.display())))?;
+        Ok(((), file_size(file)))
+    })?;
+    stage(stages, format!("read {} ({encoding})", T::WHAT), || {
+        drop(T::read(file)?);
+        Ok(((), String::new()))
+    })
+}
+
 fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
     use generator::Backend;
     let mut stages = Vec::new();
@@ -163,28 +177,12 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         Ok((b, note))
     })?;
     let records = bundle.trace.len();
-    let bundle_json = dir.join("large.bundle.json");
-    stage(&mut stages, "write bundle (JSON)", || {
-        bundle
-            .write(&bundle_json)
-            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", bundle_json.display())))?;
-        Ok(((), file_size(&bundle_json)))
-    })?;
-    stage(&mut stages, "read bundle (JSON)", || {
-        drop(Bundle::read(&bundle_json)?);
-        Ok(((), String::new()))
-    })?;
-    let bundle_compact = dir.join("large.bundle.msgpack");
-    stage(&mut stages, "write bundle (compact)", || {
-        bundle.write(&bundle_compact).map_err(|e| {
-            Failure::failed(format!("cannot write {}: {e}", bundle_compact.display()))
-        })?;
-        Ok(((), file_size(&bundle_compact)))
-    })?;
-    stage(&mut stages, "read bundle (compact)", || {
-        drop(Bundle::read(&bundle_compact)?);
-        Ok(((), String::new()))
-    })?;
+    for (encoding, file) in [
+        ("JSON", "large.bundle.json"),
+        ("compact", "large.bundle.msgpack"),
+    ] {
+        write_and_read(&mut stages, &bundle, encoding, &dir.join(file))?;
+    }
     let spec = ViewSpec {
         collectors: Collectors::Combined,
         mode: Mode::Instrumented,
@@ -195,27 +193,12 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         let note = format!("{} view records", v.records.len());
         Ok((v, note))
     })?;
-    let view_json = dir.join("large.view.json");
-    stage(&mut stages, "write view (JSON)", || {
-        view.write(&view_json)
-            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", view_json.display())))?;
-        Ok(((), file_size(&view_json)))
-    })?;
-    stage(&mut stages, "read view (JSON)", || {
-        drop(TraceView::read(&view_json)?);
-        Ok(((), String::new()))
-    })?;
-    let view_compact = dir.join("large.view.msgpack");
-    stage(&mut stages, "write view (compact)", || {
-        view.write(&view_compact).map_err(|e| {
-            Failure::failed(format!("cannot write {}: {e}", view_compact.display()))
-        })?;
-        Ok(((), file_size(&view_compact)))
-    })?;
-    stage(&mut stages, "read view (compact)", || {
-        drop(TraceView::read(&view_compact)?);
-        Ok(((), String::new()))
-    })?;
+    for (encoding, file) in [
+        ("JSON", "large.view.json"),
+        ("compact", "large.view.msgpack"),
+    ] {
+        write_and_read(&mut stages, &view, encoding, &dir.join(file))?;
+    }
     let explanation = stage(&mut stages, "causal-graph", || {
         let profiler = baselines::builtin("causal-graph").expect("a built-in profiler");
         let e = profiler.explain(&view);
