@@ -108,7 +108,7 @@ const SPEC: ViewSpec = ViewSpec {
 fn simulator(c: &mut Criterion) {
     let backend = SimBackend::default();
     let mut g = group(c, "simulator");
-    let requests: Vec<u32> = GROWTH.iter().map(|&k| 2_000 * k as u32).collect();
+    let requests: Vec<u32> = GROWTH.iter().map(|&k| 1_000 * k as u32).collect();
     let cases: Vec<Scenario> = requests
         .iter()
         .map(|&n| generator::sim::launch_bound_scenario(n))
@@ -135,7 +135,7 @@ fn cases() -> Vec<(u32, Bundle, TraceView)> {
     GROWTH
         .iter()
         .map(|&k| {
-            let ops = 2_000 * k as u32;
+            let ops = 1_000 * k as u32;
             let bundle = launch_bound_bundle(ops);
             let view = views::derive(&bundle, SPEC).view;
             (ops, bundle, view)
