@@ -303,24 +303,21 @@ mod tests {
         ]
     }
 
+    /// A book of this process that has normalized every address of `stacks`.
+    fn normalized(stacks: &[Vec<u64>]) -> StackBook {
+        let mut book = StackBook::new(std::process::id());
+        for st in stacks {
+            book.note(st.iter().copied());
+        }
+        book.flush();
+        book
+    }
+
     #[test]
     fn each_frame_named_once_gives_the_names_frame_by_frame_gave() {
         let stacks = own_stacks();
-        let mut book = StackBook::new(std::process::id());
-        for st in &stacks {
-            book.note(st.iter().copied());
-        }
-        let expected = frame_by_frame(
-            &{
-                let mut b = StackBook::new(std::process::id());
-                for st in &stacks {
-                    b.note(st.iter().copied());
-                }
-                b.flush();
-                b
-            },
-            &stacks,
-        );
+        let mut book = normalized(&stacks);
+        let expected = frame_by_frame(&normalized(&stacks), &stacks);
         let named: Vec<Vec<String>> = book
             .symbolize(&stacks)
             .into_iter()
@@ -341,11 +338,7 @@ mod tests {
     #[test]
     fn repeated_stacks_share_their_names() {
         let stacks = own_stacks();
-        let mut book = StackBook::new(std::process::id());
-        for st in &stacks {
-            book.note(st.iter().copied());
-        }
-        let named = book.symbolize(&stacks);
+        let named = normalized(&stacks).symbolize(&stacks);
         assert_eq!(named[0], named[2]);
         assert!(std::ptr::eq(named[0][0].as_str(), named[2][0].as_str()));
     }
