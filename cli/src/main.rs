@@ -13,11 +13,13 @@ mod external;
 mod gpu;
 mod manifest;
 mod measure;
+mod measure_large;
 mod megakernel;
 mod megakernel_run;
 mod progress;
 mod run;
 mod site;
+mod shard;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -135,7 +137,9 @@ enum Command {
         rid: u64,
     },
     /// Rebuild leaderboard and plots from DIR/scores.jsonl, and with `--html` the
-    /// static HTML leaderboard (docs/cli.md, "The HTML leaderboard").
+    /// static HTML leaderboard (docs/cli.md, "The HTML leaderboard"); with `--merge`,
+    /// join the result directories of `run --shard K/N` (every K once) into DIR
+    /// (docs/scale-out.md).
     Report {
         /// The result set (a `run --out` directory).
         #[arg(long, default_value = "out")]
@@ -144,6 +148,8 @@ enum Command {
         /// `index.html` from disk; `run` writes it to `OUT/html` by itself).
         #[arg(long, value_name = "DIR")]
         html: Option<PathBuf>,
+        #[arg(long, num_args = 1.., value_name = "SHARD_DIR")]
+        merge: Vec<PathBuf>,
     },
     /// What changed between two result sets: a one-screen summary (verdict flips per
     /// profiler × family, metrics beyond their interval, what differs in the records
@@ -269,7 +275,12 @@ fn main() -> ExitCode {
             json,
         } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
-        Command::Report { results, html } => commands::report(&results, html.as_deref()),
+        Command::Report {
+            results,
+            html,
+            merge,
+        } if merge.is_empty() => commands::report(&results, html.as_deref()),
+        Command::Report { results, merge, .. } => shard::merge(&merge, &results),
         Command::Diff(args) => diff::diff(args),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),

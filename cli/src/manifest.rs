@@ -32,6 +32,10 @@ pub struct Manifest {
     /// (docs/scenario-space.md, "Splits"); absent for the catalog or a directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitRecord>,
+    /// The part of the suite the run recorded (`run --shard K/N`, docs/scale-out.md);
+    /// absent for the whole suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// Which generated split a run drew, from which seed, and how many scenarios.
@@ -75,7 +79,7 @@ impl Manifest {
         }
     }
 
-    fn write(&self, dir: &Path) -> Result<(), String> {
+    pub fn write(&self, dir: &Path) -> Result<(), String> {
         let path = dir.join(MANIFEST_FILE);
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
         write_atomic(&path, text.as_bytes())
@@ -149,6 +153,13 @@ impl RunManifest {
     pub fn set_split(&self, split: SplitRecord) -> Result<(), String> {
         let mut m = self.manifest.lock().unwrap();
         m.split = Some(split);
+        m.write(&self.dir)
+    }
+
+    /// Records the part of the suite this run records (`None`: all of it).
+    pub fn set_shard(&self, shard: Option<crate::shard::Shard>) -> Result<(), String> {
+        let mut m = self.manifest.lock().unwrap();
+        m.shard = shard;
         m.write(&self.dir)
     }
 

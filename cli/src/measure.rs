@@ -43,6 +43,9 @@ pub enum MeasureCommand {
     /// GPU needed): uprobe, return probe, each stack capture, sched and fault
     /// tracepoints, each against the same work without it, interleaved.
     ProbeCost(ProbeCostArgs),
+    /// One large case on the simulator, stage by stage: seconds and peak RSS of
+    /// recording, the bundle's and view's files, the view, causal-graph and the score.
+    Large(crate::measure_large::LargeArgs),
 }
 
 #[derive(clap::Args)]
@@ -151,6 +154,7 @@ pub struct LaunchOverheadArgs {
 
 pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
     let (out, value) = match command {
+        MeasureCommand::Large(a) => return crate::measure_large::large(&a),
         MeasureCommand::Injections(a) => {
             let scenarios = crate::catalog::load_suite(&a.suite.suite, None)?;
             let be = study_backend("measure injections", &a.suite)?;

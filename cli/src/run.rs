@@ -85,6 +85,11 @@ pub struct RunArgs {
     /// the shipped corpus, the shipped measurement is used unless this names another.
     #[arg(long, value_name = "FILE")]
     pub costs: Option<PathBuf>,
+    /// Record and score only part K of N of the suite (cases split by their key, so a
+    /// case keeps its shard when the suite grows); `report --merge` joins the shards
+    /// (docs/scale-out.md).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// The H200 measurement of what each collector costs, shown with the shipped corpus.
@@ -320,6 +325,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             "suite `{suite}` has no scenario to record: a run of none would score nothing"
         )));
     }
+    let shard = args.shard.unwrap_or(crate::shard::Shard::WHOLE);
+    jobs.retain(|job| shard.holds(&job.key(backend.name())));
+    manifest.set_shard(args.shard).map_err(Failure::failed)?;
     manifest
         .set_external(
             externals.isolation.map(|i| i.describe()),
@@ -419,6 +427,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         record,
         corpus.as_deref(),
         args.megakernel_reps,
+        shard,
     )?;
     crate::manifest::mark_leaderboard(out)?;
     crate::commands::write_site(out, &out.join("html"), &report.leaderboard)?;

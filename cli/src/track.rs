@@ -6,6 +6,7 @@
 //! `DIR/track-scores.jsonl`, `DIR/track-leaderboard.{json,md}` and the
 //! "Megakernel track" section of `DIR/leaderboard.md`.
 
+use crate::shard::Shard;
 use crate::Failure;
 use evaluator::megakernel::{track_leaderboard, track_markdown, TrackCase, TrackRow};
 use ground_truth::megakernel::MkScenario;
@@ -109,16 +110,21 @@ pub fn in_run(
     recording: bool,
     corpus: Option<&Path>,
     reps: u32,
+    shard: Shard,
 ) -> Result<Option<Vec<TrackRow>>, Failure> {
     if recording {
-        return run_in(out, backend, reps);
+        return run_in(out, backend, reps, shard);
     }
     let Some(packs) = corpus.map(|c| c.join(PACKS_DIR)).filter(|p| p.is_dir()) else {
         return Ok(None);
     };
     let mut cases = Vec::new();
     for f in pack_files(&packs)? {
-        cases.extend(pack::read(&f)?);
+        let name = f.file_name().unwrap_or_default().to_string_lossy();
+        let family = name.strip_suffix(".cases.jsonl.gz").unwrap_or(&name);
+        if shard.holds(&Shard::track_key(family)) {
+            cases.extend(pack::read(&f)?);
+        }
     }
     if cases.is_empty() {
         return Ok(None);
@@ -130,15 +136,24 @@ pub fn in_run(
 
 /// Records (or reuses from `OUT/megakernel/`) every family × `reps` on the
 /// executor of `backend`, scores the track into `out` (its files and its
-/// section of `leaderboard.md`) and returns its rows; `None` when `reps` is 0.
-pub fn run_in(out: &Path, backend: &str, reps: u32) -> Result<Option<Vec<TrackRow>>, Failure> {
-    if reps == 0 {
+/// section of `leaderboard.md`) and returns its rows; `None` when `reps` is 0 or the
+/// shard holds none of the families.
+pub fn run_in(
+    out: &Path,
+    backend: &str,
+    reps: u32,
+    shard: Shard,
+) -> Result<Option<Vec<TrackRow>>, Failure> {
+    let families: Vec<(String, Vec<MkScenario>)> = families()?
+        .into_iter()
+        .filter(|(family, _)| shard.holds(&Shard::track_key(family)))
+        .collect();
+    if reps == 0 || families.is_empty() {
         return Ok(None);
     }
     let dir = out.join(PACKS_DIR);
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
-    let families = families()?;
     let bar = crate::progress::bar(families.len() * reps as usize, "megakernel cases");
     let mut executor: Option<Box<dyn Executor>> = None;
     let mut cases = Vec::new();
@@ -189,7 +204,7 @@ pub fn write(out: &Path, cases: &[PackedCase]) -> Result<(usize, Vec<TrackRow>),
     Ok((scores.len(), rows))
 }
 
-fn write_scores(out: &Path, scores: &[TrackCase]) -> Result<(), Failure> {
+pub fn write_scores(out: &Path, scores: &[TrackCase]) -> Result<(), Failure> {
     let jsonl: String = scores
         .iter()
         .map(|s| serde_json::to_string(s).expect("scores serialize") + "\n")

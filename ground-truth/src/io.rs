@@ -5,12 +5,17 @@
 
 mod atomic;
 mod chunked;
+mod compact;
 mod limits;
 mod parallel_read;
 mod parallel_write;
 
 pub use atomic::{
     remove_stale_temp_files, write_atomic, write_atomic_streaming, write_json_atomic,
+};
+pub use compact::{
+    from_compact, is_compact, to_compact, wants_compact, COMPACT_MAGIC, COMPACT_SUFFIX,
+    COMPACT_VERSION,
 };
 pub use limits::{bounded_echo, read_input, InputBytes, InputLimits, MAX_ECHO_CHARS, MAX_NESTING};
 
@@ -92,7 +97,9 @@ pub trait Readable: DeserializeOwned + Serialize {
 
     /// Parses bytes as if they came from `file`.
     fn parse(file: &Path, bytes: &[u8]) -> Result<Self, FormatError> {
-        let value: Self = if is_yaml(file) {
+        let value: Self = if is_compact(bytes) {
+            from_compact(file, bytes)?
+        } else if is_yaml(file) {
             from_yaml(file, bytes)?
         } else if let Some(value) = Self::parse_json_quickly(bytes) {
             value
@@ -116,9 +123,18 @@ pub trait Readable: DeserializeOwned + Serialize {
         serde_json::from_slice(bytes).ok()
     }
 
-    /// Atomically writes the value as JSON (pretty for small formats).
+    /// Atomically writes the value as JSON (pretty for small formats), or in the
+    /// compact encoding when the file name asks for it ([`wants_compact`]).
     fn write(&self, file: &Path) -> std::io::Result<()> {
+        if wants_compact(file) {
+            return self.write_compact(file);
+        }
         write_json_atomic(file, self)
+    }
+
+    /// Atomically writes the value in the compact encoding (docs/records.md).
+    fn write_compact(&self, file: &Path) -> std::io::Result<()> {
+        write_atomic(file, &to_compact(self)?)
     }
 }
 
@@ -246,6 +262,9 @@ impl Readable for Bundle {
     /// A bundle can reach gigabytes: written as `write_json_atomic` would,
     /// with its node, edge and record arrays serialized on all cores.
     fn write(&self, file: &Path) -> std::io::Result<()> {
+        if wants_compact(file) {
+            return self.write_compact(file);
+        }
         write_atomic_with(file, |out| write_bundle(out, self))
     }
 
@@ -551,7 +570,7 @@ mod tests {
 
     /// Every record kind with every field set, repeated past the size at
     /// which the arrays are serialized in parallel.
-    fn big_bundle() -> Bundle {
+    pub(super) fn big_bundle() -> Bundle {
         use crate::graph::{Edge, EdgeType, Node, Phases, Symptom};
         use crate::trace::*;
         let scenario = Scenario::parse(
@@ -759,7 +778,7 @@ mod tests {
     }
 
     /// A bundle small enough to mutate many times, and its view.
-    fn small_bundle_and_view() -> (Bundle, TraceView) {
+    pub(super) fn small_bundle_and_view() -> (Bundle, TraceView) {
         let mut bundle = big_bundle();
         bundle.ground_truth.nodes.truncate(4);
         bundle.ground_truth.edges.truncate(3);

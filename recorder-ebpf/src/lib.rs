@@ -37,6 +37,7 @@ mod raw;
 #[cfg(not(ebpf_recorder_no_bpf))]
 mod session;
 mod stacks;
+pub use stacks::StackBook;
 mod symbols;
 mod unwind_tables;
 

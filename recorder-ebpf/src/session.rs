@@ -591,7 +591,7 @@ fn build_records(
                     enter: e.t0,
                     exit: e.t1.max(e.t0),
                     handle: e.arg,
-                    stack: stack.into_iter().map(Into::into).collect(),
+                    stack,
                 }
             }
             EV_SCHED => Record::Sched {

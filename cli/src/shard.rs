@@ -1,0 +1,291 @@
+//! Scale-out of `causalbench run` over machines (docs/scale-out.md): `--shard K/N`
+//! keeps the cases whose key hashes to K of N, and `causalbench report --merge DIR…`
+//! combines the shards' result directories into the leaderboard one machine would have
+//! written. A case's shard depends on its key alone, so a case stays in its shard when
+//! the suite grows, and the leaderboard's intervals are seeded by content
+//! (evaluator/METRICS.md, "Confidence intervals"), so they do not depend on the split.
+
+use crate::manifest::{Manifest, SplitRecord};
+use crate::Failure;
+use evaluator::megakernel::TrackCase;
+use evaluator::CaseScore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One of `count` disjoint parts of a suite, `index` counted from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole suite.
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    /// Whether the case (or megakernel family) named `key` belongs to this shard.
+    pub fn holds(&self, key: &str) -> bool {
+        if self.count == 1 {
+            return true;
+        }
+        let digest = Sha256::digest(key.as_bytes());
+        let head = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        head % u64::from(self.count) == u64::from(self.index - 1)
+    }
+
+    /// The key a megakernel-track family is sharded by.
+    pub fn track_key(family: &str) -> String {
+        format!("megakernel-{family}")
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let bad = || format!("`{text}` is not K/N with 1 ≤ K ≤ N (e.g. 2/8)");
+        let (index, count) = text.split_once('/').ok_or_else(bad)?;
+        let index: u32 = index.trim().parse().map_err(|_| bad())?;
+        let count: u32 = count.trim().parse().map_err(|_| bad())?;
+        if index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// What one shard's result directory contributes to a merge.
+struct ShardResults {
+    dir: PathBuf,
+    manifest: Manifest,
+    scores: Vec<CaseScore>,
+    track: Vec<TrackCase>,
+}
+
+fn read_shard(dir: &Path) -> Result<ShardResults, Failure> {
+    let manifest = Manifest::read(dir)?;
+    let tampered = manifest.tampered(dir);
+    if !tampered.is_empty() {
+        return Err(Failure::failed(tampered.join("\n")));
+    }
+    let scores_path = dir.join(evaluator::SCORES_FILE);
+    let scores = evaluator::read_scores(&scores_path)?;
+    let track_path = dir.join(crate::track::SCORES_FILE);
+    let track = if track_path.is_file() {
+        crate::track::read_scores(&track_path)?
+    } else {
+        Vec::new()
+    };
+    Ok(ShardResults {
+        dir: dir.to_path_buf(),
+        manifest,
+        scores,
+        track,
+    })
+}
+
+/// The shards must be the N parts of one split of one suite: every `K/N` once, the same N,
+/// the same generated split.
+fn check_cover(shards: &[ShardResults]) -> Result<(), Failure> {
+    let named: Vec<(&Path, Shard)> = shards
+        .iter()
+        .map(|s| (s.dir.as_path(), s.manifest.shard.unwrap_or(Shard::WHOLE)))
+        .collect();
+    let count = named[0].1.count;
+    let mut seen = BTreeSet::new();
+    for (dir, shard) in &named {
+        if shard.count != count {
+            return Err(Failure::input(format!(
+                "--merge: {} holds shard {shard}, {} shard {}: shards of different splits",
+                dir.display(),
+                named[0].0.display(),
+                named[0].1
+            )));
+        }
+        if !seen.insert(shard.index) {
+            return Err(Failure::input(format!(
+                "--merge: shard {shard} given twice ({})",
+                dir.display()
+            )));
+        }
+    }
+    let missing: Vec<String> = (1..=count)
+        .filter(|k| !seen.contains(k))
+        .map(|k| format!("{k}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Failure::input(format!(
+            "--merge: shard {} missing: a partial merge would not be the suite's leaderboard",
+            missing.join(", ")
+        )));
+    }
+    let split = |s: &ShardResults| s.manifest.split.clone();
+    let first: Option<SplitRecord> = split(&shards[0]);
+    if let Some(other) = shards.iter().find(|s| split(s) != first) {
+        return Err(Failure::input(format!(
+            "--merge: {} and {} ran different generated splits ({:?} vs {:?}): pass the same \
+             --split-seed to every shard",
+            shards[0].dir.display(),
+            other.dir.display(),
+            first,
+            split(other)
+        )));
+    }
+    Ok(())
+}
+
+/// The merged manifest: every shard's bundle hashes (paths made reachable from `out`), the
+/// split, and the loudest isolation any shard ran its external profilers under.
+fn merged_manifest(shards: &[ShardResults], out: &Path) -> Result<Manifest, Failure> {
+    let mut merged = Manifest {
+        split: shards[0].manifest.split.clone(),
+        ..Manifest::default()
+    };
+    for shard in shards {
+        let m = &shard.manifest;
+        let unisolated =
+            |i: &Option<String>| i.as_ref().is_some_and(|i| i.starts_with("UNISOLATED"));
+        if merged.isolation.is_none()
+            || (unisolated(&m.isolation) && !unisolated(&merged.isolation))
+        {
+            merged.isolation.clone_from(&m.isolation);
+        }
+        merged
+            .external_profilers
+            .extend(m.external_profilers.clone());
+        let dir = shard
+            .dir
+            .canonicalize()
+            .map_err(|e| Failure::input(format!("cannot resolve {}: {e}", shard.dir.display())))?;
+        let shard_of = m.shard.unwrap_or(Shard::WHOLE);
+        // A shard resumed in a copy of another run's directory lists that run's bundles too.
+        for (key, hash) in m.bundles.iter().filter(|(key, _)| shard_of.holds(key)) {
+            let mut hash = hash.clone();
+            let path = dir.join(&hash.path);
+            hash.path = path
+                .strip_prefix(out)
+                .map(Path::to_path_buf)
+                .unwrap_or(path);
+            if merged.bundles.insert(key.clone(), hash).is_some() {
+                return Err(Failure::input(format!(
+                    "--merge: case {key} is in more than one shard ({})",
+                    shard.dir.display()
+                )));
+            }
+        }
+    }
+    Ok(merged)
+}
+
+/// `causalbench report --merge DIR… --results OUT`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
+    let shards = dirs
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_cover(&shards)?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", out.display())))?;
+    let out_real = out
+        .canonicalize()
+        .map_err(|e| Failure::failed(format!("cannot resolve {}: {e}", out.display())))?;
+    if let Some(s) = shards
+        .iter()
+        .find(|s| s.dir.canonicalize().is_ok_and(|d| d == out_real))
+    {
+        return Err(Failure::input(format!(
+            "--results {} is one of the shards merged: the merge would overwrite it",
+            s.dir.display()
+        )));
+    }
+    let manifest = merged_manifest(&shards, &out_real)?;
+    let mut scores = Vec::new();
+    let mut cases = BTreeSet::new();
+    for shard in &shards {
+        for s in &shard.scores {
+            if !cases.insert((&s.bundle, &s.backend, &s.profiler, &s.view)) {
+                return Err(Failure::input(format!(
+                    "--merge: {}: the score of {} × {} × {} is in another shard too",
+                    shard.dir.display(),
+                    s.bundle,
+                    s.profiler,
+                    s.view
+                )));
+            }
+        }
+        scores.extend(shard.scores.iter().cloned());
+    }
+    let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
+    // The track's scores in the order one machine writes them: family by family.
+    let mut track: Vec<TrackCase> = shards.iter().flat_map(|s| s.track.clone()).collect();
+    let track_rows = if track.is_empty() {
+        None
+    } else {
+        let order: Vec<String> = crate::track::families()?
+            .into_iter()
+            .map(|(family, _)| family)
+            .collect();
+        track.sort_by_key(|c| order.iter().position(|f| *f == c.family));
+        crate::track::write_scores(out, &track)?;
+        crate::track::report_in(out)?
+    };
+    manifest.write(out).map_err(Failure::failed)?;
+    crate::manifest::mark_leaderboard(out)?;
+    println!("{}", report.leaderboard.to_markdown());
+    if let Some(rows) = &track_rows {
+        println!("{}", crate::track::section(rows));
+    }
+    eprintln!(
+        "causalbench: merged {} shards: {} case scores into {}",
+        shards.len(),
+        report.cases,
+        out.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_parse_and_refuse_what_is_not_k_of_n() {
+        assert_eq!("2/8".parse::<Shard>(), Ok(Shard { index: 2, count: 8 }));
+        for bad in ["0/3", "4/3", "3", "a/3", "1/0", "-1/3"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_key_is_in_exactly_one_shard_and_stays_there() {
+        let keys: Vec<String> = (0..300).map(|i| format!("sim-case-{i}.r0")).collect();
+        for count in [1, 2, 3, 7] {
+            let mut sizes = vec![0; count as usize];
+            for key in &keys {
+                let holders: Vec<u32> = (1..=count)
+                    .filter(|&index| Shard { index, count }.holds(key))
+                    .collect();
+                assert_eq!(holders.len(), 1, "{key} in {holders:?} of {count}");
+                sizes[holders[0] as usize - 1] += 1;
+            }
+            // A hash split is roughly even: no shard is empty or holds most of the suite.
+            if count > 1 {
+                assert!(
+                    sizes.iter().all(|&n| n > 0 && n < 300 * 2 / count as usize),
+                    "{sizes:?}"
+                );
+            }
+        }
+        // The shard of a key depends on the key only, not on the rest of the suite.
+        let shard = Shard { index: 2, count: 3 };
+        assert_eq!(shard.holds("sim-a.r0"), shard.holds("sim-a.r0"));
+    }
+}
