@@ -7,6 +7,7 @@ mod agreement;
 mod catalog;
 mod commands;
 mod corpus;
+mod costs;
 mod diff;
 mod export;
 mod external;
@@ -18,8 +19,8 @@ mod megakernel;
 mod megakernel_run;
 mod progress;
 mod run;
-mod site;
 mod shard;
+mod site;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};

@@ -92,28 +92,6 @@ pub struct RunArgs {
     pub shard: Option<crate::shard::Shard>,
 }
 
-/// The H200 measurement of what each collector costs, shown with the shipped corpus.
-pub const SHIPPED_COSTS: &str = "results/h200-580/measurements/collector-costs.json";
-
-/// Copies the collector costs the leaderboard shows into `out` (checked first:
-/// a malformed file is an input error, exit 2).
-fn take_costs(args: &RunArgs, corpus: Option<&Path>, out: &Path) -> Result<(), Failure> {
-    let source = match &args.costs {
-        Some(f) => f.clone(),
-        None if corpus == Some(Path::new(SHIPPED_CORPUS)) && Path::new(SHIPPED_COSTS).is_file() => {
-            PathBuf::from(SHIPPED_COSTS)
-        }
-        None => return Ok(()),
-    };
-    use ground_truth::io::Readable;
-    let costs = ground_truth::costs::CollectorCosts::read(&source)
-        .map_err(|e| Failure::input(e.to_string()))?;
-    let dest = out.join(evaluator::costs::COSTS_FILE);
-    let text = serde_json::to_string_pretty(&costs).map_err(Failure::failed)?;
-    ground_truth::io::write_atomic(&dest, text.as_bytes())
-        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", dest.display())))
-}
-
 /// What every job of a run shares besides the backend.
 struct Shared<'a> {
     /// Threads one job may spread its views over.
@@ -419,7 +397,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     });
     bar.finish_and_clear();
     let scores = results.into_inner().unwrap();
-    take_costs(&args, corpus.as_deref(), out)?;
+    crate::costs::take_costs(args.costs.as_deref(), corpus.as_deref(), out)?;
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
     let track = crate::track::in_run(
         out,
