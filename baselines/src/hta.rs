@@ -111,6 +111,7 @@ pub fn abstain(view: &TraceView, version: &str, wall_ms: f64) -> Explanation {
             version: version.to_string(),
             view: view.spec,
             wall_ms,
+            failure: None,
         },
         edges: Vec::new(),
         attribution: Vec::new(),
