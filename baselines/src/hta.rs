@@ -18,10 +18,11 @@
 //! [`hta_available`] probes once whether it imports; when it does not, `explain`
 //! abstains (no edges, no causes, nothing complete) and says so once on stderr.
 //! `CAUSALBENCH_HTA=0` turns the profiler off. HTA reads CUPTI records only: it is run
-//! on `cupti` and `combined` views ([`reads_view`]).
+//! on `cupti` and `combined` views, loss-free or with targeted loss ([`reads_view`]).
 
 use crate::common::empty_diagnosis;
 use crate::{Profiler, VERSION};
+use ground_truth::view::LossSpec;
 use ground_truth::{
     Collectors, Explanation, ExplanationMeta, Readable, TraceView, ViewSpec, SCHEMA_VERSION,
 };
@@ -99,9 +100,13 @@ pub fn hta_available() -> bool {
     })
 }
 
-/// Does this profiler read views of this kind? HTA needs CUPTI records.
+/// Does this profiler read views of this kind? HTA needs CUPTI records, and it is run
+/// on the loss-free and the targeted-loss views only: it has no notion of a missing
+/// record (it claims every path complete), so the uniform-loss views would measure
+/// nothing the targeted one does not, at three times its cost; HTA's Python analysis
+/// is most of a default run's time (baselines/README.md).
 pub fn reads_view(spec: &ViewSpec) -> bool {
-    spec.collectors != Collectors::Host
+    spec.collectors != Collectors::Host && !matches!(spec.loss, LossSpec::Uniform { .. })
 }
 
 /// The HTA adapter profiler.
@@ -291,7 +296,9 @@ impl HtaCriticalPath {
         })
         .to_string();
         let reply = {
-            let mut server = SERVER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut server = SERVER
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             if server.is_none() {
                 *server = Some(Server::start()?);
             }

@@ -183,7 +183,9 @@ fn hta_sees_event_edges_through_the_runtime_api_only() {
         "event edges HTA finds: {with_runtime} via {runtime_names:?}, {with_driver} via {driver_names:?}"
     );
     assert!(runtime_names.iter().all(|n| n.starts_with("cuda")));
-    assert!(driver_names.iter().all(|n| n.starts_with("cu") && !n.starts_with("cuda")));
+    assert!(driver_names
+        .iter()
+        .all(|n| n.starts_with("cu") && !n.starts_with("cuda")));
     assert!(with_runtime > 0);
     assert_eq!(with_driver, 0);
 }

@@ -3,27 +3,10 @@
 //! rejects it with an edited score, a missing explanation or a swapped bundle;
 //! `check --rerun` marks it reproduced.
 
+mod common;
+
+use common::{causalbench, python3};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn causalbench(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
-
-fn python3() -> bool {
-    Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

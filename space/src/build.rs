@@ -5,8 +5,8 @@
 
 use crate::sample::{Decoy, Link, Peers, Structure, SymptomOp};
 use ground_truth::scenario::{
-    EventApi, EventDecl, GraphDecl, GraphNodeDecl, KernelKind, KernelSpec, Program, QueueDecl, QueueKind,
-    Step, StreamDecl, SymptomDecl, SyncTarget, ThreadDecl,
+    EventApi, EventDecl, GraphDecl, GraphNodeDecl, KernelKind, KernelSpec, Program, QueueDecl,
+    QueueKind, Step, StreamDecl, SymptomDecl, SyncTarget, ThreadDecl,
 };
 use ground_truth::trace::{CopyDirection, HostMemory};
 use rand::seq::IndexedRandom;
