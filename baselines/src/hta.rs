@@ -351,13 +351,11 @@ impl Profiler for HtaCriticalPath {
         match self.run(view) {
             Ok(x) => x,
             // The tool did not answer: a crash of its own, with the reason.
-            Err(e) => Explanation {
-                meta: ExplanationMeta {
-                    failure: Some(one_line(&e)),
-                    ..abstain(view, "failed", 0.0).meta
-                },
-                ..abstain(view, "failed", started.elapsed().as_secs_f64() * 1000.0)
-            },
+            Err(e) => {
+                let mut x = abstain(view, "failed", started.elapsed().as_secs_f64() * 1000.0);
+                x.meta.failure = Some(one_line(&e));
+                x
+            }
         }
     }
 }
