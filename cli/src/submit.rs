@@ -38,6 +38,7 @@ pub struct SubmitArgs {
     /// Scenarios of the split (whole family instances; default 300).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub cases: Option<u64>,
+    /// The test split's seed, to reproduce an entry (recorded in metadata.json).
     #[arg(long)]
     pub split_seed: Option<u64>,
     /// Repetitions per scenario (default: each scenario's own).
@@ -52,6 +53,7 @@ pub struct SubmitArgs {
     /// Backend that records the split (`sim`: deterministic, what `check` compares against).
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: BackendArg,
+    /// Worker threads (default: available cores).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// On a kernel without Landlock, run the command unisolated (recorded in metadata.json).
@@ -74,6 +76,7 @@ pub struct CheckArgs {
     /// With `--rerun`, on a kernel without Landlock: run the command unisolated.
     #[arg(long, requires = "rerun")]
     pub allow_unisolated: bool,
+    /// With `--rerun`: wall-clock limit of one run of the command on one view, in seconds.
     #[arg(long, default_value_t = 300, requires = "rerun")]
     pub profiler_timeout: u64,
 }
