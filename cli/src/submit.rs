@@ -399,7 +399,7 @@ fn compare_scores(
     let mut written: Vec<serde_json::Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l))
+        .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .map_err(|e| reject(dir, format!("{}: {e}", path.display())))?;
     written.sort_by_key(sort_key);

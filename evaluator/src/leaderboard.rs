@@ -553,8 +553,7 @@ impl Leaderboard {
                 .add(v);
         }
 
-        let mut lb = Leaderboard::default();
-        lb.crashes = crashes
+        let crashes = crashes
             .into_iter()
             .map(
                 |(((profiler, collectors, mode), message), (cases, families))| CrashRow {
@@ -567,6 +566,10 @@ impl Leaderboard {
                 },
             )
             .collect();
+        let mut lb = Leaderboard {
+            crashes,
+            ..Leaderboard::default()
+        };
         for ((profiler, collectors, mode), a) in &rows {
             let p = row_pairs
                 .get(&(profiler.clone(), *collectors, *mode))
