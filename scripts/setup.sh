@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing causalbench needs beyond a Rust toolchain:
 # clang, libelf and zlib headers and pkg-config for the eBPF recorder's BPF
-# programs, bpftool (vmlinux.h), python3 with pip, and NVRTC (CUDA 13.0, from
-# PyPI) so kernels compile to PTX without a CUDA toolkit. Idempotent; installs
+# programs, bpftool (vmlinux.h), python3 with pip, Chromium (the headless browser
+# the HTML leaderboard's test loads pages in, cli/tests/html.rs) and NVRTC (CUDA 13.0,
+# from PyPI) so kernels compile to PTX without a CUDA toolkit. Idempotent; installs
 # system packages only when run as root and something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,7 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v bpftool >/dev/null || need_apt+=(bpftool)
 dpkg -s libelf-dev >/dev/null 2>&1 || need_apt+=(libelf-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need_apt+=(zlib1g-dev)
+command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need_apt[*]}" >&2

@@ -152,3 +152,257 @@ fn a_single_request_is_diagnosed_from_its_own_records() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+// Hand-built views for the rules whose failure class the generated splits showed
+// (baselines/README.md, rules 4, 6a and 7a): each rule once where it must hold and
+// once where it must not.
+
+use baselines::synth::{ViewBuilder, US};
+use ground_truth::trace::{CopyDirection, HostMemory, MarkerPhase, SwitchReason, SyncType};
+use ground_truth::{CauseLabel, Diagnosis, Explanation, Question, TraceView};
+
+const MS: u64 = 1_000_000;
+
+fn explain(v: &TraceView) -> Explanation {
+    builtin("causal-graph").unwrap().explain(v)
+}
+
+fn diagnosis(e: &Explanation) -> &Diagnosis {
+    &e.diagnoses[0]
+}
+
+/// What one request of [`chain`] does differently from the others.
+#[derive(Clone, Copy, Default)]
+struct Twist {
+    /// The first kernel waits this long to start while a kernel of no request
+    /// holds the SMs.
+    root_held: u64,
+    /// The launching thread is preempted this long before its first launch.
+    preempted: u64,
+    /// Every kernel runs this much longer than 1 ms (each alone below its floor).
+    slower: u64,
+}
+
+/// Four requests, each launching four 1 ms kernels in a row on one stream, so
+/// that the last one normally waits 3 ms in its queue; the last request is
+/// twisted. Returns the view with one query: the last request's last kernel.
+fn chain(twist: Twist) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let tok = r.to_string();
+        let base = 10 * MS + r * 20 * MS;
+        let tw = if r == 3 { twist } else { Twist::default() };
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        let mut t = base + 20 * US;
+        if tw.preempted > 0 {
+            b.sched(10, t - 5 * US, t + tw.preempted, SwitchReason::Preempted);
+            t += tw.preempted;
+        }
+        if tw.root_held > 0 {
+            b.launch(20, t - 50 * US, 2, "other_work", tw.root_held + 57 * US);
+        }
+        let mut prev_end = 0;
+        for (k, name) in ["embed", "attend", "project", "sample"].iter().enumerate() {
+            let at = t + k as u64 * 10 * US;
+            let queued = at + 2 * US;
+            let submitted = if k == 0 { queued } else { prev_end.max(queued) };
+            let start = submitted + 5 * US + if k == 0 { tw.root_held } else { 0 };
+            let l = b.launch_at(
+                10,
+                "cudaLaunchKernel",
+                at,
+                1,
+                name,
+                Some(submitted),
+                Some(start),
+                MS + tw.slower,
+                "svc.py:40",
+            );
+            b.ext(l.corr, r);
+            prev_end = start + MS + tw.slower;
+            symptom = l.op;
+        }
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// The top cause `causal-graph` names for the query of [`chain`], and its whole
+/// ranking (for the failure message).
+fn chain_cause(twist: Twist) -> (CauseLabel, String) {
+    let e = explain(&chain(twist));
+    let causes = &diagnosis(&e).causes;
+    (causes[0].label, format!("{causes:?}"))
+}
+
+/// Rule 4: a device phase's floor is a quarter of the op's own execution, not of
+/// its enqueue-to-end time. The last kernel waits 3 ms in its queue in every
+/// request; a root held 400 µs (0.4× its 1 ms) makes it 400 µs late.
+#[test]
+fn a_delay_at_the_root_of_a_queue_counts_against_the_op_own_latency() {
+    let (top, all) = chain_cause(Twist {
+        root_held: 400 * US,
+        ..Twist::default()
+    });
+    assert_eq!(top, CauseLabel::OccupancyPressure, "{all}");
+    // Must not: a 100 µs hold (0.1× the op) is within what concurrent work causes.
+    let (top, all) = chain_cause(Twist {
+        root_held: 100 * US,
+        ..Twist::default()
+    });
+    assert_eq!(top, CauseLabel::None, "{all}");
+}
+
+/// Rule 7a: a late phase of the op's own that explains under half of its
+/// lateness leaves the cause upstream. A 2 ms preemption before the first launch
+/// makes the last kernel 2 ms late; its own 300 µs queue excess (the three kernels
+/// ahead of it each ran 100 µs long, under their floor) is not the cause.
+#[test]
+fn a_phase_that_explains_little_of_the_lateness_is_not_its_cause() {
+    let (top, all) = chain_cause(Twist {
+        preempted: 2 * MS,
+        slower: 100 * US,
+        ..Twist::default()
+    });
+    assert_eq!(top, CauseLabel::CpuDeschedule, "{all}");
+    // Must not: when the op's own queue excess is most of its lateness, it names it.
+    let (top, all) = chain_cause(Twist {
+        slower: 100 * US,
+        ..Twist::default()
+    });
+    assert_eq!(top, CauseLabel::StreamBacklog, "{all}");
+}
+
+/// A copy, a stream wait behind it on the same stream whose record ends with its
+/// API call (as the H200's records do), and a kernel behind the wait: returns the
+/// view and the (copy, kernel) rids. `copy_end`: when the copy ends; the kernel
+/// is submitted at 1.4 ms either way.
+fn wait_behind_copy(copy_end: u64) -> (TraceView, [u64; 2]) {
+    let mut b = ViewBuilder::new();
+    let t = MS;
+    b.marker(10, MarkerPhase::RequestBegin, "", "0", t - 20 * US);
+    b.marker(10, MarkerPhase::TaskBegin, "", "0", t - 19 * US);
+    let (_, ev_corr) = b.api(10, "cudaEventRecord", t, t + 2 * US);
+    b.cuda_event(ev_corr, 3, 0xe1, 1, t + 3 * US);
+    let (_, copy_corr) = b.api(10, "cudaMemcpyAsync", t + 5 * US, t + 10 * US);
+    let copy = b.memcpy(
+        copy_corr,
+        1,
+        CopyDirection::H2d,
+        HostMemory::Pinned,
+        8 << 20,
+        [0, 0, t + 12 * US, copy_end],
+    );
+    let (_, wait_corr) = b.api(10, "cudaStreamWaitEvent", t + 12 * US, t + 14 * US);
+    b.sync(
+        wait_corr,
+        SyncType::StreamWaitEvent,
+        1,
+        0xe1,
+        1,
+        t + 12 * US,
+        t + 14 * US,
+    );
+    let l = b.launch_at(
+        10,
+        "cudaLaunchKernel",
+        t + 20 * US,
+        1,
+        "consume",
+        Some(t + 400 * US),
+        None,
+        100 * US,
+        "svc.py:50",
+    );
+    for c in [ev_corr, copy_corr, wait_corr, l.corr] {
+        b.ext(c, 0);
+    }
+    b.query("q", l.op, Question::Cause);
+    (b.build(), [copy, l.op])
+}
+
+/// A stream wait is done only once its stream's previous item is: the kernel
+/// behind the wait was gated by the copy, not by nothing visible.
+#[test]
+fn a_stream_wait_is_done_only_once_its_stream_predecessor_is() {
+    let claims_missing_at = |e: &Explanation, at: u64| {
+        e.edges
+            .iter()
+            .any(|x| x.src == at && x.dst == at && x.evidence == Evidence::Missing)
+    };
+    let (v, [copy, kernel]) = wait_behind_copy(MS + 398 * US);
+    let e = explain(&v);
+    assert!(
+        !claims_missing_at(&e, kernel),
+        "a missing gate claimed at the kernel: {:?}",
+        e.edges
+    );
+    assert!(
+        diagnosis(&e).critical_path.contains(&copy),
+        "{:?}",
+        diagnosis(&e).critical_path
+    );
+    // Must not: when the copy ended long before the kernel was let go, nothing
+    // visible gated it, and the gap is claimed missing.
+    let (v, [copy, kernel]) = wait_behind_copy(MS + 100 * US);
+    let e = explain(&v);
+    assert!(claims_missing_at(&e, kernel), "{:?}", e.edges);
+    assert!(!diagnosis(&e).critical_path.contains(&copy));
+}
+
+/// Five requests, each handed from a front thread to a worker through a queue and
+/// launching one 1 ms kernel there. The first four waited 0.1, 0.5, 0.9 and 1.3 ms
+/// in the queue; the last waits `own_wait`, and its kernel is held `root_held`
+/// from starting by a kernel of no request. The query: the last kernel.
+fn handed_off(own_wait: u64, root_held: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for (r, wait) in [100 * US, 500 * US, 900 * US, 1300 * US, own_wait]
+        .into_iter()
+        .enumerate()
+    {
+        let tok = r.to_string();
+        let base = 10 * MS + r as u64 * 20 * MS;
+        let held = if r == 4 { root_held } else { 0 };
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        b.marker(10, MarkerPhase::Enqueue, "work", &tok, base + 5 * US);
+        let t = base + 5 * US + wait;
+        b.marker(11, MarkerPhase::TaskBegin, "work", &tok, t);
+        if held > 0 {
+            b.launch(20, t, 2, "other_work", held + 20 * US);
+        }
+        let submitted = t + 12 * US;
+        let l = b.launch_at(
+            11,
+            "cudaLaunchKernel",
+            t + 10 * US,
+            1,
+            "decode",
+            Some(submitted),
+            Some(submitted + 5 * US + held),
+            MS,
+            "svc.py:60",
+        );
+        b.ext(l.corr, r as u64);
+        symptom = l.op;
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 4 for the host phase: a queue wait is late only beyond the peers' own
+/// spread of queue waits. A 1.25 ms wait (0.55 ms over the median, within the
+/// peers' ±0.6 ms) is no queueing delay; the 400 µs hold at the SMs is the cause.
+#[test]
+fn a_queue_wait_within_the_peers_spread_is_no_queueing_delay() {
+    let e = explain(&handed_off(1250 * US, 400 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    // Must not: a wait far beyond the peers' spread is queueing.
+    let e = explain(&handed_off(3 * MS, 0));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HandoffQueueing, "{causes:?}");
+}

@@ -53,7 +53,7 @@ pub fn agreement(args: &AgreementArgs) -> Result<(), Failure> {
     let a = sides(args.a_bundles.as_deref().unwrap_or(&args.a.join("bundles")))?;
     let b = sides(args.b_bundles.as_deref().unwrap_or(&args.b.join("bundles")))?;
     let verdicts = |dir: &Path| -> Result<BTreeMap<(String, String), bool>, Failure> {
-        let path = dir.join("scores.jsonl");
+        let path = evaluator::scores_in(dir);
         let scores = evaluator::read_scores(&path).map_err(|e| Failure::input(e.to_string()))?;
         Ok(scores
             .into_iter()

@@ -224,7 +224,7 @@ pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn report(results: &Path) -> Result<(), Failure> {
+pub fn report(results: &Path, html: Option<&Path>) -> Result<(), Failure> {
     let tampered = crate::manifest::Manifest::read(results)?.tampered(results);
     if !tampered.is_empty() {
         return Err(Failure::failed(tampered.join("\n")));
@@ -241,6 +241,26 @@ pub fn report(results: &Path) -> Result<(), Failure> {
         r.files.len(),
         results.display()
     );
+    if let Some(dir) = html {
+        write_site(results, dir, &r.leaderboard)?;
+    }
+    Ok(())
+}
+
+/// Writes the static HTML leaderboard of `results` into `dir` and says where it is.
+pub fn write_site(
+    results: &Path,
+    dir: &Path,
+    leaderboard: &evaluator::Leaderboard,
+) -> Result<(), Failure> {
+    let w = crate::site::write(results, dir, leaderboard)?;
+    eprintln!(
+        "html: {} pages, {} Perfetto traces ({:.1} MiB); open {} in a browser",
+        w.pages,
+        w.traces,
+        w.trace_bytes as f64 / (1024.0 * 1024.0),
+        dir.join("index.html").display()
+    );
     Ok(())
 }
 
@@ -249,12 +269,6 @@ pub fn eval_failure(e: evaluator::EvalError) -> Failure {
         evaluator::EvalError::Format(f) => Failure::input(f),
         other => Failure::failed(other),
     }
-}
-
-pub fn diff(a: &Path, b: &Path) -> Result<(), Failure> {
-    let d = evaluator::diff(a, b)?;
-    println!("{}", d.to_markdown());
-    Ok(())
 }
 
 pub fn schema(name: &str) -> Result<(), Failure> {

@@ -7,6 +7,7 @@ mod agreement;
 mod catalog;
 mod commands;
 mod corpus;
+mod diff;
 mod export;
 mod external;
 mod gpu;
@@ -16,6 +17,7 @@ mod megakernel;
 mod megakernel_run;
 mod progress;
 mod run;
+mod site;
 mod submit;
 mod track;
 
@@ -140,13 +142,22 @@ enum Command {
         #[arg(long)]
         rid: u64,
     },
-    /// Rebuild leaderboard and plots from DIR/scores.jsonl.
+    /// Rebuild leaderboard and plots from DIR/scores.jsonl, and with `--html` the
+    /// static HTML leaderboard (docs/cli.md, "The HTML leaderboard").
     Report {
-        #[arg(long)]
+        /// The result set (a `run --out` directory).
+        #[arg(long, default_value = "out")]
         results: PathBuf,
+        /// Also write the browsable static leaderboard into this directory (open its
+        /// `index.html` from disk; `run` writes it to `OUT/html` by itself).
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
     },
-    /// What changed between two result sets.
-    Diff { dir_a: PathBuf, dir_b: PathBuf },
+    /// What changed between two result sets: a one-screen summary (verdict flips per
+    /// profiler × family, metrics beyond their interval, what differs in the records
+    /// behind each flip), the details in a file; or, with --versions, corpora recorded
+    /// under several CUPTI versions compared at once.
+    Diff(diff::DiffArgs),
     /// How far two backends agree on the same generated scenarios, per axis (label
     /// checks, lateness, each profiler's verdicts): the simulator against the GPU.
     Agreement(agreement::AgreementArgs),
@@ -268,8 +279,8 @@ fn main() -> ExitCode {
             json,
         } => commands::score(&bundle, &view, &explanation, json),
         Command::WhyLate { view, rid } => commands::why_late(&view, rid),
-        Command::Report { results } => commands::report(&results),
-        Command::Diff { dir_a, dir_b } => commands::diff(&dir_a, &dir_b),
+        Command::Report { results, html } => commands::report(&results, html.as_deref()),
+        Command::Diff(args) => diff::diff(args),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),

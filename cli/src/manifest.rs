@@ -47,7 +47,7 @@ pub struct SplitRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BundleHash {
-    /// Relative to the results directory when inside it.
+    /// Relative to the results directory when inside it, else absolute.
     pub path: PathBuf,
     pub sha256: String,
 }
@@ -155,7 +155,13 @@ impl RunManifest {
     /// Hashes the bundle file `path` the harness just wrote or read for `key`.
     pub fn record(&self, key: &str, path: &Path) -> Result<(), String> {
         let sha256 = sha256_file(path).map_err(|e| format!("{key}: {e}"))?;
-        let path = path.strip_prefix(&self.dir).unwrap_or(path).to_path_buf();
+        // Inside the results directory: relative to it (the directory may move).
+        // Outside (a replayed corpus): absolute, so that `report` run from any
+        // working directory finds it again.
+        let path = match path.strip_prefix(&self.dir) {
+            Ok(inside) => inside.to_path_buf(),
+            Err(_) => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        };
         let mut m = self.manifest.lock().unwrap();
         m.bundles
             .insert(key.to_string(), BundleHash { path, sha256 });

@@ -34,6 +34,48 @@ pub enum MeasureCommand {
     EbpfOverhead(EbpfOverheadArgs),
     /// The generator's launch cost against a direct cudarc launch loop.
     LaunchOverhead(LaunchOverheadArgs),
+    /// What each collector configuration (none, CUPTI, eBPF, both) costs a
+    /// launch-bound and a realistic workload: interleaved repetitions, the
+    /// wall-time ratio to the same repetition without collectors, records and
+    /// bytes per operation. `run --costs FILE` puts it on the leaderboard.
+    Collectors(CollectorsArgs),
+    /// What one hit of each eBPF recorder mechanism costs on this machine (no
+    /// GPU needed): uprobe, return probe, each stack capture, sched and fault
+    /// tracepoints, each against the same work without it, interleaved.
+    ProbeCost(ProbeCostArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CollectorsArgs {
+    /// Empty-kernel launches of the launch-bound workload.
+    #[arg(long, default_value_t = 100_000)]
+    pub launches: u32,
+    /// Kernels (10-100 us each) of the realistic workload.
+    #[arg(long, default_value_t = 4_000)]
+    pub kernels: u32,
+    /// Interleaved repetitions of every configuration (at least 5 for the leaderboard).
+    #[arg(long, default_value_t = 5)]
+    pub reps: u32,
+    #[arg(long, default_value = "collectors.json")]
+    pub out: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct ProbeCostArgs {
+    /// Calls of the probed function per timed loop.
+    #[arg(long, default_value_t = 200_000)]
+    pub calls: u32,
+    /// Token hand-offs between two threads per timed loop.
+    #[arg(long, default_value_t = 20_000)]
+    pub switches: u32,
+    /// Fresh pages touched per timed loop.
+    #[arg(long, default_value_t = 20_000)]
+    pub pages: u32,
+    /// Interleaved repetitions of every configuration.
+    #[arg(long, default_value_t = 5)]
+    pub reps: u32,
+    #[arg(long, default_value = "probe-cost.json")]
+    pub out: PathBuf,
 }
 
 /// Scenarios and recorder of the lateness studies.
@@ -135,6 +177,48 @@ pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
                 "ringbuffer_dropped": o.ringbuffer_dropped, "start_ns": o.start_ns,
                 "stop_ns": o.stop_ns, "error": o.error,
             });
+            (a.out, value)
+        }
+        MeasureCommand::Collectors(a) => {
+            let be = gpu::open("measure collectors")?;
+            let costs = benchmark("collector costs", || {
+                be.collector_costs(a.launches, a.kernels, a.reps)
+            })?;
+            for w in &costs.workloads {
+                for c in &w.configurations {
+                    eprintln!(
+                        "causalbench: {:<12} {:<10} x{:.3} [{:.3}, {:.3}]  {:.2} records/op  {:.0} bytes/op",
+                        w.workload, c.collectors, c.overhead_median, c.overhead_min,
+                        c.overhead_max, c.records_per_op, c.bytes_per_op
+                    );
+                }
+            }
+            if let Some(e) = &costs.error {
+                eprintln!("causalbench: measure collectors stopped early: {e}");
+            }
+            let value = serde_json::to_value(&costs)
+                .map_err(|e| Failure::failed(format!("measure collectors: {e}")))?;
+            (a.out, value)
+        }
+        MeasureCommand::ProbeCost(a) => {
+            let study = ebpf_recorder::cost::CostStudy {
+                calls: a.calls,
+                switches: a.switches,
+                pages: a.pages,
+                reps: a.reps,
+            };
+            let bar = crate::progress::bar(1, "eBPF probe cost");
+            let cost = ebpf_recorder::cost::probe_cost(study);
+            bar.finish_and_clear();
+            let cost = cost.map_err(|e| Failure::failed(format!("measure probe-cost: {e}")))?;
+            for t in cost.uprobes.iter().chain(&cost.sched).chain(&cost.faults) {
+                eprintln!(
+                    "causalbench: {:<46} {:>9.1} ns/op  {:>+8.1} ns/hit",
+                    t.name, t.median_ns_per_op, t.cost_ns_per_hit
+                );
+            }
+            let value = serde_json::to_value(&cost)
+                .map_err(|e| Failure::failed(format!("measure probe-cost: {e}")))?;
             (a.out, value)
         }
         MeasureCommand::LaunchOverhead(a) => {

@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// Replay the bundles (`*.bundle.json`, `*.bundle.json.gz`) of a recorded corpus directory. Alone it
     /// replaces recording; with `--suite` it comes in addition. Without either, `auto`
     /// on a machine without a GPU records the catalog on the simulator and replays
-    /// the shipped corpus (results/corpus).
+    /// the shipped corpus (results/corpus/h200-580).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     #[arg(long, default_value = "out")]
@@ -80,6 +80,33 @@ pub struct RunArgs {
     /// Wall-clock limit of one external profiler run on one view, in seconds.
     #[arg(long, default_value_t = 300)]
     pub profiler_timeout: u64,
+    /// Collector costs (`causalbench measure collectors`) to show beside the
+    /// accuracy of each view ("Accuracy against cost" in leaderboard.md). Replaying
+    /// the shipped corpus, the shipped measurement is used unless this names another.
+    #[arg(long, value_name = "FILE")]
+    pub costs: Option<PathBuf>,
+}
+
+/// The H200 measurement of what each collector costs, shown with the shipped corpus.
+pub const SHIPPED_COSTS: &str = "results/h200-580/measurements/collector-costs.json";
+
+/// Copies the collector costs the leaderboard shows into `out` (checked first:
+/// a malformed file is an input error, exit 2).
+fn take_costs(args: &RunArgs, corpus: Option<&Path>, out: &Path) -> Result<(), Failure> {
+    let source = match &args.costs {
+        Some(f) => f.clone(),
+        None if corpus == Some(Path::new(SHIPPED_CORPUS)) && Path::new(SHIPPED_COSTS).is_file() => {
+            PathBuf::from(SHIPPED_COSTS)
+        }
+        None => return Ok(()),
+    };
+    use ground_truth::io::Readable;
+    let costs = ground_truth::costs::CollectorCosts::read(&source)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let dest = out.join(evaluator::costs::COSTS_FILE);
+    let text = serde_json::to_string_pretty(&costs).map_err(Failure::failed)?;
+    ground_truth::io::write_atomic(&dest, text.as_bytes())
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", dest.display())))
 }
 
 /// What every job of a run shares besides the backend.
@@ -138,7 +165,9 @@ fn note_missing_adapters(arg: &str) {
 }
 
 /// Where the shipped corpus lives, relative to the working directory.
-pub const SHIPPED_CORPUS: &str = "results/corpus";
+/// The catalog recorded on the H200 with the toolkit's CUPTI; the per-version corpora
+/// beside it (`results/corpus/h200-580-cupti*`) are for `diff --versions`, not the default run.
+pub const SHIPPED_CORPUS: &str = "results/corpus/h200-580";
 
 enum Job {
     Record {
@@ -419,6 +448,7 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     });
     bar.finish_and_clear();
     let scores = results.into_inner().unwrap();
+    take_costs(&args, corpus.as_deref(), out)?;
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
     let track = crate::track::in_run(
         out,
@@ -428,6 +458,7 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
         args.megakernel_reps,
     )?;
     crate::manifest::mark_leaderboard(out)?;
+    crate::commands::write_site(out, &out.join("html"), &report.leaderboard)?;
     if !args.quiet {
         println!("{}", report.leaderboard.to_markdown());
         if let Some(rows) = &track {

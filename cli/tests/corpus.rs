@@ -24,6 +24,28 @@ fn verdicts(path: &Path) -> serde_json::Value {
     v
 }
 
+/// Replays `corpus` with the built-in profilers into `out`; fails the test
+/// on any failed case.
+fn replay(root: &Path, corpus: &Path, extra: &[&str], out: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root)
+        .args(["run", "--corpus"])
+        .arg(corpus)
+        .args(["--profilers", "builtin", "--quiet"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}: {}",
+        corpus.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn corpus_replays_to_the_committed_leaderboard() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -34,26 +56,7 @@ fn corpus_replays_to_the_committed_leaderboard() {
         committed.display()
     );
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(&root)
-        .args([
-            "run",
-            "--corpus",
-            CORPUS,
-            "--profilers",
-            "builtin",
-            "--quiet",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    replay(&root, Path::new(CORPUS), &[], out.path());
     let fresh = verdicts(&out.path().join("leaderboard.json"));
     assert!(
         fresh == verdicts(&committed),
@@ -115,4 +118,46 @@ fn recorded_stacks_name_every_kernels_call_site() {
         recovered as f64 >= 0.99 * kernels as f64,
         "{recovered}/{kernels} recovered; e.g. {wrong:?}"
     );
+}
+
+/// Each corpus recorded under another CUPTI version
+/// (`results/corpus/h200-580-cupti*`, docs/cupti-versions.md) replays to
+/// exactly the leaderboard committed for it in `results/cross-version/`.
+#[test]
+fn each_cupti_version_corpus_replays_to_its_committed_leaderboard() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut corpora: Vec<_> = std::fs::read_dir(root.join("results/corpus"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("h200-580-cupti"))
+        })
+        .collect();
+    corpora.sort();
+    assert!(
+        corpora.len() >= 4,
+        "at least four CUPTI versions are committed, found {corpora:?}"
+    );
+    for corpus in corpora {
+        let name = corpus.file_name().unwrap().to_str().unwrap().to_string();
+        let committed = root
+            .join("results/cross-version")
+            .join(&name)
+            .join("leaderboard.json");
+        assert!(
+            committed.is_file(),
+            "{} must be committed",
+            committed.display()
+        );
+        let out = tempfile::tempdir().unwrap();
+        replay(&root, &corpus, &["--megakernel-reps", "0"], out.path());
+        assert!(
+            verdicts(&out.path().join("leaderboard.json")) == verdicts(&committed),
+            "replaying {name} no longer gives {}",
+            committed.display()
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! What changed between two result sets: per-symptom verdicts of the cases both
 //! sides scored, leaderboard metrics that moved, and cases only one side has.
 
+use crate::diff_evidence::{changes, Evidence, RecordChange};
 use crate::leaderboard::{Leaderboard, CSV_COLUMNS};
-use crate::output::{read_scores, SCORES_FILE};
+use crate::output::{read_scores, scores_in};
 use crate::score::CaseScore;
 use ground_truth::{CauseLabel, Collectors, FormatError, Mode};
 use schemars::JsonSchema;
@@ -43,6 +44,9 @@ impl CaseKey {
 pub struct VerdictChange {
     #[serde(flatten)]
     pub case: CaseKey,
+    /// The scenario family of the case (empty in diffs written before it was kept).
+    #[serde(default)]
+    pub family: String,
     pub symptom: String,
     /// `null`: the symptom was not scored on that side.
     pub before: Option<bool>,
@@ -74,6 +78,9 @@ pub struct MetricChange {
     pub after: Option<f64>,
     /// `after − before` when both are defined.
     pub delta: Option<f64>,
+    /// Each side's value lies outside the other side's 95 % interval.
+    #[serde(default)]
+    pub beyond_interval: bool,
 }
 
 /// Leaderboard row identity.
@@ -101,6 +108,10 @@ pub struct Diff {
     pub rows_only_in_b: Vec<RowKey>,
     /// Case keys that appear more than once on one side (the first occurrence is used).
     pub duplicate_keys: Vec<CaseKey>,
+    /// Per bundle with a changed verdict: how its records differ between the
+    /// two sides (filled by [`Diff::attach_causes`] when both bundles are at hand).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub causes: BTreeMap<String, Vec<RecordChange>>,
 }
 
 fn by_key<'a>(
@@ -157,6 +168,7 @@ impl Diff {
                 if before != after {
                     d.verdicts.push(VerdictChange {
                         case: k.clone(),
+                        family: ca.family.clone(),
                         symptom: id.to_string(),
                         before,
                         after,
@@ -188,7 +200,12 @@ impl Diff {
             for &col in &CSV_COLUMNS[3..] {
                 let (before, after) = (Leaderboard::metric(x, col), Leaderboard::metric(y, col));
                 if differs(before, after) {
+                    let outside = |v: Option<f64>, row: &crate::leaderboard::LeaderboardRow| {
+                        v.zip(row.ci.get(col))
+                            .is_some_and(|(v, i)| v < i.low - EPSILON || v > i.high + EPSILON)
+                    };
                     d.metrics.push(MetricChange {
+                        beyond_interval: outside(after, x) && outside(before, y),
                         profiler: k.profiler.clone(),
                         collectors: k.collectors,
                         mode: k.mode,
@@ -208,6 +225,27 @@ impl Diff {
             .cloned()
             .collect();
         d
+    }
+
+    /// Explains each changed verdict by the differences between the records
+    /// of its bundle on the two sides; `a_bundle` / `b_bundle` give a bundle
+    /// by id, `None` when that side's bundle is not at hand.
+    pub fn attach_causes(
+        &mut self,
+        mut a_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
+        mut b_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
+    ) {
+        let bundles: std::collections::BTreeSet<String> = self
+            .verdicts
+            .iter()
+            .map(|v| v.case.bundle.clone())
+            .collect();
+        for id in bundles {
+            if let (Some(a), Some(b)) = (a_bundle(&id), b_bundle(&id)) {
+                self.causes
+                    .insert(id, changes(&Evidence::of(&a), &Evidence::of(&b)));
+            }
+        }
     }
 
     /// True when nothing changed.
@@ -257,15 +295,15 @@ impl Diff {
         let cause = |c: Option<CauseLabel>| c.map_or("-".to_string(), |c| c.to_string());
         if !self.verdicts.is_empty() {
             let _ = writeln!(md, "## Verdicts that changed\n");
-            let _ = writeln!(md, "| bundle | backend | profiler | view | symptom | A | B | A top cause | B top cause |");
+            let _ = writeln!(md, "| bundle | backend | profiler | view | symptom | A | B | A top cause | B top cause | what differs in the records |");
             let _ = writeln!(
                 md,
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
             );
             for v in &self.verdicts {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     v.case.bundle,
                     v.case.backend,
                     v.case.profiler,
@@ -274,7 +312,8 @@ impl Diff {
                     verdict(v.before),
                     verdict(v.after),
                     cause(v.before_cause),
-                    cause(v.after_cause)
+                    cause(v.after_cause),
+                    self.cause_text(&v.case.bundle, usize::MAX)
                 );
             }
             md.push('\n');
@@ -350,8 +389,8 @@ impl Diff {
 
 /// Compares the result sets in two directories (their `scores.jsonl`).
 pub fn diff(a_dir: &Path, b_dir: &Path) -> Result<Diff, FormatError> {
-    let a = read_scores(&a_dir.join(SCORES_FILE))?;
-    let b = read_scores(&b_dir.join(SCORES_FILE))?;
+    let a = read_scores(&scores_in(a_dir))?;
+    let b = read_scores(&scores_in(b_dir))?;
     Ok(Diff::from_scores(
         &a_dir.display().to_string(),
         &a,

@@ -240,6 +240,10 @@ pub struct Leaderboard {
     /// Per family × profiler × collectors × mode, the pair accuracy on each backend.
     #[serde(default)]
     pub families_by_backend: Vec<BackendFamilyRow>,
+    /// Pair accuracy per CUPTI version × profiler × collectors × mode, only when
+    /// the scores mix GPU recordings of several CUPTI versions (`""`: the simulator).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<VersionRow>,
     /// Sim-to-real agreement per profiler (only when `sim` and `cuda` cases were both scored).
     #[serde(default)]
     pub sim_to_real: Vec<SimToRealRow>,
@@ -261,6 +265,18 @@ pub struct Leaderboard {
 #[serde(deny_unknown_fields)]
 pub struct BackendRow {
     pub backend: String,
+    pub profiler: String,
+    pub collectors: Collectors,
+    pub mode: Mode,
+    pub pairs: u64,
+    pub pair_accuracy: Option<f64>,
+}
+
+/// Pair accuracy of one profiler × collectors × mode on recordings of one CUPTI version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VersionRow {
+    pub cupti: String,
     pub profiler: String,
     pub collectors: Collectors,
     pub mode: Mode,
@@ -510,15 +526,22 @@ impl Leaderboard {
         let mut fam_backend: BTreeMap<BackendKey, PairCount> = BTreeMap::new();
         let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> =
             BTreeMap::new();
+        let mut row_version: BTreeMap<(String, String, Collectors, Mode), PairCount> =
+            BTreeMap::new();
         for (key, unit) in &groups {
             let v = unit.score();
             let PairKey {
                 unit: InstanceKey { family, .. },
                 backend,
+                cupti,
                 profiler,
                 collectors: col,
                 mode,
             } = key;
+            row_version
+                .entry((cupti.clone(), profiler.clone(), *col, *mode))
+                .or_default()
+                .add(v);
             if let Some(cell) = clusters
                 .get_mut(&(profiler.clone(), *col, *mode))
                 .and_then(|by| by.get_mut(&key.unit))
@@ -655,6 +678,24 @@ impl Leaderboard {
                 pairs: p.pairs,
                 pair_accuracy: r6(p.accuracy()),
             });
+        }
+        // Only where results mix CUPTI versions (docs/cupti-versions.md).
+        let versions: std::collections::BTreeSet<&str> = row_version
+            .keys()
+            .map(|(v, ..)| v.as_str())
+            .filter(|v| !v.is_empty())
+            .collect();
+        if versions.len() > 1 {
+            for ((cupti, profiler, collectors, mode), p) in &row_version {
+                lb.versions.push(VersionRow {
+                    cupti: cupti.clone(),
+                    profiler: profiler.clone(),
+                    collectors: *collectors,
+                    mode: *mode,
+                    pairs: p.pairs,
+                    pair_accuracy: r6(p.accuracy()),
+                });
+            }
         }
         let mut agreement: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for ((family, profiler, collectors, mode, backend), p) in &fam_backend {

@@ -12,31 +12,38 @@
 
 mod axes;
 mod bootstrap;
+pub mod costs;
 mod diff;
+mod diff_evidence;
+mod diff_summary;
 mod index;
 mod leaderboard;
 pub mod megakernel;
 mod output;
 mod pairs;
+pub mod palette;
 mod plots;
 mod score;
+mod shortfall;
 
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
 pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
+pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
     csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
     CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
-    parse_scores, read_scores, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
+    parse_scores, read_scores, scores_in, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,
     LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_FILE,
 };
 pub use plots::{write_plots, PLOTS};
 pub use score::{
-    path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore, RequestScore,
-    SymptomScore, TypeScore, CONFIDENT,
+    overblamed_phase, path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore,
+    RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,
 };
+pub use shortfall::{question_name, shortfalls, Shortfall, Tally};
 
 use ground_truth::FormatError;
 use std::path::{Path, PathBuf};
@@ -91,6 +98,7 @@ fn write_report(
             .map(|f| dir.join(f)),
     );
     files.extend(write_plots(dir, scores, &leaderboard)?);
+    files.extend(costs::write(dir, &leaderboard)?);
     Ok(Report {
         leaderboard,
         cases: scores.len(),
@@ -101,7 +109,7 @@ fn write_report(
 /// Rebuilds `leaderboard.{md,csv,json}` and `plots/*.png` in `results_dir` from
 /// `results_dir/scores.jsonl`.
 pub fn report(results_dir: &Path) -> Result<Report, EvalError> {
-    let scores = read_scores(&results_dir.join(SCORES_FILE))?;
+    let scores = read_scores(&output::scores_in(results_dir))?;
     write_report(results_dir, &scores, Vec::new())
 }
 

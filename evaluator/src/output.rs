@@ -13,10 +13,22 @@ use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
 use ground_truth::{Collectors, FormatError, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File names inside a results directory.
 pub const SCORES_FILE: &str = "scores.jsonl";
+
+/// The case scores of a results directory: `scores.jsonl`, or its gzip-compressed
+/// `scores.jsonl.gz` (how large committed result sets are stored) when only that exists.
+pub fn scores_in(dir: &Path) -> PathBuf {
+    let plain = dir.join(SCORES_FILE);
+    let packed = dir.join(format!("{SCORES_FILE}.gz"));
+    if !plain.exists() && packed.is_file() {
+        packed
+    } else {
+        plain
+    }
+}
 pub const LEADERBOARD_MD: &str = "leaderboard.md";
 pub const LEADERBOARD_CSV: &str = "leaderboard.csv";
 pub const LEADERBOARD_JSON: &str = "leaderboard.json";
@@ -322,6 +334,7 @@ impl Leaderboard {
         self.families_markdown(&mut md, &profilers);
         self.axes_markdown(&mut md, &profilers);
         self.backends_markdown(&mut md, &profilers);
+        self.versions_markdown(&mut md);
         self.crashes_markdown(&mut md);
         if !probes.is_empty() {
             self.probes_markdown(&mut md, &probes);
@@ -424,6 +437,41 @@ impl Leaderboard {
                     .collect();
                 let _ = writeln!(md, "| {} | {} |", fam, row.join(" | "));
             }
+        }
+    }
+
+    /// The version column: pair accuracy per CUPTI version of CUPTI-fed rows,
+    /// when the scored recordings mix CUPTI versions.
+    fn versions_markdown(&self, md: &mut String) {
+        if self.versions.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n## By CUPTI version\n");
+        let _ = writeln!(
+            md,
+            "Pair accuracy of the rows that read CUPTI records, per CUPTI version the GPU bundles \
+             were recorded with (docs/cupti-versions.md); the rows above pool versions.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| profiler | collectors | mode | CUPTI | pairs | pair_accuracy |"
+        );
+        let _ = writeln!(md, "| --- | --- | --- | --- | ---: | ---: |");
+        for r in self
+            .versions
+            .iter()
+            .filter(|r| r.collectors != Collectors::Host && !r.cupti.is_empty())
+        {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.profiler,
+                r.collectors.as_str(),
+                r.mode.as_str(),
+                r.cupti,
+                r.pairs,
+                fixed(r.pair_accuracy, 3, "n/a")
+            );
         }
     }
 

@@ -40,6 +40,8 @@ impl InstanceKey {
 pub(crate) struct PairKey {
     pub unit: InstanceKey,
     pub backend: String,
+    /// Recordings under different CUPTI versions are different pair units.
+    pub cupti: String,
     pub profiler: String,
     pub collectors: Collectors,
     pub mode: Mode,
@@ -50,6 +52,7 @@ impl PairKey {
         PairKey {
             unit: InstanceKey::of(c),
             backend: c.backend.clone(),
+            cupti: c.cupti.clone(),
             profiler: c.profiler.clone(),
             collectors: c.collectors,
             mode: c.mode,

@@ -4,7 +4,7 @@
 use crate::leaderboard::Leaderboard;
 use crate::score::CaseScore;
 use crate::EvalError;
-use ground_truth::EdgeType;
+use ground_truth::{Collectors, EdgeType, Mode};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -36,22 +36,13 @@ fn register_font() {
     });
 }
 
-/// Tableau-10 colours, one per profiler (cycled).
-const PALETTE: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
+/// The plotters colour of profiler `name` (`palette`: derived from the name alone).
+fn colour(name: &str) -> RGBColor {
+    rgb(crate::palette::profiler_colour(name))
+}
 
-fn colour(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
+fn rgb(c: crate::palette::Colour) -> RGBColor {
+    RGBColor(c.0, c.1, c.2)
 }
 
 fn font(size: u32) -> TextStyle<'static> {
@@ -72,6 +63,8 @@ macro_rules! tri {
 }
 
 mod axes;
+mod costs;
+pub(crate) use costs::accuracy_vs_cost;
 
 /// Approximate width in pixels of `s` at `size` (DejaVu Sans averages ~0.6 em).
 fn text_width(s: &str, size: u32) -> u32 {
@@ -93,73 +86,64 @@ pub fn write_plots(
     let profilers = lb.profilers();
     let mut out = Vec::new();
 
-    // Pair accuracy by family (pooled over collectors × modes).
+    // Each view (collectors × mode) is a panel of its own: views are never pooled.
+    let views = views_of(lb);
+
+    // Pair accuracy by family, per view.
     let families: Vec<String> = lb
-        .families_pooled
+        .families
         .iter()
         .map(|f| f.family.clone())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let values: Vec<Vec<Option<f64>>> = families
-        .iter()
-        .map(|fam| {
-            profilers
-                .iter()
-                .map(|p| {
-                    lb.families_pooled
-                        .iter()
-                        .find(|f| &f.family == fam && &f.profiler == p)
-                        .and_then(|f| f.pair_accuracy)
-                })
-                .collect()
-        })
-        .collect();
+    let family_panels = panels(&views, &families, &profilers, |fam, p, c, m| {
+        lb.families
+            .iter()
+            .find(|f| {
+                &f.family == fam && f.profiler == p && f.collectors == Some(c) && f.mode == Some(m)
+            })
+            .and_then(|f| f.pair_accuracy)
+    });
     let p = plots.join(PLOTS[0]);
     grouped_hbar(
         &p,
-        "Pair accuracy by family (loss-free views, all collectors and modes)",
+        "Pair accuracy by family (loss-free views), one panel per view",
         "pair accuracy (every variant of a pair correct)",
         &families,
         &profilers,
-        &values,
+        &family_panels,
     )?;
     out.push(p);
 
-    // Edge F1 by type (pooled over loss-free views).
+    // Edge F1 by type, per view (loss-free).
     let types: Vec<EdgeType> = EdgeType::ALL
         .iter()
         .copied()
-        .filter(|t| lb.edge_types_pooled.iter().any(|r| r.kind == *t))
+        .filter(|t| lb.edge_types.iter().any(|r| r.kind == *t))
         .collect();
-    let values: Vec<Vec<Option<f64>>> = types
-        .iter()
-        .map(|t| {
-            profilers
-                .iter()
-                .map(|p| {
-                    lb.edge_types_pooled
-                        .iter()
-                        .find(|r| r.kind == *t && &r.profiler == p)
-                        .and_then(|r| r.f1)
-                })
-                .collect()
-        })
-        .collect();
+    let type_panels = panels(&views, &types, &profilers, |t: &EdgeType, p, c, m| {
+        lb.edge_types
+            .iter()
+            .find(|r| {
+                r.kind == *t && r.profiler == p && r.collectors == Some(c) && r.mode == Some(m)
+            })
+            .and_then(|r| r.f1)
+    });
     let names: Vec<String> = types.iter().map(|t| t.as_str().to_string()).collect();
     let p = plots.join(PLOTS[1]);
     grouped_hbar(
         &p,
-        "Edge F1 by edge type (loss-free views, all collectors and modes)",
+        "Edge F1 by edge type (loss-free views), one panel per view",
         "edge F1",
         &names,
         &profilers,
-        &values,
+        &type_panels,
     )?;
     out.push(p);
 
     let p = plots.join(PLOTS[2]);
-    loss_sweep(&p, lb, &profilers)?;
+    loss_sweep(&p, lb, &profilers, &views)?;
     out.push(p);
 
     let p = plots.join(PLOTS[3]);
@@ -180,14 +164,54 @@ pub fn write_plots(
     Ok(out)
 }
 
-/// Horizontal grouped bars: one group per category, one bar per series, values in [0, 1].
+/// The views (collectors × mode) of the leaderboard's rows, in that order.
+fn views_of(lb: &Leaderboard) -> Vec<(Collectors, Mode)> {
+    lb.rows
+        .iter()
+        .map(|r| (r.collectors, r.mode))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+fn view_title(collectors: Collectors, mode: Mode) -> String {
+    format!("view {}/{}", collectors.as_str(), mode.as_str())
+}
+
+/// One panel of a grouped bar chart: its title and, per category, one value per series.
+struct Panel {
+    title: String,
+    values: Vec<Vec<Option<f64>>>,
+}
+
+/// One [`Panel`] per view: per category, the value of each profiler, from `value`.
+fn panels<T>(
+    views: &[(Collectors, Mode)],
+    categories: &[T],
+    profilers: &[String],
+    value: impl Fn(&T, &str, Collectors, Mode) -> Option<f64>,
+) -> Vec<Panel> {
+    views
+        .iter()
+        .map(|&(c, m)| Panel {
+            title: view_title(c, m),
+            values: categories
+                .iter()
+                .map(|cat| profilers.iter().map(|p| value(cat, p, c, m)).collect())
+                .collect(),
+        })
+        .collect()
+}
+
+/// Horizontal grouped bars, one panel per view: one group per category, one bar per
+/// series, values in [0, 1].
 fn grouped_hbar(
     path: &Path,
     title: &str,
     x_desc: &str,
     categories: &[String],
     series: &[String],
-    values: &[Vec<Option<f64>>],
+    panels: &[Panel],
 ) -> Result<(), EvalError> {
     let bar = 14u32;
     let group = (series.len().max(1) as u32) * bar + 12;
@@ -200,18 +224,60 @@ fn grouped_hbar(
         + 16;
     let legend_h = 24 * ((series.len() as u32).div_ceil(4)).max(1);
     let width = 1100u32.max(label_w + 700);
-    let height = 110 + legend_h + group * (categories.len().max(1) as u32);
+    let panel_h = 90 + group * (categories.len().max(1) as u32);
+    let height = 50 + legend_h + panel_h * (panels.len().max(1) as u32);
     let full = BitMapBackend::new(path, (width, height)).into_drawing_area();
     tri!(full.fill(&WHITE), path);
     let root = tri!(full.titled(title, font(20)), path);
-    let (legend_area, chart_area) = root.split_vertically(legend_h);
+    let (legend_area, mut rest) = root.split_vertically(legend_h);
     draw_legend(&legend_area, series, path)?;
+    if panels.is_empty() {
+        tri!(
+            full.draw_text(
+                "no data",
+                &font(18).pos(Pos::new(HPos::Center, VPos::Center)),
+                (width as i32 / 2, height as i32 / 2)
+            ),
+            path
+        );
+    }
+    for panel in panels {
+        let (chart_area, below) = rest.split_vertically(panel_h);
+        rest = below;
+        hbar_panel(
+            &full,
+            &chart_area,
+            panel,
+            x_desc,
+            categories,
+            series,
+            label_w,
+            path,
+        )?;
+    }
+    tri!(full.present(), path);
+    Ok(())
+}
 
+/// One panel of [`grouped_hbar`]; text is drawn on `full` at backend coordinates.
+#[allow(clippy::too_many_arguments)]
+fn hbar_panel(
+    full: &DrawingArea<BitMapBackend<'_>, Shift>,
+    chart_area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    panel: &Panel,
+    x_desc: &str,
+    categories: &[String],
+    series: &[String],
+    label_w: u32,
+    path: &Path,
+) -> Result<(), EvalError> {
+    let values = &panel.values;
     let n = categories.len().max(1) as f64;
     let mut chart = tri!(
-        ChartBuilder::on(&chart_area)
+        ChartBuilder::on(chart_area)
             .margin_right(30)
             .margin_top(6)
+            .caption(&panel.title, font(16))
             .x_label_area_size(44)
             .y_label_area_size(label_w)
             .build_cartesian_2d(0f64..1f64, 0f64..n),
@@ -241,7 +307,6 @@ fn grouped_hbar(
             ),
             path
         );
-        tri!(full.present(), path);
         return Ok(());
     }
     let unit = 1.0 / (series.len().max(1) as f64 + 0.8);
@@ -257,7 +322,7 @@ fn grouped_hbar(
             ),
             path
         );
-        for (si, _) in series.iter().enumerate() {
+        for (si, name) in series.iter().enumerate() {
             let y1 = top - 0.4 * unit - si as f64 * unit;
             let y0 = y1 - unit * 0.9;
             match values.get(ci).and_then(|v| v.get(si)).copied().flatten() {
@@ -266,7 +331,7 @@ fn grouped_hbar(
                     tri!(
                         chart.draw_series(std::iter::once(Rectangle::new(
                             [(0.0, y0), (v, y1)],
-                            colour(si).filled()
+                            colour(name).filled()
                         ))),
                         path
                     );
@@ -290,7 +355,6 @@ fn grouped_hbar(
             }
         }
     }
-    tri!(full.present(), path);
     Ok(())
 }
 
@@ -309,7 +373,7 @@ fn draw_legend(
         tri!(
             area.draw(&Rectangle::new(
                 [(x, y + 2), (x + 14, y + 16)],
-                colour(i).filled()
+                colour(s).filled()
             )),
             path
         );
@@ -387,91 +451,113 @@ fn draw_categories(
     Ok(())
 }
 
-/// False-confidence rate and unresolved recall against loss rate, one line per profiler.
-fn loss_sweep(path: &Path, lb: &Leaderboard, profilers: &[String]) -> Result<(), EvalError> {
+/// False-confidence rate and unresolved recall against loss rate, one line per
+/// profiler, one row of two panels per view.
+fn loss_sweep(
+    path: &Path,
+    lb: &Leaderboard,
+    profilers: &[String],
+    views: &[(Collectors, Mode)],
+) -> Result<(), EvalError> {
     // Loss levels with a rate (targeted loss has none), in increasing order.
-    let mut rates: Vec<f64> = lb.loss_pooled.iter().filter_map(|r| r.loss_rate).collect();
+    let mut rates: Vec<f64> = lb.loss.iter().filter_map(|r| r.loss_rate).collect();
     rates.sort_by(f64::total_cmp);
     rates.dedup();
     let legend_h = 24 * ((profilers.len() as u32).div_ceil(4)).max(1);
-    let full = BitMapBackend::new(path, (1300, 560 + legend_h)).into_drawing_area();
+    let row_h = 420u32;
+    let height = 70 + legend_h + row_h * views.len().max(1) as u32;
+    let full = BitMapBackend::new(path, (1300, height)).into_drawing_area();
     tri!(full.fill(&WHITE), path);
     let root = tri!(
-        full.titled(
-            "Behaviour under record loss (all collectors and modes pooled)",
-            font(20)
-        ),
+        full.titled("Behaviour under record loss, one row per view", font(20)),
         path
     );
     let (legend_area, rest) = root.split_vertically(legend_h);
     draw_legend(&legend_area, profilers, path)?;
-    let (rest, foot) = rest.split_vertically(rest.dim_in_pixel().1 - 24);
+    let (mut rest, foot) = rest.split_vertically(rest.dim_in_pixel().1 - 24);
     let note =
         "A missing point: no symptom was unresolved at that loss rate (the rate is undefined).";
     tri!(
         foot.draw_text(note, &font(13).color(&RGBColor(90, 90, 90)), (20, 2)),
         path
     );
-    let (left, right) = rest.split_horizontally(650);
-    type Pick = fn(&crate::leaderboard::LossRow) -> Option<f64>;
-    let panels: [(&DrawingArea<_, _>, &str, Pick); 2] = [
-        (&left, "false-confidence rate (lower is better)", |r| {
-            r.false_confidence_rate
-        }),
-        (&right, "unresolved-path recall (higher is better)", |r| {
-            r.unresolved_recall
-        }),
-    ];
+    let labels: Vec<String> = rates
+        .iter()
+        .map(|r| format!("{}%", (r * 100.0 * 100.0).round() / 100.0))
+        .collect();
     let k = rates.len().max(1);
-    for (area, desc, pick) in panels {
-        let mut chart = tri!(
-            ChartBuilder::on(area)
-                .margin(20)
-                .caption(desc, font(16))
-                .x_label_area_size(50)
-                .y_label_area_size(60)
-                .build_cartesian_2d(-0.3f64..(k as f64 - 0.7), 0f64..1.05f64),
-            path
-        );
-        draw_unit_mesh(&mut chart, "synthetic loss rate", None, path)?;
-        let labels: Vec<String> = rates
-            .iter()
-            .map(|r| format!("{}%", (r * 100.0 * 100.0).round() / 100.0))
-            .collect();
-        draw_categories(
-            &full,
-            &chart,
-            &labels,
-            "no loss sweep in this result set",
-            path,
-        )?;
-        for (pi, p) in profilers.iter().enumerate() {
-            let pts: Vec<Option<(f64, f64)>> = rates
-                .iter()
-                .enumerate()
-                .map(|(i, rate)| {
-                    lb.loss_pooled
-                        .iter()
-                        .find(|r| &r.profiler == p && r.loss_rate == Some(*rate))
-                        .and_then(pick)
-                        .map(|v| (i as f64, v.clamp(0.0, 1.0)))
-                })
-                .collect();
-            // Undefined points (no unresolved symptom at that loss) break the line.
-            for seg in pts.split(Option::is_none) {
-                let seg: Vec<(f64, f64)> = seg.iter().flatten().copied().collect();
-                if seg.len() > 1 {
-                    tri!(
-                        chart.draw_series(LineSeries::new(seg.clone(), colour(pi).stroke_width(3))),
-                        path
-                    );
+    type Pick = fn(&crate::leaderboard::LossRow) -> Option<f64>;
+    for &(collectors, mode) in views {
+        let (row, below) = rest.split_vertically(row_h);
+        rest = below;
+        let (left, right) = row.split_horizontally(650);
+        let view = view_title(collectors, mode);
+        let panels: [(&DrawingArea<_, _>, String, Pick); 2] = [
+            (
+                &left,
+                format!("{view}: false-confidence rate (lower is better)"),
+                |r| r.false_confidence_rate,
+            ),
+            (
+                &right,
+                format!("{view}: unresolved-path recall (higher is better)"),
+                |r| r.unresolved_recall,
+            ),
+        ];
+        for (area, desc, pick) in panels {
+            let mut chart = tri!(
+                ChartBuilder::on(area)
+                    .margin(20)
+                    .caption(&desc, font(15))
+                    .x_label_area_size(50)
+                    .y_label_area_size(60)
+                    .build_cartesian_2d(-0.3f64..(k as f64 - 0.7), 0f64..1.05f64),
+                path
+            );
+            draw_unit_mesh(&mut chart, "synthetic loss rate", None, path)?;
+            draw_categories(
+                &full,
+                &chart,
+                &labels,
+                "no loss sweep in this result set",
+                path,
+            )?;
+            for p in profilers {
+                let pts: Vec<Option<(f64, f64)>> = rates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rate)| {
+                        lb.loss
+                            .iter()
+                            .find(|r| {
+                                &r.profiler == p
+                                    && r.collectors == Some(collectors)
+                                    && r.mode == Some(mode)
+                                    && r.loss_rate == Some(*rate)
+                            })
+                            .and_then(pick)
+                            .map(|v| (i as f64, v.clamp(0.0, 1.0)))
+                    })
+                    .collect();
+                // Undefined points (no unresolved symptom at that loss) break the line.
+                for seg in pts.split(Option::is_none) {
+                    let seg: Vec<(f64, f64)> = seg.iter().flatten().copied().collect();
+                    if seg.len() > 1 {
+                        tri!(
+                            chart.draw_series(LineSeries::new(
+                                seg.clone(),
+                                colour(p).stroke_width(3)
+                            )),
+                            path
+                        );
+                    }
                 }
+                let dots = pts
+                    .iter()
+                    .flatten()
+                    .map(|&(x, y)| Circle::new((x, y), 5, colour(p).filled()));
+                tri!(chart.draw_series(dots), path);
             }
-            let dots = pts
-                .iter()
-                .flatten()
-                .map(|&(x, y)| Circle::new((x, y), 5, colour(pi).filled()));
-            tri!(chart.draw_series(dots), path);
         }
     }
     tri!(full.present(), path);
@@ -492,8 +578,8 @@ fn view_code(c: &CaseScore) -> String {
     format!("{col}/{mode}")
 }
 
-/// Loss-free cases: rows = bundles, columns = profiler × view; green = every symptom
-/// correct, red = some symptom wrong, grey = no symptom asked in that view.
+/// Loss-free cases: rows = bundles, columns = profiler × view; blue = every symptom
+/// correct, orange = some symptom wrong, grey = no symptom asked in that view.
 fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Result<(), EvalError> {
     // (bundle/backend) → (profiler, collectors, mode) → verdict
     type Column = (String, ground_truth::Collectors, ground_truth::Mode);
@@ -541,7 +627,7 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     tri!(root.fill(&WHITE), path);
     let title =
-        "Loss-free cases: every symptom correct (green), some wrong (red), nothing asked (grey)";
+        "Loss-free cases: every symptom correct (blue), some wrong (orange), nothing asked (grey)";
     tri!(
         root.draw_text(
             title,
@@ -620,10 +706,10 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
             path
         );
     }
-    let (green, red, grey) = (
-        RGBColor(60, 170, 80),
-        RGBColor(215, 60, 50),
-        RGBColor(200, 200, 200),
+    let (correct, wrong, not_asked) = (
+        rgb(crate::palette::CORRECT),
+        rgb(crate::palette::WRONG),
+        rgb(crate::palette::NOT_ASKED),
     );
     for (ri, r) in rows.iter().enumerate() {
         let y = (header + ri as u32 * ch) as i32;
@@ -640,9 +726,9 @@ fn case_heatmap(path: &Path, scores: &[CaseScore], profilers: &[String]) -> Resu
         for (ci, c) in columns.iter().enumerate() {
             let x = x0 + (ci as u32 * cw) as i32;
             let fill = match cells[*r].get(c) {
-                Some(Some(true)) => green,
-                Some(Some(false)) => red,
-                Some(None) => grey,
+                Some(Some(true)) => correct,
+                Some(Some(false)) => wrong,
+                Some(None) => not_asked,
                 None => WHITE,
             };
             let gap = i32::from(ch >= 6);

@@ -26,6 +26,10 @@ pub struct CaseScore {
     pub repetition: u32,
     /// `sim` or `cuda`.
     pub backend: String,
+    /// The CUPTI release a GPU bundle was recorded with (`12.4`); empty for
+    /// the simulator and in scores written before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cupti: String,
     /// `explanation.meta.profiler`.
     pub profiler: String,
     #[serde(default)]
@@ -194,6 +198,11 @@ pub struct SymptomScore {
     pub path_fidelity: f64,
     /// Share of lateness put on the wrong phase, in [0, 1].
     pub phase_error: f64,
+    /// The phase the claim blames beyond its true share the most, when at least
+    /// [`OVERBLAME_SHARE`] of the lateness is put on wrong phases ([`overblamed_phase`]).
+    /// Absent in scores written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overblamed_phase: Option<String>,
     /// The true path has an unresolved boundary in this view.
     pub unresolved: bool,
     /// That boundary (truth node ids), when `unresolved`.
@@ -594,7 +603,9 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
                     .collect::<Vec<_>>(),
             ),
         };
-        let phase_error = phase_error(&diag.map(|d| d.phases).unwrap_or_default(), &s.phases);
+        let claimed_phases = diag.map(|d| d.phases).unwrap_or_default();
+        let phase_error = phase_error(&claimed_phases, &s.phases);
+        let overblamed_phase = overblamed_phase(&claimed_phases, &s.phases).map(str::to_string);
         let boundary = boundaries[i];
         let (unresolved_hit, false_confident) = match boundary {
             Some(b) => {
@@ -621,6 +632,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             top3,
             path_fidelity,
             phase_error,
+            overblamed_phase,
             unresolved: boundary.is_some(),
             boundary,
             unresolved_hit,
@@ -638,6 +650,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
         variant: m.scenario.variant.clone(),
         repetition: m.repetition,
         backend: m.backend.clone(),
+        cupti: m.cupti_release(),
         profiler: explanation.meta.profiler.clone(),
         profiler_version: explanation.meta.version.clone(),
         collectors: spec.collectors,
@@ -701,6 +714,39 @@ pub fn path_fidelity(claimed: &[NodeId], truth: &[NodeId]) -> f64 {
     } else {
         tails.len() as f64 / union as f64
     }
+}
+
+/// Names of the four phases, in `Phases::as_array` order.
+pub const PHASE_NAMES: [&str; 4] = [
+    "host_enqueue",
+    "queued_to_submitted",
+    "submitted_to_start",
+    "execution",
+];
+
+/// The least share of lateness on wrong phases for which [`overblamed_phase`] names one.
+pub const OVERBLAME_SHARE: f64 = 0.25;
+
+/// Positive, finite parts of the phases, as shares of their total; `None` for a zero total.
+fn phase_shares(p: &Phases) -> Option<[f64; 4]> {
+    let parts = p
+        .as_array()
+        .map(|v| if v.is_finite() && v > 0.0 { v } else { 0.0 });
+    let total: f64 = parts.iter().sum();
+    (total > 0.0 && total.is_finite()).then(|| parts.map(|v| v / total))
+}
+
+/// The phase whose claimed share exceeds its true share the most, when both totals
+/// are positive and the phase-blame error is at least [`OVERBLAME_SHARE`]
+/// (evaluator/METRICS.md §1.5).
+pub fn overblamed_phase(claimed: &Phases, truth: &Phases) -> Option<&'static str> {
+    let (p, q) = (phase_shares(claimed)?, phase_shares(truth)?);
+    if phase_error(claimed, truth) < OVERBLAME_SHARE {
+        return None;
+    }
+    (0..4)
+        .max_by(|&a, &b| (p[a] - q[a]).total_cmp(&(p[b] - q[b])))
+        .map(|i| PHASE_NAMES[i])
 }
 
 /// Phase-blame error: half the L1 distance between the claimed and true phase

@@ -292,6 +292,103 @@ fn diff_names_changed_verdicts_metrics_and_one_sided_cases() {
     assert!(same.to_markdown().contains("No differences."));
 }
 
+/// The summary leads with flips per profiler × family and names, for each
+/// flip, what differs in its bundle's records; here the B bundle lost its
+/// kernels' queue timestamps (a field no longer provided) and a record.
+#[test]
+fn diff_summary_groups_flips_and_names_their_cause_in_the_records() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_results(a.path(), &result_set(true)).unwrap();
+    write_results(b.path(), &result_set(false)).unwrap();
+    let mut d = diff(a.path(), b.path()).unwrap();
+    let before = Fixture::with(
+        Rids::DENSE,
+        "late-launch-vs-device-queueing",
+        "b",
+        CauseLabel::OccupancyPressure,
+        0,
+    )
+    .bundle;
+    let mut after = before.clone();
+    for r in &mut after.trace {
+        if let ground_truth::Record::Kernel { queued, .. } = r {
+            *queued = 0;
+        }
+    }
+    let api = after
+        .trace
+        .iter()
+        .position(|r| r.kind_name() == "api")
+        .unwrap();
+    after.trace.remove(api);
+    d.attach_causes(|_| Some(before.clone()), |_| Some(after.clone()));
+    let groups = d.flip_groups();
+    let g = &groups[&(
+        "causal-graph".to_string(),
+        "late-launch-vs-device-queueing".to_string(),
+    )];
+    assert_eq!((g.regressions, g.fixes), (4, 0));
+    assert_eq!(g.causes.get("kernel.queued no longer provided"), Some(&4));
+    assert_eq!(g.causes.get("api count changes"), Some(&4));
+    let summary = d.summary_markdown(Some("details.md"));
+    assert!(
+        summary.contains("| causal-graph | late-launch-vs-device-queueing | 4 | 0 |")
+            && summary.contains("kernel.queued no longer provided (4)")
+            && summary.contains("details.md"),
+        "{summary}"
+    );
+    assert!(summary.lines().count() < 40, "one screen:\n{summary}");
+    // The details name the cause on every flip's row.
+    assert!(d.to_markdown().contains("kernel.queued provided by"));
+    // Identical records: the flip is said to have no cause in the records.
+    let mut same = diff(a.path(), b.path()).unwrap();
+    same.attach_causes(|_| Some(before.clone()), |_| Some(before.clone()));
+    assert!(same.summary_markdown(None).contains("none (4)"));
+}
+
+/// Recordings under two CUPTI versions: the pairs stay per version and the
+/// leaderboard gains its version table; one version alone adds none.
+#[test]
+fn the_leaderboard_gains_a_version_column_where_versions_mix() {
+    let one: Vec<CaseScore> = result_set(true)
+        .into_iter()
+        .map(|mut c| {
+            c.backend = "cuda".into();
+            c.cupti = "13.0".into();
+            c
+        })
+        .collect();
+    assert!(Leaderboard::from_scores(&one).versions.is_empty());
+    let mut mixed = one.clone();
+    mixed.extend(result_set(false).into_iter().map(|mut c| {
+        c.backend = "cuda".into();
+        c.cupti = "12.4".into();
+        c
+    }));
+    let lb = Leaderboard::from_scores(&mixed);
+    let row = |v: &str| {
+        lb.versions
+            .iter()
+            .find(|r| {
+                r.cupti == v
+                    && r.profiler == "causal-graph"
+                    && r.collectors == Collectors::Combined
+                    && r.mode == Mode::Closed
+            })
+            .unwrap()
+            .pair_accuracy
+    };
+    assert_eq!((row("13.0"), row("12.4")), (Some(1.0), Some(0.0)));
+    let dir = tempfile::tempdir().unwrap();
+    write_results(dir.path(), &mixed).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("leaderboard.md")).unwrap();
+    assert!(
+        md.contains("## By CUPTI version")
+            && md.contains("| causal-graph | combined | closed | 12.4 |"),
+        "{md}"
+    );
+}
+
 #[test]
 fn schemas_are_generated() {
     for (name, _) in evaluator::SCHEMA_NAMES {

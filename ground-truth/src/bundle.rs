@@ -29,6 +29,80 @@ pub struct Manifest {
     /// the simulator leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_check: Option<CrossCheck>,
+    /// What the CUPTI this run loaded could and could not observe (real
+    /// backends only; bundles recorded before it was written leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cupti_capabilities: Option<CuptiCapabilities>,
+}
+
+/// The CUPTI a recording loaded and what it could see: the activity kinds it
+/// enabled, the ones it could not, and record fields its layout lacks
+/// (docs/cupti-versions.md). Evidence it could not see is counted in
+/// [`LossAccounting::cupti_unobservable`], never silently absent.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CuptiCapabilities {
+    /// `cuptiGetVersion`: 18–28 for CUDA 12.x, `major·10000 + minor·100 + patch` from 13.0.
+    pub api_version: u32,
+    /// The CUDA release that API version belongs to (`12.4`, `13.0`).
+    pub release: String,
+    /// The library file the recorder loaded.
+    pub library: String,
+    /// The record layout decoded (`cupti-12.0`, `cupti-12.8`, `cupti-13.0`).
+    pub record_layout: String,
+    /// Which clock record timestamps are in and how they got there.
+    pub clock: String,
+    /// Activity kinds enabled.
+    pub kinds: Vec<String>,
+    /// What this CUPTI cannot observe: activity kinds it refused and record
+    /// fields its layout does not have.
+    pub unobservable: Vec<Unobservable>,
+}
+
+/// The CUDA release of a `cuptiGetVersion` API version (`12.4`, `13.0`).
+pub fn cupti_release(api_version: u32) -> String {
+    match api_version {
+        130_000.. => format!("{}.{}", api_version / 10_000, api_version / 100 % 100),
+        18 => "12.0/12.1".into(),
+        19 => "12.1".into(),
+        20 => "12.2".into(),
+        21 => "12.3".into(),
+        22 => "12.4".into(),
+        23 => "12.5".into(),
+        24 => "12.6".into(),
+        25 | 26 => "12.8".into(),
+        27 | 28 => "12.9".into(),
+        v => format!("API version {v}"),
+    }
+}
+
+impl Manifest {
+    /// The CUPTI release a real-GPU bundle was recorded with (`12.4`), read from
+    /// its capabilities or, in bundles recorded before them, from the
+    /// `cupti` text's API version; empty for the simulator.
+    pub fn cupti_release(&self) -> String {
+        if let Some(c) = &self.cupti_capabilities {
+            return c.release.clone();
+        }
+        if self.backend == "sim" {
+            return String::new();
+        }
+        self.cupti
+            .rsplit("API version ")
+            .next()
+            .and_then(|v| v.trim_end_matches(')').trim().parse().ok())
+            .map(cupti_release)
+            .unwrap_or_else(|| self.cupti.clone())
+    }
+}
+
+/// One kind or field a CUPTI version cannot observe, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Unobservable {
+    /// `CUDA_EVENT` (an activity kind) or `CUDA_EVENT.deviceTimestamp` (a field).
+    pub what: String,
+    pub reason: String,
 }
 
 /// Self-checks a real-GPU recording made of itself, so a bundle says how far its
@@ -71,6 +145,25 @@ pub struct LossAccounting {
     pub cupti_timestamps_dropped: u64,
     /// eBPF ring-buffer records lost.
     pub ringbuffer_dropped: u64,
+    /// Device operations whose CUPTI record the loaded CUPTI version cannot
+    /// produce at all (an activity kind it lacks: the manifest's
+    /// `cupti_capabilities` names it). The ground truth still holds them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cupti_unobservable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl LossAccounting {
+    /// Every record a collector lost or could not produce.
+    pub fn total(&self) -> u64 {
+        self.cupti_dropped
+            + self.cupti_timestamps_dropped
+            + self.ringbuffer_dropped
+            + self.cupti_unobservable
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -755,6 +755,7 @@ mod tests {
                 host: "h".into(),
                 collectors: vec!["cupti".into()],
                 cross_check: Some(Default::default()),
+                cupti_capabilities: None,
             },
             ground_truth: crate::GroundTruth {
                 nodes,
@@ -767,6 +768,7 @@ mod tests {
                 cupti_dropped: 1,
                 cupti_timestamps_dropped: 2,
                 ringbuffer_dropped: 3,
+                cupti_unobservable: 4,
             },
         }
     }

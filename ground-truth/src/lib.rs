@@ -6,6 +6,7 @@
 //! performs no I/O beyond reading and writing its own formats.
 
 pub mod bundle;
+pub mod costs;
 pub mod explanation;
 pub mod graph;
 pub mod identifier;
@@ -20,7 +21,7 @@ pub mod submission;
 pub mod trace;
 pub mod view;
 
-pub use bundle::{Bundle, CrossCheck, LossAccounting, Manifest};
+pub use bundle::{Bundle, CrossCheck, CuptiCapabilities, LossAccounting, Manifest, Unobservable};
 pub use explanation::{
     Attribution, ClaimedEdge, Diagnosis, Explanation, ExplanationMeta, RankedCause,
 };

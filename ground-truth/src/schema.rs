@@ -12,6 +12,10 @@ pub const NAMES: &[(&str, &str)] = &[
     ("view", "trace view given to a profiler"),
     ("explanation", "profiler output"),
     (
+        "collector-costs",
+        "what each collector configuration costs (`measure collectors`)",
+    ),
+    (
         "megakernel-scenario",
         "megakernel track scenario (YAML or JSON)",
     ),
@@ -40,6 +44,7 @@ pub fn schema(name: &str) -> Option<String> {
         "bundle" => schema_for!(crate::Bundle),
         "view" => schema_for!(crate::TraceView),
         "explanation" => schema_for!(crate::Explanation),
+        "collector-costs" => schema_for!(crate::costs::CollectorCosts),
         "megakernel-scenario" => schema_for!(crate::megakernel::MkScenario),
         "task-telemetry" => schema_for!(crate::megakernel::TaskTelemetry),
         "task-view" => schema_for!(crate::megakernel::TaskView),

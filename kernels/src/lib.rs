@@ -22,6 +22,7 @@
 pub mod gpu;
 pub mod megakernel;
 mod nvrtc;
+pub mod ptx_cache;
 
 pub use nvrtc::{ensure_nvrtc, nvrtc_search_dirs, NVRTC_DIR_ENV};
 
@@ -196,32 +197,7 @@ fn check_arch(arch: &str) -> Result<(), KernelError> {
 pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
     let arch = arch.unwrap_or(DEFAULT_ARCH);
     check_arch(arch)?;
-    ensure_nvrtc()?;
-    let opts = cudarc::nvrtc::CompileOptions {
-        options: compile_options(arch),
-        name: Some("causalbench.cu".to_string()),
-        ..Default::default()
-    };
-    // cudarc panics when a symbol is missing from the loaded library; never
-    // let that cross our API.
-    let res = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts));
-    match res {
-        Ok(Ok(ptx)) => {
-            let src =
-                std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
-                    arch: arch.to_string(),
-                    detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
-                })?;
-            Ok(src)
-        }
-        Ok(Err(e)) => Err(KernelError::Compile {
-            arch: arch.to_string(),
-            detail: describe_compile_error(&e),
-        }),
-        Err(p) => Err(KernelError::NvrtcUnavailable {
-            detail: panic_text(&p),
-        }),
-    }
+    ptx_cache::compile(SOURCE, "causalbench.cu", compile_options(arch), arch)
 }
 
 fn describe_compile_error(e: &cudarc::nvrtc::CompileError) -> String {

@@ -4,7 +4,7 @@
 //! compile, and `#[repr(C)]` mirrors of every struct the host and the kernel
 //! share; the layouts are checked against the `static_assert`s in the source.
 
-use crate::{check_arch, describe_compile_error, ensure_nvrtc, panic_text, KernelError};
+use crate::{check_arch, KernelError};
 
 /// The CUDA C source of the megakernel.
 const SOURCE: &str = include_str!("cuda/megakernel.cu");
@@ -43,28 +43,7 @@ pub fn source() -> &'static str {
 pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
     let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
     check_arch(arch)?;
-    ensure_nvrtc()?;
-    let opts = cudarc::nvrtc::CompileOptions {
-        options: crate::compile_options(arch),
-        name: Some("megakernel.cu".to_string()),
-        ..Default::default()
-    };
-    let res = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts));
-    match res {
-        Ok(Ok(ptx)) => {
-            std::panic::catch_unwind(|| ptx.to_src()).map_err(|p| KernelError::Compile {
-                arch: arch.to_string(),
-                detail: format!("PTX is not valid UTF-8: {}", panic_text(&p)),
-            })
-        }
-        Ok(Err(e)) => Err(KernelError::Compile {
-            arch: arch.to_string(),
-            detail: describe_compile_error(&e),
-        }),
-        Err(p) => Err(KernelError::NvrtcUnavailable {
-            detail: panic_text(&p),
-        }),
-    }
+    crate::ptx_cache::compile(SOURCE, "megakernel.cu", crate::compile_options(arch), arch)
 }
 
 /// `struct mk_task` (48 bytes).

@@ -342,6 +342,7 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
             host: inp.env.host.clone(),
             collectors: vec!["cupti".into(), "megakernel-hooks".into()],
             cross_check: None,
+            cupti_capabilities: None,
         },
         ground_truth: gt,
         trace,

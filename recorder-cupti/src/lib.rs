@@ -11,13 +11,16 @@
 //! CUDA, and [`ensure_cupti`] says what is missing instead of panicking.
 
 pub mod activity;
+pub mod capability;
 pub mod convert;
+pub mod layout;
 
 pub use activity::{
-    ensure_cupti, pop, pop_token, push, push_token, starve_buffers, Flushed, Raw, Recorder, EXT_OP,
-    EXT_REQUEST,
+    ensure_cupti, loaded_library, pop, pop_token, push, push_token, set_binding, starve_buffers,
+    Flushed, Raw, Recorder, CUPTI_LIB_VAR, EXT_OP, EXT_REQUEST,
 };
 pub use convert::{to_record, CallFacts};
+pub use layout::RecordLayout;
 
 /// CLOCK_MONOTONIC nanoseconds: the trace clock, and the clock CUPTI's
 /// timestamps are put in (`Recorder::start` registers it).

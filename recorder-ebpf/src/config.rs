@@ -42,8 +42,37 @@ pub struct RecorderConfig {
     pub wakeup_bytes: Option<u32>,
     /// Capacity of the user stack map (distinct stacks).
     pub max_stacks: u32,
+    /// How each uprobe hit's user stack is captured.
+    pub stacks: StackCapture,
+    /// Attach a return probe to every probed function (the call's exit time).
+    /// Without (a cost study's setting, `causalbench measure probe-cost`), each
+    /// record's exit equals its entry.
+    pub return_probes: bool,
+    /// Attach all probed functions through one uprobe_multi link (kernel 6.6+;
+    /// attaching and detaching in one batch), falling back to one link per
+    /// function where the kernel refuses. False: one link per function.
+    pub multi_link: bool,
     /// How long one ring-buffer poll waits before checking for stop.
     pub poll_interval: Duration,
+}
+
+/// How a uprobe hit's user stack is captured (values of the BPF program's
+/// `stack_mode`; README "Cost per probe hit" has what each costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u32)]
+pub enum StackCapture {
+    /// Walk the user stack on every hit (exact for every caller).
+    #[default]
+    EveryHit = 0,
+    /// Walk it the first time a call site (return address at entry and the next
+    /// return addresses of the frame-pointer chain) is seen; later hits from the
+    /// same site record the same stack. Cheaper only where stacks are deep
+    /// (frame pointers kept all the way up): on the H200 the walk of the
+    /// generator's two-frame stacks cost no more than the site lookup
+    /// (results/h200-580/measurements/probe-cost.json).
+    PerSite = 1,
+    /// No walk: each record carries only the call-site frame read at entry.
+    None = 2,
 }
 
 impl RecorderConfig {
@@ -59,6 +88,9 @@ impl RecorderConfig {
             ringbuf_bytes: 16 << 20,
             wakeup_bytes: None,
             max_stacks: 16384,
+            stacks: StackCapture::EveryHit,
+            return_probes: true,
+            multi_link: true,
             poll_interval: Duration::from_millis(20),
         }
     }

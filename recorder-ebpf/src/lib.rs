@@ -30,6 +30,7 @@
 
 pub mod attribution;
 mod config;
+pub mod cost;
 mod error;
 pub mod perf_map;
 mod raw;
@@ -51,7 +52,9 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/recorder.skel.rs"));
 }
 
-pub use config::{cuda_handle_args, glob_match, HandleArg, RecorderConfig, CUDA_FUNCTIONS};
+pub use config::{
+    cuda_handle_args, glob_match, HandleArg, RecorderConfig, StackCapture, CUDA_FUNCTIONS,
+};
 pub use error::RecorderError;
 pub use symbols::{current_exe, libcuda_in_maps, mapped_object, ProbeTarget, Resolved};
 
@@ -73,6 +76,10 @@ pub struct HostTrace {
     /// Uprobe hits whose user stack could not be stored (stack map full or a
     /// hash collision); their records still carry the call-site frame.
     pub stack_errors: u64,
+    /// User-stack walks done in BPF, and uprobe hits that reused the stack of
+    /// their call site instead ([`StackCapture::PerSite`]).
+    pub stack_walks: u64,
+    pub stacks_reused: u64,
     /// Page faults recorded without a duration (no final `handle_mm_fault`
     /// return seen, or fault timing unavailable).
     pub faults_untimed: u64,

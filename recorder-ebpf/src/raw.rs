@@ -11,6 +11,8 @@ pub const REASON_TRACED: u32 = 2;
 pub const CNT_RB_DROPPED: u32 = 0;
 pub const CNT_STACK_ERRORS: u32 = 1;
 pub const CNT_FAULTS_UNTIMED: u32 = 2;
+pub const CNT_STACK_WALKS: u32 = 3;
+pub const CNT_STACK_REUSED: u32 = 4;
 
 pub const FAULT_MAJOR: u32 = 1;
 pub const FAULT_TIMED: u32 = 2;

@@ -11,7 +11,8 @@ use crate::{HostTrace, Started};
 use ground_truth::trace::{Record, SwitchReason};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{
-    ErrorKind, Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBufferBuilder, UprobeOpts,
+    ErrorKind, Link, MapCore, MapFlags, OpenObject, PrintLevel, RingBufferBuilder, UprobeMultiOpts,
+    UprobeOpts,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -24,6 +25,8 @@ static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Why fexit/handle_mm_fault was refused, once it was (it will be again).
 static FEXIT_REFUSED: Mutex<Option<String>> = Mutex::new(None);
+/// Why this kernel refused uprobe_multi programs or links, once it has.
+static MULTI_REFUSED: Mutex<Option<String>> = Mutex::new(None);
 
 fn libbpf_print(_level: PrintLevel, msg: String) {
     if std::env::var_os("EBPF_RECORDER_DEBUG").is_some() {
@@ -102,6 +105,8 @@ fn attach_error(what: String, e: libbpf_rs::Error) -> RecorderError {
 enum SessionError {
     /// The fexit program for fault timing failed; retry without it.
     Fexit(RecorderError),
+    /// The uprobe_multi programs or links failed; retry with one link per function.
+    Multi(RecorderError),
     Fatal(RecorderError),
 }
 
@@ -110,7 +115,20 @@ fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
+fn detail_of(why: RecorderError) -> String {
+    match why {
+        RecorderError::NotPrivileged { detail }
+        | RecorderError::Load { detail }
+        | RecorderError::Attach { detail, .. } => detail,
+        other => other.to_string(),
+    }
+}
+
 /// Runs a whole recording; start-up success or failure goes to `ready`.
+///
+/// The first attempt uses everything this kernel may offer (fault timing by
+/// fexit, uprobe_multi links); each optional piece that fails is dropped, with
+/// a warning, and remembered so that later recordings skip it.
 pub(crate) fn run(
     cfg: RecorderConfig,
     resolved: Resolved,
@@ -118,74 +136,102 @@ pub(crate) fn run(
     stop: Arc<AtomicBool>,
 ) -> HostTrace {
     libbpf_rs::set_print(Some((PrintLevel::Warn, libbpf_print)));
-    let mut obj = MaybeUninit::uninit();
-    let refused_before = FEXIT_REFUSED.lock().map(|r| r.is_some()).unwrap_or(false);
-    let first = if cfg.page_faults && refused_before {
-        Err(SessionError::Fexit(RecorderError::Load {
-            detail: String::new(),
-        }))
-    } else {
-        session(
+    let refused = |r: &Mutex<Option<String>>| r.lock().map(|r| r.clone()).unwrap_or(None);
+    let mut fault_timing = cfg.page_faults;
+    let mut multi = cfg.multi_link && !resolved.targets.is_empty();
+    let mut notes = Vec::new();
+    let fexit_note = |why: &str| {
+        format!(
+            "fexit/handle_mm_fault unavailable ({why}); page faults recorded with \
+             duration 0 and major from the thread's maj_flt counter"
+        )
+    };
+    if fault_timing {
+        if let Some(why) = refused(&FEXIT_REFUSED) {
+            fault_timing = false;
+            notes.push(fexit_note(&why));
+        }
+    }
+    if multi && refused(&MULTI_REFUSED).is_some() {
+        multi = false;
+    }
+    // Each retry drops one optional piece: at most three attempts.
+    for _ in 0..3 {
+        let mut obj = MaybeUninit::uninit();
+        let attempt = Attempt {
+            fault_timing,
+            multi,
+        };
+        match session(
             &cfg,
             &resolved,
-            cfg.page_faults,
+            attempt,
             &mut obj,
             &ready,
             &stop,
-            Vec::new(),
-        )
-    };
-    match first {
-        Ok(t) => t,
-        Err(SessionError::Fexit(why)) => {
-            let why = match why {
-                RecorderError::NotPrivileged { detail }
-                | RecorderError::Load { detail }
-                | RecorderError::Attach { detail, .. } => detail,
-                other => other.to_string(),
-            };
-            let why = match FEXIT_REFUSED.lock() {
-                Ok(r) => r.clone().unwrap_or(why),
-                Err(_) => why,
-            };
-            let note = format!(
-                "fexit/handle_mm_fault unavailable ({why}); page faults recorded with \
-                 duration 0 and major from the thread's maj_flt counter"
-            );
-            let mut obj2 = MaybeUninit::uninit();
-            match session(&cfg, &resolved, false, &mut obj2, &ready, &stop, vec![note]) {
-                Ok(t) => {
-                    // Loading works without fexit: remember the refusal so later
-                    // recordings skip the attempt.
-                    if let Ok(mut r) = FEXIT_REFUSED.lock() {
-                        r.get_or_insert(why);
-                    }
-                    t
+            notes.clone(),
+        ) {
+            Ok(t) => {
+                // What was dropped on the way works without: skip it next time.
+                return t;
+            }
+            Err(SessionError::Fexit(why)) if fault_timing => {
+                let why = refused(&FEXIT_REFUSED).unwrap_or_else(|| detail_of(why));
+                notes.push(fexit_note(&why));
+                if let Ok(mut r) = FEXIT_REFUSED.lock() {
+                    r.get_or_insert(why);
                 }
-                Err(SessionError::Fexit(e)) | Err(SessionError::Fatal(e)) => {
-                    let _ = ready.send(Err(e));
-                    HostTrace::default()
+                fault_timing = false;
+            }
+            Err(SessionError::Multi(why)) if multi => {
+                let why = detail_of(why);
+                notes.push(format!(
+                    "uprobe_multi links unavailable ({why}); one link per probed function \
+                     (slower to attach and detach)"
+                ));
+                if let Ok(mut r) = MULTI_REFUSED.lock() {
+                    r.get_or_insert(why);
                 }
+                multi = false;
+            }
+            Err(SessionError::Fexit(e))
+            | Err(SessionError::Multi(e))
+            | Err(SessionError::Fatal(e)) => {
+                let _ = ready.send(Err(e));
+                return HostTrace::default();
             }
         }
-        Err(SessionError::Fatal(e)) => {
-            let _ = ready.send(Err(e));
-            HostTrace::default()
-        }
     }
+    let _ = ready.send(Err(RecorderError::Load {
+        detail: "no configuration of the BPF programs loaded".into(),
+    }));
+    HostTrace::default()
+}
+
+/// The optional pieces one attempt of [`session`] uses.
+#[derive(Clone, Copy)]
+struct Attempt {
+    /// Fault durations from fexit/handle_mm_fault.
+    fault_timing: bool,
+    /// One uprobe_multi link for all entry probes and one for all return probes.
+    multi: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
 fn session(
     cfg: &RecorderConfig,
     resolved: &Resolved,
-    fault_timing: bool,
+    attempt: Attempt,
     obj: &mut MaybeUninit<OpenObject>,
     ready: &Sender<Result<Started, RecorderError>>,
     stop: &AtomicBool,
     mut warnings: Vec<String>,
 ) -> Result<HostTrace, SessionError> {
     use SessionError::*;
+    let Attempt {
+        fault_timing,
+        multi,
+    } = attempt;
     let fatal_load = |stage: &str, e| Fatal(load_error(stage, e));
 
     let builder = RecorderSkelBuilder::default();
@@ -198,6 +244,8 @@ fn session(
         })?;
         ro.target_tgid = cfg.pid;
         ro.fault_timing = fault_timing as u32;
+        ro.stack_mode = cfg.stacks as u32;
+        ro.entry_only = !cfg.return_probes as u32;
         // The recorder's own thread may belong to the target: its wake-ups must
         // not produce records (they would wake it again).
         ro.self_tid = gettid();
@@ -215,8 +263,14 @@ fn session(
         .set_max_entries(cfg.max_stacks.max(1))
         .map_err(|e| fatal_load("stack map size", e))?;
     let uprobes = !resolved.targets.is_empty();
-    open.progs.uprobe_enter.set_autoload(uprobes);
-    open.progs.uprobe_exit.set_autoload(uprobes);
+    open.progs.uprobe_enter.set_autoload(uprobes && !multi);
+    open.progs
+        .uprobe_exit
+        .set_autoload(uprobes && !multi && cfg.return_probes);
+    open.progs.uprobe_multi_enter.set_autoload(uprobes && multi);
+    open.progs
+        .uprobe_multi_exit
+        .set_autoload(uprobes && multi && cfg.return_probes);
     open.progs.on_sched_switch.set_autoload(cfg.sched);
     open.progs.on_page_fault_user.set_autoload(cfg.page_faults);
     open.progs
@@ -227,9 +281,15 @@ fn session(
         Ok(s) => s,
         Err(e) => {
             let err = load_error("load", e);
-            // Any failure with the fexit program loaded is retried without it;
-            // the retry reports the real error if there is one.
-            return Err(if fault_timing { Fexit(err) } else { Fatal(err) });
+            // Any failure with an optional program loaded is retried without
+            // it (fexit first); the last retry reports the real error.
+            return Err(if fault_timing {
+                Fexit(err)
+            } else if uprobes && multi {
+                Multi(err)
+            } else {
+                Fatal(err)
+            });
         }
     };
 
@@ -273,9 +333,51 @@ fn session(
                 .map_err(|e| Fatal(attach_error("tp_btf/page_fault_user".into(), e)))?,
         );
     }
-    if let Some(lib) = &resolved.library {
+    if let (Some(lib), true) = (&resolved.library, multi) {
+        for retprobe in [false, true] {
+            if retprobe && !cfg.return_probes {
+                continue;
+            }
+            let prog = if retprobe {
+                &skel.progs.uprobe_multi_exit
+            } else {
+                &skel.progs.uprobe_multi_enter
+            };
+            let opts = UprobeMultiOpts {
+                offsets: resolved
+                    .targets
+                    .iter()
+                    .map(|t| t.file_offset as usize)
+                    .collect(),
+                cookies: (0..resolved.targets.len() as u64).collect(),
+                retprobe,
+                ..Default::default()
+            };
+            let what = format!(
+                "{} uprobe_multi on {} functions of {}",
+                if retprobe { "return" } else { "entry" },
+                resolved.targets.len(),
+                lib.display()
+            );
+            match prog.attach_uprobe_multi_with_opts(cfg.pid as i32, lib, "", opts) {
+                Ok(link) => links.push(link),
+                Err(e) => {
+                    let err = attach_error(what, e);
+                    // Missing privileges are no reason to try single links.
+                    return Err(if matches!(err, RecorderError::NotPrivileged { .. }) {
+                        Fatal(err)
+                    } else {
+                        Multi(err)
+                    });
+                }
+            }
+        }
+    } else if let Some(lib) = &resolved.library {
         for (i, t) in resolved.targets.iter().enumerate() {
             for retprobe in [false, true] {
+                if retprobe && !cfg.return_probes {
+                    continue;
+                }
                 let prog = if retprobe {
                     &skel.progs.uprobe_exit
                 } else {
@@ -398,6 +500,8 @@ fn session(
     let ringbuffer_dropped = counter(CNT_RB_DROPPED);
     let stack_errors = counter(CNT_STACK_ERRORS);
     let mut faults_untimed = counter(CNT_FAULTS_UNTIMED);
+    let stack_walks = counter(CNT_STACK_WALKS);
+    let stacks_reused = counter(CNT_STACK_REUSED);
 
     let mut events = events.into_inner();
     // Faults still pending at stop: emitted with duration 0.
@@ -435,6 +539,8 @@ fn session(
         records,
         ringbuffer_dropped,
         stack_errors,
+        stack_walks,
+        stacks_reused,
         faults_untimed,
         fault_timing: cfg.page_faults && fault_timing,
         library: resolved.library.clone(),

@@ -212,6 +212,104 @@ fn uprobes_record_tid_times_handle_and_stack() {
     }
 }
 
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn causalbench_site_probe(x: u64) -> u64 {
+    black_box(x.rotate_right(7) ^ 0x2545_f491)
+}
+
+#[inline(never)]
+fn causalbench_first_site(x: u64) -> u64 {
+    black_box(causalbench_site_probe(black_box(x))).wrapping_add(5)
+}
+
+#[inline(never)]
+fn causalbench_second_site(x: u64) -> u64 {
+    black_box(causalbench_site_probe(black_box(x))).wrapping_add(9)
+}
+
+/// Each way of capturing the stack: walked on every hit, walked once per call
+/// site and reused (each record still names its own caller), or not walked
+/// (the call-site frame read at entry only).
+#[test]
+fn stack_capture_modes_keep_each_call_site() {
+    use ebpf_recorder::StackCapture;
+    let _g = serial();
+    const N: u64 = 20;
+    let modes = [
+        (StackCapture::EveryHit, true),
+        (StackCapture::PerSite, true),
+        (StackCapture::None, true),
+        // One link per function: the fallback where the kernel has no uprobe_multi.
+        (StackCapture::PerSite, false),
+    ];
+    for (mode, multi_link) in modes {
+        let mut cfg = base_config();
+        cfg.multi_link = multi_link;
+        cfg.library = Some(current_exe().expect("/proc/self/exe"));
+        cfg.functions = vec!["causalbench_site_probe".into()];
+        cfg.stacks = mode;
+        let Some(rec) = start_or_skip(cfg, "stack_capture_modes") else {
+            return;
+        };
+        for i in 0..N {
+            black_box(causalbench_first_site(black_box(10_000 + i)));
+            black_box(causalbench_second_site(black_box(20_000 + i)));
+        }
+        let trace = rec.stop();
+        let hits: Vec<(u64, &Vec<SharedStr>)> = trace
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Uprobe { handle, stack, .. } => Some((*handle, stack)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(hits.len(), 2 * N as usize, "{mode:?}: {}", summary(&trace));
+        for (handle, stack) in &hits {
+            let own = if *handle < 20_000 {
+                "causalbench_first_site"
+            } else {
+                "causalbench_second_site"
+            };
+            let other = if *handle < 20_000 {
+                "causalbench_second_site"
+            } else {
+                "causalbench_first_site"
+            };
+            // The caller's frame comes from the return address read at entry
+            // in every mode; a reused stack must never carry the other site.
+            assert!(
+                stack.iter().any(|f| f.contains(own)),
+                "{mode:?}: call {handle} lacks its caller: {stack:?}"
+            );
+            assert!(
+                !stack.iter().any(|f| f.contains(other)),
+                "{mode:?}: call {handle} carries the other site: {stack:?}"
+            );
+        }
+        let hits = hits.len() as u64;
+        match mode {
+            StackCapture::EveryHit => {
+                assert_eq!(trace.stack_walks, hits, "{mode:?}");
+                assert_eq!(trace.stacks_reused, 0, "{mode:?}");
+            }
+            StackCapture::PerSite => {
+                // One walk per site (an LRU eviction could add one; none at this size).
+                assert!(
+                    trace.stack_walks <= 2,
+                    "{mode:?}: {} walks",
+                    trace.stack_walks
+                );
+                assert_eq!(trace.stack_walks + trace.stacks_reused, hits, "{mode:?}");
+            }
+            StackCapture::None => {
+                assert_eq!(trace.stack_walks + trace.stacks_reused, 0, "{mode:?}");
+            }
+        }
+    }
+}
+
 #[inline(never)]
 fn causalbench_named_caller(x: u64) -> u64 {
     let r = causalbench_probe_target_b(black_box(x));

@@ -124,6 +124,11 @@ pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derive
         } else {
             0
         },
+        cupti_unobservable: if spec.collectors != Collectors::Host {
+            l.cupti_unobservable
+        } else {
+            0
+        },
     };
     let mut removed: Vec<Rid> = removed.into_iter().collect();
     removed.sort_unstable();

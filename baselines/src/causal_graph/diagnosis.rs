@@ -186,9 +186,27 @@ impl Graph<'_> {
         let (d, v) = dominant_late(&ph, &floors);
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
-        let on_time = self
-            .finish_since_request(p, &peers)
-            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        let finish_late = self.finish_since_request(p, &peers);
+        let on_time =
+            finish_late.is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        // A late phase of the op's own that explains less than half of how much
+        // later it finished than its peers is not what made it late (a cause
+        // must explain the lateness, docs/scenario-space.md, "Labels from the
+        // truth"): an op deep in a chain whose root was held waits in its queue
+        // for the chain, and that wait's jitter is no delay of its own. The rest
+        // lies upstream on its critical path. Only for the op asked about: the
+        // ops that walk visits upstream are judged by their own phases.
+        if depth == 0 && v > 0.0 && !on_time {
+            if let Some((late, _)) = finish_late.filter(|&(late, _)| v < 0.5 * late) {
+                if let Some((causes, _)) = self.late_since_request(p, &peers, depth) {
+                    let ph = Phases {
+                        host_enqueue: late,
+                        ..Phases::default()
+                    };
+                    return (causes, ph, peers.len());
+                }
+            }
+        }
         // Without peers nothing is late against a norm: the records of this one
         // run say where the path was held (`structural`).
         if peers.is_empty() {

@@ -57,9 +57,7 @@ impl<'a> Graph<'a> {
         let ix = Index::new(view);
         let peers = Peers::new(&ix);
         let loss = view.collector_loss;
-        let loss_plausible =
-            loss.cupti_dropped + loss.cupti_timestamps_dropped + loss.ringbuffer_dropped > 0
-                || !matches!(view.spec.loss, LossSpec::None);
+        let loss_plausible = loss.total() > 0 || !matches!(view.spec.loss, LossSpec::None);
         let mut g = Graph {
             ix,
             peers,

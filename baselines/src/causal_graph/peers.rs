@@ -114,17 +114,25 @@ impl Graph<'_> {
         // an inferred predecessor (closed mode: maybe another task's call) includes
         // idle time likewise.
         // With peers, the part of the gap no stall record explains is lateness only
-        // beyond the peers' own spread of gaps (host jitter is not lateness).
+        // beyond the peers' own spread of gaps (host jitter is not lateness), and
+        // so is a queue wait beyond the peers' spread of queue waits: a handoff's
+        // wake-up varies from request to request (on the H200 the quiet runs'
+        // drift grows from 77 µs without handoffs to 400–540 µs with six to eight,
+        // docs/scenario-space.md), and that variation is no queueing delay.
         let stalled = st.desched_ns + st.fault_ns;
+        let spread = |v: Vec<f64>| {
+            median(v.clone())
+                .map(|m| v.iter().map(|x| (x - m).abs()).fold(0.0, f64::max))
+                .unwrap_or(0.0)
+        };
         let (gap_x, wait_x) = if pm.is_empty() {
             (stalled, 0.0)
         } else {
-            let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
-            let spread = median(gaps.clone())
-                .map(|m| gaps.iter().map(|g| (g - m).abs()).fold(0.0, f64::max))
-                .unwrap_or(0.0);
+            let gap_spread = spread(pm.iter().filter_map(|m| m.gap).collect());
+            let wait_spread = spread(pm.iter().filter_map(|m| m.queue_wait).collect());
+            let wait_x = if wait_x > wait_spread { wait_x } else { 0.0 };
             let unexplained = (gap_x - stalled).max(0.0);
-            if unexplained > spread {
+            if unexplained > gap_spread {
                 (gap_x, wait_x)
             } else {
                 (gap_x.min(stalled), wait_x)
@@ -222,7 +230,7 @@ impl Graph<'_> {
     /// The noise floor of each phase (host, queued→submitted, submitted→start,
     /// execution): an excess is lateness only above it. Device phases: how far the
     /// peers themselves stray from their median, and a quarter of the op's typical
-    /// latency ([`DEVICE_SHARE`]: smaller device-side delays are what the
+    /// execution time ([`DEVICE_SHARE`]: smaller device-side delays are what the
     /// application's own concurrent work causes, and the benchmark scores lateness
     /// from 0.3× the normal latency up, docs/design.md). The host phase: only
     /// [`NOISE_NS`], whatever the device op's length — its excess is either a stall
@@ -241,7 +249,14 @@ impl Graph<'_> {
             };
             v.iter().map(|x| (x - m).abs()).fold(0.0, f64::max)
         };
-        let base = NOISE_NS.max(DEVICE_SHARE * analysis::typical_latency(ix, peers));
+        // The op's normal latency is its own execution (docs/scenario-space.md,
+        // `magnitude_ratio`: a kernel's duration, a copy's transfer), not its
+        // enqueue-to-end time: an op deep in a gating chain normally waits in its
+        // queue for the whole chain ahead of it, and a floor proportional to that
+        // wait would hide a delay of the chain's root however large it is beside
+        // the op itself.
+        let typical_execution = median(pp.iter().map(|d| d.execution).collect()).unwrap_or(0.0);
+        let base = NOISE_NS.max(DEVICE_SHARE * typical_execution);
         [
             NOISE_NS,
             base.max(spread(

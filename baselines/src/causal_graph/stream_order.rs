@@ -129,6 +129,24 @@ impl Graph<'_> {
                 for &x in &entries {
                     let pred_exits: &[Pos] =
                         prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                    // A stream wait lets its stream go on only once the stream's
+                    // previous item is done as well as the event it waits for. Its
+                    // record's `end` need not say so: docs/records.md has it "when
+                    // satisfied", but the H200's records (results/dev-corpus/h200-580)
+                    // end it with the API call, so a wait enqueued behind a long copy
+                    // "ends" long before the copy does.
+                    if matches!(
+                        self.ix.rec(x),
+                        Record::Sync {
+                            sync_type: SyncType::StreamWaitEvent,
+                            ..
+                        }
+                    ) {
+                        if let Some(behind) = pred_exits.iter().map(|&e| self.done(e)).max() {
+                            let done = self.done(x).max(behind);
+                            self.wait_satisfied.insert(x, done);
+                        }
+                    }
                     let unexplained = self.unexplained_gating(x, pred_exits);
                     let mut conf: f64 = base_conf;
                     if orphan_between > 0.0 {

@@ -243,6 +243,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             host: String::new(),
             collectors: vec![],
             cross_check: None,
+            cupti_capabilities: None,
         },
         ground_truth: GroundTruth {
             nodes,

@@ -125,7 +125,7 @@ pub(super) fn axis_curve(
             let line: Vec<(f64, f64)> = seg.iter().flatten().map(|&(x, y, _)| (x, y)).collect();
             if line.len() > 1 {
                 tri!(
-                    chart.draw_series(LineSeries::new(line, colour(pi).stroke_width(3))),
+                    chart.draw_series(LineSeries::new(line, colour(p).stroke_width(3))),
                     path
                 );
             }
@@ -134,7 +134,7 @@ pub(super) fn axis_curve(
             ci.map(|(lo, hi)| {
                 PathElement::new(
                     vec![(x, lo.clamp(0.0, 1.0)), (x, hi.clamp(0.0, 1.0))],
-                    colour(pi).stroke_width(2),
+                    colour(p).stroke_width(2),
                 )
             })
         });
@@ -142,7 +142,7 @@ pub(super) fn axis_curve(
         let dots = pts
             .iter()
             .flatten()
-            .map(|&(x, y, _)| Circle::new((x, y), 5, colour(pi).filled()));
+            .map(|&(x, y, _)| Circle::new((x, y), 5, colour(p).filled()));
         tri!(chart.draw_series(dots), path);
     }
     tri!(full.present(), path);

@@ -236,6 +236,7 @@ impl Fixture {
                 host: "test".into(),
                 collectors: vec!["cupti".into(), "ebpf".into(), "app".into()],
                 cross_check: None,
+                cupti_capabilities: None,
             },
             ground_truth: GroundTruth {
                 nodes,

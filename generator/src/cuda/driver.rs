@@ -160,27 +160,20 @@ impl Modules {
     }
 
     fn compile(&self, entry: &str, kernel: Kernel) -> Result<String, String> {
-        kernels::ensure_nvrtc().map_err(|e| e.to_string())?;
         let src = format!(
             "#define {} {entry}\n{}",
             kernel.entry_point(),
             kernels::source()
         );
-        let opts = cudarc::nvrtc::CompileOptions {
-            options: kernels::compile_options(&self.arch),
-            name: Some(format!("{entry}.cu")),
-            ..Default::default()
-        };
-        guarded("NVRTC", || {
-            match cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
-                Ok(ptx) => Ok(ptx.to_src()),
-                Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(format!(
-                    "NVRTC could not compile kernel `{entry}`: {}",
-                    log.to_string_lossy()
-                )),
-                Err(e) => Err(format!("NVRTC could not compile kernel `{entry}`: {e:?}")),
-            }
-        })
+        // One module per entry name: each is compiled once per source, options
+        // and NVRTC version, then read from the PTX cache (docs/cli.md, "Caches").
+        kernels::ptx_cache::compile(
+            &src,
+            &format!("{entry}.cu"),
+            kernels::compile_options(&self.arch),
+            &self.arch,
+        )
+        .map_err(|e| format!("NVRTC could not compile kernel `{entry}`: {e}"))
     }
 
     /// The entry point named `name` running `kernel`'s body (compiled and

@@ -210,3 +210,163 @@ impl Session {
         Ok(o)
     }
 }
+
+/// The four collector configurations the views model, with the view that
+/// stands for each (docs/design.md, "Views"), and whether it turns CUPTI and
+/// the eBPF host recorder on.
+const CONFIGURATIONS: [(&str, Option<&str>, bool, bool); 4] = [
+    ("none", None, false, false),
+    ("cupti", Some("cupti"), true, false),
+    ("ebpf", Some("host"), false, true),
+    ("cupti+ebpf", Some("combined"), true, true),
+];
+
+impl Session {
+    /// `measure collectors`: the launch-bound workload (`launches` empty
+    /// kernels) and the realistic one (`kernels` kernels of 10–100 µs), each
+    /// run `reps` times under every collector configuration in rotating
+    /// order. A configuration without CUPTI disables its activity kinds and
+    /// the executor's per-call binding; CUPTI stays loaded.
+    pub(super) fn collector_costs(
+        &mut self,
+        launches: u32,
+        kernels: u32,
+        reps: u32,
+    ) -> Result<ground_truth::costs::CollectorCosts, String> {
+        use ground_truth::costs::{median, ConfigurationCost, WorkloadCost};
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| format!("binding the context: {e:?}"))?;
+        let mut costs = ground_truth::costs::CollectorCosts {
+            schema_version: ground_truth::costs::COSTS_SCHEMA_VERSION,
+            machine: format!(
+                "{} ({} SMs), driver {}, CUPTI API version {}, causalbench {}",
+                self.info.name,
+                self.info.sms,
+                self.info.driver_release.clone().unwrap_or_default(),
+                self.recorder.version,
+                env!("CARGO_PKG_VERSION")
+            ),
+            reps,
+            workloads: Vec::new(),
+            error: None,
+        };
+        let workloads = [
+            ("launch-bound", crate::sim::launch_bound_scenario(launches)),
+            ("realistic", crate::sim::realistic_scenario(kernels)),
+        ];
+        for (name, sc) in workloads {
+            self.prepare(&sc, None)?;
+            // Unmeasured: page-in, module loads, the first launch's setup.
+            let warm = self.execute(&sc, None, 0)?;
+            if !warm.errors.is_empty() {
+                return Err(warm.errors.join("; "));
+            }
+            let operations: u64 = warm.threads.iter().map(|t| t.ops.len() as u64).sum();
+            drop(warm);
+            // Per configuration: wall ns, records, bytes of each repetition.
+            let mut runs: Vec<Vec<(u64, f64, f64)>> = vec![Vec::new(); CONFIGURATIONS.len()];
+            let mut failure = None;
+            for rep in 0..reps.max(1) as usize {
+                for k in 0..CONFIGURATIONS.len() {
+                    let i = (k + rep) % CONFIGURATIONS.len();
+                    let (_, _, with_cupti, with_ebpf) = CONFIGURATIONS[i];
+                    match self.collector_run(&sc, rep as u64 + 1, with_cupti, with_ebpf) {
+                        Ok(r) => runs[i].push(r),
+                        Err(e) => failure = Some(e),
+                    }
+                }
+            }
+            // Whatever happened, CUPTI records again for what follows.
+            self.recorder.set_activities(true)?;
+            cupti::set_binding(true);
+            if let Some(e) = failure {
+                costs.error = Some(format!("{name}: {e}"));
+                break;
+            }
+            let configurations = CONFIGURATIONS
+                .iter()
+                .zip(&runs)
+                .map(|((collectors, view, _, _), r)| {
+                    let ratios: Vec<f64> = r
+                        .iter()
+                        .zip(&runs[0])
+                        .map(|(run, none)| run.0 as f64 / none.0.max(1) as f64)
+                        .collect();
+                    let per_op = |x: f64| x / operations.max(1) as f64;
+                    ConfigurationCost {
+                        collectors: collectors.to_string(),
+                        view: view.map(str::to_string),
+                        wall_ns: r.iter().map(|x| x.0).collect(),
+                        overhead_median: median(&ratios),
+                        overhead_min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                        overhead_max: ratios.iter().copied().fold(0.0, f64::max),
+                        ratios,
+                        records_per_op: per_op(median(&r.iter().map(|x| x.1).collect::<Vec<_>>())),
+                        bytes_per_op: per_op(median(&r.iter().map(|x| x.2).collect::<Vec<_>>())),
+                    }
+                })
+                .collect();
+            costs.workloads.push(WorkloadCost {
+                workload: name.into(),
+                description: sc.description.clone(),
+                operations,
+                configurations,
+            });
+        }
+        Ok(costs)
+    }
+
+    /// One timed run of `sc` under one configuration: wall ns, then the
+    /// records its collectors produced and their bytes as bundle JSON.
+    fn collector_run(
+        &mut self,
+        sc: &Scenario,
+        seed: u64,
+        with_cupti: bool,
+        with_ebpf: bool,
+    ) -> Result<(u64, f64, f64), String> {
+        self.recorder.set_activities(with_cupti)?;
+        cupti::set_binding(with_cupti);
+        // SAFETY: no arguments.
+        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        self.recorder.flush()?;
+        // Attaching costs milliseconds and is not the workload's cost.
+        let host = if with_ebpf {
+            match host::start(&mut self.host_disabled) {
+                Some(r) => Some(r),
+                None => {
+                    return Err(format!(
+                        "the eBPF host recorder cannot run: {}",
+                        self.host_disabled.clone().unwrap_or_default()
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        let dev = self.device();
+        let t0 = now();
+        let log = exec::Exec::new(sc, &dev, None, seed)?.run();
+        let wall = now() - t0;
+        let trace = host.map(|r| r.stop());
+        if !log.errors.is_empty() {
+            return Err(log.errors.join("; "));
+        }
+        let mut records = 0.0;
+        let mut bytes = 0.0;
+        let mut count = |r: &ground_truth::trace::Record| {
+            records += 1.0;
+            bytes += serde_json::to_vec(r).map(|b| b.len()).unwrap_or(0) as f64;
+        };
+        if with_cupti {
+            let out = truth::build(sc, &log, None, &self.recorder, true);
+            let (_, recs) = out.builder.finish(1);
+            recs.iter().for_each(&mut count);
+        }
+        if let Some(t) = &trace {
+            t.records.iter().for_each(&mut count);
+        }
+        Ok((wall, records, bytes))
+    }
+}

@@ -177,6 +177,22 @@ impl CudaBackend {
             .map_err(|e| RecordError::Unavailable("cuda", e))
     }
 
+    /// What each collector configuration costs a launch-bound and a realistic
+    /// workload (`causalbench measure collectors`).
+    pub fn collector_costs(
+        &self,
+        launches: u32,
+        kernels: u32,
+        reps: u32,
+    ) -> Result<ground_truth::costs::CollectorCosts, RecordError> {
+        let s = self.session()?;
+        let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+        guarded("collector-cost study", || {
+            s.collector_costs(launches, kernels, reps)
+        })
+        .map_err(|e| RecordError::Unavailable("cuda", e))
+    }
+
     /// Generator overhead launching `kernels` empty kernels vs a direct cudarc loop.
     pub fn launch_overhead(&self, kernels: u32, reps: u32) -> Result<Overhead, RecordError> {
         let s = self.session()?;

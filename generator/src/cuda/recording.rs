@@ -72,6 +72,8 @@ impl Session {
                         records: recs,
                         ringbuffer_dropped: tr.ringbuffer_dropped,
                         stack_errors: tr.stack_errors,
+                        stack_walks: tr.stack_walks,
+                        stacks_reused: tr.stacks_reused,
                         faults_untimed: tr.faults_untimed,
                         fault_timing: tr.fault_timing,
                         library: tr.library.clone(),
@@ -299,11 +301,15 @@ impl Session {
                     .clone()
                     .unwrap_or_else(|| format!("CUDA driver API {v}")),
                 cuda: format!("{}.{}", v / 1000, (v % 1000) / 10),
-                cupti: format!("CUPTI API version {}", self.recorder.version),
+                cupti: format!(
+                    "CUPTI {} (API version {})",
+                    self.recorder.capabilities.release, self.recorder.version
+                ),
                 tool_version: env!("CARGO_PKG_VERSION").into(),
                 host: self.host.clone(),
                 collectors,
                 cross_check: Some(cross_check),
+                cupti_capabilities: Some(self.recorder.capabilities()),
             },
             ground_truth: truth,
             trace,

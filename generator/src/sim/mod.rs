@@ -124,6 +124,7 @@ impl Backend for SimBackend {
                 host: "simulator".into(),
                 collectors,
                 cross_check: None,
+                cupti_capabilities: None,
             },
             ground_truth: truth,
             trace,
@@ -237,6 +238,64 @@ pub fn many_streams_scenario(streams: u32) -> Scenario {
     sc
 }
 
+/// The collector study's realistic workload: `kernels` kernels of 10–100 µs
+/// (spread deterministically) on two streams, a 1 MB pinned copy in each
+/// direction every 8 kernels, and a stream synchronize at the end of every
+/// request of 16 kernels, so the host waits for the device as a serving loop does.
+pub fn realistic_scenario(kernels: u32) -> Scenario {
+    use ground_truth::scenario::{Step, SyncTarget};
+    use ground_truth::trace::CopyDirection;
+    let per_request = 16u32;
+    let mut sc = launch_bound_scenario(kernels);
+    sc.name = format!("realistic-{kernels}");
+    sc.variant = "realistic".into();
+    sc.description = "kernels of 10-100 us with copies and a sync per request".into();
+    let program = &mut sc.programs[0];
+    program.requests = kernels.div_ceil(per_request);
+    let mut steps = Vec::new();
+    for i in 0..per_request {
+        let stream = ["a", "b"][i as usize % 2].to_string();
+        if i % 8 == 4 {
+            for direction in [CopyDirection::H2d, CopyDirection::D2h] {
+                steps.push(Step::Copy {
+                    id: None,
+                    stream: stream.clone(),
+                    direction,
+                    bytes: 1 << 20,
+                    memory: Default::default(),
+                    call_site: None,
+                });
+            }
+        }
+        steps.push(Step::Kernel {
+            id: (i == 0).then(|| "first".to_string()),
+            stream,
+            name: "layer".into(),
+            kind: ground_truth::scenario::KernelKind::Spin,
+            // 10, 16, 22, ... 100 us: (i * 37) mod 16 spreads them over the request.
+            duration_us: 10.0 + 6.0 * ((i * 37) % 16) as f64,
+            grid: 66,
+            block: 128,
+            launch: Default::default(),
+            call_site: None,
+        });
+    }
+    steps.push(Step::Sync {
+        id: None,
+        target: SyncTarget::Stream,
+        stream: Some("a".into()),
+        event: None,
+    });
+    steps.push(Step::Sync {
+        id: None,
+        target: SyncTarget::Stream,
+        stream: Some("b".into()),
+        event: None,
+    });
+    program.steps = steps;
+    sc
+}
+
 /// Runs the simulation once without recording (the model alone, as the twin
 /// run does) and returns how many ground-truth nodes it produced. This is what
 /// "simulated operations per second" measures.
@@ -251,6 +310,27 @@ pub fn simulate_only(backend: &SimBackend, scenario: &Scenario) -> usize {
 #[cfg(test)]
 mod tests {
     use ground_truth::io::Readable;
+
+    /// The collector study's realistic workload is a valid scenario the
+    /// simulator runs, with kernels of 10–100 µs.
+    #[test]
+    fn realistic_scenario_is_valid_and_runs() {
+        use ground_truth::scenario::Step;
+        let sc = super::realistic_scenario(64);
+        assert!(sc.check().is_empty(), "{:?}", sc.check());
+        let durations: Vec<f64> = sc.programs[0]
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Kernel { duration_us, .. } => Some(*duration_us),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(durations.len(), 16);
+        assert!(durations.iter().all(|d| (10.0..=100.0).contains(d)));
+        let nodes = super::simulate_only(&super::SimBackend::default(), &sc);
+        assert!(nodes > 64, "{nodes} nodes");
+    }
 
     /// The shipped 1 M-op scenario file is the benchmarks' scenario.
     #[test]

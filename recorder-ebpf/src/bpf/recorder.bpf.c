@@ -20,6 +20,13 @@
 //              thread's maj_flt counter between this fault and its next fault
 //              or switch-out.
 // Every failed ring-buffer reservation is counted in `counters[CNT_RB_DROPPED]`.
+//
+// The user-stack walk is the one part of a uprobe hit whose cost grows with the
+// program (one user-memory read per frame, then a hash of the whole stack): with
+// `stack_mode = STACK_PER_SITE` a call site, identified by the return address at
+// entry and the next return addresses of the frame-pointer chain, is walked once
+// and later hits from it record the same stack id (recorder-ebpf/README.md,
+// "Cost per probe hit").
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -39,7 +46,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define CNT_RB_DROPPED 0
 #define CNT_STACK_ERRORS 1
 #define CNT_FAULTS_UNTIMED 2
-#define CNT_MAX 4
+#define CNT_STACK_WALKS 3
+#define CNT_STACK_REUSED 4
+#define CNT_MAX 8
+
+// How a uprobe's user stack is captured (`stack_mode`).
+#define STACK_EVERY_HIT 0 // walk the user stack on every hit
+#define STACK_PER_SITE 1  // walk it the first time a call site is seen, reuse its id after
+#define STACK_NONE 2      // no walk: the call-site frame read at entry only
 
 #define FAULT_MAJOR 1
 #define FAULT_TIMED 2
@@ -107,6 +121,9 @@ struct fault_state {
 // Set by user space before load.
 const volatile __u32 target_tgid = 0;
 const volatile __u32 fault_timing = 0;
+const volatile __u32 stack_mode = STACK_EVERY_HIT;
+// No return probes (a cost study's knob): the entry emits the record, exit = enter.
+const volatile __u32 entry_only = 0;
 // The recorder's polling thread (excluded: it may be a thread of the target).
 const volatile __u32 self_tid = 0;
 // Wake the poller only once this much data waits; otherwise it drains on its own
@@ -138,6 +155,14 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, 127 * sizeof(__u64));
 } stacks SEC(".maps");
+
+// STACK_PER_SITE: the stack id of each call site seen (key: `site_key`).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __s64);
+} site_stacks SEC(".maps");
 
 // In-flight probed calls, keyed by (tid << 32 | function index).
 struct {
@@ -232,8 +257,57 @@ static __always_inline __u64 read_handle(struct pt_regs *ctx, __u32 fn)
 	return v;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(uprobe_enter)
+#define SITE_DEPTH 3
+
+// A call site's identity for STACK_PER_SITE: the probed function, the return
+// address at entry and the next SITE_DEPTH return addresses of the frame-pointer
+// chain (at the first instruction the frame pointer is still the caller's). The
+// walk reaches no further than these frames anyway when the callers keep no frame
+// pointers; when they do, callers that differ deeper than this share a stack.
+static __always_inline __u64 site_key(struct pt_regs *ctx, __u64 ret_addr, __u32 fn)
+{
+	__u64 key = ret_addr * 0x9E3779B97F4A7C15ULL ^ fn;
+	__u64 frame = PT_REGS_FP(ctx);
+	for (int i = 0; i < SITE_DEPTH; i++) {
+		__u64 next[2] = {0, 0}; // saved frame pointer, return address
+		if (!frame || bpf_probe_read_user(next, sizeof(next), (void *)frame))
+			break;
+		key = (key ^ next[1]) * 0x9E3779B97F4A7C15ULL;
+		if (next[0] <= frame)
+			break; // the chain must go up the stack
+		frame = next[0];
+	}
+	return key;
+}
+
+static __always_inline __s64 walk_stack(struct pt_regs *ctx)
+{
+	__s64 id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	count(CNT_STACK_WALKS);
+	if (id < 0)
+		count(CNT_STACK_ERRORS);
+	return id;
+}
+
+static __always_inline __s64 user_stack(struct pt_regs *ctx, __u64 ret_addr, __u32 fn)
+{
+	if (stack_mode == STACK_NONE)
+		return -1;
+	if (stack_mode != STACK_PER_SITE)
+		return walk_stack(ctx);
+	__u64 key = site_key(ctx, ret_addr, fn);
+	__s64 *known = bpf_map_lookup_elem(&site_stacks, &key);
+	if (known) {
+		count(CNT_STACK_REUSED);
+		return *known;
+	}
+	__s64 id = walk_stack(ctx);
+	if (id >= 0)
+		bpf_map_update_elem(&site_stacks, &key, &id, BPF_ANY);
+	return id;
+}
+
+static __always_inline int on_enter(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if (!is_target(id))
@@ -247,15 +321,27 @@ int BPF_KPROBE(uprobe_enter)
 	// At the first instruction of the function the return address is at the
 	// top of the stack.
 	bpf_probe_read_user(&st.ret_addr, sizeof(st.ret_addr), (void *)PT_REGS_SP(ctx));
-	st.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	if (st.stack_id < 0)
-		count(CNT_STACK_ERRORS);
+	st.stack_id = user_stack(ctx, st.ret_addr, fn);
+	if (entry_only) {
+		struct event *e = reserve();
+		if (e) {
+			e->kind = EV_UPROBE;
+			e->tid = (__u32)id;
+			e->t0 = now;
+			e->t1 = now;
+			e->arg = st.arg;
+			e->ret_addr = st.ret_addr;
+			e->stack_id = st.stack_id;
+			e->aux = fn;
+			bpf_ringbuf_submit(e, submit_flags());
+		}
+		return 0;
+	}
 	bpf_map_update_elem(&calls, &key, &st, BPF_ANY);
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(uprobe_exit)
+static __always_inline int on_exit(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if (!is_target(id))
@@ -280,6 +366,35 @@ int BPF_KRETPROBE(uprobe_exit)
 	}
 	bpf_map_delete_elem(&calls, &key);
 	return 0;
+}
+
+// One uprobe link per probed function (any kernel with uprobes), or one
+// uprobe_multi link for all of them (kernel 6.6+): the multi links are
+// registered and, what matters more, unregistered as one batch, where one link
+// per function costs the kernel a synchronization each at detach (about 0.1 s a
+// link measured here: seconds for the CUDA driver's entry points).
+SEC("uprobe")
+int BPF_KPROBE(uprobe_enter)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(uprobe_exit)
+{
+	return on_exit(ctx);
+}
+
+SEC("uprobe.multi")
+int BPF_KPROBE(uprobe_multi_enter)
+{
+	return on_enter(ctx);
+}
+
+SEC("uretprobe.multi")
+int BPF_KRETPROBE(uprobe_multi_exit)
+{
+	return on_exit(ctx);
 }
 
 // ------------------------------------------------------------ page faults

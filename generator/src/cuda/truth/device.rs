@@ -54,6 +54,15 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// Counts a missing record as loss when the loaded CUPTI cannot produce
+    /// its activity kind at all (docs/cupti-versions.md): the op stays in the
+    /// ground truth, its evidence is accounted missing.
+    pub(super) fn unobservable(&mut self, rec: Option<usize>, kind: u32) {
+        if rec.is_none() && !self.rec.observes(kind) {
+            self.loss.cupti_unobservable += 1;
+        }
+    }
+
     pub(super) fn lost(&self, k: Option<&StepKey>) -> bool {
         match (self.plan.and_then(|p| p.lose.as_ref()), k) {
             (Some(l), Some(k)) => l == k,
@@ -152,6 +161,12 @@ impl<'a> Builder<'a> {
         if let Some(k) = &o.skey {
             self.stretch_record(k, st, en);
         }
+        let kind = match &o.what {
+            What::Kernel { .. } => cupti::activity::KIND_CONCURRENT_KERNEL,
+            What::Copy { .. } => cupti::activity::KIND_MEMCPY,
+            _ => cupti::activity::KIND_MEMSET,
+        };
+        self.unobservable(rec, kind);
         let observed = self.observed(rec, o, o.skey.as_ref());
         self.b.observe(dev, observed, &mut self.loss);
     }
@@ -201,6 +216,7 @@ impl<'a> Builder<'a> {
             waited_record: None,
         });
         self.placed(o, dev);
+        self.unobservable(rec, cupti::activity::KIND_CUDA_EVENT);
         let record = rec.and_then(|i| {
             self.used.insert(i);
             self.convert(i, o)
@@ -244,6 +260,7 @@ impl<'a> Builder<'a> {
             waited_record: src,
         });
         self.placed(o, dev);
+        self.unobservable(rec, cupti::activity::KIND_SYNCHRONIZATION);
         let observed = self.observed(rec, o, None);
         self.b.observe(dev, observed, &mut self.loss);
     }
@@ -346,6 +363,7 @@ impl<'a> Builder<'a> {
             .find(|&i| matches!(self.raw(i), Raw::Sync { sync_type, .. } if *sync_type == want));
         let waited = self.after(&o.waited);
         self.b.sync_waits(node, &waited);
+        self.unobservable(rec, cupti::activity::KIND_SYNCHRONIZATION);
         if let Some(i) = rec {
             self.used.insert(i);
             if let Some(r) = self.convert(i, o) {

@@ -105,8 +105,9 @@ fn kernel_rec(corr: u32, name: &str, stream: u32, q: Ns, s: Ns, st: Ns, en: Ns) 
     }
 }
 
-#[test]
-fn event_edge_run_gets_the_simulators_graph() {
+/// A producer kernel, an event record, a stream wait on it, a consumer
+/// kernel and a device synchronization, with every CUPTI record.
+fn event_edge_run() -> (Scenario, RunLog) {
     let sc: Scenario =
         ground_truth::io::from_yaml(std::path::Path::new("t.yaml"), SCENARIO.as_bytes()).unwrap();
     assert!(sc.check().is_empty(), "{:?}", sc.check());
@@ -266,8 +267,15 @@ fn event_edge_run_gets_the_simulators_graph() {
         },
         end: 3_000_000,
     };
+    (sc, log)
+}
+
+#[test]
+fn event_edge_run_gets_the_simulators_graph() {
+    let (sc, log) = event_edge_run();
     let rec = cupti::Recorder::offline(&[(true, 307, "cuLaunchKernel")]);
     let out = build(&sc, &log, None, &rec, true);
+    assert_eq!(out.loss.cupti_unobservable, 0);
     assert_eq!(out.stats.device_ops, 2);
     assert_eq!(out.stats.bound, 2);
     assert_eq!(out.stats.harness_records, 1);
@@ -342,4 +350,50 @@ fn event_edge_run_gets_the_simulators_graph() {
     .unwrap();
     assert_eq!(sym.lateness_ns, 0.0);
     assert_eq!(sym.critical_path, path);
+}
+
+/// CUPTI 12.x refuses the CUDA_EVENT kind: the event record stays in the
+/// ground truth with its edges, its record is missing from the trace, and the
+/// missing record is accounted loss rather than silence.
+#[test]
+fn a_kind_the_cupti_lacks_degrades_to_accounted_loss() {
+    let (sc, mut log) = event_edge_run();
+    log.flushed
+        .records
+        .retain(|r| !matches!(r, Raw::CudaEvent { .. }));
+    use cupti::activity::*;
+    let observed: Vec<(u32, &'static str)> = [
+        (KIND_RUNTIME, "RUNTIME"),
+        (KIND_DRIVER, "DRIVER"),
+        (KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"),
+        (KIND_MEMCPY, "MEMCPY"),
+        (KIND_MEMSET, "MEMSET"),
+        (KIND_SYNCHRONIZATION, "SYNCHRONIZATION"),
+        (KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION"),
+    ]
+    .into();
+    let rec = cupti::Recorder::offline_observing(&[(true, 307, "cuLaunchKernel")], &observed);
+    assert!(!rec.observes(KIND_CUDA_EVENT));
+    let out = build(&sc, &log, None, &rec, true);
+    assert_eq!(out.loss.cupti_unobservable, 1);
+    assert_eq!(out.loss.cupti_dropped, 0);
+    let t = &out.builder.truth;
+    assert_eq!(t.nodes[5].kind, NodeKind::EventRecord);
+    assert!(t
+        .edges
+        .iter()
+        .any(|e| e.src == 5 && e.dst == 7 && e.kind == EdgeType::Event));
+    assert!(!out
+        .builder
+        .trace
+        .iter()
+        .any(|r| r.kind_name() == "cuda_event"));
+
+    // The same records with a CUPTI that has the kind: a missing record there
+    // is not this version's blind spot, so it is not counted as such.
+    let rec = cupti::Recorder::offline(&[(true, 307, "cuLaunchKernel")]);
+    assert_eq!(
+        build(&sc, &log, None, &rec, true).loss.cupti_unobservable,
+        0
+    );
 }

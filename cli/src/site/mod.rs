@@ -1,0 +1,275 @@
+//! The static HTML leaderboard (`causalbench report --html DIR`, and `OUT/html/` after
+//! every `run`): pages that open from disk, offline, with nothing fetched. A report
+//! stage: it reads the result set's formats (`scores.jsonl` and the leaderboard built
+//! from it, `manifest.json`, and for the cases it shows their bundle, views and
+//! explanations) and never a profiler's internals. What each page shows: docs/cli.md
+//! ("The HTML leaderboard").
+//!
+//! - `index.html`: a ranked table and a plot per view (collectors × mode), and per
+//!   profiler where it loses (`evaluator::shortfalls`);
+//! - `family/NAME.html`, `question/NAME.html`: the same per family and per question type;
+//! - `case/KEY.html`: one case, with its Perfetto traces beside it (`case/KEY.*.perfetto-trace`).
+
+mod case;
+mod html;
+mod overview;
+mod svg;
+
+use crate::Failure;
+use evaluator::{CaseScore, Leaderboard, Shortfall};
+use ground_truth::{Collectors, Mode};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Cases given a page of their own (with their traces) per family and backend: the
+/// first repetition of the first scenarios by name. Bounds the site's size.
+const CASES_PER_FAMILY: usize = 3;
+/// Cases given a page of their own over the whole site.
+const MAX_CASES: usize = 90;
+
+/// A view as the leaderboard ranks it: collectors × mode (losses pooled as in its rows).
+pub type ViewKey = (Collectors, Mode);
+
+/// `collectors/mode`, as the pages name a view.
+pub fn view_name(view: ViewKey) -> String {
+    format!("{}/{}", view.0.as_str(), view.1.as_str())
+}
+
+/// One bundle of the result set, as scored.
+#[derive(Debug, Clone)]
+pub struct CaseRef {
+    pub bundle: String,
+    pub backend: String,
+    pub family: String,
+    pub scenario: String,
+    pub variant: String,
+    pub repetition: u32,
+    /// The run's key of the bundle (`cases/KEY.jsonl`), when the result set has it.
+    pub key: Option<String>,
+}
+
+impl CaseRef {
+    /// The case page's file name stem.
+    pub fn page(&self) -> String {
+        html::slug(&format!("{}-{}", self.backend, self.bundle))
+    }
+}
+
+/// What the pages are made from.
+pub struct Site {
+    pub results: PathBuf,
+    pub scores: Vec<CaseScore>,
+    pub leaderboard: Leaderboard,
+    pub shortfalls: Vec<Shortfall>,
+    /// Every scored bundle, by (bundle, backend).
+    pub cases: BTreeMap<(String, String), CaseRef>,
+    /// The cases with a page, by (bundle, backend).
+    pub shown: BTreeSet<(String, String)>,
+}
+
+impl Site {
+    /// The views of the leaderboard, in collectors × mode order.
+    pub fn views(&self) -> Vec<ViewKey> {
+        self.leaderboard
+            .rows
+            .iter()
+            .map(|r| (r.collectors, r.mode))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// The link to a case's page from a page one directory below the root, if it has one.
+    pub fn case_link(&self, bundle: &str, backend: &str) -> Option<String> {
+        let id = (bundle.to_string(), backend.to_string());
+        self.shown
+            .contains(&id)
+            .then(|| format!("../case/{}.html", self.cases[&id].page()))
+    }
+}
+
+/// What [`write`] produced.
+pub struct Written {
+    pub pages: usize,
+    pub traces: usize,
+    /// Bytes of the trace files written.
+    pub trace_bytes: u64,
+}
+
+/// Writes the site for the result set in `results` into `out`; `leaderboard` is the
+/// one `report`/`run` just built from the result set's `scores.jsonl`.
+pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Written, Failure> {
+    let scores = evaluator::read_scores(&evaluator::scores_in(results))?;
+    let leaderboard = leaderboard.clone();
+    let shortfalls = evaluator::shortfalls(&scores);
+    let keys = case_keys(results)?;
+    let mut cases: BTreeMap<(String, String), CaseRef> = BTreeMap::new();
+    for s in &scores {
+        let id = (s.bundle.clone(), s.backend.clone());
+        cases.entry(id.clone()).or_insert_with(|| CaseRef {
+            bundle: s.bundle.clone(),
+            backend: s.backend.clone(),
+            family: s.family.clone(),
+            scenario: s.scenario.clone(),
+            variant: s.variant.clone(),
+            repetition: s.repetition,
+            key: keys.get(&id).cloned(),
+        });
+    }
+    let shown = choose_shown(&cases);
+    let site = Site {
+        results: results.to_path_buf(),
+        scores,
+        leaderboard,
+        shortfalls,
+        cases,
+        shown,
+    };
+    for dir in ["family", "question", "case"] {
+        let d = out.join(dir);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", d.display())))?;
+    }
+    let mut written = Written {
+        pages: 0,
+        traces: 0,
+        trace_bytes: 0,
+    };
+    let mut put = |path: PathBuf, text: String| -> Result<(), Failure> {
+        ground_truth::io::write_atomic(&path, text.as_bytes())
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
+        written.pages += 1;
+        Ok(())
+    };
+    put(out.join("index.html"), overview::index(&site))?;
+    for (name, page) in overview::family_pages(&site) {
+        put(out.join("family").join(format!("{name}.html")), page)?;
+    }
+    for (name, page) in overview::question_pages(&site) {
+        put(out.join("question").join(format!("{name}.html")), page)?;
+    }
+    let mut traces = Vec::new();
+    for id in &site.shown {
+        let case = &site.cases[id];
+        let page = case::page(&site, case, &out.join("case"), &mut traces)?;
+        put(out.join("case").join(format!("{}.html", case.page())), page)?;
+    }
+    written.traces = traces.len();
+    written.trace_bytes = traces.iter().sum();
+    Ok(written)
+}
+
+/// The run's key of each scored bundle: `cases/KEY.jsonl` holds the scores of one
+/// bundle, so its first line names the bundle and backend.
+fn case_keys(results: &Path) -> Result<BTreeMap<(String, String), String>, Failure> {
+    let mut keys = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(results.join("cases")) else {
+        return Ok(keys);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(key) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
+        let Some(first) = text.lines().next() else {
+            continue;
+        };
+        let score: CaseScore = serde_json::from_str(first)
+            .map_err(|e| Failure::input(format!("{}: line 1: {e}", path.display())))?;
+        keys.insert((score.bundle, score.backend), key.to_string());
+    }
+    Ok(keys)
+}
+
+/// The cases that get a page: per family and backend, the first repetition of the first
+/// [`CASES_PER_FAMILY`] scenarios by name, at most [`MAX_CASES`] in all.
+fn choose_shown(cases: &BTreeMap<(String, String), CaseRef>) -> BTreeSet<(String, String)> {
+    let mut by_family: BTreeMap<(&str, &str), BTreeMap<&str, &CaseRef>> = BTreeMap::new();
+    for c in cases.values() {
+        let scenarios = by_family
+            .entry((c.family.as_str(), c.backend.as_str()))
+            .or_default();
+        let first = scenarios.entry(c.scenario.as_str()).or_insert(c);
+        if c.repetition < first.repetition {
+            *first = c;
+        }
+    }
+    let mut shown = BTreeSet::new();
+    // Round-robin over families, so a cap leaves every family with a case.
+    for round in 0..CASES_PER_FAMILY {
+        for scenarios in by_family.values() {
+            if let Some(c) = scenarios.values().nth(round) {
+                if shown.len() < MAX_CASES {
+                    shown.insert((c.bundle.clone(), c.backend.clone()));
+                }
+            }
+        }
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(family: &str, scenario: &str, repetition: u32) -> CaseRef {
+        CaseRef {
+            bundle: format!("{scenario}.r{repetition}"),
+            backend: "sim".into(),
+            family: family.into(),
+            scenario: scenario.into(),
+            variant: "v".into(),
+            repetition,
+            key: None,
+        }
+    }
+
+    #[test]
+    fn shown_cases_are_first_repetitions_bounded_per_family_and_in_all() {
+        let mut cases = BTreeMap::new();
+        for family in 0..40 {
+            for scenario in 0..5 {
+                for repetition in [2, 0, 1] {
+                    let c = case(
+                        &format!("f{family:02}"),
+                        &format!("f{family:02}.s{scenario}"),
+                        repetition,
+                    );
+                    cases.insert((c.bundle.clone(), c.backend.clone()), c);
+                }
+            }
+        }
+        let shown = choose_shown(&cases);
+        assert_eq!(shown.len(), MAX_CASES);
+        assert!(
+            shown.iter().all(|(bundle, _)| bundle.ends_with(".r0")),
+            "{shown:?}"
+        );
+        // Round-robin: every family keeps a case under the cap, none more than its share.
+        let mut per_family: BTreeMap<&str, usize> = BTreeMap::new();
+        for id in &shown {
+            *per_family.entry(cases[id].family.as_str()).or_default() += 1;
+        }
+        assert_eq!(per_family.len(), 40);
+        assert!(per_family
+            .values()
+            .all(|&n| (1..=CASES_PER_FAMILY).contains(&n)));
+    }
+
+    #[test]
+    fn names_become_safe_file_names_and_text_safe_html() {
+        assert_eq!(html::slug("sim-a.b_c.r0"), "sim-a.b_c.r0");
+        assert_eq!(html::slug("../x/y"), "_.._x_y");
+        assert_eq!(html::slug(""), "_");
+        assert_eq!(
+            html::esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

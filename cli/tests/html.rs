@@ -1,0 +1,270 @@
+//! The static HTML leaderboard as a person sees it, loaded in headless Chromium: the
+//! ranking is in leaderboard order, a drill-down link on the index leads to its case's
+//! page (paths, `why-late`, a Perfetto trace), and no link or source is broken. Skipped
+//! with a message when Chromium is not installed, unless CAUSALBENCH_REQUIRE_CHROMIUM=1 (CI).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Chromium's binary on PATH (Debian: `chromium`), if any.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// The DOM of `page` after Chromium loaded it from disk.
+fn dump_dom(browser: &Path, page: &Path, profile: &Path) -> String {
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let o = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dom = String::from_utf8(o.stdout).unwrap();
+    assert!(dom.contains("<h1>"), "{url} did not load: {dom}");
+    dom
+}
+
+/// Every `href="…"` and `src="…"` of a page, unescaped.
+fn links(html: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for attr in ["href=\"", "src=\""] {
+        let mut rest = html;
+        while let Some(i) = rest.find(attr) {
+            rest = &rest[i + attr.len()..];
+            let end = rest.find('"').unwrap();
+            out.push(rest[..end].replace("&amp;", "&"));
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// Rows of the ranking table of `view` (`collectors/mode`), profiler names in order.
+fn ranking(dom: &str, view: &str) -> Vec<String> {
+    let start = dom
+        .find(&format!("data-view=\"{view}\""))
+        .unwrap_or_else(|| panic!("no ranking of view {view}"));
+    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+    table
+        .split("<td class=\"profiler\">")
+        .skip(1)
+        .map(|cell| {
+            let cell = &cell[..cell.find("</td>").unwrap()];
+            // The swatch is an empty span; the name follows it.
+            cell[cell.rfind('>').unwrap() + 1..].to_string()
+        })
+        .collect()
+}
+
+/// The order the index must show: pair accuracy, then root-cause accuracy, then name
+/// (higher first, undefined last), probes apart.
+fn expected_ranking(leaderboard: &serde_json::Value, collectors: &str, mode: &str) -> Vec<String> {
+    let key = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NEG_INFINITY);
+    let mut rows: Vec<&serde_json::Value> = leaderboard["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["collectors"] == collectors && r["mode"] == mode)
+        .filter(|r| !r["profiler"].as_str().unwrap().starts_with("probe-"))
+        .collect();
+    rows.sort_by(|a, b| {
+        key(&b["pair_accuracy"])
+            .total_cmp(&key(&a["pair_accuracy"]))
+            .then(key(&b["root_cause_top1"]).total_cmp(&key(&a["root_cause_top1"])))
+            .then(a["profiler"].as_str().cmp(&b["profiler"].as_str()))
+    });
+    rows.iter()
+        .map(|r| r["profiler"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every link of `page` resolves: a file for a path, an element id for a fragment.
+fn assert_links_resolve(page: &Path, html: &str) {
+    for link in links(html) {
+        assert!(
+            !link.contains("://") && !link.starts_with("//"),
+            "{}: {link} leaves the disk (the site must work offline)",
+            page.display()
+        );
+        let (path, fragment) = link.split_once('#').unwrap_or((&link, ""));
+        let target = if path.is_empty() {
+            page.to_path_buf()
+        } else {
+            page.parent().unwrap().join(path)
+        };
+        assert!(target.is_file(), "{}: broken link {link}", page.display());
+        if !fragment.is_empty() {
+            let text = std::fs::read_to_string(&target).unwrap();
+            assert!(
+                text.contains(&format!("id=\"{fragment}\"")),
+                "{}: no element #{fragment} in {}",
+                page.display(),
+                target.display()
+            );
+        }
+    }
+}
+
+fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            html_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "html") {
+            out.push(p);
+        }
+    }
+}
+
+/// `causalbench run` on the simulator over these catalog scenarios, one repetition, no
+/// megakernel track, into `dir/results` (returned).
+fn run_sim(dir: &Path, scenarios: &[&str], extra: &[&str]) -> PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+    for name in scenarios {
+        let f = format!("{name}.yaml");
+        std::fs::copy(catalog.join(&f), suite.join(&f)).unwrap();
+    }
+    let out = dir.join("results");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args(["run", "--backend", "sim", "--quiet", "--reps", "1"])
+        .args(["--megakernel-reps", "0"])
+        .args(extra)
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+#[test]
+fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
+    let Some(browser) = chromium() else {
+        let msg = "SKIPPED: Chromium is not installed (Debian: apt-get install chromium, or \
+                   bash scripts/setup.sh as root); CAUSALBENCH_REQUIRE_CHROMIUM=1 turns this \
+                   skip into a failure";
+        if std::env::var("CAUSALBENCH_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1") {
+            panic!("{msg}");
+        }
+        eprintln!("{msg}");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_sim(
+        dir.path(),
+        &[
+            "dependency-vs-overlap.event-edge",
+            "dependency-vs-overlap.independent",
+            "call-site-attribution.site-a",
+            "call-site-attribution.site-b",
+        ],
+        &[],
+    );
+    let site = out.join("html");
+    let index = site.join("index.html");
+    assert!(index.is_file(), "run wrote no html/index.html");
+    let profile = dir.path().join("chromium-profile");
+    let dom = dump_dom(&browser, &index, &profile);
+
+    // The ranking a person reads is the leaderboard's order.
+    let leaderboard: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("leaderboard.json")).unwrap()).unwrap();
+    for (collectors, mode) in [("combined", "instrumented"), ("host", "closed")] {
+        let shown = ranking(&dom, &format!("{collectors}/{mode}"));
+        assert_eq!(shown, expected_ranking(&leaderboard, collectors, mode));
+        assert!(shown.len() >= 5, "{shown:?}");
+    }
+
+    // A drill-down link of the index leads to its case's page.
+    let drill = links(&dom)
+        .into_iter()
+        .find(|l| l.starts_with("case/"))
+        .expect("the index links no case");
+    let case_page = site.join(&drill);
+    let case_dom = dump_dom(&browser, &case_page, &profile);
+    for what in [
+        "<h1>Case ",
+        "class=\"truth\"",
+        "class=\"claimed\"",
+        "why-late",
+        "class=\"verdicts\"",
+    ] {
+        assert!(case_dom.contains(what), "{drill} shows no {what}");
+    }
+    let trace = links(&case_dom)
+        .into_iter()
+        .find(|l| l.contains(".perfetto-trace"))
+        .expect("the case page links no Perfetto trace");
+    let trace = case_page.parent().unwrap().join(trace);
+    assert!(
+        std::fs::metadata(&trace).unwrap().len() > 0,
+        "{}",
+        trace.display()
+    );
+
+    // No broken link: in what Chromium loaded, and in every page written.
+    assert_links_resolve(&index, &dom);
+    assert_links_resolve(&case_page, &case_dom);
+    let mut pages = Vec::new();
+    html_files(&site, &mut pages);
+    assert!(pages.len() > 5, "{pages:?}");
+    for page in &pages {
+        assert_links_resolve(page, &std::fs::read_to_string(page).unwrap());
+    }
+}
+
+/// `report --html` rebuilds the site of a result set, and a damaged file it reads is
+/// refused with its place (exit 2), not a panic (no browser needed).
+#[test]
+fn report_html_rebuilds_the_site_and_refuses_a_damaged_leaderboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_sim(
+        dir.path(),
+        &["dependency-vs-overlap.event-edge"],
+        &["--profilers", "causal-graph"],
+    );
+    let bin = env!("CARGO_BIN_EXE_causalbench");
+    let site = dir.path().join("site");
+    let report = |site: &Path| {
+        Command::new(bin)
+            .args(["report", "--results"])
+            .arg(&out)
+            .arg("--html")
+            .arg(site)
+            .output()
+            .unwrap()
+    };
+    let o = report(&site);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let case = site.join("case/sim-dependency-vs-overlap.event-edge.r0.html");
+    let text = std::fs::read_to_string(&case).unwrap();
+    assert!(
+        text.contains("why-late") && text.contains(".perfetto-trace"),
+        "{text}"
+    );
+    assert!(std::fs::read_to_string(site.join("index.html"))
+        .unwrap()
+        .contains("causal-graph"));
+
+    // A damaged view of a shown case is refused with its file, exit 2, not a panic.
+    let view =
+        out.join("views/sim-dependency-vs-overlap.event-edge.r0/combined-instrumented-none.json");
+    std::fs::write(&view, br#"{"schema_version": 1, "records": 3}"#).unwrap();
+    let o = report(&dir.path().join("site2"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("combined-instrumented-none.json"),
+        "{stderr}"
+    );
+}
