@@ -2,12 +2,18 @@
 """causalbench adapter for Holistic Trace Analysis' critical-path analysis.
 
     python3 hta_adapter.py KINETO.json VIEW.json OUT.json
+    python3 hta_adapter.py --serve
 
 KINETO.json is the view exported as a Kineto trace (`causalbench export --kineto`);
 VIEW.json the view itself (for its queries and spec); OUT.json the explanation written
 (protocol: baselines/PROTOCOL.md). Standard library + HTA only. HTA is looked for in
 $CAUSALBENCH_HTA_DIR, else ${XDG_CACHE_HOME:-~/.cache}/causalbench/hta (where
-baselines/hta/setup-hta.sh installs it), else on the normal path.
+baselines/hta/setup-hta.sh installs it), else on the normal path. With --serve, HTA is
+imported once and every line of stdin names one view to explain
+({"kineto": ..., "view": ..., "out": ...}), each answered by one line on stdout
+({"done": OUT} or {"error": MESSAGE}): `causalbench run` sends all views of a run through
+one such process, since importing pandas, networkx and plotly costs far more than one
+analysis. Exit 3: HTA does not import.
 
 What HTA is asked: `TraceAnalysis.critical_path_analysis(rank=0,
 annotation="ProfilerStep", instance_id=0)` with HTA's defaults (ns timestamps rounded
@@ -35,8 +41,10 @@ How its answer becomes an explanation:
   HTA's path shows released by GPU work (sync edge), else host_compute; a copy whose own duration exceeds its wait ->
   slow_copy. HTA cannot see scheduler or page-fault events, request identity or call
   sites: never claims those. `complete` is true whenever HTA produced a path (HTA has no
-  notion of a missing record); false when the queried event is not in HTA's graph or
-  HTA failed.
+  notion of a missing record); false when the queried event is not in HTA's graph.
+- when HTA raises on a view (it does on graph replays and on some lossy views,
+  baselines/README.md), the explanation claims nothing and carries HTA's message in
+  `meta.failure`: the evaluator counts a crash, not an abstention.
 - operator questions: the innermost user annotation (NVTX range) enclosing the
   operation's launch call on its thread, as HTA's call stacks link kernels to operators.
 """
@@ -86,13 +94,8 @@ def explanation(view, version, wall_ms, edges, diagnoses):
             "edges": edges, "attribution": [], "diagnoses": diagnoses}
 
 
-def main(argv):
-    if len(argv) != 4:
-        print("usage: hta_adapter.py KINETO.json VIEW.json OUT.json", file=sys.stderr)
-        return 2
-    kineto_path, view_path, out_path = argv[1], argv[2], argv[3]
-    with open(view_path) as f:
-        view = json.load(f)
+def load_hta():
+    """Imports HTA once: (modules, version), or (None, why) when it does not import."""
     try:
         import logging
         import warnings
@@ -102,24 +105,90 @@ def main(argv):
         from hta.analyzers.critical_path_analysis import CPEdgeType
         from hta.configs.config import logger as hta_logger
         from hta.trace_analysis import TraceAnalysis
+        import networkx as nx
 
         hta_logger.setLevel(logging.CRITICAL)
         version = "hta-" + str(getattr(hta, "__version__", "unknown"))
-    except Exception as e:  # HTA not importable: abstain (the Rust side checks first).
-        print(f"hta-critical-path: cannot import HTA ({e}); abstaining", file=sys.stderr)
-        write_atomic(out_path, explanation(view, "unavailable", 0.0, [],
-                                           [abstain(view, q) for q in view["queries"]]))
-        return 0
+    except Exception as e:
+        return None, f"cannot import HTA ({type(e).__name__}: {e})"
     try:
         from importlib.metadata import version as pkg_version
 
         version = "hta-" + pkg_version("HolisticTraceAnalysis")
     except Exception:
         pass
+    return {"CPEdgeType": CPEdgeType, "TraceAnalysis": TraceAnalysis, "nx": nx}, version
 
+
+def one_line(message, limit=1000):
+    """A failure message as the explanation format takes it: one line, bounded."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def crashed(view, version, wall, why):
+    """HTA raised on this view: an explanation that claims nothing and says why
+    (meta.failure), so the crash is counted as such, not as an abstention."""
+    x = explanation(view, version, wall, [], [abstain(view, q) for q in view["queries"]])
+    x["meta"]["failure"] = one_line(why)
+    return x
+
+
+def analyze(hta_modules, version, kineto_path, view_path, out_path):
+    """HTA's critical path on one view, written as an explanation to out_path."""
+    with open(view_path) as f:
+        view = json.load(f)
     # Analysis time: from here (HTA imported) to the explanation, as HTA would run in a
     # notebook that already imported it.
     t0 = time.perf_counter()
+    try:
+        x = explain(hta_modules, version, kineto_path, view, t0)
+    except Exception as e:
+        wall = (time.perf_counter() - t0) * 1000.0
+        print(f"hta-critical-path: HTA failed on this view: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        x = crashed(view, version, wall, f"HTA raised {type(e).__name__}: {e}")
+    write_atomic(out_path, x)
+
+
+def serve(hta_modules, version):
+    """One process for a whole run: HTA is imported once, then each line of stdin
+    names one view (JSON: kineto, view, out); each is answered by one line on stdout
+    once its explanation is written."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+            analyze(hta_modules, version, job["kineto"], job["view"], job["out"])
+            reply = {"done": job["out"]}
+        except Exception as e:  # the adapter itself failed: the caller reports it
+            reply = {"error": one_line(f"{type(e).__name__}: {e}")}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def main(argv):
+    serving = len(argv) == 2 and argv[1] == "--serve"
+    if len(argv) != 4 and not serving:
+        print("usage: hta_adapter.py KINETO.json VIEW.json OUT.json | hta_adapter.py --serve",
+              file=sys.stderr)
+        return 2
+    hta_modules, version = load_hta()
+    if hta_modules is None:
+        print(f"hta-critical-path: {version}", file=sys.stderr)
+        return 3
+    if serving:
+        return serve(hta_modules, version)
+    analyze(hta_modules, version, argv[1], argv[2], argv[3])
+    return 0
+
+
+def explain(hta_modules, version, kineto_path, view, t0):
+    CPEdgeType = hta_modules["CPEdgeType"]
+    TraceAnalysis = hta_modules["TraceAnalysis"]
+    nx = hta_modules["nx"]
     with open(kineto_path) as f:
         raw = json.load(f)["traceEvents"]
     rid_of = {}
@@ -130,27 +199,19 @@ def main(argv):
             rid_of[i] = r
             idx_of_rid[r] = i
 
-    try:
-        import contextlib
-        import io
+    import contextlib
+    import io
 
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            ta = TraceAnalysis(trace_files={0: kineto_path},
-                               trace_dir=os.path.dirname(os.path.abspath(kineto_path)))
-            res = ta.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=0)
-        if res is None:
-            raise RuntimeError("critical_path_analysis returned nothing")
-        g, ok = res
-        if not ok:
-            raise RuntimeError("critical path algorithm failed")
-    except Exception as e:
-        wall = (time.perf_counter() - t0) * 1000.0
-        print(f"hta-critical-path: HTA failed on this view: {type(e).__name__}: {e}",
-              file=sys.stderr)
-        write_atomic(out_path, explanation(view, version, wall, [],
-                                           [abstain(view, q) for q in view["queries"]]))
-        return 0
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        ta = TraceAnalysis(trace_files={0: kineto_path},
+                           trace_dir=os.path.dirname(os.path.abspath(kineto_path)))
+        res = ta.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=0)
+    if res is None:
+        raise RuntimeError("critical_path_analysis returned nothing")
+    g, ok = res
+    if not ok:
+        raise RuntimeError("critical path algorithm failed")
 
     nodes = g.node_list
 
@@ -186,8 +247,6 @@ def main(argv):
                       "confidence": k[2]}
 
     # ---- diagnoses
-    import networkx as nx
-
     topo = list(nx.topological_sort(g))
 
     def longest_to(end):
@@ -330,8 +389,7 @@ def main(argv):
 
     wall = (time.perf_counter() - t0) * 1000.0
     ordered = sorted(edges.values(), key=lambda x: (x["dst"], x["src"], x["type"]))
-    write_atomic(out_path, explanation(view, version, wall, ordered, diagnoses))
-    return 0
+    return explanation(view, version, wall, ordered, diagnoses)
 
 
 if __name__ == "__main__":

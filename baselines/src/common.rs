@@ -77,6 +77,7 @@ pub(crate) fn finish(
             version: VERSION.to_string(),
             view: view.spec,
             wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+            failure: None,
         },
         edges: out.edges,
         attribution: out.attribution,

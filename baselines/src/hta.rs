@@ -3,29 +3,46 @@
 //!
 //! The view is exported as a Kineto trace (`exporters::kineto`, what the PyTorch
 //! profiler writes), HTA's critical-path analysis runs on it in Python
-//! (`baselines/hta/hta_adapter.py`, embedded in this binary and written to a temp dir
-//! next to the trace), through the external-profiler runner ([`ExternalCommand`]); the
-//! adapter turns HTA's critical-path graph and path into an explanation (its docstring
-//! says exactly how).
+//! (`baselines/hta/hta_adapter.py`, embedded in this binary and written to a temp dir);
+//! the adapter turns HTA's critical-path graph and path into an explanation (its
+//! docstring says exactly how). Every view of a process goes through one adapter
+//! process (`--serve`, its own process group, killed when it overruns a view's
+//! timeout): HTA's imports cost about ten times one analysis.
+//!
+//! When HTA raises on a view, or the adapter process dies, the explanation claims
+//! nothing and carries the message in `meta.failure`: the evaluator counts a crash of
+//! its own (evaluator/METRICS.md, "Crashes"), not an abstention.
 //!
 //! HTA is optional: it is a Python package installed by `baselines/hta/setup-hta.sh`
 //! into `$CAUSALBENCH_HTA_DIR` (default `${XDG_CACHE_HOME:-~/.cache}/causalbench/hta`).
 //! [`hta_available`] probes once whether it imports; when it does not, `explain`
 //! abstains (no edges, no causes, nothing complete) and says so once on stderr.
 //! `CAUSALBENCH_HTA=0` turns the profiler off. HTA reads CUPTI records only: it is run
-//! on `cupti` and `combined` views ([`reads_view`]).
+//! on `cupti` and `combined` views, loss-free or with targeted loss ([`reads_view`]).
 
 use crate::common::empty_diagnosis;
-use crate::external::ExternalCommand;
 use crate::{Profiler, VERSION};
-use ground_truth::{Collectors, Explanation, ExplanationMeta, TraceView, ViewSpec, SCHEMA_VERSION};
+use ground_truth::view::LossSpec;
+use ground_truth::{
+    Collectors, Explanation, ExplanationMeta, Readable, TraceView, ViewSpec, SCHEMA_VERSION,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const NAME: &str = "hta-critical-path";
+
+/// What a reader of `hta-critical-path`'s leaderboard rows must know (baselines/README.md).
+pub const ROW_NOTE: &str = "Meta's Holistic Trace Analysis 0.5 on a Kineto export of each \
+    view. It knows the runtime's event calls only (`cudaEventRecord`, `cudaStreamWaitEvent`): \
+    on traces that carry the driver's (`cuEventRecord`, `cuStreamWaitEvent`, as the H200 \
+    recordings do) it finds no event edge. It does not count `cudaGraphLaunch` as a launch \
+    and raises on graph replays, and raises `KeyError` on lossy views whose sync record \
+    outlived its call: those views are counted under \"Analyzer crashes\", not as answers.";
 
 /// The adapter script, shipped inside the binary.
 pub const ADAPTER: &str = include_str!("../hta/hta_adapter.py");
@@ -83,9 +100,13 @@ pub fn hta_available() -> bool {
     })
 }
 
-/// Does this profiler read views of this kind? HTA needs CUPTI records.
+/// Does this profiler read views of this kind? HTA needs CUPTI records, and it is run
+/// on the loss-free and the targeted-loss views only: it has no notion of a missing
+/// record (it claims every path complete), so the uniform-loss views would measure
+/// nothing the targeted one does not, at three times its cost; HTA's Python analysis
+/// is most of a default run's time (baselines/README.md).
 pub fn reads_view(spec: &ViewSpec) -> bool {
-    spec.collectors != Collectors::Host
+    spec.collectors != Collectors::Host && !matches!(spec.loss, LossSpec::Uniform { .. })
 }
 
 /// The HTA adapter profiler.
@@ -111,6 +132,7 @@ pub fn abstain(view: &TraceView, version: &str, wall_ms: f64) -> Explanation {
             version: version.to_string(),
             view: view.spec,
             wall_ms,
+            failure: None,
         },
         edges: Vec::new(),
         attribution: Vec::new(),
@@ -123,6 +145,20 @@ pub fn abstain(view: &TraceView, version: &str, wall_ms: f64) -> Explanation {
             })
             .collect(),
     }
+}
+
+/// `message` as `meta.failure` takes it: one line, bounded.
+fn one_line(message: &str) -> String {
+    let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    let max = ground_truth::io::MAX_FAILURE_MESSAGE - 3;
+    if line.len() <= max {
+        return line;
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &line[..end])
 }
 
 /// A private temp directory, removed on drop.
@@ -154,34 +190,136 @@ impl Drop for TempDir {
     }
 }
 
+/// The one adapter process of a run (`hta_adapter.py --serve`, in its own process
+/// group): HTA is imported once and every view of the run goes through it, one at a
+/// time (importing pandas, networkx and plotly costs far more than one analysis).
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    replies: mpsc::Receiver<std::io::Result<String>>,
+    /// Holds the adapter script.
+    _dir: TempDir,
+}
+
+/// The server of this process, started on first use and again after a failure.
+static SERVER: Mutex<Option<Server>> = Mutex::new(None);
+
+impl Server {
+    fn start() -> Result<Server, String> {
+        let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
+        let script = dir.path().join("hta_adapter.py");
+        std::fs::write(&script, ADAPTER)
+            .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        let mut child = Command::new(python())
+            .arg(&script)
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start `{} {}`: {e}", python(), script.display()))?;
+        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(i), Some(o)) => (i, o),
+            _ => return Err("the HTA adapter has no pipes".into()),
+        };
+        let (send, replies) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Server {
+            child,
+            stdin,
+            replies,
+            _dir: dir,
+        })
+    }
+
+    /// Sends one request line and waits for its reply line.
+    fn ask(&mut self, request: &str, timeout: Duration) -> Result<String, String> {
+        writeln!(self.stdin, "{request}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| format!("the HTA adapter stopped reading: {e}"))?;
+        match self.replies.recv_timeout(timeout) {
+            Ok(Ok(line)) => Ok(line),
+            Ok(Err(e)) => Err(format!("cannot read the HTA adapter's reply: {e}")),
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(format!(
+                "the HTA adapter took over {:.0} s on one view and was killed",
+                timeout.as_secs_f64()
+            )),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = self.child.wait().map(|s| s.to_string());
+                Err(format!(
+                    "the HTA adapter exited ({})",
+                    status.unwrap_or_else(|e| e.to_string())
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl HtaCriticalPath {
-    /// Runs the adapter; errors are messages for stderr.
+    /// Runs HTA on one view through the run's adapter process; errors are messages.
     pub fn run(&self, view: &TraceView) -> Result<Explanation, String> {
         let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let d = dir.path();
-        let (vpath, kpath, apath, opath) = (
+        let (vpath, kpath, opath) = (
             d.join("view.json"),
             d.join("kineto.json"),
-            d.join("hta_adapter.py"),
             d.join("explanation.json"),
         );
         ground_truth::Readable::write(view, &vpath)
             .map_err(|e| format!("cannot write {}: {e}", vpath.display()))?;
         exporters::kineto::write_kineto(view, &exporters::kineto::KinetoOptions::default(), &kpath)
             .map_err(|e| format!("cannot write {}: {e}", kpath.display()))?;
-        std::fs::write(&apath, ADAPTER)
-            .map_err(|e| format!("cannot write {}: {e}", apath.display()))?;
-        let q = |p: &Path| crate::external::shell_quote(&p.to_string_lossy());
-        let cmd = ExternalCommand::new(format!(
-            "{} {} {} {{view}} {{out}}",
-            crate::external::shell_quote(&python()),
-            q(&apath),
-            q(&kpath)
-        ))
-        .with_timeout(self.timeout)
-        // The project's own adapter: it needs its installed packages, wherever they are.
-        .with_confinement(crate::external::Confinement::Trusted);
-        cmd.run_on(view, &vpath, &opath).map_err(|e| e.to_string())
+        let request = serde_json::json!({
+            "kineto": kpath,
+            "view": vpath,
+            "out": opath,
+        })
+        .to_string();
+        let reply = {
+            let mut server = SERVER
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if server.is_none() {
+                *server = Some(Server::start()?);
+            }
+            let answer = server
+                .as_mut()
+                .expect("started above")
+                .ask(&request, self.timeout);
+            if answer.is_err() {
+                // A server that failed once is not trusted with the next view.
+                *server = None;
+            }
+            answer?
+        };
+        let reply: serde_json::Value = serde_json::from_str(&reply)
+            .map_err(|e| format!("the HTA adapter's reply `{reply}` is not JSON: {e}"))?;
+        if let Some(error) = reply.get("error") {
+            return Err(format!("the HTA adapter failed: {error}"));
+        }
+        let x = Explanation::read(&opath).map_err(|e| e.to_string())?;
+        x.check_against(&opath, view).map_err(|e| e.to_string())?;
+        Ok(x)
     }
 }
 
@@ -212,9 +350,11 @@ impl Profiler for HtaCriticalPath {
         }
         match self.run(view) {
             Ok(x) => x,
+            // The tool did not answer: a crash of its own, with the reason.
             Err(e) => {
-                eprintln!("causalbench: {NAME}: {e}");
-                abstain(view, "failed", started.elapsed().as_secs_f64() * 1000.0)
+                let mut x = abstain(view, "failed", started.elapsed().as_secs_f64() * 1000.0);
+                x.meta.failure = Some(one_line(&e));
+                x
             }
         }
     }

@@ -153,6 +153,7 @@ fn explanation(name: &str, view: &TaskView, started: Instant, a: Answer) -> Expl
             version: VERSION.to_string(),
             view: base.spec,
             wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+            failure: None,
         },
         edges,
         attribution: Vec::new(),

@@ -46,8 +46,8 @@ fn hta_adapter_explains_and_is_scored() {
         ("dependency-vs-overlap.event-edge", Some(true)),
         ("late-launch-vs-device-queueing.stream-backlog", Some(true)),
         ("late-launch-vs-device-queueing.occupancy-hog", None),
-        // HTA does not know cudaGraphLaunch: it fails on a graph-only trace, and the
-        // adapter abstains.
+        // HTA does not know cudaGraphLaunch: it raises on a graph-only trace, and the
+        // crash is reported as one (meta.failure, the case score's `crashed`).
         ("graph-replay-vs-direct-launch.graph-replay", Some(false)),
     ];
     for (name, expect) in cases {
@@ -90,8 +90,11 @@ fn hta_adapter_explains_and_is_scored() {
                         .diagnoses
                         .iter()
                         .all(|d| !d.complete && d.causes.is_empty()));
+                    let message = x.meta.failure.as_deref().expect("a crash says so");
+                    assert!(message.starts_with("HTA raised "), "{message}");
+                    assert_eq!(s.crashed.as_deref(), Some(message));
                 }
-                None => {}
+                None => assert!(x.meta.failure.is_none(), "{:?}", x.meta.failure),
             }
         }
     }
@@ -124,4 +127,65 @@ fn hta_abstains_when_not_installed() {
         .all(|d| !d.complete && d.causes.is_empty()));
     let s = evaluator::score_case(&b, &view, &x);
     assert!(s.symptoms.iter().all(|y| !y.correct));
+}
+
+/// HTA 0.5 knows the runtime's event calls only: on the same scenario it finds the event
+/// edge when the application records and waits through the runtime
+/// (`cudaEventRecord`, `cudaStreamWaitEvent`) and none through the driver
+/// (`cuEventRecord`, `cuStreamWaitEvent`, what the H200 recordings carry).
+#[test]
+fn hta_sees_event_edges_through_the_runtime_api_only() {
+    if !available() {
+        return;
+    }
+    use ground_truth::graph::EdgeType;
+    use ground_truth::scenario::{EventApi, Step};
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../catalog/dependency-vs-overlap.event-edge.yaml");
+    let runtime = Scenario::read(&p).unwrap();
+    let mut driver = runtime.clone();
+    let mut switched = 0;
+    for program in &mut driver.programs {
+        for step in &mut program.steps {
+            if let Step::EventRecord { api, .. } | Step::StreamWait { api, .. } = step {
+                *api = EventApi::Driver;
+                switched += 1;
+            }
+        }
+    }
+    assert!(switched >= 2, "the scenario records and waits for an event");
+    let backend = generator::select_backend(generator::BackendKind::Sim).unwrap();
+    let spec = ViewSpec {
+        collectors: Collectors::Cupti,
+        mode: Mode::Instrumented,
+        loss: LossSpec::None,
+    };
+    let event_edges = |sc: &Scenario| {
+        let view = views::derive(&backend.record(sc, 0).unwrap(), spec).view;
+        let names: Vec<String> = view
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                ground_truth::Record::Api { name, .. } if name.contains("Event") => {
+                    Some(name.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        let x = HtaCriticalPath::default().explain(&view);
+        assert!(x.meta.failure.is_none(), "{:?}", x.meta.failure);
+        let n = x.edges.iter().filter(|e| e.kind == EdgeType::Event).count();
+        (n, names)
+    };
+    let (with_runtime, runtime_names) = event_edges(&runtime);
+    let (with_driver, driver_names) = event_edges(&driver);
+    eprintln!(
+        "event edges HTA finds: {with_runtime} via {runtime_names:?}, {with_driver} via {driver_names:?}"
+    );
+    assert!(runtime_names.iter().all(|n| n.starts_with("cuda")));
+    assert!(driver_names
+        .iter()
+        .all(|n| n.starts_with("cu") && !n.starts_with("cuda")));
+    assert!(with_runtime > 0);
+    assert_eq!(with_driver, 0);
 }

@@ -54,6 +54,8 @@ pub struct Externals {
     pub profilers: Vec<ExternalProfiler>,
     pub isolation: Option<Isolation>,
     pub timeout: Duration,
+    /// The collectors whose views they are run on (all when empty).
+    pub collectors: Vec<ground_truth::Collectors>,
 }
 
 impl Externals {
@@ -64,6 +66,7 @@ impl Externals {
             profilers: Vec::new(),
             isolation: None,
             timeout: baselines::external::DEFAULT_TIMEOUT,
+            collectors: Vec::new(),
         }
     }
 
@@ -99,7 +102,13 @@ impl Externals {
             profilers,
             isolation,
             timeout,
+            collectors: Vec::new(),
         })
+    }
+
+    /// Whether the external profilers are run on views of this kind.
+    pub fn reads_view(&self, spec: &ground_truth::ViewSpec) -> bool {
+        self.collectors.is_empty() || self.collectors.contains(&spec.collectors)
     }
 
     /// What the manifest records: name → template.

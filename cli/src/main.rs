@@ -21,6 +21,7 @@ mod progress;
 mod run;
 mod shard;
 mod site;
+mod submit;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -64,6 +65,13 @@ enum Command {
     /// The main job: record every scenario of the suite (or replay a corpus), derive the
     /// standard views, run every built-in profiler, score and report.
     Run(run::RunArgs),
+    /// Enter the leaderboard: run a profiler command over a published split and write
+    /// the entry's folder (metadata, explanations, logs, scores; baselines/PROTOCOL.md).
+    Submit(submit::SubmitArgs),
+    /// Verify an entry's folder: bundles by hash, explanations against their views,
+    /// scores re-computed (exit 2 with the reason when anything differs); `--rerun`
+    /// runs the command again and marks the entry reproduced.
+    Check(submit::CheckArgs),
     /// Record one run bundle.
     Record {
         #[arg(long)]
@@ -162,7 +170,7 @@ enum Command {
     Agreement(agreement::AgreementArgs),
     /// Print the JSON Schema of a format.
     Schema {
-        /// scenario, bundle, view, explanation, scores, leaderboard
+        /// scenario, bundle, view, explanation, scores, leaderboard, submission, reproduction
         name: String,
     },
     /// Export a case for other tools: Perfetto (truth and claimed edges) or Kineto (HTA's input).
@@ -243,6 +251,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Submit(args) => submit::submit(args),
+        Command::Check(args) => submit::check(args),
         Command::Record {
             scenario,
             backend,

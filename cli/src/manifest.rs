@@ -247,21 +247,33 @@ fn write_owner_only(path: &Path, text: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Puts the unisolated-run warning at the top of `leaderboard.md` when the manifest records one.
+/// Puts the unisolated-run warning at the top of `leaderboard.md` when the manifest
+/// records one, and the known limits of each third-party row at its end.
 pub fn mark_leaderboard(dir: &Path) -> Result<(), Failure> {
     let m = Manifest::read(dir)?;
-    let Some(isolation) = m.isolation.filter(|i| i.starts_with("UNISOLATED")) else {
-        return Ok(());
-    };
     let path = dir.join(evaluator::LEADERBOARD_MD);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
-    if text.starts_with("> **WARNING: UNISOLATED") {
+    let mut marked = text.clone();
+    if let Some(isolation) = m.isolation.filter(|i| i.starts_with("UNISOLATED")) {
+        if !marked.starts_with("> **WARNING: UNISOLATED") {
+            marked = format!(
+                "> **WARNING: {isolation}.** Scores of external profilers are not trustworthy.\n\n{marked}"
+            );
+        }
+    }
+    let hta_row = format!("| {} |", baselines::hta::NAME);
+    let heading = "\n## Third-party rows\n";
+    if marked.contains(&hta_row) && !marked.contains(heading) {
+        marked.push_str(&format!(
+            "{heading}\n- `{}`: {}\n",
+            baselines::hta::NAME,
+            baselines::hta::ROW_NOTE
+        ));
+    }
+    if marked == text {
         return Ok(());
     }
-    let marked = format!(
-        "> **WARNING: {isolation}.** Scores of external profilers are not trustworthy.\n\n{text}"
-    );
     write_atomic(&path, marked.as_bytes())
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }

@@ -57,12 +57,12 @@ pub struct RunArgs {
     /// Do not print the leaderboard at the end.
     #[arg(long)]
     pub quiet: bool,
-    /// Profilers to run, a comma list of names and sets: `builtin` (default), `all`
-    /// (the built-in ones plus optional adapters such as `hta-critical-path` when their
-    /// tool is installed; HTA costs 1–2 s per view, hours over the whole default
-    /// suite), `probes` (the leakage probes, `docs/integrity.md`), e.g.
+    /// Profilers to run, a comma list of names and sets: `all` (default: the built-in
+    /// ones plus the third-party adapters whose tool is installed, `hta-critical-path`),
+    /// `builtin` (the built-in ones only), `probes` (the leakage probes,
+    /// `docs/integrity.md`), `none` (only the `--profiler` commands), e.g.
     /// `builtin,probes`.
-    #[arg(long, default_value = "builtin")]
+    #[arg(long, default_value = "all")]
     pub profilers: String,
     /// Repetitions of each megakernel-track family, recorded with the suite and
     /// scored into the track's own leaderboard section (0: leave the track out).
@@ -113,10 +113,11 @@ fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
                 .chain(baselines::optional_names())
                 .collect(),
             "probes" => baselines::probe_names().to_vec(),
+            "none" => Vec::new(),
             name if baselines::builtin(name).is_some() => vec![name],
             name => {
                 return Err(Failure::input(format!(
-                    "--profilers: no profiler or set named `{name}` (sets: builtin, all, probes; \
+                    "--profilers: no profiler or set named `{name}` (sets: all, builtin, probes, none; \
                      profilers: {}, {}, {})",
                     baselines::builtin_names().join(", "),
                     baselines::optional_names().join(", "),
@@ -130,10 +131,20 @@ fn profiler_names(arg: &str) -> Result<Vec<String>, Failure> {
             }
         }
     }
-    if names.is_empty() {
-        return Err(Failure::input("--profilers: no profiler named"));
-    }
     Ok(names)
+}
+
+/// Says which third-party adapter of the `all` set is left out here, and why.
+fn note_missing_adapters(arg: &str) {
+    let asked_all = arg.split(',').any(|item| item.trim() == "all");
+    if asked_all && !baselines::optional_names().contains(&baselines::hta::NAME) {
+        eprintln!(
+            "causalbench: {} is left out: HolisticTraceAnalysis is not importable by `{}` \
+             (install it with `bash baselines/hta/setup-hta.sh`)",
+            baselines::hta::NAME,
+            baselines::hta::python()
+        );
+    }
 }
 
 /// Where the shipped corpus lives, relative to the working directory.
@@ -160,10 +171,25 @@ impl Job {
             Job::Record {
                 scenario,
                 repetition,
-            } => format!("{backend}-{}.r{repetition}", scenario.name),
+            } => record_key(backend, &scenario.name, *repetition),
             Job::Replay { key, .. } => format!("corpus-{key}"),
         }
     }
+}
+
+/// The key of a recorded bundle's unit of work: backend, scenario, repetition.
+pub fn record_key(backend: &str, scenario: &str, repetition: u32) -> String {
+    format!("{backend}-{scenario}.r{repetition}")
+}
+
+/// The label check's verdict of a bundle's first symptom (docs/scenario-space.md).
+pub fn label_verdict(bundle: &Bundle) -> Option<ground_truth::graph::LabelVerdict> {
+    bundle
+        .ground_truth
+        .symptoms
+        .first()
+        .and_then(|s| s.label.as_ref())
+        .map(|l| l.verdict)
 }
 
 /// Everything that determines a finished case's scores: the tool's version, the backend,
@@ -208,13 +234,24 @@ fn fingerprint_path(out: &Path, key: &str) -> PathBuf {
 }
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
-    let started = Instant::now();
-    let profilers = profiler_names(&args.profilers)?;
     let externals = Externals::new(
         &args.external,
         args.allow_unisolated,
         std::time::Duration::from_secs(args.profiler_timeout),
     )?;
+    run_with(args, externals)
+}
+
+/// [`run`] with its external profilers already decided (`submit` restricts their views).
+pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
+    let started = Instant::now();
+    let profilers = profiler_names(&args.profilers)?;
+    if profilers.is_empty() && externals.profilers.is_empty() {
+        return Err(Failure::input(
+            "--profilers: no profiler named, and no --profiler command given",
+        ));
+    }
+    note_missing_adapters(&args.profilers);
     let mut jobs = Vec::new();
     let mut corpus = args.corpus.clone();
     // An explicit corpus alone means "replay it"; the suite is recorded unless so.
@@ -744,12 +781,7 @@ fn run_job(
     };
     // The label check's verdict (docs/scenario-space.md): kept for the run's
     // summary; a dropped case has no label that holds, so it is not scored.
-    let verdict = bundle
-        .ground_truth
-        .symptoms
-        .first()
-        .and_then(|s| s.label.as_ref())
-        .map(|l| l.verdict);
+    let verdict = label_verdict(&bundle);
     if let Some(v) = verdict {
         let path = label_path(out, key);
         write_atomic(&path, v.as_str().as_bytes())
@@ -780,7 +812,12 @@ fn run_job(
                 .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
             cases.push(evaluator::score_case(&bundle, &view, &explanation));
         }
-        for external in &shared.externals.profilers {
+        for external in shared
+            .externals
+            .profilers
+            .iter()
+            .filter(|_| shared.externals.reads_view(&spec))
+        {
             let case = out.join("explanations").join(key).join(&label);
             let epath = case.join(format!("{}.json", external.name));
             let log = out

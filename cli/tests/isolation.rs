@@ -2,20 +2,11 @@
 //! scored by `run --profiler`, isolated from the results; bundle hashes in
 //! `manifest.json`; opaque view ids.
 
+mod common;
+
+use common::{causalbench, python3};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn causalbench(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
 
 /// A suite of one scenario, in `dir`.
 fn one_scenario_suite(dir: &Path) -> PathBuf {
@@ -45,13 +36,6 @@ fn run_one(dir: &Path, out: &Path, extra: &[&str]) -> (i32, String, String) {
     ];
     args.extend_from_slice(extra);
     causalbench(&args)
-}
-
-fn python3() -> bool {
-    Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn landlock() -> bool {

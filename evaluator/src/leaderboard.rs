@@ -127,6 +127,30 @@ pub struct LeaderboardRow {
     /// Absent in leaderboards written before intervals existed.
     #[serde(default)]
     pub ci: BTreeMap<String, Interval>,
+    /// Cases, over all views, on which the analyzer crashed (evaluator/METRICS.md,
+    /// "Crashes"); their messages are in [`Leaderboard::crashes`]. Written only when
+    /// non-zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub crashed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How often one analyzer crashed with one message on one collectors × mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrashRow {
+    pub profiler: String,
+    pub collectors: Collectors,
+    pub mode: Mode,
+    /// `explanation.meta.failure`, as the analyzer gave it.
+    pub message: String,
+    /// Cases (all views) that ended with this message.
+    pub cases: u64,
+    /// Families of those cases, sorted.
+    pub families: Vec<String>,
 }
 
 /// Pair accuracy of one family for one profiler × collectors × mode.
@@ -230,6 +254,10 @@ pub struct Leaderboard {
     /// combined collectors, instrumented.
     #[serde(default)]
     pub headline: Vec<HeadlineRow>,
+    /// Analyzer crashes by profiler × collectors × mode × message (evaluator/METRICS.md,
+    /// "Crashes"). Written only when there was one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<CrashRow>,
 }
 
 /// Pair accuracy of one profiler × collectors × mode on one backend.
@@ -308,11 +336,13 @@ struct Agg {
     brier_n: u64,
     ms_sum: f64,
     all_cases: u64,
+    crashed: u64,
 }
 
 impl Agg {
     fn add(&mut self, c: &CaseScore, accuracy: bool) {
         self.all_cases += 1;
+        self.crashed += u64::from(c.crashed.is_some());
         self.ms_sum += c.analysis_ms;
         self.brier_sum += c.edges.brier_sum;
         self.brier_n += c.edges.counts.claims;
@@ -450,8 +480,16 @@ impl Leaderboard {
         let mut clusters: BTreeMap<RowKey, BTreeMap<InstanceKey, (Agg, PairCount)>> =
             BTreeMap::new();
         let mut loss_free: Vec<&CaseScore> = Vec::new();
+        let mut crashes: BTreeMap<(RowKey, String), (u64, BTreeSet<String>)> = BTreeMap::new();
 
         for c in &order {
+            if let Some(message) = &c.crashed {
+                let (cases, families) = crashes
+                    .entry(((c.profiler.clone(), c.collectors, c.mode), message.clone()))
+                    .or_default();
+                *cases += 1;
+                families.insert(c.family.clone());
+            }
             let lf = c.is_loss_free();
             let row = (c.profiler.clone(), c.collectors, c.mode);
             clusters
@@ -538,7 +576,23 @@ impl Leaderboard {
                 .add(v);
         }
 
-        let mut lb = Leaderboard::default();
+        let crashes = crashes
+            .into_iter()
+            .map(
+                |(((profiler, collectors, mode), message), (cases, families))| CrashRow {
+                    profiler,
+                    collectors,
+                    mode,
+                    message,
+                    cases,
+                    families: families.into_iter().collect(),
+                },
+            )
+            .collect();
+        let mut lb = Leaderboard {
+            crashes,
+            ..Leaderboard::default()
+        };
         for ((profiler, collectors, mode), a) in &rows {
             let p = row_pairs
                 .get(&(profiler.clone(), *collectors, *mode))
@@ -574,6 +628,7 @@ impl Leaderboard {
                     .get(&(profiler.clone(), *collectors, *mode))
                     .map(|by| row_intervals(&(profiler.clone(), *collectors, *mode), by))
                     .unwrap_or_default(),
+                crashed: a.crashed,
             });
             for (i, &t) in EdgeType::ALL.iter().enumerate() {
                 let c = a.by_type[i];

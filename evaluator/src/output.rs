@@ -335,10 +335,43 @@ impl Leaderboard {
         self.axes_markdown(&mut md, &profilers);
         self.backends_markdown(&mut md, &profilers);
         self.versions_markdown(&mut md);
+        self.crashes_markdown(&mut md);
         if !probes.is_empty() {
             self.probes_markdown(&mut md, &probes);
         }
         md
+    }
+
+    /// The analyzers' crashes, each message with its count: a crash is an outcome of its
+    /// own, not an abstention (evaluator/METRICS.md, "Crashes").
+    fn crashes_markdown(&self, md: &mut String) {
+        if self.crashes.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "\n## Analyzer crashes\n");
+        let _ = writeln!(
+            md,
+            "Cases (all views) on which an analyzer raised instead of answering. They are \
+             scored as answering nothing (every rate above counts them) and listed here with \
+             the analyzer's own message.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| profiler | collectors | mode | cases | families | message |"
+        );
+        let _ = writeln!(md, "| --- | --- | --- | ---: | --- | --- |");
+        for c in &self.crashes {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | `{}` |",
+                c.profiler,
+                c.collectors.as_str(),
+                c.mode.as_str(),
+                c.cases,
+                c.families.join(", "),
+                c.message.replace('|', "\\|").replace('`', "'")
+            );
+        }
     }
 
     /// The appendix: the leakage probes' pair accuracy, the floor a profiler has to beat.

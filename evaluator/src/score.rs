@@ -61,6 +61,11 @@ pub struct CaseScore {
     /// evaluator/METRICS.md). Empty for catalog scenarios.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub axes: BTreeMap<String, AxisValue>,
+    /// The analyzer failed on this view (`explanation.meta.failure`, evaluator/METRICS.md
+    /// "Crashes"): its message. The case is still scored (a crash answers nothing), and
+    /// counted as a crash of its own beside the scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<String>,
 }
 
 impl CaseScore {
@@ -670,6 +675,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             .as_ref()
             .map(|p| p.axes.clone())
             .unwrap_or_default(),
+        crashed: explanation.meta.failure.clone(),
     }
 }
 

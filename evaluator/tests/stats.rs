@@ -346,3 +346,34 @@ fn demo_result_set() {
     let rep = evaluator::write_results(Path::new(&dir), &scores).unwrap();
     assert!(rep.files.iter().all(|f| f.is_file()));
 }
+
+#[test]
+fn crashes_are_counted_with_their_message_and_still_scored_as_unanswered() {
+    let mut scores = Vec::new();
+    for rep in 0..3 {
+        scores.push(case("cat", None, "a", rep, true, &[]));
+        let mut crashed = case("cat", None, "b", rep, false, &[]);
+        if rep < 2 {
+            crashed.crashed = Some("HTA raised KeyError: 0".into());
+        }
+        scores.push(crashed);
+    }
+    let lb = Leaderboard::from_scores(&scores);
+    let r = row(&lb);
+    assert_eq!(r.crashed, 2);
+    // A crash is still a case that answered nothing: it stays in the denominators.
+    assert_eq!(r.cases, 6);
+    assert_eq!(lb.crashes.len(), 1);
+    assert_eq!(lb.crashes[0].message, "HTA raised KeyError: 0");
+    assert_eq!(lb.crashes[0].cases, 2);
+    assert_eq!(lb.crashes[0].families, vec!["cat".to_string()]);
+    let md = lb.to_markdown();
+    assert!(md.contains("## Analyzer crashes"), "{md}");
+    assert!(md.contains("`HTA raised KeyError: 0`"), "{md}");
+    // Without a crash, neither the count nor the table is written.
+    let json = Leaderboard::from_scores(&scores[..1]).to_json();
+    assert!(!json.contains("crash"), "{json}");
+    assert!(!Leaderboard::from_scores(&scores[..1])
+        .to_markdown()
+        .contains("Analyzer crashes"));
+}

@@ -45,12 +45,14 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         stream.clone().prop_map(|stream| Step::EventRecord {
             id: None,
             event: "e".into(),
-            stream
+            stream,
+            api: EventApi::Runtime,
         }),
         stream.clone().prop_map(|stream| Step::StreamWait {
             id: None,
             stream,
-            event: "e".into()
+            event: "e".into(),
+            api: EventApi::Driver,
         }),
         stream.clone().prop_map(|stream| Step::GraphLaunch {
             id: None,

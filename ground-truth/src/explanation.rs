@@ -74,6 +74,11 @@ pub struct ExplanationMeta {
     pub view: ViewSpec,
     /// Wall time the analysis took, in milliseconds.
     pub wall_ms: f64,
+    /// Set when the analyzer failed on this view (a third-party tool raised): its
+    /// message. Such an explanation claims nothing, and the evaluator counts the case
+    /// as crashed, with this message, beside its scores (evaluator/METRICS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -490,6 +490,9 @@ impl Readable for TraceView {
     }
 }
 
+/// Longest `meta.failure` of an explanation.
+pub const MAX_FAILURE_MESSAGE: usize = 1024;
+
 impl Readable for Explanation {
     const WHAT: &'static str = "explanation";
     fn problems(&self) -> Vec<(String, String)> {
@@ -502,6 +505,18 @@ impl Readable for Explanation {
                 "meta.wall_ms".into(),
                 format!("expected a finite number of milliseconds >= 0, found {wall_ms}"),
             ));
+        }
+        // The message reaches the leaderboard: one line of bounded length.
+        if let Some(failure) = &self.meta.failure {
+            if failure.len() > MAX_FAILURE_MESSAGE || failure.contains('\n') {
+                out.push((
+                    "meta.failure".into(),
+                    format!(
+                        "expected one line of at most {MAX_FAILURE_MESSAGE} bytes, found {} bytes",
+                        failure.len()
+                    ),
+                ));
+            }
         }
         for (i, e) in self.edges.iter().enumerate() {
             if !(0.0..=1.0).contains(&e.confidence) {

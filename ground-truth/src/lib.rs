@@ -17,6 +17,7 @@ pub mod scenario;
 pub mod schema;
 pub mod seed;
 pub mod shared_str;
+pub mod submission;
 pub mod trace;
 pub mod view;
 

@@ -164,6 +164,24 @@ pub enum LaunchApi {
     DriverEx,
 }
 
+/// Which API an event record or a stream wait is called through, as [`LaunchApi`] says
+/// for a launch: the runtime (`cudaEventRecord`, `cudaStreamWaitEvent`) or the driver
+/// (`cuEventRecord`, `cuStreamWaitEvent`). Analyzers that know only one family of
+/// names see different traces (baselines/README.md, `hta-critical-path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EventApi {
+    #[default]
+    Runtime,
+    Driver,
+}
+
+impl EventApi {
+    fn is_runtime(&self) -> bool {
+        *self == EventApi::Runtime
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
@@ -255,12 +273,18 @@ pub enum Step {
         id: Option<String>,
         event: String,
         stream: String,
+        /// Runtime (default) or driver API call.
+        #[serde(default, skip_serializing_if = "EventApi::is_runtime")]
+        api: EventApi,
     },
     StreamWait {
         #[serde(default)]
         id: Option<String>,
         stream: String,
         event: String,
+        /// Runtime (default) or driver API call.
+        #[serde(default, skip_serializing_if = "EventApi::is_runtime")]
+        api: EventApi,
     },
     GraphLaunch {
         #[serde(default)]

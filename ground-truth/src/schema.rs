@@ -27,6 +27,14 @@ pub const NAMES: &[(&str, &str)] = &[
         "task-view",
         "megakernel track view: trace view plus one capture",
     ),
+    (
+        "submission",
+        "metadata.json of a leaderboard submission (causalbench submit)",
+    ),
+    (
+        "reproduction",
+        "reproduction.json of a submission re-run by causalbench check --rerun",
+    ),
 ];
 
 /// The JSON Schema of a format, pretty-printed, or `None` for an unknown name.
@@ -40,6 +48,8 @@ pub fn schema(name: &str) -> Option<String> {
         "megakernel-scenario" => schema_for!(crate::megakernel::MkScenario),
         "task-telemetry" => schema_for!(crate::megakernel::TaskTelemetry),
         "task-view" => schema_for!(crate::megakernel::TaskView),
+        "submission" => schema_for!(crate::submission::Submission),
+        "reproduction" => schema_for!(crate::submission::Reproduction),
         _ => return None,
     };
     Some(serde_json::to_string_pretty(&s).expect("schemas serialize"))

@@ -5,8 +5,8 @@
 
 use crate::sample::{Decoy, Link, Peers, Structure, SymptomOp};
 use ground_truth::scenario::{
-    EventDecl, GraphDecl, GraphNodeDecl, KernelKind, KernelSpec, Program, QueueDecl, QueueKind,
-    Step, StreamDecl, SymptomDecl, SyncTarget, ThreadDecl,
+    EventApi, EventDecl, GraphDecl, GraphNodeDecl, KernelKind, KernelSpec, Program, QueueDecl,
+    QueueKind, Step, StreamDecl, SymptomDecl, SyncTarget, ThreadDecl,
 };
 use ground_truth::trace::{CopyDirection, HostMemory};
 use rand::seq::IndexedRandom;
@@ -237,6 +237,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
             id: None,
             event: "side_done".into(),
             stream: side_stream,
+            api: EventApi::default(),
         });
         side_gate = Some(id);
     }
@@ -344,6 +345,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                     id: None,
                     stream: st.clone(),
                     event: "side_done".into(),
+                    api: EventApi::default(),
                 };
                 let op = b.steps.pop().expect("op 1 was just pushed");
                 b.steps.push(wait);
@@ -365,12 +367,14 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                     id: None,
                     event: event.clone(),
                     stream: st,
+                    api: EventApi::default(),
                 });
                 stream = (stream + 1) % s.streams.max(2);
                 b.steps.push(Step::StreamWait {
                     id: None,
                     stream: stream_name(stream),
                     event,
+                    api: EventApi::default(),
                 });
             }
             Link::Sync | Link::Handoff => {

@@ -151,6 +151,7 @@ impl Profiler for DocHeuristic {
                 version: self.version().to_string(),
                 view: view.spec,
                 wall_ms: 0.0,
+                failure: None,
             },
             edges,
             attribution,

@@ -270,6 +270,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             version: "0".into(),
             view: spec,
             wall_ms: 0.0,
+            failure: None,
         },
         edges: claims,
         attribution: Vec::<Attribution>::new(),

@@ -374,6 +374,7 @@ pub fn explanation(
                 loss: LossSpec::None,
             },
             wall_ms: 1.5,
+            failure: None,
         },
         edges,
         attribution,

@@ -19,6 +19,8 @@ pub enum Api {
     MemsetAsync,
     EventRecord,
     StreamWaitEvent,
+    CuEventRecord,
+    CuStreamWaitEvent,
     GraphLaunch,
     StreamSynchronize,
     EventSynchronize,
@@ -63,7 +65,7 @@ const fn driver(name: &'static str, cbid: u32) -> ApiSpec {
 }
 
 /// Indexed by `Api as usize`.
-const APIS: [ApiSpec; 13] = [
+const APIS: [ApiSpec; 15] = [
     runtime(
         "cudaLaunchKernel",
         "cuLaunchKernel",
@@ -108,6 +110,9 @@ const APIS: [ApiSpec; 13] = [
         146,
         "libcudart.so.13!cudaStreamWaitEvent",
     ),
+    // The callback ids CUPTI gives these driver calls on the H200 (results/corpus).
+    driver("cuEventRecord", 119),
+    driver("cuStreamWaitEvent", 295),
     runtime(
         "cudaGraphLaunch",
         "cuGraphLaunch",

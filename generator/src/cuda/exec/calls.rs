@@ -190,6 +190,8 @@ impl<'a> Exec<'a> {
                 let mut st = self.streams[si].lock().unwrap();
                 let mut evs = self.events.lock().unwrap();
                 let (sh, eh) = (st.handle.0, evs[ei].handle.0);
+                // Whatever the step's `api`: this backend loads only the driver (cudarc), as
+                // for a launch the scenario calls through the runtime.
                 // SAFETY: live event and stream.
                 self.call(&mut op, "cuEventRecord", || unsafe {
                     sys::cuEventRecord(eh, sh)

@@ -477,10 +477,13 @@ impl Engine<'_> {
                 call_site(),
             ),
             Step::Memset { .. } => (Api::MemsetAsync, hp.launch_ns, s.handle, s.generation, None),
-            Step::EventRecord { .. } => {
+            Step::EventRecord { api, .. } => {
                 let e = event();
                 (
-                    Api::EventRecord,
+                    match api {
+                        EventApi::Runtime => Api::EventRecord,
+                        EventApi::Driver => Api::CuEventRecord,
+                    },
                     hp.event_call_ns,
                     e.handle,
                     e.generation,
@@ -488,8 +491,11 @@ impl Engine<'_> {
                 )
             }
             // cuStreamWaitEvent(hStream, hEvent, flags): the first argument is the stream.
-            Step::StreamWait { .. } => (
-                Api::StreamWaitEvent,
+            Step::StreamWait { api, .. } => (
+                match api {
+                    EventApi::Runtime => Api::StreamWaitEvent,
+                    EventApi::Driver => Api::CuStreamWaitEvent,
+                },
                 hp.event_call_ns,
                 s.handle,
                 event().generation,

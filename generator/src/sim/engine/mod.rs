@@ -21,7 +21,7 @@ use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{
-    InjectionKind, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
+    EventApi, InjectionKind, LaunchApi, ObjectKind, QueueDecl, Scenario, Step, SyncTarget,
 };
 use ground_truth::trace::{CopyDirection, HostMemory, Record, Rid, SwitchReason, SyncType};
 use ground_truth::{Mode, Ns, SharedStr};

@@ -1,0 +1,24 @@
+//! What the end-to-end tests that run external profilers share.
+
+use std::process::Command;
+
+/// Runs the binary: (exit code, stdout, stderr).
+pub fn causalbench(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// Whether `python3` runs here (the external profilers of these tests are Python).
+pub fn python3() -> bool {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
