@@ -153,6 +153,7 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         allow_unisolated: args.allow_unisolated,
         profiler_timeout: args.profiler_timeout,
         costs: None,
+        shard: None,
     };
     // A run with failed cases still leaves an entry to look at; `check` rejects it.
     let ran = crate::run::run_with(run, externals);
