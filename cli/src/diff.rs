@@ -196,6 +196,8 @@ fn replay(corpus: &Path, out: &Path) -> Result<(), Failure> {
         out.as_os_str().to_owned(),
         "--megakernel-reps".into(),
         "0".into(),
+        "--profilers".into(),
+        "builtin".into(),
         "--quiet".into(),
     ];
     let parsed = <Replay as clap::Parser>::try_parse_from(args)
