@@ -160,4 +160,22 @@ fn submit_writes_an_entry_that_check_accepts_and_rejects_when_damaged() {
     let reproduction: serde_json::Value =
         serde_json::from_slice(&std::fs::read(entry.join("reproduction.json")).unwrap()).unwrap();
     assert_eq!(reproduction["reproduced"], true, "{reproduction}");
+
+    // The entry's site marks it reproduced beside its name.
+    let site = dir.path().join("site");
+    let (code, _, err) = causalbench(&[
+        "report",
+        "--results",
+        entry.to_str().unwrap(),
+        "--html",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let index = std::fs::read_to_string(site.join("index.html")).unwrap();
+    let name = metadata(&entry)["name"].as_str().unwrap().to_string();
+    let row = index
+        .lines()
+        .find(|l| l.contains("class=\"reproduced\""))
+        .unwrap_or_else(|| panic!("no reproduced mark in the index"));
+    assert!(row.contains(&name), "{row}");
 }

@@ -65,6 +65,9 @@ pub struct Site {
     pub cases: BTreeMap<(String, String), CaseRef>,
     /// The cases with a page, by (bundle, backend).
     pub shown: BTreeSet<(String, String)>,
+    /// For a submission folder (`causalbench submit`): the entry's name, and what
+    /// `check --rerun` found when it ran the command again (none before that).
+    pub entry: Option<(String, Option<ground_truth::submission::Reproduction>)>,
 }
 
 impl Site {
@@ -86,6 +89,26 @@ impl Site {
             .contains(&id)
             .then(|| format!("../case/{}.html", self.cases[&id].page()))
     }
+}
+
+/// The entry of a submission folder and its reproduction, if `results` is one.
+fn submission_entry(
+    results: &Path,
+) -> Result<Option<(String, Option<ground_truth::submission::Reproduction>)>, Failure> {
+    use ground_truth::io::Readable;
+    use ground_truth::submission::{Reproduction, Submission, METADATA_FILE, REPRODUCTION_FILE};
+    let meta = results.join(METADATA_FILE);
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let entry = Submission::read(&meta).map_err(|e| Failure::input(e.to_string()))?;
+    let rerun = results.join(REPRODUCTION_FILE);
+    let reproduction = if rerun.is_file() {
+        Some(Reproduction::read(&rerun).map_err(|e| Failure::input(e.to_string()))?)
+    } else {
+        None
+    };
+    Ok(Some((entry.name, reproduction)))
 }
 
 /// What [`write`] produced.
@@ -117,6 +140,7 @@ pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Wr
         });
     }
     let shown = choose_shown(&cases);
+    let entry = submission_entry(results)?;
     let site = Site {
         results: results.to_path_buf(),
         scores,
@@ -124,6 +148,7 @@ pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Wr
         shortfalls,
         cases,
         shown,
+        entry,
     };
     for dir in ["family", "question", "case"] {
         let d = out.join(dir);

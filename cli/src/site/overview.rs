@@ -133,6 +133,25 @@ fn wrong_case(site: &Site, profiler: &str, view: ViewKey) -> Option<String> {
 }
 
 /// The index page.
+/// The mark beside a submitted entry's name: whether `check --rerun` ran its
+/// command again and got the same explanations (docs/cli.md, "Submissions").
+fn reproduced_mark(site: &Site, name: &str) -> String {
+    match &site.entry {
+        Some((entry, Some(r))) if entry == name && r.reproduced => format!(
+            " <span class=\"reproduced\" title=\"check --rerun: {} explanations the same\">reproduced</span>",
+            r.compared
+        ),
+        Some((entry, Some(r))) if entry == name => format!(
+            " <span class=\"not-reproduced\" title=\"{}\">not reproduced</span>",
+            esc(r.first_difference.as_deref().unwrap_or("explanations differ"))
+        ),
+        Some((entry, None)) if entry == name => {
+            " <span class=\"unverified\">not re-run</span>".to_string()
+        }
+        _ => String::new(),
+    }
+}
+
 pub fn index(site: &Site) -> String {
     let mut b = String::new();
     let backends: BTreeSet<&str> = site.scores.iter().map(|s| s.backend.as_str()).collect();
@@ -161,7 +180,7 @@ pub fn index(site: &Site) -> String {
             b,
             "<h2 id=\"{}\">View {}</h2>\n<table class=\"ranking\" data-view=\"{}\"><tr><th>rank</th>\
              <th>profiler</th><th>pair accuracy</th><th>root cause top-1</th><th>symptom accuracy</th>\
-             <th>critical-path fidelity</th><th>cases</th><th>where it loses</th></tr>\n",
+             <th>critical-path fidelity</th><th>cases</th><th>analyzer crashes</th><th>where it loses</th></tr>\n",
             slug(&name),
             esc(&name),
             esc(&name)
@@ -170,14 +189,16 @@ pub fn index(site: &Site) -> String {
             let ci = |m: &str| r.ci.get(m);
             let _ = writeln!(
                 b,
-                "<tr><td class=\"num\">{}</td><td class=\"profiler\">{}</td>{}{}{}{}<td class=\"num\">{}</td><td>{}</td></tr>",
+                "<tr><td class=\"num\">{}</td><td class=\"profiler\">{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 i + 1,
                 profiler(&r.profiler),
+                reproduced_mark(site, &r.profiler),
                 rate_cell(r.pair_accuracy, ci("pair_accuracy")),
                 rate_cell(r.root_cause_top1, ci("root_cause_top1")),
                 rate_cell(r.symptom_accuracy, ci("symptom_accuracy")),
                 rate_cell(r.critical_path_fidelity, ci("critical_path_fidelity")),
                 r.cases,
+                r.crashed,
                 losses(site, &r.profiler, view, 0)
             );
         }
