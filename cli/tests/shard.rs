@@ -2,6 +2,9 @@
 //! shards of a suite, merged, give the leaderboard one unsharded run writes
 //! (docs/scale-out.md).
 
+mod common;
+
+use common::copy_dir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -62,19 +65,6 @@ fn merge(shards: &[PathBuf], out: &Path) -> (i32, String) {
     let mut args = vec!["report", "--results", out.to_str().unwrap(), "--merge"];
     args.extend(shards.iter().map(|s| s.to_str().unwrap()));
     causalbench(&args)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// JSON with every `analysis_ms` (the wall time of an analysis, a measurement that

@@ -5,21 +5,8 @@
 
 mod common;
 
-use common::{causalbench, python3};
+use common::{causalbench, copy_dir, python3};
 use std::path::{Path, PathBuf};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// A copy of the entry in `base`, damaged by `damage`, and what `check` says of it.
 fn check_damaged(entry: &Path, base: &Path, name: &str, damage: impl Fn(&Path)) -> (i32, String) {

@@ -63,10 +63,6 @@ pub fn read_in(dir: &Path) -> Result<Option<CollectorCosts>, EvalError> {
         .map_err(EvalError::Format)
 }
 
-fn view_collectors(view: &str) -> Option<Collectors> {
-    Collectors::ALL.into_iter().find(|c| c.as_str() == view)
-}
-
 /// The section's points: every profiler (leakage probes aside) × every
 /// measured configuration whose view the leaderboard scored, instrumented mode.
 pub fn points(lb: &Leaderboard, costs: &CollectorCosts) -> Vec<CostPoint> {
@@ -98,7 +94,6 @@ pub fn points(lb: &Leaderboard, costs: &CollectorCosts) -> Vec<CostPoint> {
         else {
             continue;
         };
-        debug_assert_eq!(view_collectors(view), Some(row.collectors));
         out.push(CostPoint {
             profiler: row.profiler.clone(),
             collectors: row.collectors,

@@ -171,10 +171,9 @@ pub(crate) fn run(
             &stop,
             notes.clone(),
         ) {
-            Ok(t) => {
-                // What was dropped on the way works without: skip it next time.
-                return t;
-            }
+            // What a retry dropped is remembered where it failed (the
+            // `*_REFUSED` statics), so later recordings skip it.
+            Ok(t) => return t,
             Err(SessionError::Fexit(why)) if fault_timing => {
                 let why = refused(&FEXIT_REFUSED).unwrap_or_else(|| detail_of(why));
                 notes.push(fexit_note(&why));

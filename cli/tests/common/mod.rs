@@ -1,5 +1,8 @@
-//! What the end-to-end tests that run external profilers share.
+//! What the end-to-end tests that run external profilers share (each test
+//! binary uses only part of it).
+#![allow(dead_code)]
 
+use std::path::Path;
 use std::process::Command;
 
 /// Runs the binary: (exit code, stdout, stderr).
@@ -21,4 +24,18 @@ pub fn python3() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Copies the directory tree `from` to `to` (a results folder to damage or resume).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }

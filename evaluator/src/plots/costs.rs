@@ -9,12 +9,6 @@ use crate::EvalError;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// A profiler's colour: the one it has in every plot and page (`palette`, from its name
-/// alone, so adding a profiler never recolours the others).
-fn colour_of(profiler: &str) -> RGBColor {
-    super::colour(profiler)
-}
-
 pub fn accuracy_vs_cost(path: &Path, points: &[CostPoint]) -> Result<(), EvalError> {
     register_font();
     if let Some(dir) = path.parent() {
@@ -64,7 +58,7 @@ pub fn accuracy_vs_cost(path: &Path, points: &[CostPoint]) -> Result<(), EvalErr
         path
     );
     for (p, x) in &drawn {
-        let c = colour_of(&p.profiler);
+        let c = super::colour(&p.profiler);
         let at = (*x, p.pair_accuracy);
         let shape: DynElement<_, _> = match p.configuration.as_str() {
             "cupti" => Circle::new(at, 6, c.filled()).into_dyn(),
@@ -82,16 +76,17 @@ pub fn accuracy_vs_cost(path: &Path, points: &[CostPoint]) -> Result<(), EvalErr
         tri!(
             legend.draw(&Rectangle::new(
                 [(10, y), (24, y + 14)],
-                colour_of(name).filled()
+                super::colour(name).filled()
             )),
             path
         );
-        let label = if text_width(name, 14) > 240 {
-            &name[..name.len().min(30)]
+        // Cut by characters: a byte cut could split one.
+        let label: String = if text_width(name, 14) > 240 {
+            name.chars().take(30).collect()
         } else {
-            name
+            name.to_string()
         };
-        tri!(legend.draw_text(label, &font(14), (30, y)), path);
+        tri!(legend.draw_text(&label, &font(14), (30, y)), path);
         y += 22;
     }
     y += 14;
