@@ -16,15 +16,17 @@ pub type TwinNode<'f> = &'f dyn Fn(&StepKey) -> Option<Node>;
 /// Adds the scenario's symptom to a recorded run's `truth`: its step resolved
 /// among the run's `keys` and compared with the same step of the twin
 /// (`twin_node` finds it, by key, in the twin's own clock; `None`: the run had
-/// no injection and is its own twin). An injection the backend could not
-/// measure directly (NaN) is measured by the symptom's lateness.
+/// no injection and is its own twin). Lateness is measured from the step the
+/// injection cannot have moved (`label::onset_anchor`), which is returned so
+/// the noise floor is measured from the same step. An injection the backend
+/// could not measure directly (NaN) is measured by the symptom's lateness.
 pub fn add_symptom(
     sc: &Scenario,
     truth: &mut GroundTruth,
     trace: &[Record],
     keys: &Keys,
     twin_node: Option<TwinNode>,
-) -> Result<(), String> {
+) -> Result<Option<StepKey>, String> {
     let key = symptom_key(sc).ok_or_else(|| "symptom.step names no step".to_string())?;
     let node = *keys
         .get(&key)
@@ -35,14 +37,29 @@ pub fn add_symptom(
         }
         None => truth.nodes[node as usize].clone(),
     };
-    let symptom = self::symptom(sc, truth, trace, node, &twin)?;
+    let mut symptom = self::symptom(sc, truth, trace, node, &twin)?;
+    let mut anchor = None;
+    if let Some(find) = twin_node {
+        if let Some((anchor_key, anchor_node)) =
+            crate::label::onset_anchor(sc, truth, keys, &symptom.critical_path)
+        {
+            if let Some(twin_anchor) = find(&anchor_key) {
+                // How far the runs had drifted apart before the injection could act.
+                let shift =
+                    truth.nodes[anchor_node as usize].start as f64 - twin_anchor.start as f64;
+                symptom.lateness_ns -= shift;
+                symptom.phases.host_enqueue -= shift;
+                anchor = Some(anchor_key);
+            }
+        }
+    }
     for inj in &mut truth.injections {
         if inj.measured_us.is_nan() {
             inj.measured_us = symptom.lateness_ns / 1000.0;
         }
     }
     truth.symptoms.push(symptom);
-    Ok(())
+    Ok(anchor)
 }
 
 /// Builds the symptom for `node` (injected run) given the same node in the twin.

@@ -6,7 +6,7 @@
 //! the case is relabelled `none` or dropped. Both backends call this module
 //! once per run, after the symptom's answers are added.
 
-use crate::keys::{symptom_key, target_key, Keys};
+use crate::keys::{symptom_key, target_key, Keys, StepKey};
 use crate::record::faults::FAULT_END_TOLERANCE_NS;
 use ground_truth::graph::{EdgeType, GroundTruth, LabelCheck, LabelVerdict, NodeId, Symptom};
 use ground_truth::labels::{CauseLabel, Question};
@@ -26,18 +26,35 @@ pub struct QuietRun<'a> {
 /// keeps a noise-only lateness below the floor in most runs.
 pub const NOISE_MARGIN: f64 = 3.0;
 
+/// The share of a symptom's lateness a CPU deschedule's measured off-CPU
+/// time must cover for the deschedule to be its cause.
+pub const DESCHEDULE_SHARE: f64 = 0.5;
+
 /// The noise floor of a scenario's symptom (ns): [`NOISE_MARGIN`] times the
 /// largest end-time drift between two no-injection runs over the nodes of
 /// the symptom's true critical path in the first (the ops whose timing sets
 /// the symptom's), and never below the clock granularity the truth trusts
-/// (`FAULT_END_TOLERANCE_NS`).
-pub fn noise_floor(sc: &Scenario, a: &QuietRun, b: &QuietRun) -> f64 {
+/// (`FAULT_END_TOLERANCE_NS`). With an `anchor` (the step lateness is
+/// measured from, [`onset_anchor`]) the drift is measured from that step's
+/// start in each run and only over the path from it on, so jitter upstream
+/// of where the injection can act is not counted as noise.
+pub fn noise_floor(sc: &Scenario, a: &QuietRun, b: &QuietRun, anchor: Option<&StepKey>) -> f64 {
     let granularity = FAULT_END_TOLERANCE_NS as f64;
     let Some(key) = symptom_key(sc) else {
         return granularity;
     };
     let Some(&symptom) = a.keys.get(&key) else {
         return granularity;
+    };
+    // Each run's time zero: the anchor's start when both runs have it, the
+    // run's origin otherwise.
+    let anchored = anchor.and_then(|k| Some((*a.keys.get(k)?, *b.keys.get(k)?)));
+    let (zero_a, zero_b) = match anchored {
+        Some((na, nb)) => (
+            a.truth.nodes[na as usize].start as f64,
+            b.truth.nodes[nb as usize].start as f64,
+        ),
+        None => (a.origin as f64, b.origin as f64),
     };
     let on_path: std::collections::HashSet<NodeId> =
         a.truth.critical_path(symptom).into_iter().collect();
@@ -53,11 +70,71 @@ pub fn noise_floor(sc: &Scenario, a: &QuietRun, b: &QuietRun) -> f64 {
         ) else {
             continue;
         };
-        let ea = x.end as f64 - a.origin as f64;
-        let eb = y.end as f64 - b.origin as f64;
+        if anchored.is_some() && (x.start as f64) < zero_a {
+            continue;
+        }
+        let ea = x.end as f64 - zero_a;
+        let eb = y.end as f64 - zero_b;
         drift = drift.max((ea - eb).abs());
     }
     (NOISE_MARGIN * drift).max(granularity)
+}
+
+/// The step a symptom's lateness is measured from (docs/scenario-space.md,
+/// "Labels from the truth"): among the keyed ancestors of the symptom in the
+/// injected run's truth (the nodes it depends on, through any edge), the one
+/// that started last before the injection's onset — the earliest start of the
+/// injected fault or work and of the target's nodes and call. Nothing that
+/// started before the onset can have been moved by the injection, and an
+/// ancestor shares the symptom's upstream jitter (thread wake-ups, earlier
+/// requests), so measuring from it keeps that jitter out of both the lateness
+/// and the noise floor. `None` when the scenario has no injection or no
+/// keyed ancestor starts before the onset: then everything is measured from
+/// the run's origin. `path` is the symptom's true critical path; its last
+/// node is the symptom.
+pub fn onset_anchor(
+    sc: &Scenario,
+    truth: &GroundTruth,
+    keys: &Keys,
+    path: &[NodeId],
+) -> Option<(StepKey, NodeId)> {
+    let inj = sc.injection.as_ref()?;
+    let &symptom = path.last()?;
+    let start = |n: NodeId| truth.nodes.get(n as usize).map(|node| node.start);
+    let mut onset: Option<Ns> = truth
+        .injections
+        .iter()
+        .filter_map(|i| i.fault_node)
+        .filter_map(start)
+        .min();
+    if let Some(target) = target_key(sc, inj.program.as_deref(), &inj.target, inj.request) {
+        let target_starts = keys
+            .iter()
+            .filter(|(k, _)| {
+                k.program == target.program && k.request == target.request && k.step == target.step
+            })
+            .filter_map(|(_, &n)| start(n));
+        onset = onset.into_iter().chain(target_starts).min();
+    }
+    let onset = onset?;
+    // The symptom's ancestors: a walk back over every predecessor edge.
+    let predecessors = truth.predecessors();
+    let mut seen = vec![false; truth.nodes.len()];
+    let mut stack = vec![symptom];
+    while let Some(n) = stack.pop() {
+        let Some(flag) = seen.get_mut(n as usize) else {
+            continue;
+        };
+        if std::mem::replace(flag, true) {
+            continue;
+        }
+        stack.extend(predecessors[n as usize].iter().map(|&(p, _)| p));
+    }
+    keys.iter()
+        .filter(|(_, &n)| seen.get(n as usize).copied().unwrap_or(false))
+        .filter(|(_, &n)| start(n).is_some_and(|s| s < onset))
+        .map(|(k, &n)| (k.clone(), n))
+        .max_by_key(|(k, n)| (start(*n), *n, k.api))
 }
 
 /// Whether the scenario's label is a timing claim the check applies to (a
@@ -133,6 +210,27 @@ fn check(
                 format!("the injected work is off the symptom's true path ({lateness_us:.1} µs late, noise floor {floor_us:.1} µs)"),
             )
         };
+    }
+    // A deschedule whose victim was switched out for less than half the
+    // lateness did not cause it: the thread kept running (its own compute,
+    // which is what the records show), so the declared label does not hold.
+    if injection.kind == InjectionKind::CpuDeschedule && late && on_path {
+        let off_cpu_ns = truth
+            .injections
+            .iter()
+            .filter_map(|i| i.off_cpu_us)
+            .map(|us| us * 1e3)
+            .reduce(f64::max);
+        if let Some(off) = off_cpu_ns.filter(|&off| off < DESCHEDULE_SHARE * lateness_ns) {
+            return verdict(
+                LabelVerdict::Dropped,
+                Some(true),
+                format!(
+                    "{lateness_us:.1} µs late, but the descheduled thread was switched out for only {:.1} µs of it: the deschedule does not explain the lateness",
+                    off / 1e3
+                ),
+            );
+        }
     }
     match (late, on_path) {
         (false, _) => verdict(
@@ -254,4 +352,119 @@ fn edge_kind(truth: &GroundTruth, src: NodeId, dst: NodeId) -> Option<EdgeType> 
         .iter()
         .find(|e| e.src == src && e.dst == dst)
         .map(|e| e.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::sim::SimBackend;
+    use ground_truth::io::Readable;
+
+    fn catalog(name: &str) -> Scenario {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../catalog")
+            .join(format!("{name}.yaml"));
+        Scenario::read(&path).expect("catalog scenario")
+    }
+
+    fn keyed_path_node(keys: &Keys, path: &[NodeId]) -> StepKey {
+        let key_of: std::collections::HashMap<NodeId, &StepKey> =
+            keys.iter().map(|(k, &n)| (n, k)).collect();
+        path.iter()
+            .find_map(|n| key_of.get(n))
+            .map(|&k| k.clone())
+            .expect("a keyed path node")
+    }
+
+    /// Two quiet runs that drifted apart by a millisecond before the anchor
+    /// (a late thread wake-up upstream) and not at all after it: measured
+    /// from the origin that is 3 ms of noise, measured from the anchor none.
+    #[test]
+    fn drift_upstream_of_the_anchor_is_not_noise() {
+        let mut sc = catalog("late-launch-vs-device-queueing.host-deschedule");
+        sc.injection = None;
+        let (bundle, keys) = SimBackend::default()
+            .record_with_keys(&sc, 0)
+            .expect("recorded");
+        let truth = &bundle.ground_truth;
+        let mut shifted = truth.clone();
+        for n in &mut shifted.nodes {
+            n.start += 1_000_000;
+            n.end += 1_000_000;
+        }
+        let a = QuietRun {
+            truth,
+            keys: &keys,
+            origin: 0,
+        };
+        let b = QuietRun {
+            truth: &shifted,
+            keys: &keys,
+            origin: 0,
+        };
+        let anchor = keyed_path_node(&keys, &truth.symptoms[0].critical_path);
+        assert!(noise_floor(&sc, &a, &b, None) >= 3.0 * 1_000_000.0);
+        assert_eq!(
+            noise_floor(&sc, &a, &b, Some(&anchor)),
+            FAULT_END_TOLERANCE_NS as f64
+        );
+    }
+
+    /// The anchor is a keyed ancestor of the symptom that started before the
+    /// injected stall; a scenario without an injection has none.
+    #[test]
+    fn the_anchor_precedes_the_injection() {
+        let sc = catalog("host-page-fault-vs-cpu-stall.preempted");
+        let (bundle, keys) = SimBackend::default()
+            .record_with_keys(&sc, 0)
+            .expect("recorded");
+        let truth = &bundle.ground_truth;
+        let fault = truth
+            .injections
+            .iter()
+            .find_map(|i| i.fault_node)
+            .expect("a fault node");
+        let fault_start = truth.nodes[fault as usize].start;
+        let path = &truth.symptoms[0].critical_path;
+        let (_, node) = onset_anchor(&sc, truth, &keys, path).expect("an anchor");
+        assert!(truth.nodes[node as usize].start < fault_start);
+        assert_eq!(truth.nodes[node as usize].step.as_deref(), Some("prep"));
+        let mut quiet = sc.clone();
+        quiet.injection = None;
+        assert!(onset_anchor(&quiet, truth, &keys, path).is_none());
+    }
+
+    /// A deschedule is the cause only when the victim was switched out for
+    /// at least half the lateness; otherwise the case is dropped.
+    #[test]
+    fn a_deschedule_the_victim_did_not_feel_is_dropped() {
+        let sc = catalog("late-launch-vs-device-queueing.host-deschedule");
+        let bundle = SimBackend::default().record(&sc, 0).expect("recorded");
+        let label = bundle.ground_truth.symptoms[0]
+            .label
+            .clone()
+            .expect("checked");
+        assert_eq!(label.verdict, LabelVerdict::Kept, "{}", label.reason);
+        let lateness_us = bundle.ground_truth.symptoms[0].lateness_ns / 1e3;
+        let verdict_with = |off_cpu_us: f64| {
+            let mut truth = bundle.ground_truth.clone();
+            for inj in &mut truth.injections {
+                inj.off_cpu_us = Some(off_cpu_us);
+            }
+            truth.symptoms[0].cause = sc.cause;
+            truth.symptoms[0].label = None;
+            // A deschedule's mechanism is its fault node; no step lookup is needed.
+            check_and_apply(&sc, &mut truth, &Keys::new(), label.noise_floor_ns);
+            truth.symptoms[0].label.clone().unwrap()
+        };
+        let short = verdict_with(0.2 * lateness_us);
+        assert_eq!(short.verdict, LabelVerdict::Dropped, "{}", short.reason);
+        assert!(
+            short.reason.contains("switched out for only"),
+            "{}",
+            short.reason
+        );
+        assert_eq!(verdict_with(lateness_us).verdict, LabelVerdict::Kept);
+    }
 }

@@ -283,6 +283,11 @@ pub struct InjectionRecord {
     pub measured_us: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault_node: Option<NodeId>,
+    /// For a CPU deschedule: the longest time the victim thread was measured
+    /// switched out during the stall, µs (what the deschedule actually did;
+    /// a victim that kept running was delayed by its own compute instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_cpu_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]

@@ -287,6 +287,7 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
             requested_us: inp.requested_us,
             measured_us: lateness_ns / 1e3,
             fault_node: Some(fault),
+            off_cpu_us: None,
         }],
     };
     let path = vec![0u32, 1u32];

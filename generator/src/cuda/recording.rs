@@ -115,7 +115,7 @@ impl Session {
         self.prepare(sc, None)?;
         let mut twin = None;
         let mut plan = None;
-        let mut noise_floor = None;
+        let mut quiet = None;
         if let Some(inj) = &sc.injection {
             let log = self.execute(sc, None, seed)?;
             let mut out = truth::build(sc, &log, None, &self.recorder, false);
@@ -150,20 +150,7 @@ impl Session {
                 let (quiet_log, _) =
                     self.execute_host(sc, None, crate::mix(seed ^ 0x6e6f_6973), host_on)?;
                 fail("the second no-injection run", &quiet_log.errors)?;
-                let quiet = truth::build(sc, &quiet_log, None, &self.recorder, false);
-                noise_floor = Some(crate::label::noise_floor(
-                    sc,
-                    &crate::label::QuietRun {
-                        truth: &out.builder.truth,
-                        keys: &out.keys,
-                        origin: out.origin,
-                    },
-                    &crate::label::QuietRun {
-                        truth: &quiet.builder.truth,
-                        keys: &quiet.keys,
-                        origin: quiet.origin,
-                    },
-                ));
+                quiet = Some(truth::build(sc, &quiet_log, None, &self.recorder, false));
             }
             twin = Some(out);
         }
@@ -187,7 +174,7 @@ impl Session {
             repetition,
             out,
             twin,
-            noise_floor,
+            quiet,
             window: (log.origin, log.end),
             errors: log.errors,
             host: host_trace,
@@ -205,7 +192,7 @@ impl Session {
             repetition,
             mut out,
             twin,
-            noise_floor,
+            quiet,
             window,
             errors,
             host: host_trace,
@@ -261,14 +248,31 @@ impl Session {
                 origin,
             ))
         };
-        answers::add_symptom(
+        let anchor = answers::add_symptom(
             sc,
             &mut truth,
             &trace,
             &keys,
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )?;
-        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor.unwrap_or(0.0));
+        let noise_floor = match (&twin, &quiet) {
+            (Some(twin), Some(quiet)) => crate::label::noise_floor(
+                sc,
+                &crate::label::QuietRun {
+                    truth: &twin.builder.truth,
+                    keys: &twin.keys,
+                    origin: twin.origin,
+                },
+                &crate::label::QuietRun {
+                    truth: &quiet.builder.truth,
+                    keys: &quiet.keys,
+                    origin: quiet.origin,
+                },
+                anchor.as_ref(),
+            ),
+            _ => 0.0,
+        };
+        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor);
         let check = format!(
             "; CUPTI vs %globaltimer over {} kernels (offset-calibrated): max |start diff| {} ns, max |end diff| {} ns; spin kernels shortened by the measured {} ns launch overhead",
             clock.kernels, clock.max_start_dev_ns, clock.max_end_dev_ns, self.spin_overhead_ns
@@ -324,8 +328,9 @@ struct Part {
     repetition: u32,
     out: truth::Output,
     twin: Option<truth::Output>,
-    /// The label check's noise floor (ns), where the check applies.
-    noise_floor: Option<f64>,
+    /// The second no-injection run the label check's noise floor is measured
+    /// on, where the check applies.
+    quiet: Option<truth::Output>,
     window: (Ns, Ns),
     errors: Vec<String>,
     host: Option<ebpf_recorder::HostTrace>,

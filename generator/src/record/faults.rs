@@ -75,6 +75,7 @@ pub fn finish_device_injection(
             requested_us,
             measured_us: requested_us,
             fault_node: None,
+            off_cpu_us: None,
         });
     };
     let cause = delaying_work(&b.truth, target, injected);
@@ -89,6 +90,7 @@ pub fn finish_device_injection(
         requested_us,
         measured_us: f64::NAN,
         fault_node: cause,
+        off_cpu_us: None,
     })
 }
 

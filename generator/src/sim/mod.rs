@@ -34,39 +34,39 @@ impl Backend for SimBackend {
     }
 
     fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
+        self.record_with_keys(scenario, repetition)
+            .map(|(bundle, _)| bundle)
+    }
+}
+
+impl SimBackend {
+    /// [`Backend::record`], with the step each of the bundle's nodes came
+    /// from (what the label check looks targets up by).
+    pub(crate) fn record_with_keys(
+        &self,
+        scenario: &Scenario,
+        repetition: u32,
+    ) -> Result<(Bundle, crate::keys::Keys), RecordError> {
         crate::backend::check(scenario)?;
         let seed = crate::mix(scenario.seed ^ crate::mix(repetition as u64 + 1));
         // The twin is another run of the same program, so its background noise
         // is drawn independently of the injected run's (docs/records.md).
         let twin_noise = crate::mix(seed ^ 0x7477_696e);
         // Without an injection the twin is the run itself: simulate once.
-        let mut noise_floor = None;
+        let mut quiet = None;
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, twin_noise, None, false);
                 if crate::label::applies(scenario) {
                     // A second quiet run with noise of its own: how far this
                     // scenario's ops move without any injection.
-                    let quiet = engine::run(
+                    quiet = Some(engine::run(
                         scenario,
                         self,
                         seed,
                         crate::mix(seed ^ 0x6e6f_6973),
                         None,
                         false,
-                    );
-                    noise_floor = Some(crate::label::noise_floor(
-                        scenario,
-                        &crate::label::QuietRun {
-                            truth: &twin.builder.truth,
-                            keys: &twin.keys,
-                            origin: 0,
-                        },
-                        &crate::label::QuietRun {
-                            truth: &quiet.builder.truth,
-                            keys: &quiet.keys,
-                            origin: 0,
-                        },
                     ));
                 }
                 let measured = Twin {
@@ -96,7 +96,7 @@ impl Backend for SimBackend {
             let t = twin.as_ref()?;
             Some(t.builder.truth.nodes[*t.keys.get(key)? as usize].clone())
         };
-        answers::add_symptom(
+        let anchor = answers::add_symptom(
             scenario,
             &mut truth,
             &trace,
@@ -104,12 +104,29 @@ impl Backend for SimBackend {
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )
         .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
-        crate::label::check_and_apply(scenario, &mut truth, &run.keys, noise_floor.unwrap_or(0.0));
+        let noise_floor = match (&twin, &quiet) {
+            (Some(twin), Some(quiet)) => crate::label::noise_floor(
+                scenario,
+                &crate::label::QuietRun {
+                    truth: &twin.builder.truth,
+                    keys: &twin.keys,
+                    origin: 0,
+                },
+                &crate::label::QuietRun {
+                    truth: &quiet.builder.truth,
+                    keys: &quiet.keys,
+                    origin: 0,
+                },
+                anchor.as_ref(),
+            ),
+            _ => 0.0,
+        };
+        crate::label::check_and_apply(scenario, &mut truth, &run.keys, noise_floor);
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
         if scenario.mode == ground_truth::Mode::Instrumented {
             collectors.push("app".into());
         }
-        Ok(Bundle {
+        let bundle = Bundle {
             schema_version: SCHEMA_VERSION,
             manifest: Manifest {
                 scenario: scenario.clone(),
@@ -129,7 +146,8 @@ impl Backend for SimBackend {
             ground_truth: truth,
             trace,
             loss,
-        })
+        };
+        Ok((bundle, run.keys))
     }
 }
 

@@ -188,6 +188,7 @@ impl<'a> Builder<'a> {
             requested_us: p.magnitude_ns as f64 / 1000.0,
             measured_us: measured,
             fault_node: None,
+            off_cpu_us: None,
         });
     }
 

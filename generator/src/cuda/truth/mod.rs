@@ -329,6 +329,7 @@ impl<'a> Builder<'a> {
                     requested_us: s.requested_ns as f64 / 1000.0,
                     measured_us: measured,
                     fault_node,
+                    off_cpu_us: s.switched_out_ns.map(|ns| ns as f64 / 1000.0),
                 });
             }
             HostEv::Nvtx { name, t0, t1 } => {

@@ -62,6 +62,7 @@ impl Engine<'_> {
                 requested_us: mag as f64 / 1000.0,
                 measured_us: mag as f64 / 1000.0,
                 fault_node: None,
+                off_cpu_us: None,
             });
             return None;
         }
@@ -124,6 +125,8 @@ impl Engine<'_> {
             requested_us: mag as f64 / 1000.0,
             measured_us: dur as f64 / 1000.0,
             fault_node: Some(fault),
+            // The model's preemption takes the thread off the CPU for all of it.
+            off_cpu_us: (plan.kind == InjectionKind::CpuDeschedule).then_some(dur as f64 / 1000.0),
         });
         Some(fault)
     }

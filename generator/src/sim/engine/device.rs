@@ -20,6 +20,7 @@ impl Engine<'_> {
                     requested_us: p.magnitude_ns as f64 / 1000.0,
                     measured_us: p.magnitude_ns as f64 / 1000.0,
                     fault_node: None,
+                    off_cpu_us: None,
                 });
                 p.magnitude_ns
             }
