@@ -203,6 +203,14 @@ fn check(
                 Some(true),
                 format!("declared `none`, but the injected work is on the symptom's true path ({lateness_us:.1} µs late)"),
             )
+        } else if late {
+            // Off the path, yet the symptom moved: through something the
+            // truth has no edge for, so `none` would be a false label.
+            verdict(
+                LabelVerdict::Dropped,
+                Some(false),
+                format!("declared `none`, but {lateness_us:.1} µs late (noise floor {floor_us:.1} µs) with the injected work off the symptom's true path: a delay the truth does not name"),
+            )
         } else {
             verdict(
                 LabelVerdict::Kept,
@@ -466,5 +474,35 @@ mod tests {
             short.reason
         );
         assert_eq!(verdict_with(lateness_us).verdict, LabelVerdict::Kept);
+    }
+
+    /// A negative control (declared `none`) is kept only while its symptom
+    /// is not late: late beyond the floor with the unrelated work off the
+    /// path, something the truth does not name moved it.
+    #[test]
+    fn a_late_negative_control_is_dropped() {
+        let sc = catalog("concurrent-work.harmless");
+        let (bundle, keys) = SimBackend::default()
+            .record_with_keys(&sc, 0)
+            .expect("recorded");
+        let label = bundle.ground_truth.symptoms[0]
+            .label
+            .clone()
+            .expect("checked");
+        assert_eq!(label.verdict, LabelVerdict::Kept, "{}", label.reason);
+        let verdict_at = |lateness_ns: f64| {
+            let mut truth = bundle.ground_truth.clone();
+            truth.symptoms[0].lateness_ns = lateness_ns;
+            truth.symptoms[0].label = None;
+            check_and_apply(&sc, &mut truth, &keys, label.noise_floor_ns);
+            truth.symptoms[0].label.clone().unwrap()
+        };
+        let late = verdict_at(10.0 * label.noise_floor_ns);
+        assert_eq!(late.verdict, LabelVerdict::Dropped, "{}", late.reason);
+        assert!(late.reason.contains("does not name"), "{}", late.reason);
+        assert_eq!(
+            verdict_at(0.5 * label.noise_floor_ns).verdict,
+            LabelVerdict::Kept
+        );
     }
 }

@@ -63,7 +63,13 @@ impl<'a> Exec<'a> {
                 let param = libc::sched_param { sched_priority: 0 };
                 // SAFETY: changes the calling thread's own policy.
                 let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
+                // Pinned to the CPU it is on, the victim cannot be pulled to an
+                // idle one while the hog holds this one, and the hog's own
+                // pinning of the victim moves nothing (a running thread's
+                // migration waits for its CPU).
+                let pinned = pin_to_current_cpu();
                 self.inj.done.store(false, Ordering::Release);
+                self.inj.hog_end.store(0, Ordering::Release);
                 self.inj.victim_tid.store(log.tid, Ordering::Release);
                 self.inj.deschedule_at.store(t0, Ordering::Release);
                 self.inj.state.store(DESCHEDULE, Ordering::Release);
@@ -93,6 +99,9 @@ impl<'a> Exec<'a> {
                     // SAFETY: back to the normal policy (root may always raise it).
                     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
                 }
+                if let Some(mask) = pinned {
+                    restore_affinity(&mask);
+                }
                 switched_out_ns = Some(longest);
                 // The hog's own report is added once the run is over (see `run`).
                 format!(
@@ -105,11 +114,13 @@ impl<'a> Exec<'a> {
             _ => return None,
         };
         let t1 = now();
-        if plan.kind == InjectionKind::CpuDeschedule {
-            // Halfway towards the resume time this stall showed.
+        let hog_end = self.inj.hog_end.load(Ordering::Acquire);
+        if plan.kind == InjectionKind::CpuDeschedule && hog_end > 0 {
+            // Halfway towards the resume time this stall showed: from the
+            // hog's stop to the victim running again.
             let est = DESCHEDULE_RESUME_NS.load(Ordering::Relaxed) as i64;
-            let over = (t1 - t0) as i64 - mag as i64;
-            let next = (est + over / 2).clamp(0, DESCHEDULE_RESUME_MAX_NS as i64);
+            let resume = t1.saturating_sub(hog_end) as i64;
+            let next = (est + (resume - est) / 2).clamp(0, DESCHEDULE_RESUME_MAX_NS as i64);
             DESCHEDULE_RESUME_NS.store(next as u64, Ordering::Relaxed);
         }
         let mut stalls = self.stalls.lock().unwrap();
@@ -162,10 +173,35 @@ impl<'a> Exec<'a> {
                 REQUEST => {
                     // Each kernel piece is its own launch, issued right after
                     // the one before: all are queued before the first ends.
-                    for a in &plan.realised {
+                    // The victim waits only until what must be ahead of its
+                    // target is queued: every piece on the target's own
+                    // stream (a backlog, FIFO), else the first piece (a hog
+                    // holds the SMs from its first piece on; the next ones
+                    // wait at the highest priority). The application thread
+                    // waiting for all of them was a host-side delay of its
+                    // own that no record explains.
+                    let ahead = plan
+                        .realised
+                        .iter()
+                        .rposition(|a| {
+                            matches!(
+                                a,
+                                DevAction::Kernel {
+                                    on_target_stream: Some(_),
+                                    ..
+                                }
+                            )
+                        })
+                        .unwrap_or(0);
+                    for (i, a) in plan.realised.iter().enumerate() {
                         self.inject_action(ti, &mut log, a);
+                        if i == ahead {
+                            self.inj.state.store(ACK, Ordering::Release);
+                        }
                     }
-                    self.inj.state.store(ACK, Ordering::Release);
+                    if plan.realised.is_empty() {
+                        self.inj.state.store(ACK, Ordering::Release);
+                    }
                 }
                 DESCHEDULE => {
                     self.inj.state.store(IDLE, Ordering::Release);
@@ -183,6 +219,7 @@ impl<'a> Exec<'a> {
                         // may first wait for a slice on a busy CPU).
                         .run_here(std::time::Duration::from_nanos(plan.magnitude_ns.max(1)))
                         .map_err(|e| e.to_string());
+                    self.inj.hog_end.store(now(), Ordering::Release);
                     if let Ok(mut g) = self.inj.report.lock() {
                         *g = Some(r);
                     }
@@ -278,4 +315,28 @@ impl<'a> Exec<'a> {
             }
         }
     }
+}
+
+/// Pins the calling thread to the CPU it runs on; its previous CPU set, to
+/// restore, or `None` when the kernel refused (the stall then goes on unpinned).
+fn pin_to_current_cpu() -> Option<libc::cpu_set_t> {
+    // SAFETY: plain syscalls on the calling thread with valid, owned buffers.
+    unsafe {
+        let Ok(cpu) = usize::try_from(libc::sched_getcpu()) else {
+            return None;
+        };
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
+            return None;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) == 0)
+            .then_some(old)
+    }
+}
+
+fn restore_affinity(mask: &libc::cpu_set_t) {
+    // SAFETY: the calling thread's own affinity, from a set it held before.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) };
 }

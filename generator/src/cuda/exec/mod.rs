@@ -98,11 +98,14 @@ const REQUEST: u32 = 1;
 const ACK: u32 = 2;
 const DESCHEDULE: u32 = 3;
 
-/// How much longer than requested the victim of a `cpu_deschedule` stayed
-/// stalled, learned over this process's earlier deschedules (the hog's exit
-/// and the victim's return to its CPU take tens of microseconds): the hog ends
-/// that much early, so the stall lasts what was requested. Calibration of the
-/// mechanism only; the stall recorded is always the one measured.
+/// How long the victim of a `cpu_deschedule` takes to run again after the hog
+/// stops, learned over this process's earlier deschedules (the hog's exit and
+/// the victim's return to its CPU take tens of microseconds): the hog ends
+/// that much early, so the stall lasts what was requested. Only the resume is
+/// learned, not a late start of the hog: learning that too shortened every
+/// later hog and left the victim spinning on its CPU instead of switched out.
+/// Calibration of the mechanism only; the stall recorded is always the one
+/// measured.
 static DESCHEDULE_RESUME_NS: AtomicU64 = AtomicU64::new(0);
 const DESCHEDULE_RESUME_MAX_NS: u64 = 300_000;
 
@@ -111,6 +114,8 @@ struct Injector {
     victim_tid: AtomicU32,
     /// When the victim asked to be descheduled (the stall is anchored there).
     deschedule_at: AtomicU64,
+    /// When the hog stopped spinning (0 until it did).
+    hog_end: AtomicU64,
     done: AtomicBool,
     report: Mutex<Option<Result<injectors::HogReport, String>>>,
 }
@@ -235,6 +240,7 @@ impl<'a> Exec<'a> {
                 state: AtomicU32::new(IDLE),
                 victim_tid: AtomicU32::new(0),
                 deschedule_at: AtomicU64::new(0),
+                hog_end: AtomicU64::new(0),
                 done: AtomicBool::new(false),
                 report: Mutex::new(None),
             },
