@@ -66,7 +66,7 @@ impl Profiler for CuptiCorrelation {
                     .correlation_id()
                     .and_then(|c| ix.token_by_corr.get(&c))
                 {
-                    cur = Some(t.clone());
+                    cur = Some(t.to_string());
                 }
                 if let Some(t) = &cur {
                     token_at_call.insert(a, t.clone());

@@ -23,6 +23,10 @@ pub struct LargeArgs {
     /// removed afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Only the stages one process carries a case through (record, view, causal-graph,
+    /// score): no bundle or view file is written or read.
+    #[arg(long, conflicts_with = "dir")]
+    pub in_process: bool,
 }
 
 /// The launch-bound case of about `ops` kernel launches (`generator::sim::launch_bound_scenario`,
@@ -104,7 +108,7 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
             temp.clone()
         }
     };
-    let result = stages(&scenario, &dir);
+    let result = stages(&scenario, &dir, !args.in_process);
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -165,7 +169,7 @@ fn write_and_read<T: Readable>(
     })
 }
 
-fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
+fn stages(scenario: &Scenario, dir: &Path, files: bool) -> Result<Measured, Failure> {
     use generator::Backend;
     let mut stages = Vec::new();
     let backend = generator::sim::SimBackend::default();
@@ -181,7 +185,9 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         ("JSON", "large.bundle.json"),
         ("compact", "large.bundle.msgpack"),
     ] {
-        write_and_read(&mut stages, &bundle, encoding, &dir.join(file))?;
+        if files {
+            write_and_read(&mut stages, &bundle, encoding, &dir.join(file))?;
+        }
     }
     let spec = ViewSpec {
         collectors: Collectors::Combined,
@@ -197,7 +203,9 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         ("JSON", "large.view.json"),
         ("compact", "large.view.msgpack"),
     ] {
-        write_and_read(&mut stages, &view, encoding, &dir.join(file))?;
+        if files {
+            write_and_read(&mut stages, &view, encoding, &dir.join(file))?;
+        }
     }
     let explanation = stage(&mut stages, "causal-graph", || {
         let profiler = baselines::builtin("causal-graph").expect("a built-in profiler");
