@@ -61,11 +61,7 @@ impl Profiler for CuptiCorrelation {
         for tid in tids {
             let mut cur: Option<String> = None;
             for &a in &ix.threads[&tid].apis {
-                if let Some(t) = ix
-                    .rec(a)
-                    .correlation_id()
-                    .and_then(|c| ix.token_by_corr.get(&c))
-                {
+                if let Some(t) = ix.token(a) {
                     cur = Some(t.to_string());
                 }
                 if let Some(t) = &cur {

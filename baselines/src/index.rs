@@ -19,8 +19,8 @@ pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 /// kernels otherwise (kept inline: a view holds millions of launches).
 pub type Activities = smallvec::SmallVec<[Pos; 1]>;
 
-/// `Index::launch_of` for a record without a launching API record.
-const NO_LAUNCH: Pos = Pos::MAX;
+/// An entry of the index's by-position arrays that names no record.
+const NO_RECORD: Pos = Pos::MAX;
 
 /// `Index::token_of` for a record without a request token.
 const NO_TOKEN: u32 = u32::MAX;
@@ -112,13 +112,15 @@ pub struct Index<'a> {
     pub uprobe_of_api: FastMap<Pos, Pos>,
     pub api_of_uprobe: FastMap<Pos, Pos>,
     /// Each record's launching API record ([`Index::launch_api`]), by position
-    /// (`NO_LAUNCH` for none): asked for many times per op, looked up once.
+    /// (`NO_RECORD` for none): asked for many times per op, looked up once.
     launch_of: Vec<Pos>,
     /// Each record's [`Index::token`], by position: an index into `tokens`
     /// (`NO_TOKEN` for none).
     token_of: Vec<u32>,
     /// The distinct request tokens of the external correlation records.
     tokens: Vec<SharedStr>,
+    /// Each api record's paired uprobe (`uprobe_of_api`) by position (`NO_RECORD` for none).
+    uprobe_at: Vec<Pos>,
     /// Each host call's [`CallKind`] by position ([`CallKind::Other`] for other records).
     call_kinds: Vec<CallKind>,
     /// Kernels, copies and memsets, sorted by start.
@@ -148,6 +150,7 @@ impl<'a> Index<'a> {
             token_of: Vec::new(),
             tokens: Vec::new(),
             call_kinds: Vec::new(),
+            uprobe_at: Vec::new(),
             device_ops: Vec::new(),
             nvtx: Vec::new(),
             markers: Vec::new(),
@@ -212,7 +215,7 @@ impl<'a> Index<'a> {
                     .correlation_id()
                     .and_then(|c| ix.api_by_corr.get(&c).copied()),
             })
-            .map(|a| a.unwrap_or(NO_LAUNCH))
+            .map(|a| a.unwrap_or(NO_RECORD))
             .collect();
         ix.token_by_corr = token_ix_by_corr
             .iter()
@@ -280,9 +283,14 @@ impl<'a> Index<'a> {
             calls.sort_by_key(key);
             t.calls = calls;
         }
+        ix.uprobe_at = vec![NO_RECORD; recs.len()];
         for (a, u) in pairs {
             ix.uprobe_of_api.insert(a, u);
             ix.api_of_uprobe.insert(u, a);
+        }
+        // The map keeps the last pairing of an api record; so does the array.
+        for (&a, &u) in &ix.uprobe_of_api {
+            ix.uprobe_at[a as usize] = u;
         }
         let mut all: Vec<Pos> = ix
             .threads
@@ -345,7 +353,7 @@ impl<'a> Index<'a> {
     pub fn stack(&self, call: Pos) -> Option<&'a [SharedStr]> {
         let u = match self.rec(call) {
             Record::Uprobe { .. } => Some(call),
-            _ => self.uprobe_of_api.get(&call).copied(),
+            _ => Some(self.uprobe_at[call as usize]).filter(|&u| u != NO_RECORD),
         }?;
         match self.rec(u) {
             Record::Uprobe { stack, .. } => Some(stack),
@@ -355,7 +363,7 @@ impl<'a> Index<'a> {
 
     /// The api record that created a CUPTI activity (by correlation id).
     pub fn launch_api(&self, p: Pos) -> Option<Pos> {
-        Some(self.launch_of[p as usize]).filter(|&a| a != NO_LAUNCH)
+        Some(self.launch_of[p as usize]).filter(|&a| a != NO_RECORD)
     }
 
     pub fn thread(&self, tid: u32) -> Option<&ThreadRecs> {

@@ -62,6 +62,37 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
 
 /// Derives the view `spec` of `bundle`, named by `key`'s opaque id of the bundle.
 pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derived {
+    let removed = lost(bundle, &bundle.trace, spec);
+    let records: Vec<Record> = bundle
+        .trace
+        .iter()
+        .filter(|r| in_view(spec, &removed, r))
+        .cloned()
+        .collect();
+    finish(bundle, spec, key, records, removed)
+}
+
+/// [`derive_with_key`] for a caller done with the bundle's records: they move into the
+/// view instead of being copied, and `bundle.trace` is left empty, so one process holds
+/// a large case's records once (`causalbench measure large`). The same view.
+pub fn derive_taking_trace(bundle: &mut Bundle, spec: ViewSpec, key: &ViewKey) -> Derived {
+    let trace = std::mem::take(&mut bundle.trace);
+    let removed = lost(bundle, &trace, spec);
+    let records: Vec<Record> = trace
+        .into_iter()
+        .filter(|r| in_view(spec, &removed, r))
+        .collect();
+    finish(bundle, spec, key, records, removed)
+}
+
+/// Whether record `r` of the bundle is in the view: its collectors and mode keep it
+/// and synthetic loss did not remove it.
+fn in_view(spec: ViewSpec, removed: &RidSet, r: &Record) -> bool {
+    ViewSpec::keeps(spec.collectors, spec.mode, r) && !removed.contains(&r.rid())
+}
+
+/// The rids synthetic loss removes from the view `spec` of the bundle's records `trace`.
+fn lost(bundle: &Bundle, trace: &[Record], spec: ViewSpec) -> RidSet {
     let truth = &bundle.ground_truth;
     let launchers = launching_calls(truth);
     // Loss never removes what a query may point at: the symptom's records and its launching call's.
@@ -75,23 +106,29 @@ pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derive
         })
         .collect();
     let kept = |r: &Record| ViewSpec::keeps(spec.collectors, spec.mode, r);
-    let removed: RidSet = match spec.loss {
+    match spec.loss {
         LossSpec::None => RidSet::default(),
-        LossSpec::Uniform { rate, seed } => bundle
-            .trace
+        LossSpec::Uniform { rate, seed } => trace
             .iter()
             .filter(|r| kept(r) && !protected.contains(&r.rid()))
             .filter(|r| unit(seed ^ r.rid().wrapping_mul(0x9E37_79B9_7F4A_7C15)) < rate)
             .map(|r| r.rid())
             .collect(),
-        LossSpec::Targeted { seed } => targeted(bundle, truth, seed, &kept, &protected),
-    };
-    let records: Vec<Record> = bundle
-        .trace
-        .iter()
-        .filter(|r| kept(r) && !removed.contains(&r.rid()))
-        .cloned()
-        .collect();
+        LossSpec::Targeted { seed } => targeted(trace, truth, seed, &kept, &protected),
+    }
+}
+
+/// The view of `records` (the bundle's records that are in it): its queries, loss
+/// accounting and opaque id.
+fn finish(
+    bundle: &Bundle,
+    spec: ViewSpec,
+    key: &ViewKey,
+    records: Vec<Record>,
+    removed: RidSet,
+) -> Derived {
+    let truth = &bundle.ground_truth;
+    let launchers = launching_calls(truth);
     // Only the rids a query may point at are looked up in the view.
     let asked: RidSet = truth
         .symptoms
@@ -207,7 +244,7 @@ fn query_rid(
 /// Targeted loss: for each symptom, one record on its true critical path whose
 /// removal hides a node (a node seen through one record only), chosen by seed.
 fn targeted(
-    bundle: &Bundle,
+    trace: &[Record],
     truth: &GroundTruth,
     seed: u64,
     kept: &dyn Fn(&Record) -> bool,
@@ -219,7 +256,7 @@ fn targeted(
         .flat_map(|s| s.critical_path.iter())
         .flat_map(|&n| truth.nodes[n as usize].rids.iter().copied())
         .collect();
-    let visible = present(bundle.trace.iter().filter(|r| kept(r)), &on_paths);
+    let visible = present(trace.iter().filter(|r| kept(r)), &on_paths);
     let mut out = RidSet::default();
     for (i, s) in truth.symptoms.iter().enumerate() {
         let path: Vec<NodeId> = s

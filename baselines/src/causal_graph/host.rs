@@ -210,11 +210,7 @@ impl Graph<'_> {
                 // between the previous op and this one is a missing program-order
                 // predecessor.
                 if markers_present {
-                    if let Some(t) = ix
-                        .rec(p)
-                        .correlation_id()
-                        .and_then(|c| ix.token_by_corr.get(&c))
-                    {
+                    if let Some(t) = ix.token(p) {
                         let task_tok = task.and_then(|tb| match ix.rec(tb) {
                             Record::Marker { token, .. } => Some(token),
                             _ => None,
