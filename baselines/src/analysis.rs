@@ -4,7 +4,7 @@
 
 use crate::index::{median, Index, Pos};
 use ground_truth::trace::{CopyDirection, HostMemory, Record};
-use ground_truth::{CauseLabel, Ns, Phases, RankedCause};
+use ground_truth::{CauseLabel, Ns, Phases, RankedCause, SharedStr};
 use std::collections::HashMap;
 
 /// Lateness below this is noise (ns).
@@ -13,7 +13,7 @@ pub const NOISE_NS: f64 = 20_000.0;
 /// What makes two device ops "the same operation" for peer comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PeerKey {
-    Kernel(String),
+    Kernel(SharedStr),
     GraphNode(u32, u64),
     Copy(CopyDirection, HostMemory, u64),
     /// Copies of one direction and memory kind on one stream, whatever their
@@ -25,7 +25,7 @@ pub enum PeerKey {
 
 pub fn peer_key(r: &Record) -> Option<PeerKey> {
     match r {
-        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.to_string())),
+        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.clone())),
         Record::Memcpy {
             direction,
             memory,

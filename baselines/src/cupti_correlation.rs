@@ -61,12 +61,8 @@ impl Profiler for CuptiCorrelation {
         for tid in tids {
             let mut cur: Option<String> = None;
             for &a in &ix.threads[&tid].apis {
-                if let Some(t) = ix
-                    .rec(a)
-                    .correlation_id()
-                    .and_then(|c| ix.token_by_corr.get(&c))
-                {
-                    cur = Some(t.clone());
+                if let Some(t) = ix.token(a) {
+                    cur = Some(t.to_string());
                 }
                 if let Some(t) = &cur {
                     token_at_call.insert(a, t.clone());

@@ -6,10 +6,24 @@
 
 use ground_truth::trace::{MarkerPhase, Record, Rid, SwitchReason};
 use ground_truth::{Ns, SharedStr, TraceView};
-use std::collections::HashMap;
 
 /// Position of a record in `view.records`.
 pub type Pos = u32;
+
+/// The index's maps: keyed by small integers (rids, positions, correlation ids,
+/// thread ids) that need no protection against chosen collisions, so a fast hasher.
+/// Nothing reads them in iteration order (every such walk sorts first).
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
+/// The activities of one correlation id: one for most launches, a graph launch's
+/// kernels otherwise (kept inline: a view holds millions of launches).
+pub type Activities = smallvec::SmallVec<[Pos; 1]>;
+
+/// An entry of the index's by-position arrays that names no record.
+const NO_RECORD: Pos = Pos::MAX;
+
+/// `Index::token_of` for a record without a request token.
+const NO_TOKEN: u32 = u32::MAX;
 
 /// What an API call (or a uprobe on a driver entry point) does, from its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,7 +45,7 @@ impl CallKind {
     /// Classifies a runtime or driver entry point by name. Every launch flavour
     /// counts as a launch (HTA PR 271: `cuLaunchKernelEx` was missed).
     pub fn of(name: &str) -> CallKind {
-        let n = name.to_ascii_lowercase();
+        let n = AsciiCaseless(name);
         if n.contains("graphlaunch") {
             CallKind::GraphLaunch
         } else if n.contains("launch") {
@@ -87,16 +101,28 @@ pub struct ThreadRecs {
 pub struct Index<'a> {
     pub view: &'a TraceView,
     pub recs: &'a [Record],
-    pub pos_of: HashMap<Rid, Pos>,
-    pub api_by_corr: HashMap<u32, Pos>,
+    pub pos_of: FastMap<Rid, Pos>,
+    pub api_by_corr: FastMap<u32, Pos>,
     /// CUPTI activity records (device ops, cuda_event, sync) by correlation id.
-    pub acts_by_corr: HashMap<u32, Vec<Pos>>,
+    pub acts_by_corr: FastMap<u32, Activities>,
     /// Request token from external correlation records, by correlation id.
-    pub token_by_corr: HashMap<u32, String>,
-    pub threads: HashMap<u32, ThreadRecs>,
+    pub token_by_corr: FastMap<u32, SharedStr>,
+    pub threads: FastMap<u32, ThreadRecs>,
     /// api position → uprobe position, and back (same thread, uprobe inside the call).
-    pub uprobe_of_api: HashMap<Pos, Pos>,
-    pub api_of_uprobe: HashMap<Pos, Pos>,
+    pub uprobe_of_api: FastMap<Pos, Pos>,
+    pub api_of_uprobe: FastMap<Pos, Pos>,
+    /// Each record's launching API record ([`Index::launch_api`]), by position
+    /// (`NO_RECORD` for none): asked for many times per op, looked up once.
+    launch_of: Vec<Pos>,
+    /// Each record's [`Index::token`], by position: an index into `tokens`
+    /// (`NO_TOKEN` for none).
+    token_of: Vec<u32>,
+    /// The distinct request tokens of the external correlation records.
+    tokens: Vec<SharedStr>,
+    /// Each api record's paired uprobe (`uprobe_of_api`) by position (`NO_RECORD` for none).
+    uprobe_at: Vec<Pos>,
+    /// Each host call's [`CallKind`] by position ([`CallKind::Other`] for other records).
+    call_kinds: Vec<CallKind>,
     /// Kernels, copies and memsets, sorted by start.
     pub device_ops: Vec<Pos>,
     /// All NVTX ranges, sorted by start.
@@ -113,18 +139,26 @@ impl<'a> Index<'a> {
         let mut ix = Index {
             view,
             recs,
-            pos_of: HashMap::with_capacity(recs.len()),
-            api_by_corr: HashMap::new(),
-            acts_by_corr: HashMap::new(),
-            token_by_corr: HashMap::new(),
-            threads: HashMap::new(),
-            uprobe_of_api: HashMap::new(),
-            api_of_uprobe: HashMap::new(),
+            pos_of: FastMap::with_capacity_and_hasher(recs.len(), Default::default()),
+            api_by_corr: FastMap::default(),
+            acts_by_corr: FastMap::default(),
+            token_by_corr: FastMap::default(),
+            threads: FastMap::default(),
+            uprobe_of_api: FastMap::default(),
+            api_of_uprobe: FastMap::default(),
+            launch_of: Vec::new(),
+            token_of: Vec::new(),
+            tokens: Vec::new(),
+            call_kinds: Vec::new(),
+            uprobe_at: Vec::new(),
             device_ops: Vec::new(),
             nvtx: Vec::new(),
             markers: Vec::new(),
             all_calls: Vec::new(),
         };
+        // One allocation per distinct token, however many launches carry it.
+        let mut token_ix: FastMap<u64, u32> = FastMap::default();
+        let mut token_ix_by_corr: FastMap<u32, u32> = FastMap::default();
         for (i, r) in recs.iter().enumerate() {
             let p = i as Pos;
             ix.pos_of.insert(r.rid(), p);
@@ -153,8 +187,11 @@ impl<'a> Index<'a> {
                     ..
                 } => {
                     if external_kind.is_empty() || external_kind == "request" {
-                        ix.token_by_corr
-                            .insert(*correlation_id, external_id.to_string());
+                        let t = *token_ix.entry(*external_id).or_insert_with(|| {
+                            ix.tokens.push(external_id.to_string().into());
+                            (ix.tokens.len() - 1) as u32
+                        });
+                        token_ix_by_corr.insert(*correlation_id, t);
                     }
                 }
                 Record::Nvtx { tid, .. } => {
@@ -170,6 +207,41 @@ impl<'a> Index<'a> {
                 Record::PageFault { tid, .. } => ix.threads.entry(*tid).or_default().faults.push(p),
             }
         }
+        ix.launch_of = recs
+            .iter()
+            .map(|r| match r {
+                Record::Api { .. } => None,
+                _ => r
+                    .correlation_id()
+                    .and_then(|c| ix.api_by_corr.get(&c).copied()),
+            })
+            .map(|a| a.unwrap_or(NO_RECORD))
+            .collect();
+        ix.token_by_corr = token_ix_by_corr
+            .iter()
+            .map(|(&c, &t)| (c, ix.tokens[t as usize].clone()))
+            .collect();
+        ix.token_of = recs
+            .iter()
+            .map(|r| {
+                r.correlation_id()
+                    .and_then(|c| token_ix_by_corr.get(&c).copied())
+                    .unwrap_or(NO_TOKEN)
+            })
+            .collect();
+        // Classified once per distinct name (names are shared strings).
+        let mut kinds: FastMap<(*const u8, usize), CallKind> = FastMap::default();
+        ix.call_kinds = (0..recs.len() as Pos)
+            .map(|p| match recs[p as usize] {
+                Record::Api { ref name, .. }
+                | Record::Uprobe {
+                    function: ref name, ..
+                } => *kinds
+                    .entry((name.as_ptr(), name.len()))
+                    .or_insert_with(|| CallKind::of(name)),
+                _ => CallKind::Other,
+            })
+            .collect();
         let key = |p: &Pos| (recs[*p as usize].interval().0, recs[*p as usize].rid());
         ix.device_ops.sort_by_key(key);
         ix.nvtx.sort_by_key(key);
@@ -211,9 +283,14 @@ impl<'a> Index<'a> {
             calls.sort_by_key(key);
             t.calls = calls;
         }
+        ix.uprobe_at = vec![NO_RECORD; recs.len()];
         for (a, u) in pairs {
             ix.uprobe_of_api.insert(a, u);
             ix.api_of_uprobe.insert(u, a);
+        }
+        // The map keeps the last pairing of an api record; so does the array.
+        for (&a, &u) in &ix.uprobe_of_api {
+            ix.uprobe_at[a as usize] = u;
         }
         let mut all: Vec<Pos> = ix
             .threads
@@ -263,14 +340,20 @@ impl<'a> Index<'a> {
     }
 
     pub fn call_kind(&self, p: Pos) -> CallKind {
-        CallKind::of(self.call_name(p))
+        self.call_kinds[p as usize]
+    }
+
+    /// The request token of a record's correlation id (external correlation records).
+    pub fn token(&self, p: Pos) -> Option<&SharedStr> {
+        let t = self.token_of[p as usize];
+        (t != NO_TOKEN).then(|| &self.tokens[t as usize])
     }
 
     /// The uprobe stack of a host call, if any collector saw one.
     pub fn stack(&self, call: Pos) -> Option<&'a [SharedStr]> {
         let u = match self.rec(call) {
             Record::Uprobe { .. } => Some(call),
-            _ => self.uprobe_of_api.get(&call).copied(),
+            _ => Some(self.uprobe_at[call as usize]).filter(|&u| u != NO_RECORD),
         }?;
         match self.rec(u) {
             Record::Uprobe { stack, .. } => Some(stack),
@@ -280,12 +363,7 @@ impl<'a> Index<'a> {
 
     /// The api record that created a CUPTI activity (by correlation id).
     pub fn launch_api(&self, p: Pos) -> Option<Pos> {
-        let r = self.rec(p);
-        if matches!(r, Record::Api { .. }) {
-            return None;
-        }
-        r.correlation_id()
-            .and_then(|c| self.api_by_corr.get(&c).copied())
+        Some(self.launch_of[p as usize]).filter(|&a| a != NO_RECORD)
     }
 
     pub fn thread(&self, tid: u32) -> Option<&ThreadRecs> {
@@ -428,6 +506,19 @@ pub fn call_site_frame(stack: &[SharedStr]) -> Option<&str> {
         .find(|f| !is_library_frame(f))
 }
 
+/// [`call_site_frame`], remembering in `library` which frames (shared strings, by
+/// address) are library frames: the same few frames repeat on every launch.
+pub(crate) fn call_site_frame_memo<'s>(
+    stack: &'s [SharedStr],
+    library: &mut FastMap<(*const u8, usize), bool>,
+) -> Option<&'s str> {
+    stack.iter().map(|s| s.as_str()).find(|f| {
+        !*library
+            .entry((f.as_ptr(), f.len()))
+            .or_insert_with(|| is_library_frame(f))
+    })
+}
+
 fn is_library_frame(frame: &str) -> bool {
     let f = frame.trim();
     if f.is_empty()
@@ -436,7 +527,7 @@ fn is_library_frame(frame: &str) -> bool {
     {
         return true;
     }
-    let lower = f.to_ascii_lowercase();
+    let lower = AsciiCaseless(f);
     const LIBS: [&str; 8] = [
         "libcuda",
         "libcudart",
@@ -461,6 +552,23 @@ fn is_library_frame(frame: &str) -> bool {
             .is_some_and(|c| c.is_ascii_uppercase())
     };
     is_cuda_symbol(sym, "cuda") || is_cuda_symbol(sym, "cu") || sym.starts_with("__cuda")
+}
+
+/// A string searched as its ASCII lowercase would be, without making that copy
+/// (names are classified once per record).
+struct AsciiCaseless<'a>(&'a str);
+
+impl AsciiCaseless<'_> {
+    /// Whether the lowercased string contains `needle` (lowercase ASCII).
+    fn contains(&self, needle: &str) -> bool {
+        let (hay, needle) = (self.0.as_bytes(), needle.as_bytes());
+        needle.is_empty()
+            || hay.windows(needle.len()).any(|w| {
+                w.iter()
+                    .zip(needle)
+                    .all(|(h, n)| h.to_ascii_lowercase() == *n)
+            })
+    }
 }
 
 /// Median of a list (NaN-free); `None` for an empty list.

@@ -3,7 +3,9 @@
 //! encoding, docs/records.md), deriving a view, writing and reading it, the reference
 //! profiler's analysis and the score. Each stage's wall time and its own peak resident
 //! memory (the kernel's high-water mark, reset before the stage) are printed, so a
-//! regression names its stage.
+//! regression names its stage. `--in-process` leaves the files out: record → view →
+//! causal-graph → score only, the bundle's records moved into the view rather than
+//! copied (`views::derive_taking_trace`).
 
 use crate::Failure;
 use ground_truth::io::Readable;
@@ -23,6 +25,10 @@ pub struct LargeArgs {
     /// removed afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Only the stages one process carries a case through (record, view, causal-graph,
+    /// score): no bundle or view file is written or read.
+    #[arg(long, conflicts_with = "dir")]
+    pub in_process: bool,
 }
 
 /// The launch-bound case of about `ops` kernel launches (`generator::sim::launch_bound_scenario`,
@@ -104,7 +110,7 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
             temp.clone()
         }
     };
-    let result = stages(&scenario, &dir);
+    let result = stages(&scenario, &dir, !args.in_process);
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -165,11 +171,11 @@ fn write_and_read<T: Readable>(
     })
 }
 
-fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
+fn stages(scenario: &Scenario, dir: &Path, files: bool) -> Result<Measured, Failure> {
     use generator::Backend;
     let mut stages = Vec::new();
     let backend = generator::sim::SimBackend::default();
-    let bundle = stage(&mut stages, "record", || {
+    let mut bundle = stage(&mut stages, "record", || {
         let b = backend
             .record(scenario, 0)
             .map_err(|e| Failure::failed(format!("recording {}: {e}", scenario.name)))?;
@@ -177,27 +183,33 @@ fn stages(scenario: &Scenario, dir: &Path) -> Result<Measured, Failure> {
         Ok((b, note))
     })?;
     let records = bundle.trace.len();
-    for (encoding, file) in [
-        ("JSON", "large.bundle.json"),
-        ("compact", "large.bundle.msgpack"),
-    ] {
-        write_and_read(&mut stages, &bundle, encoding, &dir.join(file))?;
+    if files {
+        for (encoding, file) in [
+            ("JSON", "large.bundle.json"),
+            ("compact", "large.bundle.msgpack"),
+        ] {
+            write_and_read(&mut stages, &bundle, encoding, &dir.join(file))?;
+        }
     }
     let spec = ViewSpec {
         collectors: Collectors::Combined,
         mode: Mode::Instrumented,
         loss: LossSpec::None,
     };
+    // The bundle's records move into the view (the score reads only the ground truth):
+    // the process holds them once, as one that carries a case through does.
     let view = stage(&mut stages, "view", || {
-        let v = views::derive(&bundle, spec).view;
+        let v = views::derive_taking_trace(&mut bundle, spec, views::ViewKey::process()).view;
         let note = format!("{} view records", v.records.len());
         Ok((v, note))
     })?;
-    for (encoding, file) in [
-        ("JSON", "large.view.json"),
-        ("compact", "large.view.msgpack"),
-    ] {
-        write_and_read(&mut stages, &view, encoding, &dir.join(file))?;
+    if files {
+        for (encoding, file) in [
+            ("JSON", "large.view.json"),
+            ("compact", "large.view.msgpack"),
+        ] {
+            write_and_read(&mut stages, &view, encoding, &dir.join(file))?;
+        }
     }
     let explanation = stage(&mut stages, "causal-graph", || {
         let profiler = baselines::builtin("causal-graph").expect("a built-in profiler");

@@ -16,7 +16,8 @@ use ground_truth::seed::{mix, unit};
 use ground_truth::trace::{Record, Rid};
 use ground_truth::view::{LossSpec, Query, TraceView, ViewSpec};
 use ground_truth::{Bundle, Collectors, LossAccounting, Mode, SCHEMA_VERSION};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 /// The standard views `causalbench run` derives for every bundle.
 pub fn standard_specs(loss_seed: u64) -> Vec<ViewSpec> {
@@ -61,48 +62,92 @@ pub fn derive(bundle: &Bundle, spec: ViewSpec) -> Derived {
 
 /// Derives the view `spec` of `bundle`, named by `key`'s opaque id of the bundle.
 pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derived {
+    let removed = lost(bundle, &bundle.trace, spec);
+    let records: Vec<Record> = bundle
+        .trace
+        .iter()
+        .filter(|r| in_view(spec, &removed, r))
+        .cloned()
+        .collect();
+    finish(bundle, spec, key, records, removed)
+}
+
+/// [`derive_with_key`] for a caller done with the bundle's records: they move into the
+/// view instead of being copied, and `bundle.trace` is left empty, so one process holds
+/// a large case's records once (`causalbench measure large`). The same view.
+pub fn derive_taking_trace(bundle: &mut Bundle, spec: ViewSpec, key: &ViewKey) -> Derived {
+    let trace = std::mem::take(&mut bundle.trace);
+    let removed = lost(bundle, &trace, spec);
+    let records: Vec<Record> = trace
+        .into_iter()
+        .filter(|r| in_view(spec, &removed, r))
+        .collect();
+    finish(bundle, spec, key, records, removed)
+}
+
+/// Whether record `r` of the bundle is in the view: its collectors and mode keep it
+/// and synthetic loss did not remove it.
+fn in_view(spec: ViewSpec, removed: &RidSet, r: &Record) -> bool {
+    ViewSpec::keeps(spec.collectors, spec.mode, r) && !removed.contains(&r.rid())
+}
+
+/// The rids synthetic loss removes from the view `spec` of the bundle's records `trace`.
+fn lost(bundle: &Bundle, trace: &[Record], spec: ViewSpec) -> RidSet {
     let truth = &bundle.ground_truth;
+    let launchers = launching_calls(truth);
     // Loss never removes what a query may point at: the symptom's records and its launching call's.
-    let protected: HashSet<Rid> = truth
+    let protected: RidSet = truth
         .symptoms
         .iter()
         .flat_map(|s| {
-            let launch = truth
-                .edges
-                .iter()
-                .filter(move |e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)
-                .map(|e| e.src);
             std::iter::once(s.node)
-                .chain(launch)
+                .chain(launchers.get(&s.node).into_iter().flatten().copied())
                 .flat_map(|n| truth.nodes[n as usize].rids.iter().copied())
         })
         .collect();
     let kept = |r: &Record| ViewSpec::keeps(spec.collectors, spec.mode, r);
-    let removed: HashSet<Rid> = match spec.loss {
-        LossSpec::None => HashSet::new(),
-        LossSpec::Uniform { rate, seed } => bundle
-            .trace
+    match spec.loss {
+        LossSpec::None => RidSet::default(),
+        LossSpec::Uniform { rate, seed } => trace
             .iter()
             .filter(|r| kept(r) && !protected.contains(&r.rid()))
             .filter(|r| unit(seed ^ r.rid().wrapping_mul(0x9E37_79B9_7F4A_7C15)) < rate)
             .map(|r| r.rid())
             .collect(),
-        LossSpec::Targeted { seed } => targeted(bundle, truth, seed, &kept, &protected),
-    };
-    let records: Vec<Record> = bundle
-        .trace
+        LossSpec::Targeted { seed } => targeted(trace, truth, seed, &kept, &protected),
+    }
+}
+
+/// The view of `records` (the bundle's records that are in it): its queries, loss
+/// accounting and opaque id.
+fn finish(
+    bundle: &Bundle,
+    spec: ViewSpec,
+    key: &ViewKey,
+    records: Vec<Record>,
+    removed: RidSet,
+) -> Derived {
+    let truth = &bundle.ground_truth;
+    let launchers = launching_calls(truth);
+    // Only the rids a query may point at are looked up in the view.
+    let asked: RidSet = truth
+        .symptoms
         .iter()
-        .filter(|r| kept(r) && !removed.contains(&r.rid()))
-        .cloned()
+        .flat_map(|s| {
+            let nodes = std::iter::once(s.node)
+                .chain(launchers.get(&s.node).into_iter().flatten().copied());
+            std::iter::once(s.rid)
+                .chain(nodes.flat_map(|n| truth.nodes[n as usize].rids.iter().copied()))
+        })
         .collect();
-    let kept_rids: HashSet<Rid> = records.iter().map(|r| r.rid()).collect();
+    let kept_rids = present(records.iter(), &asked);
     let queries = truth
         .symptoms
         .iter()
         .filter_map(|s| {
             Some(Query {
                 id: s.id.clone(),
-                rid: query_rid(truth, s, &kept_rids)?,
+                rid: query_rid(truth, &launchers, s, &kept_rids)?,
                 question: s.question,
             })
         })
@@ -145,10 +190,39 @@ pub fn derive_with_key(bundle: &Bundle, spec: ViewSpec, key: &ViewKey) -> Derive
     }
 }
 
+/// Sets of rids: small integers chosen by the recorder, so a fast hasher.
+type RidSet = HashSet<Rid, BuildHasherDefault<rustc_hash::FxHasher>>;
+
+/// The launching calls of each symptom's node (the sources of its `launch` edges, in
+/// edge order), found in one pass over the edges.
+fn launching_calls(truth: &GroundTruth) -> HashMap<NodeId, Vec<NodeId>> {
+    let symptom_nodes: HashSet<NodeId> = truth.symptoms.iter().map(|s| s.node).collect();
+    let mut out: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    for e in &truth.edges {
+        if e.kind == ground_truth::EdgeType::Launch && symptom_nodes.contains(&e.dst) {
+            out.entry(e.dst).or_default().push(e.src);
+        }
+    }
+    out
+}
+
+/// Which of the rids `asked` belong to one of `records`.
+fn present<'a>(records: impl Iterator<Item = &'a Record>, asked: &RidSet) -> RidSet {
+    records
+        .map(|r| r.rid())
+        .filter(|rid| asked.contains(rid))
+        .collect()
+}
+
 /// The record a view asks about: the symptom's own record when the view has it;
 /// otherwise (a host-only view cannot see device activity) the record of the
 /// call that launched it, which is as close as that collector gets.
-fn query_rid(truth: &GroundTruth, s: &ground_truth::Symptom, kept: &HashSet<Rid>) -> Option<Rid> {
+fn query_rid(
+    truth: &GroundTruth,
+    launchers: &HashMap<NodeId, Vec<NodeId>>,
+    s: &ground_truth::Symptom,
+    kept: &RidSet,
+) -> Option<Rid> {
     if kept.contains(&s.rid) {
         return Some(s.rid);
     }
@@ -158,11 +232,7 @@ fn query_rid(truth: &GroundTruth, s: &ground_truth::Symptom, kept: &HashSet<Rid>
         .copied()
         .find(|r| kept.contains(r));
     own.or_else(|| {
-        let parent = truth
-            .edges
-            .iter()
-            .find(|e| e.dst == s.node && e.kind == ground_truth::EdgeType::Launch)?
-            .src;
+        let parent = *launchers.get(&s.node)?.first()?;
         truth.nodes[parent as usize]
             .rids
             .iter()
@@ -174,19 +244,20 @@ fn query_rid(truth: &GroundTruth, s: &ground_truth::Symptom, kept: &HashSet<Rid>
 /// Targeted loss: for each symptom, one record on its true critical path whose
 /// removal hides a node (a node seen through one record only), chosen by seed.
 fn targeted(
-    bundle: &Bundle,
+    trace: &[Record],
     truth: &GroundTruth,
     seed: u64,
     kept: &dyn Fn(&Record) -> bool,
-    protected: &HashSet<Rid>,
-) -> HashSet<Rid> {
-    let visible: HashSet<Rid> = bundle
-        .trace
+    protected: &RidSet,
+) -> RidSet {
+    let on_paths: RidSet = truth
+        .symptoms
         .iter()
-        .filter(|r| kept(r))
-        .map(|r| r.rid())
+        .flat_map(|s| s.critical_path.iter())
+        .flat_map(|&n| truth.nodes[n as usize].rids.iter().copied())
         .collect();
-    let mut out = HashSet::new();
+    let visible = present(trace.iter().filter(|r| kept(r)), &on_paths);
+    let mut out = RidSet::default();
     for (i, s) in truth.symptoms.iter().enumerate() {
         let path: Vec<NodeId> = s
             .critical_path

@@ -49,6 +49,18 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
+    fn taking_the_trace_derives_the_same_view(i in 0usize..27, spec in spec_strategy()) {
+        let b = &bundles()[i];
+        let key = views::ViewKey::random();
+        let copied = views::derive_with_key(b, spec, &key);
+        let mut owned = b.clone();
+        let taken = views::derive_taking_trace(&mut owned, spec, &key);
+        prop_assert!(owned.trace.is_empty());
+        prop_assert_eq!(&taken.view, &copied.view);
+        prop_assert_eq!(&taken.removed, &copied.removed);
+    }
+
+    #[test]
     fn views_hide_what_they_removed(i in 0usize..27, spec in spec_strategy()) {
         let b = &bundles()[i];
         let d = views::derive(b, spec);

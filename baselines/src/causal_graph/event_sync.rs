@@ -2,17 +2,17 @@
 //! (device work → the blocking host call that waited for it).
 
 use super::graph::Graph;
+use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{HostMemory, MarkerPhase, Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
-use std::collections::HashMap;
 
 impl Graph<'_> {
     /// Event record → wait (by event_sync_id), and device work → blocking host calls.
     pub(super) fn event_and_sync_edges(&mut self) {
         let ix = &self.ix;
-        let mut by_esid: HashMap<u64, Pos> = HashMap::new();
-        let mut by_handle: HashMap<u64, Vec<Pos>> = HashMap::new();
+        let mut by_esid: FastMap<u64, Pos> = FastMap::default();
+        let mut by_handle: FastMap<u64, Vec<Pos>> = FastMap::default();
         let mut syncs = Vec::new();
         for (i, r) in ix.recs.iter().enumerate() {
             let p = i as Pos;

@@ -2,11 +2,11 @@
 //! that build it in order, and the incoming-edge index the diagnosis walks.
 
 use crate::analysis::Peers;
+use crate::index::FastMap;
 use crate::index::{Index, Pos};
 use ground_truth::trace::Source;
 use ground_truth::view::LossSpec;
 use ground_truth::{EdgeType, Evidence, Ns, TraceView};
-use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct E {
@@ -32,11 +32,11 @@ pub(crate) struct Graph<'a> {
     /// CSR of incoming edges by destination position.
     pub(super) in_off: Vec<u32>,
     pub(super) in_idx: Vec<u32>,
-    pub(super) missing_at: HashMap<Pos, usize>,
+    pub(super) missing_at: FastMap<Pos, usize>,
     pub loss_plausible: bool,
     /// Per stream: (enqueue key, the unit's exits) in order; a graph launch exits
     /// through its sinks.
-    pub(super) stream_units: HashMap<u32, Vec<(Ns, Vec<Pos>)>>,
+    pub(super) stream_units: FastMap<u32, Vec<(Ns, Vec<Pos>)>>,
     /// Launch calls known to be lost (their activity survived): (request token, when).
     pub(super) lost_calls: Vec<(Option<String>, Ns)>,
     /// Whether the view has CUPTI records / eBPF host records at all.
@@ -47,9 +47,9 @@ pub(crate) struct Graph<'a> {
     /// When each stream wait was satisfied on the device: CUPTI's SYNCHRONIZATION
     /// record of a wait spans the host call, so the device-side moment is the
     /// completion of the event record it joins to (by `event_sync_id`).
-    pub(super) wait_satisfied: HashMap<Pos, Ns>,
+    pub(super) wait_satisfied: FastMap<Pos, Ns>,
     /// Each device op's position among its operation's instances in its request.
-    pub(super) position: HashMap<Pos, u32>,
+    pub(super) position: Vec<u32>,
 }
 
 impl<'a> Graph<'a> {
@@ -65,15 +65,15 @@ impl<'a> Graph<'a> {
             missing: Vec::new(),
             in_off: Vec::new(),
             in_idx: Vec::new(),
-            missing_at: HashMap::new(),
+            missing_at: FastMap::default(),
             loss_plausible,
-            stream_units: HashMap::new(),
+            stream_units: FastMap::default(),
             lost_calls: Vec::new(),
             has_cupti: view.records.iter().any(|r| r.source() == Source::Cupti),
             has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
             graph_lost: Default::default(),
-            wait_satisfied: HashMap::new(),
-            position: HashMap::new(),
+            wait_satisfied: FastMap::default(),
+            position: Vec::new(),
         };
         g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();

@@ -2,9 +2,9 @@
 //! consistent over replays (CUPTI does not report graph topology).
 
 use super::graph::Graph;
+use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::Record;
-use std::collections::HashMap;
 
 impl Graph<'_> {
     /// Dependencies between nodes of one graph launch, inferred from timing
@@ -12,7 +12,7 @@ impl Graph<'_> {
     pub(super) fn infer_graph_edges(&self) -> Vec<(Pos, Pos, f64)> {
         let ix = &self.ix;
         // (graph_id) → launches (corr) → nodes.
-        let mut launches: HashMap<(u32, u32), Vec<Pos>> = HashMap::new();
+        let mut launches: FastMap<(u32, u32), Vec<Pos>> = FastMap::default();
         for &p in &ix.device_ops {
             if let Record::Kernel {
                 graph_id,
@@ -40,8 +40,8 @@ impl Graph<'_> {
         // Per graph: (a, b) node ids → (launches where a ended before b started,
         // launches where b started while a ran). A dependency is consistent with
         // every launch; one overlap rules it out.
-        let mut order: HashMap<(u32, u64, u64), (u32, u32)> = HashMap::new();
-        let mut replays: HashMap<u32, u32> = HashMap::new();
+        let mut order: FastMap<(u32, u64, u64), (u32, u32)> = FastMap::default();
+        let mut replays: FastMap<u32, u32> = FastMap::default();
         for k in &keys {
             *replays.entry(k.0).or_default() += 1;
             let nodes = &launches[k];
@@ -63,13 +63,13 @@ impl Graph<'_> {
         // Candidate predecessors: always finished before the node started. Keep
         // every one of them (fan-in) except those implied through another
         // candidate (a → c → b makes a → b redundant): the transitive reduction.
-        let mut cands: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
+        let mut cands: FastMap<(u32, u64), Vec<u64>> = FastMap::default();
         for (&(gid, a, b), &(before, overlap)) in &order {
             if before > 0 && overlap == 0 {
                 cands.entry((gid, b)).or_default().push(a);
             }
         }
-        let mut preds_of: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
+        let mut preds_of: FastMap<(u32, u64), Vec<u64>> = FastMap::default();
         for (&(gid, b), v) in &cands {
             let implied = |a: u64| {
                 v.iter()
@@ -84,7 +84,7 @@ impl Graph<'_> {
         let mut out = Vec::new();
         for k in &keys {
             let nodes = &launches[k];
-            let by_id: HashMap<u64, Pos> = nodes.iter().map(|&p| (node_id(p), p)).collect();
+            let by_id: FastMap<u64, Pos> = nodes.iter().map(|&p| (node_id(p), p)).collect();
             for &b in nodes {
                 let Some(ps) = preds_of.get(&(k.0, node_id(b))) else {
                     continue;

@@ -3,10 +3,10 @@
 
 use super::graph::{Graph, E};
 use crate::analysis::NOISE_NS;
+use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{EdgeType, Evidence, Ns};
-use std::collections::HashMap;
 
 impl Graph<'_> {
     /// Request, handoff, host-order and fault edges on the host side.
@@ -17,8 +17,8 @@ impl Graph<'_> {
         let mut miss_kind: Vec<(Pos, EdgeType)> = Vec::new();
         let markers_present = !ix.markers.is_empty();
         // Enqueue markers by (queue, token), in time order.
-        let mut enq: HashMap<(&str, &str), Vec<Pos>> = HashMap::new();
-        let mut req: HashMap<&str, Pos> = HashMap::new();
+        let mut enq: FastMap<(&str, &str), Vec<Pos>> = FastMap::default();
+        let mut req: FastMap<&str, Pos> = FastMap::default();
         for &m in &ix.markers {
             if let Record::Marker {
                 phase,
@@ -78,7 +78,7 @@ impl Graph<'_> {
             }
         }
         // Where lost launch calls were made: the thread running their request then.
-        let mut tasks_of_token: HashMap<&str, Vec<(Ns, u32)>> = HashMap::new();
+        let mut tasks_of_token: FastMap<&str, Vec<(Ns, u32)>> = FastMap::default();
         for &m in &ix.markers {
             if let Record::Marker {
                 phase: MarkerPhase::TaskBegin,
@@ -94,7 +94,7 @@ impl Graph<'_> {
                     .push((*ts, *tid));
             }
         }
-        let mut lost_on: HashMap<u32, Vec<Ns>> = HashMap::new();
+        let mut lost_on: FastMap<u32, Vec<Ns>> = FastMap::default();
         for (tok, q) in &self.lost_calls {
             let Some(v) = tok.as_deref().and_then(|t| tasks_of_token.get(t)) else {
                 continue;
@@ -210,11 +210,7 @@ impl Graph<'_> {
                 // between the previous op and this one is a missing program-order
                 // predecessor.
                 if markers_present {
-                    if let Some(t) = ix
-                        .rec(p)
-                        .correlation_id()
-                        .and_then(|c| ix.token_by_corr.get(&c))
-                    {
+                    if let Some(t) = ix.token(p) {
                         let task_tok = task.and_then(|tb| match ix.rec(tb) {
                             Record::Marker { token, .. } => Some(token),
                             _ => None,

@@ -3,10 +3,10 @@
 
 use super::graph::Graph;
 use crate::analysis::{self, NOISE_NS};
+use crate::index::FastMap;
 use crate::index::{median, Pos};
 use ground_truth::trace::Record;
 use ground_truth::{EdgeType, Evidence};
-use std::collections::HashMap;
 
 impl Graph<'_> {
     /// Device work on another stream that held the resource (SMs for kernels,
@@ -18,7 +18,7 @@ impl Graph<'_> {
         by_end.sort_by_key(|&p| (ix.end(p), ix.rid(p)));
         // Typical submitted→start wait of each operation: only an op that waited
         // much longer than its peers was held back by someone else's work.
-        let mut waits: HashMap<analysis::PeerKey, Vec<f64>> = HashMap::new();
+        let mut waits: FastMap<analysis::PeerKey, Vec<f64>> = FastMap::default();
         for &p in &ix.device_ops {
             let r = ix.rec(p);
             if let (Some(k), Some((_, s, st, _))) = (analysis::peer_key(r), r.device_times()) {
@@ -27,7 +27,7 @@ impl Graph<'_> {
                 }
             }
         }
-        let typical_wait: HashMap<analysis::PeerKey, f64> = waits
+        let typical_wait: FastMap<analysis::PeerKey, f64> = waits
             .into_iter()
             .filter(|(_, v)| v.len() >= 2)
             .filter_map(|(k, v)| median(v).map(|m| (k, m)))

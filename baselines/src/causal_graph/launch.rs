@@ -2,10 +2,10 @@
 //! for lost launch records, and distrust of visible edges into claimed gaps.
 
 use super::graph::Graph;
+use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{EdgeType, Evidence};
-use std::collections::HashMap;
 
 impl Graph<'_> {
     /// Launch edges by correlation id; `missing` when the API record is absent.
@@ -36,8 +36,10 @@ impl Graph<'_> {
                                 if let Some((q, _, _, _)) =
                                     self.ix.rec(a).device_times().filter(|t| t.0 > 0)
                                 {
-                                    self.lost_calls
-                                        .push((self.ix.token_by_corr.get(&c).cloned(), q));
+                                    self.lost_calls.push((
+                                        self.ix.token_by_corr.get(&c).map(|t| t.to_string()),
+                                        q,
+                                    ));
                                 }
                             }
                         }
@@ -72,7 +74,7 @@ impl Graph<'_> {
         if self.missing.is_empty() {
             return;
         }
-        let gaps: HashMap<(Pos, EdgeType), ()> =
+        let gaps: FastMap<(Pos, EdgeType), ()> =
             self.missing.iter().map(|m| ((m.at, m.kind), ())).collect();
         for e in &mut self.edges {
             if gaps.contains_key(&(e.dst, e.kind)) {

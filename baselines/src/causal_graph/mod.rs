@@ -126,7 +126,8 @@ impl Profiler for CausalGraph {
             out.edge(&g.ix, m.at, m.at, m.kind, Evidence::Missing, m.conf);
         }
         for p in attribution_targets(&g.ix) {
-            out.attribution.push(attribution(&g.ix, p, g.token(p)));
+            out.attribution
+                .push(attribution(&g.ix, p, g.token(p).map(String::from)));
         }
         for q in &view.queries {
             out.diagnoses.push(g.diagnose(q).diagnosis);

@@ -3,10 +3,13 @@
 
 use super::graph::Graph;
 use crate::analysis::{self, NOISE_NS};
-use crate::index::{call_site_frame, median, Pos};
+use crate::index::FastMap;
+use crate::index::{call_site_frame_memo, median, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
-use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, Phases};
-use std::collections::HashMap;
+use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, Phases, SharedStr};
+
+/// `Graph::position` of a record that is no device op with a request token.
+pub(super) const NO_POSITION: u32 = u32::MAX;
 
 /// An op in enqueue order: (enqueue time, rid, position in the view).
 type Placed = (Ns, u64, Pos);
@@ -75,14 +78,20 @@ impl Graph<'_> {
     pub(super) fn call_peers(&self, call: Pos) -> Vec<Pos> {
         let ix = &self.ix;
         let name = ix.call_name(call);
-        let site = ix.stack(call).and_then(call_site_frame);
+        let mut library = FastMap::default();
+        let site = ix
+            .stack(call)
+            .and_then(|s| call_site_frame_memo(s, &mut library));
         ix.all_calls
             .iter()
             .copied()
             .filter(|&c| {
                 c != call
                     && ix.call_name(c) == name
-                    && ix.stack(c).and_then(call_site_frame) == site
+                    && ix
+                        .stack(c)
+                        .and_then(|s| call_site_frame_memo(s, &mut library))
+                        == site
             })
             .collect()
     }
@@ -166,6 +175,11 @@ impl Graph<'_> {
         (total.max(st.desched_ns + st.fault_ns), v)
     }
 
+    /// [`Graph::position`] of `p`.
+    fn position_of(&self, p: Pos) -> Option<u32> {
+        Some(self.position[p as usize]).filter(|&i| i != NO_POSITION)
+    }
+
     /// Peers of a device op: the same operation in other requests of the view —
     /// the same kernel name / copy shape *at the same place*: the same call-site
     /// frame when stacks show it, and the same position among that operation's
@@ -176,20 +190,24 @@ impl Graph<'_> {
     pub(super) fn device_peers(&self, p: Pos) -> Vec<Pos> {
         let ix = &self.ix;
         let all = self.peers.of(ix, p);
-        let site = |k: Pos| {
+        let mut library = FastMap::default();
+        let mut site = |k: Pos| {
             ix.launch_api(k)
                 .and_then(|a| ix.stack(a))
-                .and_then(call_site_frame)
+                .and_then(|s| call_site_frame_memo(s, &mut library))
         };
         let tok = |k: Pos| self.token(k);
         let (my_site, my_tok) = (site(p), tok(p));
-        let my_pos = self.position.get(&p).copied();
-        let placed: Vec<Pos> = all
-            .into_iter()
-            .filter(|&k| site(k) == my_site)
-            .filter(|&k| my_tok.is_none() || tok(k) != my_tok)
-            .filter(|&k| my_tok.is_none() || self.position.get(&k).copied() == my_pos)
-            .collect();
+        let my_pos = self.position_of(p);
+        let mut placed: Vec<Pos> = Vec::new();
+        for k in all {
+            if site(k) == my_site
+                && (my_tok.is_none() || tok(k) != my_tok)
+                && (my_tok.is_none() || self.position_of(k) == my_pos)
+            {
+                placed.push(k);
+            }
+        }
         let stream = ix.rec(p).stream();
         let same_stream: Vec<Pos> = placed
             .iter()
@@ -205,9 +223,9 @@ impl Graph<'_> {
 
     /// Each device op's position among the instances of its operation (peer key)
     /// in its request, in enqueue order; ops without a request token are left out.
-    pub(super) fn positions(&self) -> HashMap<Pos, u32> {
+    pub(super) fn positions(&self) -> Vec<u32> {
         let ix = &self.ix;
-        let mut groups: HashMap<(analysis::PeerKey, String), Vec<Placed>> = HashMap::new();
+        let mut groups: FastMap<(analysis::PeerKey, SharedStr), Vec<Placed>> = FastMap::default();
         for &p in &ix.device_ops {
             let (Some(key), Some(tok)) = (analysis::peer_key(ix.rec(p)), self.token(p)) else {
                 continue;
@@ -217,11 +235,11 @@ impl Graph<'_> {
                 .or_default()
                 .push((self.enqueue_key(p), ix.rid(p), p));
         }
-        let mut out = HashMap::new();
+        let mut out = vec![NO_POSITION; ix.recs.len()];
         for mut v in groups.into_values() {
             v.sort_unstable();
             for (i, &(_, _, p)) in v.iter().enumerate() {
-                out.insert(p, i as u32);
+                out[p as usize] = i as u32;
             }
         }
         out

@@ -3,10 +3,10 @@
 
 use super::graph::Graph;
 use crate::analysis::NOISE_NS;
+use crate::index::FastMap;
 use crate::index::{CallKind, Pos};
 use ground_truth::trace::{HostMemory, Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
-use std::collections::HashMap;
 
 /// Unit of a stream's order: one record, or the kernels of one graph launch.
 pub(super) enum Unit {
@@ -35,7 +35,7 @@ impl Graph<'_> {
     /// Stream order, graph dependencies inside launches, and missing stream predecessors.
     pub(super) fn stream_edges(&mut self) {
         let ix = &self.ix;
-        let mut by_stream: HashMap<u32, Vec<(Ns, Ns, u64, Pos)>> = HashMap::new();
+        let mut by_stream: FastMap<u32, Vec<(Ns, Ns, u64, Pos)>> = FastMap::default();
         for (i, r) in ix.recs.iter().enumerate() {
             let p = i as Pos;
             let item = match r {
@@ -62,8 +62,8 @@ impl Graph<'_> {
         for b in self.graph_lost.take() {
             self.add_missing(b, EdgeType::Graph, mc0);
         }
-        let mut graph_preds: HashMap<Pos, ()> = HashMap::new();
-        let mut graph_succs: HashMap<Pos, ()> = HashMap::new();
+        let mut graph_preds: FastMap<Pos, ()> = FastMap::default();
+        let mut graph_succs: FastMap<Pos, ()> = FastMap::default();
         for &(a, b, conf) in &graph_edges {
             self.add(a, b, EdgeType::Graph, Evidence::Inferred, conf);
             graph_preds.insert(b, ());
@@ -257,9 +257,9 @@ impl Graph<'_> {
     }
 
     /// Stream wait → max(its record's end, completion of the event record it waited on).
-    pub(super) fn stream_wait_completions(&self) -> HashMap<Pos, Ns> {
+    pub(super) fn stream_wait_completions(&self) -> FastMap<Pos, Ns> {
         let ix = &self.ix;
-        let mut event_done: HashMap<u64, Ns> = HashMap::new();
+        let mut event_done: FastMap<u64, Ns> = FastMap::default();
         for r in ix.recs {
             if let Record::CudaEvent {
                 event_sync_id, ts, ..
@@ -270,7 +270,7 @@ impl Graph<'_> {
                 }
             }
         }
-        let mut out = HashMap::new();
+        let mut out = FastMap::default();
         for (i, r) in ix.recs.iter().enumerate() {
             if let Record::Sync {
                 sync_type: SyncType::StreamWaitEvent,
@@ -289,17 +289,26 @@ impl Graph<'_> {
 
     /// API launches that enqueued work but have no activity record, by the stream
     /// they most likely targeted: stream → [(enqueue key, confidence)].
-    pub(super) fn orphan_launches(&self) -> HashMap<u32, Vec<(Ns, f64)>> {
+    pub(super) fn orphan_launches(&self) -> FastMap<u32, Vec<(Ns, f64)>> {
         let ix = &self.ix;
-        let mut out: HashMap<u32, Vec<(Ns, f64)>> = HashMap::new();
+        let mut out: FastMap<u32, Vec<(Ns, f64)>> = FastMap::default();
         if ix.device_ops.is_empty() {
             return out;
         }
         // Raw stream handle → CUPTI stream id, as observed over time (handles repeat).
-        let mut handle_obs: HashMap<u64, Vec<(Ns, u32)>> = HashMap::new();
-        let mut thread_obs: HashMap<u32, Vec<(Ns, u32)>> = HashMap::new();
+        let mut handle_obs: FastMap<u64, Vec<(Ns, u32)>> = FastMap::default();
+        let mut thread_obs: FastMap<u32, Vec<(Ns, u32)>> = FastMap::default();
         let mut orphans = Vec::new();
-        for (&c, &api) in &ix.api_by_corr {
+        // In record order, each correlation id's API record as `api_by_corr` keeps it.
+        let calls = ix.recs.iter().enumerate().filter_map(|(i, r)| match r {
+            Record::Api { correlation_id, .. }
+                if ix.api_by_corr.get(correlation_id) == Some(&(i as Pos)) =>
+            {
+                Some((*correlation_id, i as Pos))
+            }
+            _ => None,
+        });
+        for (c, api) in calls {
             // A stream wait is a stream item too (its SYNC record), and its first
             // argument is the stream, so a lost wait record is an orphan like a lost launch.
             let kind = ix.call_kind(api);
