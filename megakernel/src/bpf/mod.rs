@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod attach;
+pub mod evaluate;
 pub mod interp;
 pub mod loader;
 pub mod programs;
@@ -17,6 +18,6 @@ pub mod queries;
 pub mod verifier;
 
 pub use abi::{Context, Hook, MapDef, MapKind, ProgramSet, ProgramType};
-
+pub use attach::Attachment;
 pub use loader::{load, LoadError};
 pub use verifier::{verify, Rejection};
