@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod attach;
+pub mod device;
 pub mod evaluate;
 pub mod interp;
 pub mod loader;
