@@ -205,7 +205,20 @@ impl GpuPrograms {
         let gen = b.generation.to_le_bytes();
         let mut slot = self.dev.slot.take().expect("the slot is here");
         let side = self.gpu.ctx.new_stream().map_err(err("a second stream"))?;
-        let swapper = std::thread::spawn(move || -> Result<CudaSlice<u8>, String> {
+        let swapper = std::thread::spawn(move || -> Result<(CudaSlice<u8>, bool), String> {
+            // Wait (at most 2 s) until the kernel runs bank A — its first hook
+            // counted — then `delay` more, then swap from this second stream.
+            let t0 = Instant::now();
+            let mut counters = vec![0u8; 64];
+            let mut running = false;
+            while t0.elapsed() < Duration::from_secs(2) {
+                side.memcpy_dtoh(&slot.slice(L::ELIGIBLE..L::ELIGIBLE + 64), &mut counters)
+                    .map_err(err("polling the slot"))?;
+                if counters.iter().any(|&c| c != 0) {
+                    running = true;
+                    break;
+                }
+            }
             std::thread::sleep(delay);
             let at = L::BANKS + bi * L::BANK_BYTES;
             side.memcpy_htod(&bank, &mut slot.slice_mut(at..at + L::BANK_BYTES))
@@ -213,7 +226,7 @@ impl GpuPrograms {
             side.memcpy_htod(&gen, &mut slot.slice_mut(0..4))
                 .map_err(err("advancing the generation"))?;
             side.synchronize().map_err(err("synchronizing the swap"))?;
-            Ok(slot)
+            Ok((slot, running))
         });
         self.gpu.hook_kernel = Some((self.dev.func.clone(), self.dev.slot_ptr));
         let launched = self
@@ -221,10 +234,14 @@ impl GpuPrograms {
             .launch(s, &MonitorConfig::none(), 0)
             .map(|l| l.error);
         self.gpu.hook_kernel = None;
-        self.dev.slot = Some(swapper.join().map_err(|_| "the swap thread panicked")??);
+        let (slot, running) = swapper.join().map_err(|_| "the swap thread panicked")??;
+        self.dev.slot = Some(slot);
         match launched? {
             0 => {}
             e => return Err(format!("device error bits {e:#x}")),
+        }
+        if !running {
+            return Err("the kernel had not started when the swap was due".into());
         }
         let img = st
             .clone_dtoh(self.slot())
@@ -277,4 +294,45 @@ pub fn hooks_of(set: &ProgramSet) -> Vec<Hook> {
 /// Ring maps of a set (for reports).
 pub fn rings_of(set: &ProgramSet) -> usize {
     set.maps.iter().filter(|m| m.kind == MapKind::Ring).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::{load, programs};
+
+    #[test]
+    fn a_bank_holds_the_programs_and_maps_where_the_device_reads_them() {
+        let Some(elf) = programs::object("slo_waits") else {
+            eprintln!("SKIP a_bank_holds_the_programs_and_maps_where_the_device_reads_them: no programs built");
+            return;
+        };
+        let set = load("slo_waits", elf).unwrap();
+        let b = bank_bytes(&set).unwrap();
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        assert_eq!(b.len(), L::BANK_BYTES);
+        assert_eq!(u32_at(0), 2);
+        let end = set.program(Hook::TaskEnd).unwrap();
+        let wait = set.program(Hook::DepWait).unwrap();
+        // No task_begin program; task_end first, then dep_wait.
+        assert_eq!(
+            u32_at(8 + 4 * (L::HOOK_KINDS + Hook::TaskBegin as usize)),
+            0
+        );
+        assert_eq!(u32_at(8 + 4 * Hook::TaskEnd as usize), 0);
+        assert_eq!(u32_at(8 + 4 * Hook::DepWait as usize), end.insns() as u32);
+        assert_eq!(
+            u32_at(8 + 4 * (L::HOOK_KINDS + Hook::DepWait as usize)),
+            wait.insns() as u32
+        );
+        let at = L::BANK_INSNS + 8 * end.insns();
+        assert_eq!(&b[at..at + wait.code.len()], &wait.code[..]);
+        // Map 1 (`count`): array, 4-byte keys, 8-byte values, one entry, after map 0's 512 bytes.
+        let d = L::BANK_MAPS + L::MAP_DESC_BYTES;
+        assert_eq!(
+            (u32_at(d), u32_at(d + 4), u32_at(d + 8), u32_at(d + 12)),
+            (2, 4, 8, 1)
+        );
+        assert_eq!((u32_at(d + 16), u32_at(d + 20)), (512, 8));
+    }
 }
