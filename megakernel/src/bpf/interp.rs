@@ -160,7 +160,8 @@ pub fn jump_taken(op: u8, a: u64, b: u64) -> bool {
     }
 }
 
-fn size_of(opc: u8) -> usize {
+/// Bytes a load or store of opcode `opc` moves (its BPF_SIZE bits).
+pub fn access_size(opc: u8) -> usize {
     match opc & 0x18 {
         0x00 => 4,
         0x08 => 2,
@@ -342,13 +343,13 @@ pub fn run(
             0x01 => {
                 let a = r[src].wrapping_add(i.off as i64 as u64);
                 r[dst] = m
-                    .load(a, size_of(i.opc))
+                    .load(a, access_size(i.opc))
                     .ok_or_else(|| fault("load out of bounds"))?;
             }
             0x02 | 0x03 => {
                 let a = r[dst].wrapping_add(i.off as i64 as u64);
                 let v = if class == 0x02 { imm } else { r[src] };
-                let size = size_of(i.opc);
+                let size = access_size(i.opc);
                 let v = if i.opc & 0xe0 == 0xc0 {
                     let old = m.load(a, size).ok_or_else(|| fault("xadd out of bounds"))?;
                     old.wrapping_add(v)

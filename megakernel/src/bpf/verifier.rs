@@ -26,7 +26,7 @@ use super::abi::{
     MapKind, Program, ProgramSet, ProgramType, CTX_FIELDS, CTX_SIZE, HELPER_MAP_LOOKUP,
     HELPER_MAP_UPDATE, HELPER_RING_OUTPUT, MAX_INSNS, PSEUDO_MAP, STACK_SIZE,
 };
-use super::interp::alu;
+use super::interp::{access_size as size_of, alu};
 use rbpf::ebpf::{get_insn, Insn};
 
 /// Why a program was rejected, and where.
@@ -88,15 +88,6 @@ struct Verifier<'a> {
     prog: &'a Program,
     ptype: ProgramType,
     insns: Vec<Insn>,
-}
-
-fn size_of(opc: u8) -> usize {
-    match opc & 0x18 {
-        0x00 => 4,
-        0x08 => 2,
-        0x10 => 1,
-        _ => 8,
-    }
 }
 
 /// Unsigned range of `op` on two scalar ranges (sound over-approximation).
@@ -555,32 +546,19 @@ impl<'a> Verifier<'a> {
             return Ok((Some(st.clone()), Some(st.clone())));
         };
         let range = |lo: u64, hi: u64| (lo <= hi).then_some(Reg::Scalar { min: lo, max: hi });
+        let eq = range(min.max(c), max.min(c));
+        let ne = if c == min && c == max {
+            None
+        } else if c == min {
+            range(min + 1, max)
+        } else if c == max {
+            range(min, max - 1)
+        } else {
+            Some(a)
+        };
         let (taken, fall) = match op {
-            0x10 => (
-                range(min.max(c), max.min(c)),
-                if c == min && c == max {
-                    None
-                } else if c == min {
-                    range(min + 1, max)
-                } else if c == max {
-                    range(min, max - 1)
-                } else {
-                    Some(a)
-                },
-            ),
-            0x50 => {
-                let eq = range(min.max(c), max.min(c));
-                let ne = if c == min && c == max {
-                    None
-                } else if c == min {
-                    range(min + 1, max)
-                } else if c == max {
-                    range(min, max - 1)
-                } else {
-                    Some(a)
-                };
-                (ne, eq)
-            }
+            0x10 => (eq, ne),
+            0x50 => (ne, eq),
             0x20 => (
                 c.checked_add(1).and_then(|c1| range(min.max(c1), max)),
                 range(min, max.min(c)),
