@@ -134,25 +134,113 @@ fn query_table(rows: &[QueryRow]) -> String {
     md
 }
 
+/// The comparison under one telemetry budget: the track's scores of the full
+/// task log, the fixed-configuration aggregation and PC sampling (`rows`),
+/// beside every monitor's answers to the program-only queries (`queries`)
+/// and the eBPF monitors' bytes and perturbation (`ebpf_perturbation_pct`).
+pub fn comparison_table(
+    rows: &[evaluator::megakernel::TrackRow],
+    queries: &[QueryRow],
+    ebpf_perturbation_pct: f64,
+) -> String {
+    let f3 = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    let row = |p: &str, m: &str| rows.iter().find(|r| r.profiler == p && r.monitor == m);
+    let n = queries.len().max(1) as f64;
+    let share = |k: usize| format!("{:.3} ({k}/{})", k as f64 / n, queries.len());
+    let ebpf_ok = queries.iter().filter(|r| r.ebpf_correct).count();
+    let config_ok = queries.iter().filter(|r| r.config_correct).count();
+    let mean = |f: fn(&QueryRow) -> u64| queries.iter().map(f).sum::<u64>() as f64 / n;
+    let mut md = String::from(
+        "| monitor | cause acc | class acc | pair acc | false conf (budget) | program-only queries correct | bytes (diagnosis) | bytes (queries) | perturbation % |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let track =
+        |md: &mut String, name: &str, p: &str, m: &str, budget: &str, q: String, qbytes: String| {
+            if let Some(r) = row(p, m) {
+                let fc = row(p, budget).and_then(|b| b.false_confidence_rate);
+                *md += &format!(
+                    "| {name} | {:.3} | {:.3} | {} | {} | {q} | {:.0} | {qbytes} | {:.2} |\n",
+                    r.cause_accuracy,
+                    r.class_accuracy,
+                    f3(r.pair_accuracy),
+                    f3(fc),
+                    r.mean_bytes_exported,
+                    r.perturbation_pct
+                );
+            }
+        };
+    let log_bytes = row("mk-task-log", "task-log").map_or(0.0, |r| r.mean_bytes_exported);
+    track(
+        &mut md,
+        "full task log",
+        "mk-task-log",
+        "task-log",
+        "task-log-budget",
+        "1.000 (it is the truth)".into(),
+        format!("{log_bytes:.0}"),
+    );
+    track(
+        &mut md,
+        "fixed-config aggregation",
+        "mk-aggregate",
+        "aggregate",
+        "aggregate-sampled",
+        share(config_ok),
+        format!("{:.0}", mean(|r| r.config_bytes)),
+    );
+    md += &format!(
+        "| eBPF monitors | n/a | n/a | n/a | n/a (coverage carried) | {} | n/a | {:.0} | {ebpf_perturbation_pct:.2} |\n",
+        share(ebpf_ok),
+        mean(|r| r.ebpf_bytes)
+    );
+    track(
+        &mut md,
+        "PC sampling",
+        "mk-pc-sampling",
+        "pc-sampling",
+        "pc-sampling",
+        share(0),
+        "0".into(),
+    );
+    md
+}
+
 /// The monitor programs' part of the track's leaderboard section: the
 /// program-only queries on the simulator (deterministic; the GPU's figures
-/// come from `causalbench megakernel bpf`).
-pub fn section() -> String {
+/// come from `causalbench megakernel bpf`) and the comparison with the
+/// track's other monitors.
+pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
     let head = "### Monitor programs (eBPF): program-only queries\n\n";
-    let rows = megakernel::catalog::load()
+    let measured = megakernel::catalog::load()
         .map_err(|e| e.to_string())
         .and_then(|sc| {
             let graphs = evaluate::graphs(&sc, 132);
-            evaluate::run(&mut SimPrograms(SimCosts::default()), &graphs, 22)
+            let mut sim = SimPrograms(SimCosts::default());
+            let q = evaluate::run(&mut sim, &graphs, 22)?;
+            let twin = megakernel::schedule::build(&sc[0], 132, None);
+            let p = perturbation(&mut sim, &twin, 1).map_err(|f| f.message)?;
+            let arms: Vec<f64> = p
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| {
+                    a["monitor"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("ebpf:"))
+                })
+                .filter_map(|a| a["perturbation_pct"].as_f64())
+                .collect();
+            Ok((q, arms.iter().sum::<f64>() / arms.len().max(1) as f64))
         });
-    match rows {
-        Ok(rows) => format!(
+    match measured {
+        Ok((q, pert)) => format!(
             "{head}Each query's verified monitor program against the fixed configuration's best \
              attempt under a budget of {} events per worker, scored against the full task log \
              of the same launch (simulator, 132 workers; `causalbench megakernel bpf` measures \
-             the GPU).\n\n{}",
+             the GPU).\n\n{}\nThe comparison (track scores above; queries and eBPF \
+             perturbation, mean over the five programs, on the simulator):\n\n{}",
             queries::BUDGET_EVENTS_PER_WORKER,
-            query_table(&rows)
+            query_table(&q),
+            comparison_table(rows, &q, pert)
         ),
         Err(e) => format!("{head}not measured: {e}\n"),
     }
