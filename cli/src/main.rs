@@ -16,6 +16,7 @@ mod manifest;
 mod measure;
 mod measure_large;
 mod megakernel;
+mod megakernel_bpf;
 mod megakernel_run;
 mod progress;
 mod run;

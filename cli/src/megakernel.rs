@@ -17,6 +17,12 @@ pub enum MegakernelCommand {
     /// Score the track from case packs (what `megakernel run` wrote):
     /// `track-scores.jsonl`, `track-leaderboard.{json,md}`.
     Report(ReportArgs),
+    /// The track's monitor programs (eBPF, verified, run at the kernel's
+    /// hooks): load + verify, the unsafe programs' rejections, the
+    /// program-only queries against the fixed configuration's best attempt,
+    /// perturbation, and on a GPU the hooks' register / shared-memory cost,
+    /// swap vs rebuild time and a swap while the kernel runs.
+    Bpf(crate::megakernel_bpf::BpfArgs),
 }
 
 /// `causalbench megakernel run`'s options.
@@ -60,6 +66,7 @@ pub fn megakernel(command: MegakernelCommand) -> Result<(), Failure> {
     match command {
         MegakernelCommand::Run(args) => crate::megakernel_run::run(args),
         MegakernelCommand::Report(args) => report(&args),
+        MegakernelCommand::Bpf(args) => crate::megakernel_bpf::run(args),
     }
 }
 

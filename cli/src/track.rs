@@ -228,8 +228,9 @@ fn write_leaderboard(out: &Path, rows: &[TrackRow]) -> Result<(), Failure> {
 pub fn section(rows: &[TrackRow]) -> String {
     format!(
         "{SECTION}\n\nThe megakernel families (`megakernel/catalog/`), scored with the track's \
-         own metrics (`evaluator/METRICS.md` §5); per-case scores in `{SCORES_FILE}`.\n\n{}",
-        track_markdown(rows)
+         own metrics (`evaluator/METRICS.md` §5); per-case scores in `{SCORES_FILE}`.\n\n{}\n{}",
+        track_markdown(rows),
+        crate::megakernel_bpf::section(rows)
     )
 }
 

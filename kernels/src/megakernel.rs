@@ -9,6 +9,10 @@ use crate::{check_arch, KernelError};
 /// The CUDA C source of the megakernel.
 const SOURCE: &str = include_str!("cuda/megakernel.cu");
 
+/// The interpreter of verified hook programs, compiled in front of [`SOURCE`]
+/// by [`compile_ptx_with_hooks`].
+const BPF_SOURCE: &str = include_str!("cuda/mk_bpf.cu");
+
 /// Entry point name.
 pub const ENTRY: &str = "mk_persistent";
 
@@ -44,6 +48,51 @@ pub fn compile_ptx(arch: Option<&str>) -> Result<String, KernelError> {
     let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
     check_arch(arch)?;
     crate::ptx_cache::compile(SOURCE, "megakernel.cu", crate::compile_options(arch), arch)
+}
+
+/// The megakernel with the eBPF hook interpreter compiled in (`MK_BPF_HOOKS`):
+/// the program slot's device address goes in the monitor configuration's
+/// `reserved[0..2]` (low word first; 0: no programs).
+pub fn compile_ptx_with_hooks(arch: Option<&str>) -> Result<String, KernelError> {
+    let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
+    check_arch(arch)?;
+    crate::ptx_cache::compile(
+        &source_with_hooks(),
+        "megakernel_bpf.cu",
+        crate::compile_options(arch),
+        arch,
+    )
+}
+
+/// The source [`compile_ptx_with_hooks`] compiles.
+pub fn source_with_hooks() -> String {
+    format!("#define MK_BPF_HOOKS 1\n{BPF_SOURCE}\n{SOURCE}")
+}
+
+/// Layout of `struct mk_bpf_slot` (checked against the source's `static_assert`s).
+pub mod bpf_slot {
+    /// Instructions one bank holds (`MK_BPF_MAX_INSNS`).
+    pub const MAX_INSNS: usize = 1024;
+    /// Maps one bank declares (`MK_BPF_MAX_MAPS`).
+    pub const MAX_MAPS: usize = 8;
+    /// Bytes of one bank's map arena (`MK_BPF_ARENA_BYTES`).
+    pub const ARENA_BYTES: usize = 65536;
+    /// Hooks a bank has a program slot for (`MK_BPF_HOOK_KINDS`).
+    pub const HOOK_KINDS: usize = 3;
+    pub const GENERATION: usize = 0;
+    pub const ELIGIBLE: usize = 8;
+    pub const OBSERVED: usize = 72;
+    pub const DROPPED: usize = 136;
+    pub const INSNS: usize = 200;
+    pub const BANKS: usize = 208;
+    /// `sizeof(mk_bpf_bank)`: n_maps, pad, prog_start[3], prog_len[3], maps[8] (32 bytes each), insns.
+    pub const BANK_BYTES: usize = 8480;
+    pub const BANK_MAPS: usize = 32;
+    pub const BANK_INSNS: usize = 288;
+    pub const MAP_DESC_BYTES: usize = 32;
+    pub const ARENAS: usize = BANKS + 2 * BANK_BYTES;
+    /// `sizeof(mk_bpf_slot)`.
+    pub const SLOT_BYTES: usize = ARENAS + 2 * ARENA_BYTES;
 }
 
 /// `struct mk_task` (48 bytes).
@@ -243,6 +292,19 @@ mod tests {
             assert!(source().contains(s), "{s} missing from megakernel.cu");
         }
         assert!(source().contains(&format!("extern \"C\" __global__ void {ENTRY}(")));
+        for s in [
+            "sizeof(mk_bpf_slot) == 148240",
+            "sizeof(mk_bpf_bank) == 8480",
+            "#define MK_BPF_MAX_INSNS 1024",
+            "#define MK_BPF_ARENA_BYTES 65536",
+        ] {
+            assert!(BPF_SOURCE.contains(s), "{s} missing from mk_bpf.cu");
+        }
+        assert_eq!(bpf_slot::SLOT_BYTES, 148240);
+        assert_eq!(
+            bpf_slot::BANK_INSNS + 8 * bpf_slot::MAX_INSNS,
+            bpf_slot::BANK_BYTES
+        );
     }
 
     #[test]

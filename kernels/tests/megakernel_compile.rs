@@ -49,3 +49,21 @@ fn megakernel_compiles_for_ampere_too() {
     let ptx = megakernel::compile_ptx(Some("compute_80")).unwrap_or_else(|e| panic!("{e}"));
     assert!(ptx.contains(".entry mk_persistent("));
 }
+
+#[test]
+fn megakernel_with_ebpf_hooks_compiles_to_ptx() {
+    if !nvrtc_or_skip("megakernel_with_ebpf_hooks_compiles_to_ptx") {
+        return;
+    }
+    let ptx = megakernel::compile_ptx_with_hooks(None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ptx.contains(&format!(".entry {}(", megakernel::ENTRY)));
+    // The interpreter is its own code, reached from the hooks.
+    assert!(ptx.contains("mk_bpf_run_hook"), "no interpreter in the PTX");
+    let plain = megakernel::compile_ptx(None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!plain.contains("mk_bpf_run_hook"));
+    eprintln!(
+        "megakernel: {} bytes of PTX with the eBPF hooks, {} without",
+        ptx.len(),
+        plain.len()
+    );
+}

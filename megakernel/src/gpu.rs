@@ -70,7 +70,7 @@ pub struct GpuExecutor {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     _module: Arc<CudaModule>,
-    func: CudaFunction,
+    pub(crate) func: CudaFunction,
     pub num_sms: u32,
     pub recorder: Option<Recorder>,
     /// Why the CUPTI recorder is absent, if it is.
@@ -83,6 +83,8 @@ pub struct GpuExecutor {
     /// Give up on a launch after this long (device-side deadline).
     pub deadline_ns: u64,
     tid: u32,
+    /// The kernel with the eBPF hooks (`bpf::device`) and its program slot's device address.
+    pub(crate) hook_kernel: Option<(CudaFunction, u64)>,
 }
 
 impl GpuExecutor {
@@ -146,6 +148,7 @@ impl GpuExecutor {
             ptx,
             deadline_ns: 2_000_000_000,
             tid,
+            hook_kernel: None,
         })
     }
 
@@ -244,7 +247,10 @@ impl GpuExecutor {
     /// and a synchronize. Returns the time it took.
     pub fn apply_config(&mut self, cfg: &MonitorConfig) -> Result<u64, String> {
         let b = self.buf.as_mut().ok_or("no buffers yet")?;
-        let dc = [device_config(cfg)];
+        let mut dc = [device_config(cfg)];
+        if let Some((_, slot)) = &self.hook_kernel {
+            dc[0].reserved[..2].copy_from_slice(&[*slot as u32, (*slot >> 32) as u32]);
+        }
         let t = Instant::now();
         self.stream
             .memcpy_htod(&dc, &mut b.config)
@@ -395,7 +401,8 @@ impl GpuExecutor {
         let pp = b.params.device_ptr(&self.stream).0;
         let cp = b.config.device_ptr(&self.stream).0;
         let a0 = recorder_cupti::now();
-        let mut lb = self.stream.launch_builder(&self.func);
+        let func = self.hook_kernel.as_ref().map_or(&self.func, |(f, _)| f);
+        let mut lb = self.stream.launch_builder(func);
         lb.arg(&pp).arg(&cp);
         // SAFETY: every buffer the parameters point at lives in `self.buf`
         // until the synchronize below.

@@ -14,6 +14,7 @@
 //! `recorder-cupti` (the CUPTI reference recorder, on a GPU). cudarc loads
 //! CUDA dynamically: everything but [`gpu`] runs without a GPU.
 
+pub mod bpf;
 pub mod bundle;
 pub mod case;
 pub mod catalog;

@@ -145,6 +145,33 @@ impl Schedule {
     }
 }
 
+/// Data-dependent routing, as a mixture-of-experts layer routes tokens: in
+/// every gemm operator (the expert matmuls) each tile goes to its static
+/// worker, except that the router sends a share of the tiles that depends on
+/// the step's data (a seeded draw per operator: 0–25 % of them) to one hot
+/// expert's worker, a different one per operator. The graph's shape is the
+/// same; which worker runs what, and so where skew and waits land, changes
+/// from step to step.
+pub fn moe_route(s: &mut Schedule, seed: u64) {
+    let workers = s.workers.max(1);
+    for op in s
+        .ops
+        .iter()
+        .filter(|o| o.class == class_id("gemm").unwrap_or(1))
+    {
+        let draw = crate::mix2(seed, op.event as u64);
+        let hot = (draw % workers as u64) as u32;
+        let share = ((draw >> 20) % 26) as f64 / 100.0;
+        for k in 0..op.n_tasks {
+            let t = (op.first_task + k) as usize;
+            let u = ground_truth::seed::unit(crate::mix2(draw, k as u64));
+            if u < share {
+                s.tasks[t].worker = hot;
+            }
+        }
+    }
+}
+
 fn route(tile: u32, tiles: u32, op: u32, workers: u32) -> u32 {
     let stride = (workers / tiles.max(1)).max(1);
     (tile * stride + op) % workers

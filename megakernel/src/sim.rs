@@ -5,6 +5,7 @@
 //! for the scheduler's own work and for each hook, so monitors perturb the run
 //! as they do on a GPU. Same (schedule, config, seed) ⇒ same result.
 
+use crate::bpf::{Attachment, Context, Hook};
 use crate::mix2;
 use crate::monitor::{HookTask, MonitorState};
 use crate::schedule::{Schedule, NONE};
@@ -32,6 +33,12 @@ pub struct SimCosts {
     pub jitter: f64,
     /// Threads per worker block.
     pub threads: u32,
+    /// A hook with an attached eBPF program: building the context, entering the interpreter.
+    pub bpf_hook_ns: u64,
+    /// One interpreted eBPF instruction (one thread, global-memory maps).
+    pub bpf_insn_ns: u64,
+    /// One helper call (map lookup or update, ring output: an atomic on global memory).
+    pub bpf_helper_ns: u64,
 }
 
 impl Default for SimCosts {
@@ -45,6 +52,9 @@ impl Default for SimCosts {
             aggregate_ns: 180,
             jitter: 0.004,
             threads: 128,
+            bpf_hook_ns: 40,
+            bpf_insn_ns: 6,
+            bpf_helper_ns: 60,
         }
     }
 }
@@ -77,6 +87,19 @@ enum Action {
 
 /// Simulates one launch of `s` with monitor `cfg`.
 pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> SimRun {
+    run_with_programs(s, cfg, seed, costs, None)
+}
+
+/// Simulates one launch of `s` with monitor `cfg` and, when given, an eBPF
+/// program set attached at the task begin / end and dependency-wait hooks
+/// (run by the reference interpreter, its cost charged to the worker).
+pub fn run_with_programs(
+    s: &Schedule,
+    cfg: &MonitorConfig,
+    seed: u64,
+    costs: &SimCosts,
+    mut programs: Option<&mut Attachment>,
+) -> SimRun {
     let w = s.workers as usize;
     let mut mon = MonitorState::new(cfg, s.workers);
     let mut queue: Vec<VecDeque<u32>> = vec![VecDeque::new(); w];
@@ -218,11 +241,30 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
                 wait_phase,
             );
             clock += hook_cost(wrote);
+            let ctx = Context {
+                dep_event: t.wait_event,
+                ts_start: wb,
+                ts_end: wb + wait_phase,
+                wait_ns: wait_phase,
+                hook: Hook::DepWait as u32,
+                ..context(task, &h, wk, &tail, &head)
+            };
+            clock += program_cost(&mut programs, Hook::DepWait, &ctx, costs);
         }
         let start = clock;
         let wrote = mon.hook(wk, HookKind::Start, &h, wk, 0, start, 0);
-        // The start hook is written before the body begins; its cost delays the body.
-        let body_start = start + hook_cost(wrote);
+        let ctx = Context {
+            dep_event: t.dep_event,
+            ts_start: start,
+            ts_end: start,
+            wait_ns: wait_phase,
+            hook: Hook::TaskBegin as u32,
+            ..context(task, &h, wk, &tail, &head)
+        };
+        // The start hook is written, and the begin program run, before the
+        // body begins; their cost delays the body.
+        let body_start =
+            start + hook_cost(wrote) + program_cost(&mut programs, Hook::TaskBegin, &ctx, costs);
         let nominal = if t.body == 1 {
             (s.meta[task as usize].nominal_ns * t.cost.max(1) as u64) as f64
         } else {
@@ -239,6 +281,15 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
         let mut clock = end;
         let wrote = mon.hook(wk, HookKind::End, &h, wk, 0, end, exec_phase);
         clock += hook_cost(wrote);
+        let ctx = Context {
+            dep_event: t.dep_event,
+            ts_start: start,
+            ts_end: end,
+            wait_ns: wait_phase,
+            hook: Hook::TaskEnd as u32,
+            ..context(task, &h, wk, &tail, &head)
+        };
+        clock += program_cost(&mut programs, Hook::TaskEnd, &ctx, costs);
         if mon.aggregate(wk, &h, [notify_phase, queue_phase, wait_phase, exec_phase]) {
             clock += costs.aggregate_ns;
         } else if cfg.aggregate {
@@ -282,6 +333,38 @@ pub fn run(s: &Schedule, cfg: &MonitorConfig, seed: u64, costs: &SimCosts) -> Si
         kernel_end,
         capture,
         pc,
+    }
+}
+
+/// The context fields every hook shares.
+fn context(task: u32, h: &HookTask, worker: u32, tail: &[u32], head: &[u32]) -> Context {
+    Context {
+        task,
+        class_id: h.class,
+        task_gen: h.task_gen,
+        req_gen: h.req_gen,
+        worker,
+        queue_depth: tail[worker as usize].saturating_sub(head[worker as usize]),
+        ..Context::default()
+    }
+}
+
+/// Runs the attached program for `hook` (if any); its cost in ns.
+fn program_cost(
+    programs: &mut Option<&mut Attachment>,
+    hook: Hook,
+    ctx: &Context,
+    costs: &SimCosts,
+) -> u64 {
+    let Some(a) = programs.as_deref_mut() else {
+        return 0;
+    };
+    match a.hook(hook, ctx) {
+        Some(st) => {
+            costs.bpf_hook_ns + st.insns * costs.bpf_insn_ns + st.helper_calls * costs.bpf_helper_ns
+        }
+        None if a.set.program(hook).is_some() => costs.bpf_hook_ns,
+        None => 0,
     }
 }
 

@@ -407,6 +407,13 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     }
     if (c.cfg.version != MK_ABI_VERSION) c.cfg.flags = 0u;
     if (c.worker >= p->n_workers) return;
+#ifdef MK_BPF_HOOKS
+    // Compiled with the eBPF hooks (mk_bpf.cu): the program slot's address
+    // travels in the configuration's first two reserved words.
+    mk_bpf_slot* const bpf_slot =
+        (mk_bpf_slot*)(((mk_u64)c.cfg.reserved[1] << 32) | (mk_u64)c.cfg.reserved[0]);
+    mk_u32 bpf_gen = 0;
+#endif
     // Worker 0 dispatches the roots.
     if (c.worker == 0) {
         for (mk_u32 i = tid; i < p->n_roots; i += blockDim.x) {
@@ -425,6 +432,10 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             s_task = v == 0u ? MK_NONE : v - 1u;
             ((volatile mk_u32*)p->queue_head)[c.worker] = i + 1u;
             __threadfence();
+#ifdef MK_BPF_HOOKS
+            // A task epoch: a program set the host swapped in applies from this task on.
+            if (bpf_slot) bpf_gen = ((volatile mk_u32*)&bpf_slot->generation)[0];
+#endif
         }
         __syncthreads();
         if (s_abort) break;
@@ -456,10 +467,21 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
                 if (ab) s_abort = 1;
                 ph[2] = now - wb;
                 mk_hook(c, MK_HOOK_WAIT_END, task_id, t, c.worker, t.wait_event, now, ph[2]);
+#ifdef MK_BPF_HOOKS
+                mk_bpf_run_hook(bpf_slot, bpf_gen, 2u, task_id, t.class_id, t.task_gen, t.req_gen,
+                                c.worker, t.wait_event, wb, now, ph[2],
+                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+                now = mk_now();
+#endif
             }
             t_start = now;
             s_now = t_start;
             mk_hook(c, MK_HOOK_START, task_id, t, c.worker, 0, t_start, 0);
+#ifdef MK_BPF_HOOKS
+            mk_bpf_run_hook(bpf_slot, bpf_gen, 0u, task_id, t.class_id, t.task_gen, t.req_gen,
+                            c.worker, t.dep_event, t_start, t_start, ph[2],
+                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+#endif
         }
         __syncthreads();
         if (s_abort) break;
@@ -476,6 +498,11 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             const mk_u64 end = mk_now();
             ph[3] = end - t_start;
             mk_hook(c, MK_HOOK_END, task_id, t, c.worker, 0, end, ph[3]);
+#ifdef MK_BPF_HOOKS
+            mk_bpf_run_hook(bpf_slot, bpf_gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
+                            c.worker, t.dep_event, t_start, end, ph[2],
+                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+#endif
             mk_aggregate(c, task_id, t, ph);
             s_complete = 0u;
             if (t.trigger_event != MK_NONE) {
