@@ -1,0 +1,141 @@
+//! `causalbench torch record`: scenarios executed through PyTorch (the
+//! embedded executor of `generator::torch`), every run recorded by
+//! torch.profiler, into a corpus directory: `ID.bundle.json.gz` per bundle,
+//! Kineto's native trace `ID.kineto.json.gz` next to it, `completeness.json`
+//! (how much of each run's truth Kineto's trace holds) and
+//! `recording-summary.json` (docs/torch-track.md).
+
+use crate::Failure;
+use generator::torch::TorchBackend;
+use generator::Backend;
+use ground_truth::io::Readable;
+use ground_truth::Scenario;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum TorchCommand {
+    /// Record scenarios through PyTorch (needs python3 with torch, CuPy and a GPU).
+    Record(RecordArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// Corpus directory (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// One scenario file instead of a suite.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// `catalog` (the embedded suite) or a directory of scenario files.
+    #[arg(long, default_value = crate::catalog::DEFAULT_SUITE)]
+    pub suite: String,
+    /// Record only the scenarios whose name contains one of these texts.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Repetitions per scenario (default: each scenario's own).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
+    pub reps: Option<u32>,
+}
+
+pub fn torch(command: TorchCommand) -> Result<(), Failure> {
+    match command {
+        TorchCommand::Record(args) => record(&args),
+    }
+}
+
+fn gzip(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(src)?;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(&bytes)?;
+    std::fs::write(dst, enc.finish()?)?;
+    std::fs::remove_file(src)
+}
+
+fn record(args: &RecordArgs) -> Result<(), Failure> {
+    let scenarios: Vec<Scenario> = match &args.scenario {
+        Some(file) => vec![Scenario::read(file).map_err(Failure::input)?],
+        None => crate::catalog::load_suite(&args.suite, None).map_err(Failure::input)?,
+    };
+    let mut items = Vec::new();
+    let mut skipped = Vec::new();
+    for sc in scenarios {
+        if !args.only.is_empty() && !args.only.iter().any(|o| sc.name.contains(o.as_str())) {
+            continue;
+        }
+        if let Err(why) = generator::torch::supported(&sc) {
+            skipped.push(json!({"scenario": sc.name, "reason": why}));
+            continue;
+        }
+        for rep in 0..args.reps.unwrap_or(sc.repetitions) {
+            items.push((sc.clone(), rep));
+        }
+    }
+    if items.is_empty() {
+        return Err(Failure::input("no scenario to record (see --only, --scenario)"));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
+    let backend = TorchBackend::new(Some(args.out.clone()));
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut bundles = Vec::new();
+    for (sc, rep) in &items {
+        let t = Instant::now();
+        match backend.record(sc, *rep) {
+            Ok(b) => {
+                let id = b.id();
+                let plain = args.out.join(format!("{id}.bundle.json"));
+                let written = b
+                    .write(&plain)
+                    .and_then(|_| gzip(&plain, &args.out.join(format!("{id}.bundle.json.gz"))));
+                let trace = args.out.join(TorchBackend::trace_file_name(&sc.name, *rep));
+                let written = written.and_then(|_| gzip(&trace, &trace.with_extension("json.gz")));
+                if let Err(e) = written {
+                    failures.push(json!({"bundle": id, "error": format!("write: {e}")}));
+                    continue;
+                }
+                let check = b.manifest.cross_check.clone().unwrap_or_default();
+                let symptom = b.ground_truth.symptoms.first();
+                eprintln!(
+                    "ok {id}: {} records, {}/{} device ops in Kineto, Kineto vs globaltimer max {} / {} ns, lateness {:.1} us ({:.1} s)",
+                    b.trace.len(),
+                    check.device_ops_bound,
+                    check.device_ops,
+                    check.max_start_diff_ns,
+                    check.max_end_diff_ns,
+                    symptom.map_or(0.0, |s| s.lateness_ns / 1000.0),
+                    t.elapsed().as_secs_f64()
+                );
+                bundles.push(json!({"bundle": id, "records": b.trace.len(),
+                    "cause": symptom.map(|s| s.cause), "lateness_ns": symptom.map(|s| s.lateness_ns),
+                    "label": symptom.and_then(|s| s.label.as_ref()).map(|l| l.verdict),
+                    "cross_check": check}));
+            }
+            Err(e) => {
+                eprintln!("FAIL {} r{rep}: {e}", sc.name);
+                failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string()}));
+            }
+        }
+    }
+    let completeness = backend.completeness();
+    crate::gpu::write_json(&args.out.join("completeness.json"), &json!(completeness))?;
+    let summary = json!({
+        "bundles_ok": bundles.len(),
+        "failures": failures,
+        "skipped": skipped,
+        "record_seconds": started.elapsed().as_secs_f64(),
+        "bundles": bundles,
+    });
+    crate::gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
+    println!(
+        "recorded {} bundles into {} ({} failed, {} scenarios the executor cannot run)",
+        bundles.len(),
+        args.out.display(),
+        failures.len(),
+        skipped.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! What Kineto saw of a run, bound to the executor's ops: each CUDA call
+//! Kineto recorded on a host thread lies inside the `cb:op:<id>:<token>`
+//! annotation the executor wrapped that op's call in (its private
+//! correlation, the way the CUDA backend binds CUPTI's records through a
+//! recorder-private external correlation id), and each device activity and
+//! synchronization event carries the correlation id of its call. Calls inside
+//! `cb:h` (the executor's time-stamp kernels) are harness work, not kept.
+//! Nothing here decides a time of the ground truth: these are the records a
+//! profiler sees.
+
+use ground_truth::trace::{ApiDomain, CopyDirection, HostMemory, Record, SyncType};
+use ground_truth::Ns;
+use kineto::{Activities, DeviceActivity, DeviceKind, HostCall, SyncActivity};
+use std::collections::HashMap;
+
+/// The executor's annotation of one op's call.
+const OP_PREFIX: &str = "cb:op:";
+/// The executor's annotation of its own harness work.
+const HARNESS: &str = "cb:h";
+
+/// Kineto's activities by the op they belong to.
+#[derive(Debug, Default)]
+pub struct Binding {
+    pub calls: HashMap<u64, Vec<usize>>,
+    pub device: HashMap<u64, Vec<usize>>,
+    pub syncs: HashMap<u64, Vec<usize>>,
+    /// Kineto's correlation id → the op whose call it was.
+    pub op_of_correlation: HashMap<u64, u64>,
+    /// Calls Kineto recorded inside the executor's harness annotations.
+    pub harness_calls: usize,
+    /// Calls of no op (the framework's own: device queries, allocations...).
+    pub other_calls: usize,
+    /// Kineto's clock minus CLOCK_MONOTONIC, removed from every time.
+    pub shift_ns: i64,
+}
+
+/// The op id of an executor annotation `cb:op:<id>:<token>`.
+pub fn annotated_op(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(OP_PREFIX)?;
+    rest.split(':').next()?.parse().ok()
+}
+
+/// Whether an annotation is the executor's own (never shown to a profiler).
+pub fn is_executor_annotation(name: &str) -> bool {
+    name == HARNESS || name.starts_with(OP_PREFIX)
+}
+
+pub fn bind(acts: &Activities, shift_ns: i64) -> Binding {
+    let mut b = Binding {
+        shift_ns,
+        ..Default::default()
+    };
+    // Per thread: the executor's annotations, by start.
+    let mut spans: HashMap<u64, Vec<(i64, i64, Option<u64>)>> = HashMap::new();
+    for a in &acts.annotations {
+        if a.category != "user_annotation" || !is_executor_annotation(&a.name) {
+            continue;
+        }
+        spans
+            .entry(a.tid)
+            .or_default()
+            .push((a.start, a.end, annotated_op(&a.name)));
+    }
+    for v in spans.values_mut() {
+        v.sort_unstable_by_key(|s| (s.0, s.1));
+    }
+    for (i, c) in acts.calls.iter().enumerate() {
+        let owner = spans.get(&c.tid).and_then(|v| {
+            let k = v.partition_point(|s| s.0 <= c.start);
+            // The innermost (latest-starting) annotation that still contains the call.
+            v[..k]
+                .iter()
+                .rev()
+                .find(|s| s.1 >= c.end)
+                .map(|s| s.2)
+        });
+        match owner {
+            Some(Some(op)) => {
+                b.calls.entry(op).or_default().push(i);
+                b.op_of_correlation.insert(c.correlation, op);
+            }
+            Some(None) => b.harness_calls += 1,
+            None => b.other_calls += 1,
+        }
+    }
+    for (i, d) in acts.device.iter().enumerate() {
+        if let Some(&op) = b.op_of_correlation.get(&d.correlation) {
+            b.device.entry(op).or_default().push(i);
+        }
+    }
+    for (i, s) in acts.syncs.iter().enumerate() {
+        if let Some(&op) = b.op_of_correlation.get(&s.correlation) {
+            b.syncs.entry(op).or_default().push(i);
+        }
+    }
+    b
+}
+
+impl Binding {
+    pub fn time(&self, t: i64) -> Ns {
+        (t - self.shift_ns).max(0) as Ns
+    }
+}
+
+/// The record of a Kineto CUDA call.
+pub fn call_record(b: &Binding, c: &HostCall, rid: u64) -> Record {
+    Record::Api {
+        rid,
+        domain: if c.driver {
+            ApiDomain::Driver
+        } else {
+            ApiDomain::Runtime
+        },
+        cbid: c.cbid,
+        name: c.name.as_str().into(),
+        tid: c.tid as u32,
+        start: b.time(c.start),
+        end: b.time(c.end),
+        correlation_id: c.correlation as u32,
+    }
+}
+
+/// Kineto names a copy "Memcpy HtoD (Pinned -> Device)".
+fn copy_kind(name: &str) -> (CopyDirection, HostMemory) {
+    let direction = if name.contains("DtoH") {
+        CopyDirection::D2h
+    } else if name.contains("HtoD") {
+        CopyDirection::H2d
+    } else {
+        CopyDirection::D2d
+    };
+    let memory = if name.contains("Pinned") {
+        HostMemory::Pinned
+    } else {
+        HostMemory::Pageable
+    };
+    (direction, memory)
+}
+
+/// The record of a Kineto device activity.
+pub fn device_record(b: &Binding, d: &DeviceActivity, rid: u64) -> Record {
+    let (start, end) = (b.time(d.start), b.time(d.end));
+    match d.kind {
+        DeviceKind::Kernel => Record::Kernel {
+            rid,
+            name: d.name.as_str().into(),
+            stream: d.stream,
+            context: d.context,
+            device: d.device,
+            correlation_id: d.correlation as u32,
+            graph_id: 0,
+            graph_node_id: d.graph_node_id,
+            queued: 0,
+            submitted: 0,
+            start,
+            end,
+            grid: d.grid,
+            block: d.block,
+            channel: 0,
+        },
+        DeviceKind::Memcpy => {
+            let (direction, memory) = copy_kind(&d.name);
+            Record::Memcpy {
+                rid,
+                direction,
+                memory,
+                bytes: d.bytes,
+                stream: d.stream,
+                context: d.context,
+                device: d.device,
+                correlation_id: d.correlation as u32,
+                graph_id: 0,
+                graph_node_id: 0,
+                queued: 0,
+                submitted: 0,
+                start,
+                end,
+                channel: 0,
+            }
+        }
+        DeviceKind::Memset => Record::Memset {
+            rid,
+            bytes: d.bytes,
+            stream: d.stream,
+            context: d.context,
+            device: d.device,
+            correlation_id: d.correlation as u32,
+            queued: 0,
+            submitted: 0,
+            start,
+            end,
+        },
+    }
+}
+
+/// Kineto's synchronization kinds.
+pub fn sync_type(name: &str) -> Option<SyncType> {
+    match name {
+        "Stream Wait Event" => Some(SyncType::StreamWaitEvent),
+        "Stream Sync" => Some(SyncType::StreamSynchronize),
+        "Event Sync" => Some(SyncType::EventSynchronize),
+        "Context Sync" => Some(SyncType::ContextSynchronize),
+        _ => None,
+    }
+}
+
+/// The record of a Kineto synchronization event. The event record waited on
+/// is named by the correlation id of its `cudaEventRecord` call, Kineto's
+/// only link (0 where Kineto left it at -1).
+pub fn sync_record(b: &Binding, s: &SyncActivity, rid: u64) -> Option<Record> {
+    Some(Record::Sync {
+        rid,
+        sync_type: sync_type(&s.name)?,
+        stream: s.stream,
+        event: 0,
+        event_sync_id: s.wait_on_event_record.unwrap_or(0),
+        correlation_id: s.correlation as u32,
+        start: b.time(s.start),
+        end: b.time(s.end),
+    })
+}
