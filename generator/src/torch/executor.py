@@ -362,12 +362,15 @@ class Run:
         self.logs[ti]["events"].append({"api": op["id"]})
 
     def base_op(self, ti, item, si, what):
+        # The operator is the innermost NVTX range open on the thread.
+        stack = self.nvtx_stacks[ti]
         return {
             "id": self.op_id(),
             "thread": ti,
             "request": item["request"],
             "step": si,
             "what": what,
+            "operator": stack[-1][0] if stack else None,
         }
 
     def stretch_for(self, item, si):

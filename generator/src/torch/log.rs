@@ -119,6 +119,9 @@ pub struct Op {
     pub event_src: Option<u64>,
     #[serde(default)]
     pub waited: Vec<u64>,
+    /// The innermost NVTX range open on the thread at the call.
+    #[serde(default)]
+    pub operator: Option<String>,
     #[serde(default)]
     pub injected: bool,
     #[serde(default)]

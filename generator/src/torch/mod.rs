@@ -255,7 +255,12 @@ impl TorchBackend {
             let _ = std::fs::remove_file(&trace_path);
         }
         let shift = (log.clock.realtime_minus_monotonic_ns[0] + log.clock.realtime_minus_monotonic_ns[1]) / 2;
-        let binding = observe::bind(&acts, shift);
+        let calls: Vec<observe::TimedCall> = log
+            .threads
+            .iter()
+            .flat_map(|t| t.ops.iter().map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1)))
+            .collect();
+        let binding = observe::bind(&acts, shift, &calls);
         let out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
         if let Ok(mut c) = self.completeness.lock() {
             c.push(RunCompleteness {
@@ -389,3 +394,6 @@ impl Backend for TorchBackend {
         true
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -45,7 +45,20 @@ pub fn is_executor_annotation(name: &str) -> bool {
     name == HARNESS || name.starts_with(OP_PREFIX)
 }
 
-pub fn bind(acts: &Activities, shift_ns: i64) -> Binding {
+/// One op's call as the executor timed it: (op id, thread, start, end), CLOCK_MONOTONIC.
+pub type TimedCall = (u64, u32, Ns, Ns);
+
+/// How far outside an op's own call interval a Kineto call may be stamped
+/// and still be that op's (the clocks' residual offset).
+const CALL_SLACK_NS: i64 = 2_000;
+
+/// Binds Kineto's activities to the executor's ops. `shift_ns` is Kineto's
+/// clock minus CLOCK_MONOTONIC as the executor read the two clocks; where
+/// annotated calls exist it is refined from them (the median of each call's
+/// start minus the middle of its op's interval). A call on a thread where
+/// Kineto kept no annotation (kineto#443: other threads' operators) is bound
+/// to the op whose own call interval on that thread contains it.
+pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
     let mut b = Binding {
         shift_ns,
         ..Default::default()
@@ -81,6 +94,43 @@ pub fn bind(acts: &Activities, shift_ns: i64) -> Binding {
             }
             Some(None) => b.harness_calls += 1,
             None => b.other_calls += 1,
+        }
+    }
+    let by_id: HashMap<u64, &TimedCall> = ops.iter().map(|o| (o.0, o)).collect();
+    let mut offsets: Vec<i64> = b
+        .calls
+        .iter()
+        .flat_map(|(op, calls)| calls.iter().map(move |&c| (*op, c)))
+        .filter_map(|(op, c)| {
+            let o = by_id.get(&op)?;
+            Some(acts.calls[c].start - ((o.2 + o.3) / 2) as i64)
+        })
+        .collect();
+    if !offsets.is_empty() {
+        offsets.sort_unstable();
+        b.shift_ns = offsets[offsets.len() / 2];
+    }
+    let mut per_thread: HashMap<u32, Vec<&TimedCall>> = HashMap::new();
+    for o in ops {
+        per_thread.entry(o.1).or_default().push(o);
+    }
+    for v in per_thread.values_mut() {
+        v.sort_unstable_by_key(|o| o.2);
+    }
+    for (i, c) in acts.calls.iter().enumerate() {
+        if spans.contains_key(&c.tid) && spans[&c.tid].iter().any(|s| s.0 <= c.start && c.end <= s.1) {
+            continue;
+        }
+        let (start, end) = (c.start - b.shift_ns, c.end - b.shift_ns);
+        let found = per_thread.get(&(c.tid as u32)).and_then(|v| {
+            v.iter().find(|o| {
+                o.2 as i64 - CALL_SLACK_NS <= start && end <= o.3 as i64 + CALL_SLACK_NS
+            })
+        });
+        if let Some(o) = found {
+            b.other_calls -= 1;
+            b.calls.entry(o.0).or_default().push(i);
+            b.op_of_correlation.insert(c.correlation, o.0);
         }
     }
     for (i, d) in acts.device.iter().enumerate() {

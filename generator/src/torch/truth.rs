@@ -333,7 +333,7 @@ impl<'a> Builder<'a> {
             thread: Some(o.tid.unwrap_or(self.log.threads[ti].tid)),
             stream: on_stream.then(|| self.stream_of(o)),
             call_site: call_site.map(Into::into),
-            operator: None,
+            operator: o.operator.as_deref().map(Into::into),
             generation: if on_stream { o.generation } else { 0 },
         };
         let name = self.call_name(o);
