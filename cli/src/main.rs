@@ -53,6 +53,8 @@ pub enum CollectorsArg {
     Cupti,
     Host,
     Combined,
+    /// Kineto's records of a `torch` bundle (docs/torch-track.md).
+    Kineto,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -838,7 +838,7 @@ fn run_job(
     };
     // The views of one bundle are independent: spread over the threads this
     // job may use (a run of few, large bundles would otherwise use one core).
-    let specs = views::standard_specs(bundle.manifest.seed);
+    let specs = views::standard_specs_of(&bundle);
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<Vec<CaseScore>, String>>>> =
         specs.iter().map(|_| Mutex::new(None)).collect();

@@ -74,7 +74,9 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         }
     }
     if items.is_empty() {
-        return Err(Failure::input("no scenario to record (see --only, --scenario)"));
+        return Err(Failure::input(
+            "no scenario to record (see --only, --scenario)",
+        ));
     }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
@@ -116,7 +118,8 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
             }
             Err(e) => {
                 eprintln!("FAIL {} r{rep}: {e}", sc.name);
-                failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string()}));
+                failures
+                    .push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string()}));
             }
         }
     }

@@ -234,8 +234,9 @@ fn hash_name(s: &str) -> u64 {
     if let Some(d) = s.split_whitespace().find_map(|w| w.parse::<u64>().ok()) {
         return d;
     }
-    s.bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 impl Activities {
@@ -273,7 +274,9 @@ impl Activities {
         match ph {
             "s" | "f" => {
                 let id = match f.get("id") {
-                    Some(Value::Number(n)) => n.as_u64().ok_or_else(|| f.error("id", "expected an integer"))?,
+                    Some(Value::Number(n)) => n
+                        .as_u64()
+                        .ok_or_else(|| f.error("id", "expected an integer"))?,
                     Some(Value::String(s)) => s.parse::<u64>().unwrap_or_else(|_| hash_name(s)),
                     _ => return Err(f.error("id", "a flow event needs an id")),
                 };
@@ -281,7 +284,11 @@ impl Activities {
                     index: f.index,
                     category: category.to_string(),
                     id,
-                    phase: if ph == "s" { FlowPhase::Start } else { FlowPhase::Finish },
+                    phase: if ph == "s" {
+                        FlowPhase::Start
+                    } else {
+                        FlowPhase::Finish
+                    },
                     pid: f.id("pid")?,
                     tid: f.id("tid")?,
                     ts: f.ts()?,

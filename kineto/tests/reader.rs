@@ -59,14 +59,30 @@ fn types_every_category_it_uses_in_nanoseconds_of_the_base() {
 #[test]
 fn bad_values_name_the_event_and_field() {
     let cases = [
-        (TRACE.replacen("\"ts\": 12.0, \"dur\": 3.25", "\"ts\": \"soon\", \"dur\": 3.25", 1),
-         ".traceEvents[1].ts"),
-        (TRACE.replacen("\"correlation\": 77}}", "\"correlation\": 77.5}}", 1),
-         ".traceEvents[1].args.correlation"),
-        (TRACE.replacen("\"grid\": [132, 1, 1]", "\"grid\": [132, 1]", 1),
-         ".traceEvents[2].args.grid"),
-        (TRACE.replacen("\"dur\": 20.0", "\"dur\": -2.0", 1), ".traceEvents[0].dur"),
-        (TRACE.replacen("\"ph\": \"M\",", "", 1), ".traceEvents[7].ph"),
+        (
+            TRACE.replacen(
+                "\"ts\": 12.0, \"dur\": 3.25",
+                "\"ts\": \"soon\", \"dur\": 3.25",
+                1,
+            ),
+            ".traceEvents[1].ts",
+        ),
+        (
+            TRACE.replacen("\"correlation\": 77}}", "\"correlation\": 77.5}}", 1),
+            ".traceEvents[1].args.correlation",
+        ),
+        (
+            TRACE.replacen("\"grid\": [132, 1, 1]", "\"grid\": [132, 1]", 1),
+            ".traceEvents[2].args.grid",
+        ),
+        (
+            TRACE.replacen("\"dur\": 20.0", "\"dur\": -2.0", 1),
+            ".traceEvents[0].dur",
+        ),
+        (
+            TRACE.replacen("\"ph\": \"M\",", "", 1),
+            ".traceEvents[7].ph",
+        ),
     ];
     for (text, path) in cases {
         let err = activities(&text).unwrap_err();

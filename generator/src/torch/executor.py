@@ -28,7 +28,11 @@ import sys
 import threading
 import time
 
-REAL_STDOUT = sys.stdout
+# The answers go to a private copy of stdout; file descriptor 1 itself (and
+# Python's sys.stdout) then points at stderr, so nothing a library prints can
+# corrupt them.
+REAL_STDOUT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 sys.stdout = sys.stderr
 
 import torch  # noqa: E402
@@ -122,8 +126,42 @@ def now():
     return time.monotonic_ns()
 
 
+# Busy host work without a Python call per loop iteration: with_stack's
+# Python tracer records every call, so a spin loop would fill Kineto's trace.
+# One PBKDF2 call (C, GIL released) holds the CPU for most of the time, a
+# short spin the rest.
+PBKDF2_PER_NS = [0.0]
+
+
+def calibrate_busy():
+    import hashlib
+    n = 20000
+    t = now()
+    hashlib.pbkdf2_hmac("sha256", b"cb", b"salt", n)
+    PBKDF2_PER_NS[0] = n / max(1, now() - t)
+
+
+def busy_until(t):
+    import hashlib
+    left = t - now()
+    if left > 50_000 and PBKDF2_PER_NS[0] > 0:
+        n = int((left - 30_000) * PBKDF2_PER_NS[0])
+        if n > 0:
+            hashlib.pbkdf2_hmac("sha256", b"cb", b"salt", n)
+    while now() < t:
+        pass
+
+
 def spin_until(t):
-    while time.monotonic_ns() < t:
+    busy_until(t)
+
+
+def wait_until(t):
+    """Waits (sleeping, not busy) until CLOCK_MONOTONIC `t`, to about 100 us, then spins."""
+    left = t - now()
+    if left > 300_000:
+        time.sleep((left - 200_000) / 1e9)
+    while now() < t:
         pass
 
 
@@ -157,7 +195,10 @@ class Device:
         module = cupy.RawModule(code=code, options=("-std=c++14",))
         for m in missing:
             f = module.get_function(m)
-            f.max_dynamic_shared_size_bytes = HOG_SHARED
+            try:
+                f.max_dynamic_shared_size_bytes = HOG_SHARED
+            except Exception as e:  # the hog then runs without its shared memory
+                sys.stderr.write("cannot raise the shared memory of %s: %r\n" % (m, e))
             self.entries[m] = f
 
     def spin(self, name):
@@ -257,6 +298,7 @@ class Run:
         self.nvtx_stacks = [[] for _ in self.threads]
         self.done = 0
         self.done_lock = threading.Lock()
+        self.all_done = threading.Event()
         self.next_handoff = 1
         self.requests = []
         for pi, p in enumerate(sc["programs"]):
@@ -589,8 +631,7 @@ class Run:
                 self.run_item(ti, item)
             except Exception as e:  # the run's errors end up in its log
                 self.errors.append("thread %d: %r" % (ti, e))
-                with self.done_lock:
-                    self.done += 1
+                self.finished()
             self.busy[ti] = False
 
     def run_item(self, ti, item):
@@ -614,8 +655,13 @@ class Run:
                 return
             self.step(ti, item, si, step)
             si += 1
+        self.finished()
+
+    def finished(self):
         with self.done_lock:
             self.done += 1
+            if self.done >= len(self.requests):
+                self.all_done.set()
 
     def injector(self, barrier, stop):
         self.injector_log["tid"] = threading.get_native_id()
@@ -642,6 +688,9 @@ class Run:
                     shared = 0
                     if a.get("hog"):
                         grid, block, shared = self.d.sms * 2, 1024, HOG_SHARED
+                        f = self.d.spin(a["name"])
+                        if getattr(f, "max_dynamic_shared_size_bytes", HOG_SHARED) < HOG_SHARED:
+                            shared = 0
                     op["what"] = {"kind": "kernel", "name": a["name"], "dur_ns": a["dur_ns"], "extra_ns": 0}
                     with torch.profiler.record_function("cb:op:%d:0" % op["id"]):
                         op["t0"] = now()
@@ -705,20 +754,13 @@ class Run:
         origin = now() + 1_000_000
         arrivals = []
         for k, r in enumerate(self.requests):
-            spin_until(origin + r["at_rel"])
+            wait_until(origin + r["at_rel"])
             p = self.sc["programs"][r["program"]]
             m = self.pick(p["start"], False, k ^ 0xA11)
             arrivals.append({"request": k, "t": now(), "tid": self.logs[m]["tid"]})
             self.send(m, {"request": k, "step": 0})
-        deadline = now() + 30_000_000_000
-        while True:
-            with self.done_lock:
-                if self.done >= len(self.requests):
-                    break
-            if now() > deadline:
-                self.errors.append("the run did not finish within 30 s")
-                break
-            time.sleep(0.0002)
+        if not self.all_done.wait(30.0):
+            self.errors.append("the run did not finish within 30 s")
         for m in range(nthreads):
             self.inboxes[m].put(None)
         stop.set()
@@ -743,6 +785,7 @@ class Run:
 def serve():
     device = Device()
     device.calibrate()
+    calibrate_busy()
     warm = False
     for line in sys.stdin:
         line = line.strip()

@@ -115,7 +115,10 @@ impl TorchBackend {
             .process_group(0)
             .spawn()
             .map_err(|e| unavailable(format!("cannot start {}: {e}", self.python)))?;
-        let stdin = child.stdin.take().ok_or_else(|| unavailable("no stdin".into()))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| unavailable("no stdin".into()))?;
         let stdout = child
             .stdout
             .take()
@@ -254,11 +257,17 @@ impl TorchBackend {
         if self.trace_dir.is_none() {
             let _ = std::fs::remove_file(&trace_path);
         }
-        let shift = (log.clock.realtime_minus_monotonic_ns[0] + log.clock.realtime_minus_monotonic_ns[1]) / 2;
+        let shift = (log.clock.realtime_minus_monotonic_ns[0]
+            + log.clock.realtime_minus_monotonic_ns[1])
+            / 2;
         let calls: Vec<observe::TimedCall> = log
             .threads
             .iter()
-            .flat_map(|t| t.ops.iter().map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1)))
+            .flat_map(|t| {
+                t.ops
+                    .iter()
+                    .map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1))
+            })
             .collect();
         let binding = observe::bind(&acts, shift, &calls);
         let out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
@@ -291,6 +300,20 @@ impl TorchBackend {
             &keys,
             twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
         )?;
+        // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
+        // CUPTI's kinds): its first unresolved boundaries are the same.
+        for s in &mut truth.symptoms {
+            let kineto: Vec<_> = s
+                .boundaries
+                .iter()
+                .filter(|b| b.collectors == ground_truth::Collectors::Cupti)
+                .map(|b| ground_truth::graph::Boundary {
+                    collectors: ground_truth::Collectors::Kineto,
+                    ..b.clone()
+                })
+                .collect();
+            s.boundaries.extend(kineto);
+        }
         crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor.unwrap_or(0.0));
         let check = format!(
             "; Kineto vs %globaltimer over {} kernels: max |start diff| {} ns, max |end diff| {} ns",
@@ -313,7 +336,10 @@ impl TorchBackend {
                 backend: "torch".into(),
                 gpu: format!(
                     "{} ({} SMs, compute capability {}.{})",
-                    log.device.name, log.device.sms, log.device.capability[0], log.device.capability[1]
+                    log.device.name,
+                    log.device.sms,
+                    log.device.capability[0],
+                    log.device.capability[1]
                 ),
                 driver: String::new(),
                 cuda: log.versions.cuda.clone().unwrap_or_default(),

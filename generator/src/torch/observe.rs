@@ -32,6 +32,8 @@ pub struct Binding {
     pub other_calls: usize,
     /// Kineto's clock minus CLOCK_MONOTONIC, removed from every time.
     pub shift_ns: i64,
+    /// Kineto's thread ids → the OS thread ids the executor saw, where they differ.
+    pub threads: HashMap<u64, u32>,
 }
 
 /// The op id of an executor annotation `cb:op:<id>:<token>`.
@@ -81,11 +83,7 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
         let owner = spans.get(&c.tid).and_then(|v| {
             let k = v.partition_point(|s| s.0 <= c.start);
             // The innermost (latest-starting) annotation that still contains the call.
-            v[..k]
-                .iter()
-                .rev()
-                .find(|s| s.1 >= c.end)
-                .map(|s| s.2)
+            v[..k].iter().rev().find(|s| s.1 >= c.end).map(|s| s.2)
         });
         match owner {
             Some(Some(op)) => {
@@ -110,6 +108,13 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
         offsets.sort_unstable();
         b.shift_ns = offsets[offsets.len() / 2];
     }
+    for (op, calls) in &b.calls {
+        if let Some(o) = by_id.get(op) {
+            for &c in calls {
+                b.threads.insert(acts.calls[c].tid, o.1);
+            }
+        }
+    }
     let mut per_thread: HashMap<u32, Vec<&TimedCall>> = HashMap::new();
     for o in ops {
         per_thread.entry(o.1).or_default().push(o);
@@ -118,14 +123,16 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
         v.sort_unstable_by_key(|o| o.2);
     }
     for (i, c) in acts.calls.iter().enumerate() {
-        if spans.contains_key(&c.tid) && spans[&c.tid].iter().any(|s| s.0 <= c.start && c.end <= s.1) {
+        if spans.contains_key(&c.tid)
+            && spans[&c.tid].iter().any(|s| s.0 <= c.start && c.end <= s.1)
+        {
             continue;
         }
         let (start, end) = (c.start - b.shift_ns, c.end - b.shift_ns);
-        let found = per_thread.get(&(c.tid as u32)).and_then(|v| {
-            v.iter().find(|o| {
-                o.2 as i64 - CALL_SLACK_NS <= start && end <= o.3 as i64 + CALL_SLACK_NS
-            })
+        let tid = b.threads.get(&c.tid).copied().unwrap_or(c.tid as u32);
+        let found = per_thread.get(&tid).and_then(|v| {
+            v.iter()
+                .find(|o| o.2 as i64 - CALL_SLACK_NS <= start && end <= o.3 as i64 + CALL_SLACK_NS)
         });
         if let Some(o) = found {
             b.other_calls -= 1;
@@ -163,7 +170,7 @@ pub fn call_record(b: &Binding, c: &HostCall, rid: u64) -> Record {
         },
         cbid: c.cbid,
         name: c.name.as_str().into(),
-        tid: c.tid as u32,
+        tid: b.threads.get(&c.tid).copied().unwrap_or(c.tid as u32),
         start: b.time(c.start),
         end: b.time(c.end),
         correlation_id: c.correlation as u32,

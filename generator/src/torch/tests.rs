@@ -89,7 +89,8 @@ const KINETO: &str = r#"{"baseTimeNanoseconds": 500000, "traceEvents": [
 ]}"#;
 
 fn inputs() -> (Scenario, StepLog, kineto::Activities) {
-    let sc: Scenario = ground_truth::io::from_yaml(Path::new("t.yaml"), SCENARIO.as_bytes()).unwrap();
+    let sc: Scenario =
+        ground_truth::io::from_yaml(Path::new("t.yaml"), SCENARIO.as_bytes()).unwrap();
     assert!(sc.check().is_empty(), "{:?}", sc.check());
     let log: StepLog = ground_truth::io::from_json(Path::new("log.json"), LOG.as_bytes()).unwrap();
     let file = Path::new("kineto.json");
@@ -106,7 +107,10 @@ fn binding_takes_calls_inside_the_executor_annotations_only() {
     assert_eq!(b.other_calls, 1, "cudaGetDevice is no op's call");
     assert_eq!(b.calls[&1].len(), 1);
     assert_eq!(b.device[&1].len(), 1);
-    assert!(!b.device.contains_key(&4), "the consumer kernel is not in the trace");
+    assert!(
+        !b.device.contains_key(&4),
+        "the consumer kernel is not in the trace"
+    );
     assert_eq!(b.syncs[&3].len(), 1);
     assert_eq!(b.time(acts.calls[0].start), 1_001_500);
 }
@@ -129,17 +133,31 @@ fn the_truth_follows_the_log_and_kineto_only_observes() {
     let consumer = kernel("consumer");
     assert_eq!((consumer.start, consumer.end), (1_112_000, 1_162_000));
     // The wait ends when the record completed; the event edge comes from the log.
-    let wait = t.nodes.iter().find(|n| n.kind == NodeKind::StreamWait).unwrap();
-    let record = t.nodes.iter().find(|n| n.kind == NodeKind::EventRecord).unwrap();
+    let wait = t
+        .nodes
+        .iter()
+        .find(|n| n.kind == NodeKind::StreamWait)
+        .unwrap();
+    let record = t
+        .nodes
+        .iter()
+        .find(|n| n.kind == NodeKind::EventRecord)
+        .unwrap();
     assert_eq!(record.end, 1_111_000);
     assert_eq!(wait.end, 1_111_000);
     let has = |src: u32, dst: u32, kind: EdgeType| {
-        t.edges.iter().any(|e| e.src == src && e.dst == dst && e.kind == kind)
+        t.edges
+            .iter()
+            .any(|e| e.src == src && e.dst == dst && e.kind == kind)
     };
     assert!(has(record.id, wait.id, EdgeType::Event));
     assert!(has(wait.id, consumer.id, EdgeType::StreamOrder));
     assert!(has(producer.id, record.id, EdgeType::StreamOrder));
-    let sync = t.nodes.iter().find(|n| n.kind == NodeKind::Synchronization).unwrap();
+    let sync = t
+        .nodes
+        .iter()
+        .find(|n| n.kind == NodeKind::Synchronization)
+        .unwrap();
     assert!(has(consumer.id, sync.id, EdgeType::Sync));
     // Kineto's records are owned by the nodes they observe; the dropped kernel has none.
     assert_eq!(producer.rids.len(), 1);
@@ -154,11 +172,20 @@ fn the_truth_follows_the_log_and_kineto_only_observes() {
     // Instrumented: each call of a request carries its token.
     assert!(out.builder.trace.iter().any(|r| matches!(
         r,
-        Record::ExternalCorrelation { external_id: 1000, .. }
+        Record::ExternalCorrelation {
+            external_id: 1000,
+            ..
+        }
     )));
     let c = &out.stats.completeness;
-    assert_eq!((c.device_ops, c.device_ops_seen, c.device_ops_linked), (2, 1, 1));
-    assert_eq!((c.event_edges, c.event_edges_seen, c.event_edges_linked), (1, 1, 0));
+    assert_eq!(
+        (c.device_ops, c.device_ops_seen, c.device_ops_linked),
+        (2, 1, 1)
+    );
+    assert_eq!(
+        (c.event_edges, c.event_edges_seen, c.event_edges_linked),
+        (1, 1, 0)
+    );
     assert_eq!(out.stats.kernels_compared, 1);
     assert_eq!(out.stats.max_start_diff_ns, 200);
 }

@@ -200,9 +200,13 @@ impl<'a> Builder<'a> {
             return;
         };
         let name = format!("{}#{}", p.name, r.index);
-        let node = self
-            .b
-            .request(name, r.token.to_string().into(), a.tid, a.t, self.instrumented);
+        let node = self.b.request(
+            name,
+            r.token.to_string().into(),
+            a.tid,
+            a.t,
+            self.instrumented,
+        );
         self.requests[a.request] = Some(node);
     }
 
@@ -213,9 +217,9 @@ impl<'a> Builder<'a> {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let handoff = handoff.and_then(|h| self.handoffs.get(&h).copied());
                 let req = self.requests.get(request).copied().flatten();
-                let task =
-                    self.b
-                        .host_task(&token, tid, queue, t, self.instrumented, req, handoff);
+                let task = self
+                    .b
+                    .host_task(&token, tid, queue, t, self.instrumented, req, handoff);
                 self.task[ti] = Some(task);
                 self.prev[ti] = Some(task);
                 self.pending[ti] = None;
@@ -544,7 +548,8 @@ impl<'a> Builder<'a> {
         let Some(i) = pick else { return };
         let d = &acts.device[i];
         let linked = bind.calls.get(&o.id).is_some_and(|cs| {
-            cs.iter().any(|&c| acts.calls[c].correlation == d.correlation)
+            cs.iter()
+                .any(|&c| acts.calls[c].correlation == d.correlation)
         });
         let c = &mut self.stats.completeness;
         if graph {
@@ -558,7 +563,10 @@ impl<'a> Builder<'a> {
             let n = &self.b.truth.nodes[dev as usize];
             let (ks, ke) = (bind.time(d.start) as i64, bind.time(d.end) as i64);
             self.stats.kernels_compared += 1;
-            self.stats.max_start_diff_ns = self.stats.max_start_diff_ns.max((ks - n.start as i64).abs());
+            self.stats.max_start_diff_ns = self
+                .stats
+                .max_start_diff_ns
+                .max((ks - n.start as i64).abs());
             self.stats.max_end_diff_ns = self.stats.max_end_diff_ns.max((ke - n.end as i64).abs());
         }
         self.b
@@ -607,7 +615,9 @@ impl<'a> Builder<'a> {
         let queued = o.t0;
         let after = self.after(&o.prev);
         let start = self.ready(queued, &after);
-        let src = o.event_src.and_then(|e| self.dev_nodes.get(&(e, None)).copied());
+        let src = o
+            .event_src
+            .and_then(|e| self.dev_nodes.get(&(e, None)).copied());
         let end = self.b.wait_end(start, src);
         let dev = self.b.device_op(DeviceOp {
             kind: NodeKind::StreamWait,
@@ -741,7 +751,12 @@ impl<'a> Builder<'a> {
                     .any(|&k| acts.calls[k].correlation == acts.device[d].correlation)
             })
         });
-        if device_linked || !matches!(o.what, What::Kernel { .. } | What::Copy { .. } | What::Memset { .. }) {
+        if device_linked
+            || !matches!(
+                o.what,
+                What::Kernel { .. } | What::Copy { .. } | What::Memset { .. }
+            )
+        {
             c.other_thread_ops_linked += 1;
         }
     }
