@@ -122,17 +122,18 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                     .push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string()}));
             }
         }
+        // Written after every bundle: a recording cut short keeps what it made.
+        let completeness = backend.completeness();
+        crate::gpu::write_json(&args.out.join("completeness.json"), &json!(completeness))?;
+        let summary = json!({
+            "bundles_ok": bundles.len(),
+            "failures": failures,
+            "skipped": skipped,
+            "record_seconds": started.elapsed().as_secs_f64(),
+            "bundles": bundles,
+        });
+        crate::gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
     }
-    let completeness = backend.completeness();
-    crate::gpu::write_json(&args.out.join("completeness.json"), &json!(completeness))?;
-    let summary = json!({
-        "bundles_ok": bundles.len(),
-        "failures": failures,
-        "skipped": skipped,
-        "record_seconds": started.elapsed().as_secs_f64(),
-        "bundles": bundles,
-    });
-    crate::gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
     println!(
         "recorded {} bundles into {} ({} failed, {} scenarios the executor cannot run)",
         bundles.len(),

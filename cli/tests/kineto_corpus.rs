@@ -42,7 +42,7 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
         .current_dir(&root)
-        .args(["run", "--corpus", CORPUS, "--profilers", "builtin", "--quiet", "--out"])
+        .args(["run", "--corpus", CORPUS, "--profilers", "builtin,kineto-flows", "--quiet", "--out"])
         .arg(out.path())
         .output()
         .unwrap();
