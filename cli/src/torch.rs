@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// Repetitions per scenario (default: each scenario's own).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
     pub reps: Option<u32>,
+    /// Keep each injected run's step log (`ID.steplog.json`: what the executor
+    /// did and measured, the truth's only source) beside its trace.
+    #[arg(long)]
+    pub keep_logs: bool,
 }
 
 pub fn torch(command: TorchCommand) -> Result<(), Failure> {
@@ -80,7 +84,8 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     }
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
-    let backend = TorchBackend::new(Some(args.out.clone()));
+    let mut backend = TorchBackend::new(Some(args.out.clone()));
+    backend.keep_logs = args.keep_logs;
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut bundles = Vec::new();

@@ -162,6 +162,21 @@ pub enum What {
 }
 
 impl Op {
+    /// What the name of the op's working call contains, whichever variant
+    /// Kineto records (`cudaEventRecordWithFlags`, `cuLaunchKernel`).
+    pub fn api_key(&self) -> &'static str {
+        match &self.what {
+            What::Kernel { .. } => "LaunchKernel",
+            What::Copy { .. } => "Memcpy",
+            What::Memset { .. } => "Memset",
+            What::EventRecord { .. } => "EventRecord",
+            What::StreamWait { .. } => "StreamWaitEvent",
+            What::GraphLaunch { .. } => "GraphLaunch",
+            What::Sync { .. } => "Synchronize",
+            What::Recreate => "recreate",
+        }
+    }
+
     /// The API the executor's call reaches (names an API node without a record).
     pub fn api_name(&self) -> &'static str {
         use ground_truth::scenario::SyncTarget;

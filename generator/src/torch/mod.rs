@@ -75,6 +75,10 @@ pub struct TorchBackend {
     /// (`<scenario>.r<repetition>.kineto.json`); `None`: a temporary file.
     trace_dir: Option<PathBuf>,
     completeness: Mutex<Vec<RunCompleteness>>,
+    /// Whether each injected run's step log is kept beside its trace
+    /// (`<scenario>.r<repetition>.steplog.json`).
+    pub keep_logs: bool,
+    last_answer: Mutex<String>,
 }
 
 impl TorchBackend {
@@ -86,6 +90,8 @@ impl TorchBackend {
             server: Mutex::new(None),
             trace_dir,
             completeness: Mutex::new(Vec::new()),
+            keep_logs: false,
+            last_answer: Mutex::new(String::new()),
         }
     }
 
@@ -157,7 +163,13 @@ impl TorchBackend {
             }
             Ok(_) => {}
         }
-        parse_answer(&answer)
+        let parsed = parse_answer(&answer);
+        if self.keep_logs {
+            if let Ok(mut last) = self.last_answer.lock() {
+                *last = answer;
+            }
+        }
+        parsed
     }
 
     fn run(
@@ -253,6 +265,11 @@ impl TorchBackend {
             }
         };
         let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path))?;
+        if let (true, Some(dir)) = (self.keep_logs, &self.trace_dir) {
+            let answer = self.last_answer.lock().map(|a| a.clone()).unwrap_or_default();
+            let file = dir.join(format!("{}.r{repetition}.steplog.json", sc.name));
+            std::fs::write(&file, answer).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
         let acts = kineto::read_activities(&trace_path).map_err(|e| e.to_string())?;
         if self.trace_dir.is_none() {
             let _ = std::fs::remove_file(&trace_path);

@@ -52,7 +52,11 @@ pub type TimedCall = (u64, u32, Ns, Ns);
 
 /// How far outside an op's own call interval a Kineto call may be stamped
 /// and still be that op's (the clocks' residual offset).
-const CALL_SLACK_NS: i64 = 2_000;
+const CALL_SLACK_NS: i64 = 3_000;
+
+/// How far outside an op's interval a call may lie when only choosing which
+/// executor thread a Kineto thread is, and the clocks' residual offset.
+const VOTE_SLACK_NS: i64 = 50_000;
 
 /// Binds Kineto's activities to the executor's ops. `shift_ns` is Kineto's
 /// clock minus CLOCK_MONOTONIC as the executor read the two clocks; where
@@ -95,19 +99,6 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
         }
     }
     let by_id: HashMap<u64, &TimedCall> = ops.iter().map(|o| (o.0, o)).collect();
-    let mut offsets: Vec<i64> = b
-        .calls
-        .iter()
-        .flat_map(|(op, calls)| calls.iter().map(move |&c| (*op, c)))
-        .filter_map(|(op, c)| {
-            let o = by_id.get(&op)?;
-            Some(acts.calls[c].start - ((o.2 + o.3) / 2) as i64)
-        })
-        .collect();
-    if !offsets.is_empty() {
-        offsets.sort_unstable();
-        b.shift_ns = offsets[offsets.len() / 2];
-    }
     for (op, calls) in &b.calls {
         if let Some(o) = by_id.get(op) {
             for &c in calls {
@@ -122,18 +113,62 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
     for v in per_thread.values_mut() {
         v.sort_unstable_by_key(|o| o.2);
     }
-    for (i, c) in acts.calls.iter().enumerate() {
-        if spans.contains_key(&c.tid)
-            && spans[&c.tid].iter().any(|s| s.0 <= c.start && c.end <= s.1)
-        {
+    let unannotated: Vec<usize> = acts
+        .calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            !spans
+                .get(&c.tid)
+                .is_some_and(|v| v.iter().any(|s| s.0 <= c.start && c.end <= s.1))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    // Kineto names some threads by another number than the OS thread id (a
+    // worker thread where Kineto kept no annotation): each Kineto thread is
+    // the executor thread most of whose op intervals hold its calls.
+    let within = |o: &TimedCall, t: i64, slack: i64| o.2 as i64 - slack <= t && t <= o.3 as i64 + slack;
+    let mut votes: HashMap<u64, HashMap<u32, usize>> = HashMap::new();
+    for &i in &unannotated {
+        let c = &acts.calls[i];
+        let t = c.start - b.shift_ns;
+        for o in ops.iter().filter(|o| within(o, t, VOTE_SLACK_NS)) {
+            *votes.entry(c.tid).or_default().entry(o.1).or_default() += 1;
+        }
+    }
+    for (k, v) in votes {
+        if b.threads.contains_key(&k) {
             continue;
         }
-        let (start, end) = (c.start - b.shift_ns, c.end - b.shift_ns);
-        let tid = b.threads.get(&c.tid).copied().unwrap_or(c.tid as u32);
-        let found = per_thread.get(&tid).and_then(|v| {
-            v.iter()
-                .find(|o| o.2 as i64 - CALL_SLACK_NS <= start && end <= o.3 as i64 + CALL_SLACK_NS)
-        });
+        if let Some((&tid, _)) = v.iter().max_by_key(|(t, n)| (**n, std::cmp::Reverse(**t))) {
+            b.threads.insert(k, tid);
+        }
+    }
+    // The clocks' residual offset: each call re-centred in its op's interval, median.
+    let nearest = |tid: u32, t: i64, slack: i64| -> Option<&TimedCall> {
+        per_thread.get(&tid)?.iter().copied().find(|o| within(o, t, slack))
+    };
+    let mut residuals: Vec<i64> = unannotated
+        .iter()
+        .filter_map(|&i| {
+            let c = &acts.calls[i];
+            let tid = *b.threads.get(&c.tid)?;
+            let mid = (c.start + c.end) / 2 - b.shift_ns;
+            let o = nearest(tid, mid, VOTE_SLACK_NS)?;
+            Some(mid - ((o.2 + o.3) / 2) as i64)
+        })
+        .collect();
+    if !residuals.is_empty() {
+        residuals.sort_unstable();
+        b.shift_ns += residuals[residuals.len() / 2];
+    }
+    for &i in &unannotated {
+        let c = &acts.calls[i];
+        let Some(&tid) = b.threads.get(&c.tid) else {
+            continue;
+        };
+        let found = nearest(tid, c.start - b.shift_ns, CALL_SLACK_NS)
+            .filter(|o| within(o, c.end - b.shift_ns, CALL_SLACK_NS));
         if let Some(o) = found {
             b.other_calls -= 1;
             b.calls.entry(o.0).or_default().push(i);

@@ -380,10 +380,13 @@ impl<'a> Builder<'a> {
         node
     }
 
-    /// The first call Kineto recorded for the op, else the API it reaches.
+    /// The call Kineto recorded for the op that does its work (not a query
+    /// such as `cudaStreamIsCapturing`), else the API it reaches.
     fn call_name(&self, o: &Op) -> String {
         if let Some((acts, bind)) = self.acts {
-            if let Some(c) = bind.calls.get(&o.id).and_then(|v| v.first()) {
+            let calls = bind.calls.get(&o.id).map(Vec::as_slice).unwrap_or(&[]);
+            let key = o.api_key();
+            if let Some(c) = calls.iter().find(|&&c| acts.calls[c].name.contains(key)) {
                 return acts.calls[*c].name.clone();
             }
         }
@@ -529,7 +532,20 @@ impl<'a> Builder<'a> {
         let Some((acts, bind)) = self.acts else {
             return;
         };
-        let candidates = bind.device.get(&o.id).cloned().unwrap_or_default();
+        // The op's own kind of activity (a neighbouring time stamp is not its record).
+        let want = match o.what {
+            What::Copy { .. } => kineto::DeviceKind::Memcpy,
+            What::Memset { .. } => kineto::DeviceKind::Memset,
+            _ => kineto::DeviceKind::Kernel,
+        };
+        let candidates: Vec<usize> = bind
+            .device
+            .get(&o.id)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&i| acts.device[i].kind == want)
+            .collect();
         let start = self.b.truth.nodes[dev as usize].start;
         let pick = match graph_node {
             Some(used) => {
