@@ -54,14 +54,10 @@ pub type TimedCall = (u64, u32, Ns, Ns);
 /// and still be that op's (the clocks' residual offset).
 const CALL_SLACK_NS: i64 = 3_000;
 
-/// How far outside an op's interval a call may lie when only choosing which
-/// executor thread a Kineto thread is, and the clocks' residual offset.
-const VOTE_SLACK_NS: i64 = 50_000;
-
 /// Binds Kineto's activities to the executor's ops. `shift_ns` is Kineto's
-/// clock minus CLOCK_MONOTONIC as the executor read the two clocks; where
-/// annotated calls exist it is refined from them (the median of each call's
-/// start minus the middle of its op's interval). A call on a thread where
+/// clock minus CLOCK_MONOTONIC as the executor read the two clocks around
+/// the run (on the H200, Kineto's calls then lie inside the executor's own
+/// call intervals within a microsecond). A call on a thread where
 /// Kineto kept no annotation (kineto#443: other threads' operators) is bound
 /// to the op whose own call interval on that thread contains it.
 pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
@@ -127,12 +123,17 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
     // Kineto names some threads by another number than the OS thread id (a
     // worker thread where Kineto kept no annotation): each Kineto thread is
     // the executor thread most of whose op intervals hold its calls.
-    let within = |o: &TimedCall, t: i64, slack: i64| o.2 as i64 - slack <= t && t <= o.3 as i64 + slack;
+    let within =
+        |o: &TimedCall, t: i64, slack: i64| o.2 as i64 - slack <= t && t <= o.3 as i64 + slack;
     let mut votes: HashMap<u64, HashMap<u32, usize>> = HashMap::new();
     for &i in &unannotated {
         let c = &acts.calls[i];
         let t = c.start - b.shift_ns;
-        for o in ops.iter().filter(|o| within(o, t, VOTE_SLACK_NS)) {
+        let end = c.end - b.shift_ns;
+        for o in ops
+            .iter()
+            .filter(|o| within(o, t, CALL_SLACK_NS) && within(o, end, CALL_SLACK_NS))
+        {
             *votes.entry(c.tid).or_default().entry(o.1).or_default() += 1;
         }
     }
@@ -144,24 +145,13 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
             b.threads.insert(k, tid);
         }
     }
-    // The clocks' residual offset: each call re-centred in its op's interval, median.
     let nearest = |tid: u32, t: i64, slack: i64| -> Option<&TimedCall> {
-        per_thread.get(&tid)?.iter().copied().find(|o| within(o, t, slack))
+        per_thread
+            .get(&tid)?
+            .iter()
+            .copied()
+            .find(|o| within(o, t, slack))
     };
-    let mut residuals: Vec<i64> = unannotated
-        .iter()
-        .filter_map(|&i| {
-            let c = &acts.calls[i];
-            let tid = *b.threads.get(&c.tid)?;
-            let mid = (c.start + c.end) / 2 - b.shift_ns;
-            let o = nearest(tid, mid, VOTE_SLACK_NS)?;
-            Some(mid - ((o.2 + o.3) / 2) as i64)
-        })
-        .collect();
-    if !residuals.is_empty() {
-        residuals.sort_unstable();
-        b.shift_ns += residuals[residuals.len() / 2];
-    }
     for &i in &unannotated {
         let c = &acts.calls[i];
         let Some(&tid) = b.threads.get(&c.tid) else {

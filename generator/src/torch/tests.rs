@@ -187,7 +187,8 @@ fn the_truth_follows_the_log_and_kineto_only_observes() {
         (1, 1, 0)
     );
     assert_eq!(out.stats.kernels_compared, 1);
-    assert_eq!(out.stats.max_start_diff_ns, 200);
+    assert_eq!(out.stats.clock_offset_ns, 200);
+    assert_eq!(out.stats.max_start_diff_ns, 0);
 }
 
 #[test]

@@ -87,6 +87,8 @@ struct Builder<'a> {
     injections: Vec<InjectionRecord>,
     injected_devs: Vec<NodeId>,
     stats: RunStats,
+    /// Per kernel both saw: (Kineto − self-timed) start and end.
+    kernel_diffs: Vec<(i64, i64)>,
     start_thread_of_request: HashMap<usize, u32>,
 }
 
@@ -133,6 +135,7 @@ pub fn build(
         injections: Vec::new(),
         injected_devs: Vec::new(),
         stats: RunStats::default(),
+        kernel_diffs: Vec::new(),
         start_thread_of_request: log.arrivals.iter().map(|a| (a.request, a.tid)).collect(),
     };
     bld.replay();
@@ -144,6 +147,7 @@ pub fn build(
     }
     contention_edges(&mut bld.b);
     bld.event_completeness();
+    bld.clock_check();
     Output {
         builder: bld.b,
         keys: bld.keys,
@@ -578,12 +582,8 @@ impl<'a> Builder<'a> {
         if d.kind == kineto::DeviceKind::Kernel {
             let n = &self.b.truth.nodes[dev as usize];
             let (ks, ke) = (bind.time(d.start) as i64, bind.time(d.end) as i64);
-            self.stats.kernels_compared += 1;
-            self.stats.max_start_diff_ns = self
-                .stats
-                .max_start_diff_ns
-                .max((ks - n.start as i64).abs());
-            self.stats.max_end_diff_ns = self.stats.max_end_diff_ns.max((ke - n.end as i64).abs());
+            self.kernel_diffs
+                .push((ks - n.start as i64, ke - n.end as i64));
         }
         self.b
             .record(Some(dev), |rid| observe::device_record(bind, d, rid));
@@ -739,6 +739,24 @@ impl<'a> Builder<'a> {
             .map(|(ni, _)| ids[ni])
             .collect();
         self.graph_sinks.insert(o.id, sinks);
+    }
+
+    /// Kineto's kernel times against the self-timed ones, as the CUDA
+    /// backend checks CUPTI's: the median start difference is the clocks'
+    /// offset (Kineto's device clock against the calibrated `%globaltimer`),
+    /// the largest deviations from it are the disagreement.
+    fn clock_check(&mut self) {
+        let d = &self.kernel_diffs;
+        self.stats.kernels_compared = d.len() as u64;
+        if d.is_empty() {
+            return;
+        }
+        let mut starts: Vec<i64> = d.iter().map(|x| x.0).collect();
+        starts.sort_unstable();
+        let offset = starts[starts.len() / 2];
+        self.stats.clock_offset_ns = offset;
+        self.stats.max_start_diff_ns = d.iter().map(|x| (x.0 - offset).abs()).max().unwrap_or(0);
+        self.stats.max_end_diff_ns = d.iter().map(|x| (x.1 - offset).abs()).max().unwrap_or(0);
     }
 
     /// kineto#443: calls on a thread other than the one the request began on.
