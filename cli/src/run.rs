@@ -450,7 +450,11 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     let scores = results.into_inner().unwrap();
     crate::costs::take_costs(args.costs.as_deref(), corpus.as_deref(), out)?;
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
-    let replayed: Vec<&Path> = corpus.iter().chain(&kineto_corpus).map(|p| p.as_path()).collect();
+    let replayed: Vec<&Path> = corpus
+        .iter()
+        .chain(&kineto_corpus)
+        .map(|p| p.as_path())
+        .collect();
     crate::torch::completeness_section(&replayed, out)?;
     let track = crate::track::in_run(
         out,

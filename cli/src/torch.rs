@@ -100,6 +100,11 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                     .and_then(|_| gzip(&plain, &args.out.join(format!("{id}.bundle.json.gz"))));
                 let trace = args.out.join(TorchBackend::trace_file_name(&sc.name, *rep));
                 let written = written.and_then(|_| gzip(&trace, &trace.with_extension("json.gz")));
+                let steplog = args.out.join(format!("{id}.steplog.json"));
+                let written = written.and_then(|_| match args.keep_logs {
+                    true => gzip(&steplog, &steplog.with_extension("json.gz")),
+                    false => Ok(()),
+                });
                 if let Err(e) = written {
                     failures.push(json!({"bundle": id, "error": format!("write: {e}")}));
                     continue;
@@ -163,8 +168,8 @@ pub fn completeness_section(corpora: &[&Path], out: &Path) -> Result<(), Failure
         if !file.is_file() {
             continue;
         }
-        let bytes = std::fs::read(&file)
-            .map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
+        let bytes =
+            std::fs::read(&file).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
         let more: Vec<generator::torch::RunCompleteness> =
             ground_truth::io::from_json(&file, &bytes).map_err(Failure::input)?;
         runs.extend(more);
@@ -225,7 +230,7 @@ pub fn completeness_table(runs: &[generator::torch::RunCompleteness]) -> String 
          record's call, graph-node kernels with their graph launch, and calls made on \
          another thread than the request's first with their device work \
          (docs/torch-track.md, \"Completeness\").\n\n\
-         | family | bundles | device ops | event edges | graph-node kernels | other-thread ops |\n\
+         | family | runs | device ops | event edges | graph-node kernels | other-thread ops |\n\
          | --- | ---: | --- | --- | --- | --- |\n",
     );
     for (family, (n, c)) in by_family {
@@ -233,8 +238,16 @@ pub fn completeness_table(runs: &[generator::torch::RunCompleteness]) -> String 
             "| {family} | {n} | {} | {} | {} | {} |\n",
             cell(c.device_ops, c.device_ops_seen, c.device_ops_linked),
             cell(c.event_edges, c.event_edges_seen, c.event_edges_linked),
-            cell(c.graph_kernels, c.graph_kernels_seen, c.graph_kernels_linked),
-            cell(c.other_thread_ops, c.other_thread_ops_seen, c.other_thread_ops_linked),
+            cell(
+                c.graph_kernels,
+                c.graph_kernels_seen,
+                c.graph_kernels_linked
+            ),
+            cell(
+                c.other_thread_ops,
+                c.other_thread_ops_seen,
+                c.other_thread_ops_linked
+            ),
         ));
     }
     s

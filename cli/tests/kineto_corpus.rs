@@ -38,15 +38,32 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
         return;
     }
     let committed = root.join(RESULTS).join("leaderboard.json");
-    assert!(committed.is_file(), "{} must be committed", committed.display());
+    assert!(
+        committed.is_file(),
+        "{} must be committed",
+        committed.display()
+    );
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
         .current_dir(&root)
-        .args(["run", "--corpus", CORPUS, "--profilers", "builtin,kineto-flows", "--quiet", "--out"])
+        .args([
+            "run",
+            "--corpus",
+            CORPUS,
+            "--profilers",
+            "builtin,kineto-flows",
+            "--quiet",
+            "--out",
+        ])
         .arg(out.path())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let fresh = verdicts(&out.path().join("leaderboard.json"));
     assert!(
         fresh == verdicts(&committed),
@@ -54,8 +71,14 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     );
     let md = std::fs::read_to_string(out.path().join("leaderboard.md")).unwrap();
     let committed_md = std::fs::read_to_string(root.join(RESULTS).join("leaderboard.md")).unwrap();
-    let section = |t: &str| t.find("## Kineto's completeness").map(|at| t[at..].to_string());
-    assert!(section(&md).is_some(), "the replay's leaderboard.md has the completeness table");
+    let section = |t: &str| {
+        t.find("## Kineto's completeness")
+            .map(|at| t[at..].to_string())
+    };
+    assert!(
+        section(&md).is_some(),
+        "the replay's leaderboard.md has the completeness table"
+    );
     assert_eq!(section(&md), section(&committed_md));
 }
 
@@ -75,9 +98,16 @@ fn every_bundle_has_its_native_kineto_trace_and_it_reads() {
         };
         bundles += 1;
         let trace = dir.join(format!("{id}.kineto.json.gz"));
-        let acts = kineto::read_activities(&trace)
-            .unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
-        assert!(!acts.device.is_empty(), "{}: no device activity", trace.display());
+        let acts =
+            kineto::read_activities(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
+        assert!(
+            !acts.device.is_empty(),
+            "{}: no device activity",
+            trace.display()
+        );
     }
-    assert!(bundles >= 40, "{bundles} bundles: the track needs 8 families x 5 repetitions");
+    assert!(
+        bundles >= 40,
+        "{bundles} bundles: the track needs 8 families x 5 repetitions"
+    );
 }

@@ -112,7 +112,7 @@ extern "C" __global__ void %s(unsigned long long dur, unsigned long long* acc,
 
 def entry_name(name):
     """The C identifier a kernel name is launched as (Kineto shows this)."""
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    out = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in name)
     if not out or out[0].isdigit():
         out = "k_" + out
     return out

@@ -287,7 +287,7 @@ impl TorchBackend {
             .flat_map(|t| {
                 t.ops
                     .iter()
-                    .map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1))
+                    .map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1, o.api_key()))
             })
             .collect();
         let binding = observe::bind(&acts, shift, &calls);

@@ -36,6 +36,26 @@ pub struct Binding {
     pub threads: HashMap<u64, u32>,
 }
 
+/// The entry point a kernel name is launched as (`executor.py`'s `entry_name`):
+/// Kineto names the kernel by it.
+pub fn entry_name(name: &str) -> String {
+    let out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("k_{out}")
+    } else {
+        out
+    }
+}
+
 /// The op id of an executor annotation `cb:op:<id>:<token>`.
 pub fn annotated_op(name: &str) -> Option<u64> {
     let rest = name.strip_prefix(OP_PREFIX)?;
@@ -47,8 +67,9 @@ pub fn is_executor_annotation(name: &str) -> bool {
     name == HARNESS || name.starts_with(OP_PREFIX)
 }
 
-/// One op's call as the executor timed it: (op id, thread, start, end), CLOCK_MONOTONIC.
-pub type TimedCall = (u64, u32, Ns, Ns);
+/// One op's call as the executor timed it: (op id, thread, start, end,
+/// what the name of its working call contains, `Op::api_key`), CLOCK_MONOTONIC.
+pub type TimedCall = (u64, u32, Ns, Ns, &'static str);
 
 /// How far outside an op's own call interval a Kineto call may be stamped
 /// and still be that op's (the clocks' residual offset).
@@ -154,11 +175,25 @@ pub fn bind(acts: &Activities, shift_ns: i64, ops: &[TimedCall]) -> Binding {
     };
     for &i in &unannotated {
         let c = &acts.calls[i];
-        let Some(&tid) = b.threads.get(&c.tid) else {
-            continue;
-        };
-        let found = nearest(tid, c.start - b.shift_ns, CALL_SLACK_NS)
-            .filter(|o| within(o, c.end - b.shift_ns, CALL_SLACK_NS));
+        let (start, end) = (c.start - b.shift_ns, c.end - b.shift_ns);
+        let fits =
+            |o: &&TimedCall| within(o, start, CALL_SLACK_NS) && within(o, end, CALL_SLACK_NS);
+        let mapped = b.threads.get(&c.tid).copied();
+        // An op's working call (its kind's API) held by the op's own call
+        // interval: on the thread Kineto's thread maps to, else the only such op.
+        let keyed: Vec<&TimedCall> = ops
+            .iter()
+            .filter(|o| c.name.contains(o.4))
+            .filter(fits)
+            .collect();
+        let found = keyed
+            .iter()
+            .copied()
+            .find(|o| Some(o.1) == mapped)
+            .or_else(|| (keyed.len() == 1).then(|| keyed[0]))
+            .or_else(|| {
+                nearest(mapped?, start, CALL_SLACK_NS).filter(|o| within(o, end, CALL_SLACK_NS))
+            });
         if let Some(o) = found {
             b.other_calls -= 1;
             b.calls.entry(o.0).or_default().push(i);

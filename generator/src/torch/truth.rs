@@ -542,6 +542,10 @@ impl<'a> Builder<'a> {
             What::Memset { .. } => kineto::DeviceKind::Memset,
             _ => kineto::DeviceKind::Kernel,
         };
+        let entry = match &o.what {
+            What::Kernel { name, .. } => Some(observe::entry_name(name)),
+            _ => None,
+        };
         let candidates: Vec<usize> = bind
             .device
             .get(&o.id)
@@ -549,6 +553,8 @@ impl<'a> Builder<'a> {
             .flatten()
             .copied()
             .filter(|&i| acts.device[i].kind == want)
+            // A kernel is named by its entry point (a time stamp is `cb_stamp`).
+            .filter(|&i| entry.as_ref().is_none_or(|e| acts.device[i].name == *e))
             .collect();
         let start = self.b.truth.nodes[dev as usize].start;
         let pick = match graph_node {
