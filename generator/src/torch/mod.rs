@@ -22,7 +22,6 @@ use crate::keys::StepKey;
 use crate::label::QuietRun;
 use crate::plan::{DeviceFacts, Twin};
 use ground_truth::bundle::{CrossCheck, LossAccounting, Manifest};
-use ground_truth::graph::Node;
 use ground_truth::{Bundle, Mode, Ns, Scenario, SCHEMA_VERSION};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -308,7 +307,7 @@ impl TorchBackend {
         let twin_node = |key: &StepKey| {
             let t = twin.as_ref()?;
             let n = t.keys.get(key)?;
-            Some(shifted(
+            Some(crate::answers::shifted(
                 &t.builder.truth.nodes[*n as usize],
                 t.origin,
                 origin,
@@ -405,23 +404,6 @@ fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()
-}
-
-/// A twin node with its times moved from the twin's origin to the run's.
-fn shifted(n: &Node, from: Ns, to: Ns) -> Node {
-    let mv = |t: Ns| {
-        if t == 0 {
-            0
-        } else {
-            (t + to).saturating_sub(from)
-        }
-    };
-    let mut n = n.clone();
-    n.start = mv(n.start);
-    n.end = mv(n.end);
-    n.queued = mv(n.queued);
-    n.submitted = mv(n.submitted);
-    n
 }
 
 impl Backend for TorchBackend {
