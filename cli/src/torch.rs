@@ -144,6 +144,17 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         });
         crate::gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
     }
+    if bundles.is_empty() {
+        // Nothing recorded: this machine cannot do the job (no GPU, no torch or CuPy).
+        let first = failures
+            .first()
+            .and_then(|f| f["error"].as_str())
+            .unwrap_or("")
+            .to_string();
+        return Err(Failure::unavailable(format!(
+            "torch record: no bundle recorded (first failure: {first})"
+        )));
+    }
     println!(
         "recorded {} bundles into {} ({} failed, {} scenarios the executor cannot run)",
         bundles.len(),

@@ -97,3 +97,36 @@ fn every_bundle_has_its_native_kineto_trace_and_it_reads() {
         "{bundles} bundles: the track needs 8 families x 5 repetitions"
     );
 }
+
+/// Where python3 cannot import torch and CuPy (CI, this machine), `torch record`
+/// records nothing and exits 2, naming the first failure; it never panics.
+#[test]
+fn torch_record_without_torch_exits_2() {
+    let have_torch = Command::new("python3")
+        .args(["-c", "import torch, cupy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have_torch {
+        eprintln!("skipped: python3 has torch and CuPy here");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root())
+        .args([
+            "torch",
+            "record",
+            "--only",
+            "dependency-vs-overlap.event-edge",
+            "--reps",
+            "1",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no bundle recorded"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
