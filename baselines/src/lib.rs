@@ -33,6 +33,7 @@ pub mod ebpf_host;
 pub mod external;
 pub mod hta;
 pub mod index;
+pub mod kineto_flows;
 pub mod megakernel;
 pub mod nvtx_enclosure;
 pub mod probes;
@@ -83,7 +84,8 @@ pub fn probe_names() -> &'static [&'static str] {
 /// Optional profilers usable here (third-party analyzers that are installed), in
 /// leaderboard order. `hta-critical-path` is listed when HTA imports ([`hta_available`]).
 pub fn optional_names() -> Vec<&'static str> {
-    let mut v = Vec::new();
+    // Built in, but only for Kineto's traces (`kineto` views).
+    let mut v = vec![kineto_flows::NAME];
     if hta_available() {
         v.push(hta::NAME);
     }
@@ -95,6 +97,7 @@ pub fn optional_names() -> Vec<&'static str> {
 pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
     match name {
         hta::NAME => hta::reads_view(spec),
+        kineto_flows::NAME => kineto_flows::reads_view(spec),
         _ => true,
     }
 }
@@ -107,6 +110,7 @@ pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
     }
     Some(match name {
         hta::NAME => Box::new(HtaCriticalPath::default()),
+        kineto_flows::NAME => Box::new(kineto_flows::KinetoFlows),
         "timestamp-join" => Box::new(TimestampJoin),
         "cupti-correlation" => Box::new(CuptiCorrelation),
         "ebpf-host" => Box::new(EbpfHost),

@@ -68,6 +68,7 @@ pub fn view_spec(
         CollectorsArg::Cupti => Collectors::Cupti,
         CollectorsArg::Host => Collectors::Host,
         CollectorsArg::Combined => Collectors::Combined,
+        CollectorsArg::Kineto => Collectors::Kineto,
     };
     let mode = match mode {
         ModeArg::Instrumented => Mode::Instrumented,

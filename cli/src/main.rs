@@ -23,6 +23,7 @@ mod run;
 mod shard;
 mod site;
 mod submit;
+mod torch;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -53,6 +54,8 @@ pub enum CollectorsArg {
     Cupti,
     Host,
     Combined,
+    /// Kineto's records of a `torch` bundle (docs/torch-track.md).
+    Kineto,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -195,6 +198,9 @@ enum Command {
     /// Record a corpus on the GPU (replayed by `run --corpus DIR`).
     #[command(subcommand)]
     Corpus(corpus::CorpusCommand),
+    /// The PyTorch track: scenarios run through PyTorch, recorded by torch.profiler (docs/torch-track.md).
+    #[command(subcommand)]
+    Torch(torch::TorchCommand),
     /// The recorder and injector studies on the GPU (results/h200-580/MEASUREMENTS.md).
     #[command(subcommand)]
     Measure(measure::MeasureCommand),
@@ -299,6 +305,7 @@ fn main() -> ExitCode {
         Command::List { suite } => commands::list(&suite),
         Command::Corpus(command) => corpus::corpus(command),
         Command::Measure(command) => measure::measure(command),
+        Command::Torch(command) => torch::torch(command),
         Command::Megakernel(command) => megakernel::megakernel(command),
         Command::Export {
             perfetto,

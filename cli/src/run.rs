@@ -152,6 +152,11 @@ fn note_missing_adapters(arg: &str) {
 /// beside it (`results/corpus/h200-580-cupti*`) are for `diff --versions`, not the default run.
 pub const SHIPPED_CORPUS: &str = "results/corpus/h200-580";
 
+/// The PyTorch track's corpus (docs/torch-track.md), replayed by the default run beside
+/// [`SHIPPED_CORPUS`]; its bundles' keys are prefixed so they never meet that corpus's.
+pub const SHIPPED_KINETO_CORPUS: &str = "results/corpus/h200-580-kineto";
+const KINETO_KEY_PREFIX: &str = "kineto~";
+
 enum Job {
     Record {
         scenario: Scenario,
@@ -254,6 +259,7 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     note_missing_adapters(&args.profilers);
     let mut jobs = Vec::new();
     let mut corpus = args.corpus.clone();
+    let mut kineto_corpus = None;
     // An explicit corpus alone means "replay it"; the suite is recorded unless so.
     let record = args.suite.is_some() || args.corpus.is_none();
     let suite = args
@@ -264,6 +270,8 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
         BackendArg::Auto if !generator::backend::gpu_present() => {
             if corpus.is_none() && Path::new(SHIPPED_CORPUS).is_dir() {
                 corpus = Some(PathBuf::from(SHIPPED_CORPUS));
+                kineto_corpus = Some(PathBuf::from(SHIPPED_KINETO_CORPUS))
+                    .filter(|d| d.is_dir() && args.suite.is_none());
             }
             if record {
                 eprintln!(
@@ -332,6 +340,12 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
             )));
         }
         for (path, key) in files {
+            jobs.push(Job::Replay { path, key });
+        }
+    }
+    if let Some(dir) = &kineto_corpus {
+        for (path, key) in corpus_files(dir)? {
+            let key = format!("{KINETO_KEY_PREFIX}{key}");
             jobs.push(Job::Replay { path, key });
         }
     }
@@ -436,6 +450,12 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     let scores = results.into_inner().unwrap();
     crate::costs::take_costs(args.costs.as_deref(), corpus.as_deref(), out)?;
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;
+    let replayed: Vec<&Path> = corpus
+        .iter()
+        .chain(&kineto_corpus)
+        .map(|p| p.as_path())
+        .collect();
+    crate::torch::completeness_section(&replayed, out)?;
     let track = crate::track::in_run(
         out,
         backend.name(),
@@ -838,7 +858,7 @@ fn run_job(
     };
     // The views of one bundle are independent: spread over the threads this
     // job may use (a run of few, large bundles would otherwise use one core).
-    let specs = views::standard_specs(bundle.manifest.seed);
+    let specs = views::standard_specs_of(&bundle);
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<Vec<CaseScore>, String>>>> =
         specs.iter().map(|_| Mutex::new(None)).collect();

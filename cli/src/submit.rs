@@ -88,6 +88,7 @@ fn collectors_of(args: &[CollectorsArg]) -> Vec<Collectors> {
             CollectorsArg::Cupti => Collectors::Cupti,
             CollectorsArg::Host => Collectors::Host,
             CollectorsArg::Combined => Collectors::Combined,
+            CollectorsArg::Kineto => Collectors::Kineto,
         })
         .collect();
     if out.is_empty() {
@@ -251,7 +252,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         if label_verdict(bundle) == Some(ground_truth::graph::LabelVerdict::Dropped) {
             continue;
         }
-        for spec in views::standard_specs(bundle.manifest.seed) {
+        for spec in views::standard_specs_of(bundle) {
             let label = spec.label();
             if !metadata.views.contains(&label) {
                 continue;

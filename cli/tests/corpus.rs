@@ -4,25 +4,11 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+use common::verdicts;
+
 const CORPUS: &str = "results/corpus/h200-580";
 const RESULTS: &str = "results/h200-580";
-
-/// leaderboard.json without the timing fields.
-fn verdicts(path: &Path) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    fn strip(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(m) => {
-                m.remove("analysis_ms");
-                m.values_mut().for_each(strip);
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut v);
-    v
-}
 
 /// Replays `corpus` with the built-in profilers into `out`; fails the test
 /// on any failed case.

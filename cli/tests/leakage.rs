@@ -74,6 +74,13 @@ fn no_probe_separates_the_h200_corpus_better_than_chance() {
     assert_probes_under_ceiling(&["--corpus", "results/corpus/h200-580"]);
 }
 
+/// The same audit on the PyTorch track's corpus (docs/torch-track.md): Kineto's
+/// records, the executor's injected work.
+#[test]
+fn no_probe_separates_the_kineto_corpus_better_than_chance() {
+    assert_probes_under_ceiling(&["--corpus", "results/corpus/h200-580-kineto"]);
+}
+
 /// The same audit on the generated dev split (docs/scenario-space.md), where a
 /// pair is one family instance: its variants share every declaration but the
 /// injection, so names, kinds and structure must say nothing.

@@ -570,6 +570,7 @@ fn view_code(c: &CaseScore) -> String {
         ground_truth::Collectors::Cupti => "cu",
         ground_truth::Collectors::Host => "ho",
         ground_truth::Collectors::Combined => "co",
+        ground_truth::Collectors::Kineto => "ki",
     };
     let mode = match c.mode {
         ground_truth::Mode::Instrumented => "i",

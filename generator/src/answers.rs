@@ -13,6 +13,24 @@ use std::collections::HashMap;
 /// Finds the twin's node of a step, in the injected run's clock.
 pub type TwinNode<'f> = &'f dyn Fn(&StepKey) -> Option<Node>;
 
+/// A twin node with its times moved from the twin's origin `from` to the
+/// run's origin `to` (every real backend compares a run with its twin so).
+pub fn shifted(n: &Node, from: ground_truth::Ns, to: ground_truth::Ns) -> Node {
+    let mv = |t: ground_truth::Ns| {
+        if t == 0 {
+            0
+        } else {
+            (t + to).saturating_sub(from)
+        }
+    };
+    let mut n = n.clone();
+    n.start = mv(n.start);
+    n.end = mv(n.end);
+    n.queued = mv(n.queued);
+    n.submitted = mv(n.submitted);
+    n
+}
+
 /// Adds the scenario's symptom to a recorded run's `truth`: its step resolved
 /// among the run's `keys` and compared with the same step of the twin
 /// (`twin_node` finds it, by key, in the twin's own clock; `None`: the run had

@@ -23,6 +23,7 @@ pub mod label;
 pub mod plan;
 pub mod record;
 pub mod sim;
+pub mod torch;
 
 pub use backend::{select_backend, Backend, BackendKind, RecordError};
 

@@ -156,6 +156,9 @@ pub enum Collectors {
     Host,
     /// Both.
     Combined,
+    /// Kineto's records (torch.profiler: CUPTI inside the PyTorch process) of a
+    /// `torch` bundle, where they stand in CUPTI's place (docs/torch-track.md).
+    Kineto,
 }
 
 impl Collectors {
@@ -165,7 +168,18 @@ impl Collectors {
             Collectors::Cupti => "cupti",
             Collectors::Host => "host",
             Collectors::Combined => "combined",
+            Collectors::Kineto => "kineto",
         }
+    }
+
+    /// Whether the view keeps the device-side collector's records (CUPTI's, or Kineto's).
+    pub fn keeps_device_records(self) -> bool {
+        self != Collectors::Host
+    }
+
+    /// Whether the view keeps the eBPF host collector's records.
+    pub fn keeps_host_records(self) -> bool {
+        matches!(self, Collectors::Host | Collectors::Combined)
     }
 }
 

@@ -63,8 +63,8 @@ impl ViewSpec {
     /// Does a view with these collectors and mode keep `record`? (Loss is applied separately.)
     pub fn keeps(collectors: Collectors, mode: Mode, record: &Record) -> bool {
         match record.source() {
-            Source::Cupti => collectors != Collectors::Host,
-            Source::Ebpf => collectors != Collectors::Cupti,
+            Source::Cupti => collectors.keeps_device_records(),
+            Source::Ebpf => collectors.keeps_host_records(),
             Source::App => mode == Mode::Instrumented,
         }
     }

@@ -21,8 +21,23 @@ use std::hash::BuildHasherDefault;
 
 /// The standard views `causalbench run` derives for every bundle.
 pub fn standard_specs(loss_seed: u64) -> Vec<ViewSpec> {
+    specs_for(&Collectors::ALL, loss_seed)
+}
+
+/// The standard views of `bundle`: a PyTorch-track bundle (backend `torch`,
+/// docs/torch-track.md) has Kineto's records where the others have CUPTI's and
+/// no host collector, so its views are the `kineto` ones.
+pub fn standard_specs_of(bundle: &Bundle) -> Vec<ViewSpec> {
+    if bundle.manifest.backend == "torch" {
+        specs_for(&[Collectors::Kineto], bundle.manifest.seed)
+    } else {
+        standard_specs(bundle.manifest.seed)
+    }
+}
+
+fn specs_for(collectors: &[Collectors], loss_seed: u64) -> Vec<ViewSpec> {
     let mut specs = Vec::new();
-    for collectors in Collectors::ALL {
+    for &collectors in collectors {
         for mode in [Mode::Instrumented, Mode::Closed] {
             specs.push(ViewSpec {
                 collectors,
@@ -164,7 +179,7 @@ fn finish(
         } else {
             0
         },
-        ringbuffer_dropped: if spec.collectors != Collectors::Cupti {
+        ringbuffer_dropped: if spec.collectors.keeps_host_records() {
             l.ringbuffer_dropped
         } else {
             0

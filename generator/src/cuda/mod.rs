@@ -42,7 +42,7 @@ use cudarc::driver::sys;
 use driver::{ck, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, H};
 use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
 use ground_truth::scenario::{Scenario, Step};
-use ground_truth::{Mode, Node, Ns, SCHEMA_VERSION};
+use ground_truth::{Mode, Ns, SCHEMA_VERSION};
 use kernels::Kernel;
 use recorder_cupti as cupti;
 use std::collections::HashMap;

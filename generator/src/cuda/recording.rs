@@ -242,7 +242,7 @@ impl Session {
         let twin_node = |key: &crate::keys::StepKey| {
             let t = twin.as_ref()?;
             let n = t.keys.get(key)?;
-            Some(shifted(
+            Some(crate::answers::shifted(
                 &t.builder.truth.nodes[*n as usize],
                 t.origin,
                 origin,
@@ -334,21 +334,4 @@ struct Part {
     window: (Ns, Ns),
     errors: Vec<String>,
     host: Option<ebpf_recorder::HostTrace>,
-}
-
-/// A twin node with its times moved from the twin's origin to the run's.
-fn shifted(n: &Node, from: Ns, to: Ns) -> Node {
-    let mv = |t: Ns| {
-        if t == 0 {
-            0
-        } else {
-            (t + to).saturating_sub(from)
-        }
-    };
-    let mut n = n.clone();
-    n.start = mv(n.start);
-    n.end = mv(n.end);
-    n.queued = mv(n.queued);
-    n.submitted = mv(n.submitted);
-    n
 }

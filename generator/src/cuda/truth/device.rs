@@ -173,23 +173,10 @@ impl<'a> Builder<'a> {
 
     /// Injection record of a lengthened target: the measured extra duration.
     pub(super) fn stretch_record(&mut self, k: &StepKey, st: Ns, en: Ns) {
-        let Some(p) = self.plan else { return };
-        let Some((sk, _)) = &p.stretch else { return };
-        if sk != k {
-            return;
-        }
-        let measured = match p.twin_target_ns {
-            Some(t) => (en.saturating_sub(st) as f64 - t as f64) / 1000.0,
-            None => p.magnitude_ns as f64 / 1000.0,
-        };
-        self.injections.push(InjectionRecord {
-            kind: p.kind.as_str().into(),
-            mechanism: p.mechanism.clone(),
-            requested_us: p.magnitude_ns as f64 / 1000.0,
-            measured_us: measured,
-            fault_node: None,
-            off_cpu_us: None,
-        });
+        let record = self
+            .plan
+            .and_then(|p| crate::record::faults::stretch_injection(p, k, st, en));
+        self.injections.extend(record);
     }
 
     pub(super) fn event_record(&mut self, o: &'a Op, api: NodeId, info: NodeInfo, queued: Ns) {

@@ -1,0 +1,265 @@
+//! `causalbench torch record`: scenarios executed through PyTorch (the
+//! embedded executor of `generator::torch`), every run recorded by
+//! torch.profiler, into a corpus directory: `ID.bundle.json.gz` per bundle,
+//! Kineto's native trace `ID.kineto.json.gz` next to it, `completeness.json`
+//! (how much of each run's truth Kineto's trace holds) and
+//! `recording-summary.json` (docs/torch-track.md).
+
+use crate::Failure;
+use generator::torch::TorchBackend;
+use generator::Backend;
+use ground_truth::io::Readable;
+use ground_truth::Scenario;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum TorchCommand {
+    /// Record scenarios through PyTorch (needs python3 with torch, CuPy and a GPU).
+    Record(RecordArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RecordArgs {
+    /// Corpus directory (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// One scenario file instead of a suite.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// `catalog` (the embedded suite) or a directory of scenario files.
+    #[arg(long, default_value = crate::catalog::DEFAULT_SUITE)]
+    pub suite: String,
+    /// Record only the scenarios whose name contains one of these texts.
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Repetitions per scenario (default: each scenario's own).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(ground_truth::scenario::MAX_REPETITIONS)))]
+    pub reps: Option<u32>,
+    /// Keep each injected run's step log (`ID.steplog.json`: what the executor
+    /// did and measured, the truth's only source) beside its trace.
+    #[arg(long)]
+    pub keep_logs: bool,
+}
+
+pub fn torch(command: TorchCommand) -> Result<(), Failure> {
+    match command {
+        TorchCommand::Record(args) => record(&args),
+    }
+}
+
+fn gzip(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(src)?;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(&bytes)?;
+    std::fs::write(dst, enc.finish()?)?;
+    std::fs::remove_file(src)
+}
+
+fn record(args: &RecordArgs) -> Result<(), Failure> {
+    let scenarios: Vec<Scenario> = match &args.scenario {
+        Some(file) => vec![Scenario::read(file).map_err(Failure::input)?],
+        None => crate::catalog::load_suite(&args.suite, None).map_err(Failure::input)?,
+    };
+    let mut items = Vec::new();
+    let mut skipped = Vec::new();
+    for sc in scenarios {
+        if !args.only.is_empty() && !args.only.iter().any(|o| sc.name.contains(o.as_str())) {
+            continue;
+        }
+        if let Err(why) = generator::torch::supported(&sc) {
+            skipped.push(json!({"scenario": sc.name, "reason": why}));
+            continue;
+        }
+        for rep in 0..args.reps.unwrap_or(sc.repetitions) {
+            items.push((sc.clone(), rep));
+        }
+    }
+    if items.is_empty() {
+        return Err(Failure::input(
+            "no scenario to record (see --only, --scenario)",
+        ));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
+    let mut backend = TorchBackend::new(Some(args.out.clone()));
+    backend.keep_logs = args.keep_logs;
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut bundles = Vec::new();
+    for (sc, rep) in &items {
+        let t = Instant::now();
+        match backend.record(sc, *rep) {
+            Ok(b) => {
+                let id = b.id();
+                let plain = args.out.join(format!("{id}.bundle.json"));
+                let written = b
+                    .write(&plain)
+                    .and_then(|_| gzip(&plain, &args.out.join(format!("{id}.bundle.json.gz"))));
+                let trace = args.out.join(TorchBackend::trace_file_name(&sc.name, *rep));
+                let written = written.and_then(|_| gzip(&trace, &trace.with_extension("json.gz")));
+                let steplog = args.out.join(format!("{id}.steplog.json"));
+                let written = written.and_then(|_| match args.keep_logs {
+                    true => gzip(&steplog, &steplog.with_extension("json.gz")),
+                    false => Ok(()),
+                });
+                if let Err(e) = written {
+                    failures.push(json!({"bundle": id, "error": format!("write: {e}")}));
+                    continue;
+                }
+                let check = b.manifest.cross_check.clone().unwrap_or_default();
+                let symptom = b.ground_truth.symptoms.first();
+                eprintln!(
+                    "ok {id}: {} records, {}/{} device ops in Kineto, Kineto vs globaltimer max {} / {} ns, lateness {:.1} us ({:.1} s)",
+                    b.trace.len(),
+                    check.device_ops_bound,
+                    check.device_ops,
+                    check.max_start_diff_ns,
+                    check.max_end_diff_ns,
+                    symptom.map_or(0.0, |s| s.lateness_ns / 1000.0),
+                    t.elapsed().as_secs_f64()
+                );
+                bundles.push(json!({"bundle": id, "records": b.trace.len(),
+                    "cause": symptom.map(|s| s.cause), "lateness_ns": symptom.map(|s| s.lateness_ns),
+                    "label": symptom.and_then(|s| s.label.as_ref()).map(|l| l.verdict),
+                    "cross_check": check}));
+            }
+            Err(e) => {
+                eprintln!("FAIL {} r{rep}: {e}", sc.name);
+                failures
+                    .push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string()}));
+            }
+        }
+        // Written after every bundle: a recording cut short keeps what it made.
+        let completeness = backend.completeness();
+        crate::gpu::write_json(&args.out.join("completeness.json"), &json!(completeness))?;
+        let summary = json!({
+            "bundles_ok": bundles.len(),
+            "failures": failures,
+            "skipped": skipped,
+            "record_seconds": started.elapsed().as_secs_f64(),
+            "bundles": bundles,
+        });
+        crate::gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
+    }
+    if bundles.is_empty() {
+        // Nothing recorded: this machine cannot do the job (no GPU, no torch or CuPy).
+        let first = failures
+            .first()
+            .and_then(|f| f["error"].as_str())
+            .unwrap_or("")
+            .to_string();
+        return Err(Failure::unavailable(format!(
+            "torch record: no bundle recorded (first failure: {first})"
+        )));
+    }
+    println!(
+        "recorded {} bundles into {} ({} failed, {} scenarios the executor cannot run)",
+        bundles.len(),
+        args.out.display(),
+        failures.len(),
+        skipped.len()
+    );
+    Ok(())
+}
+
+/// The heading of the completeness section in `leaderboard.md`.
+const COMPLETENESS_HEADING: &str = "\n## Kineto's completeness (PyTorch track)\n";
+
+/// Appends to `out/leaderboard.md` the per-family table of what Kineto's traces
+/// held of the truth (the `completeness.json` of every replayed corpus that has
+/// one), so a reader sees whether a wrong answer came from the collector or the
+/// analyzer (docs/torch-track.md, "Completeness"). Nothing when no corpus has one.
+pub fn completeness_section(corpora: &[&Path], out: &Path) -> Result<(), Failure> {
+    let mut runs: Vec<generator::torch::RunCompleteness> = Vec::new();
+    for dir in corpora {
+        let file = dir.join("completeness.json");
+        if !file.is_file() {
+            continue;
+        }
+        let bytes =
+            std::fs::read(&file).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
+        let more: Vec<generator::torch::RunCompleteness> =
+            ground_truth::io::from_json(&file, &bytes).map_err(Failure::input)?;
+        runs.extend(more);
+    }
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let table = completeness_table(&runs);
+    let path = out.join(evaluator::LEADERBOARD_MD);
+    let mut text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
+    if let Some(at) = text.find(COMPLETENESS_HEADING) {
+        text.truncate(at);
+    }
+    text.push_str(COMPLETENESS_HEADING);
+    text.push('\n');
+    text.push_str(&table);
+    ground_truth::io::write_atomic(&path, text.as_bytes())
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// `seen/total (linked)` cells per family: device ops, cross-stream event edges,
+/// graph-node kernels, other-thread ops.
+pub fn completeness_table(runs: &[generator::torch::RunCompleteness]) -> String {
+    use std::collections::BTreeMap;
+    let mut by_family: BTreeMap<&str, (usize, generator::torch::Completeness)> = BTreeMap::new();
+    for r in runs {
+        let (n, c) = by_family.entry(r.family.as_str()).or_default();
+        *n += 1;
+        let k = &r.counts;
+        c.device_ops += k.device_ops;
+        c.device_ops_seen += k.device_ops_seen;
+        c.device_ops_linked += k.device_ops_linked;
+        c.event_edges += k.event_edges;
+        c.event_edges_seen += k.event_edges_seen;
+        c.event_edges_linked += k.event_edges_linked;
+        c.graph_kernels += k.graph_kernels;
+        c.graph_kernels_seen += k.graph_kernels_seen;
+        c.graph_kernels_linked += k.graph_kernels_linked;
+        c.other_thread_ops += k.other_thread_ops;
+        c.other_thread_ops_seen += k.other_thread_ops_seen;
+        c.other_thread_ops_linked += k.other_thread_ops_linked;
+    }
+    let cell = |total: u64, seen: u64, linked: u64| -> String {
+        if total == 0 {
+            "—".into()
+        } else {
+            format!(
+                "{:.3} / {:.3} ({seen}/{total}, {linked} linked)",
+                seen as f64 / total as f64,
+                linked as f64 / total as f64
+            )
+        }
+    };
+    let mut s = String::from(
+        "Share of the truth in Kineto's trace at all / with correct links (seen/total): \
+         device ops with their launch call, cross-stream event edges whose wait names the \
+         record's call, graph-node kernels with their graph launch, and calls made on \
+         another thread than the request's first with their device work \
+         (docs/torch-track.md, \"Completeness\").\n\n\
+         | family | runs | device ops | event edges | graph-node kernels | other-thread ops |\n\
+         | --- | ---: | --- | --- | --- | --- |\n",
+    );
+    for (family, (n, c)) in by_family {
+        s.push_str(&format!(
+            "| {family} | {n} | {} | {} | {} | {} |\n",
+            cell(c.device_ops, c.device_ops_seen, c.device_ops_linked),
+            cell(c.event_edges, c.event_edges_seen, c.event_edges_linked),
+            cell(
+                c.graph_kernels,
+                c.graph_kernels_seen,
+                c.graph_kernels_linked
+            ),
+            cell(
+                c.other_thread_ops,
+                c.other_thread_ops_seen,
+                c.other_thread_ops_linked
+            ),
+        ));
+    }
+    s
+}

@@ -1,0 +1,132 @@
+//! The PyTorch track's committed corpus (results/corpus/h200-580-kineto,
+//! docs/torch-track.md): it replays to exactly the committed leaderboard, every
+//! native Kineto trace beside a bundle reads, and the completeness table in the
+//! committed leaderboard is the one its `completeness.json` gives.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::verdicts;
+
+const CORPUS: &str = "results/corpus/h200-580-kineto";
+const RESULTS: &str = "results/h200-580-kineto";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn kineto_corpus_replays_to_the_committed_leaderboard() {
+    let root = root();
+    if !root.join(CORPUS).is_dir() {
+        eprintln!("skipped: {CORPUS} is not committed");
+        return;
+    }
+    let committed = root.join(RESULTS).join("leaderboard.json");
+    assert!(
+        committed.is_file(),
+        "{} must be committed",
+        committed.display()
+    );
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(&root)
+        .args([
+            "run",
+            "--corpus",
+            CORPUS,
+            "--profilers",
+            "builtin,kineto-flows",
+            "--quiet",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let fresh = verdicts(&out.path().join("leaderboard.json"));
+    assert!(
+        fresh == verdicts(&committed),
+        "replaying {CORPUS} no longer gives {RESULTS}/leaderboard.json"
+    );
+    let md = std::fs::read_to_string(out.path().join("leaderboard.md")).unwrap();
+    let committed_md = std::fs::read_to_string(root.join(RESULTS).join("leaderboard.md")).unwrap();
+    let section = |t: &str| {
+        t.find("## Kineto's completeness")
+            .map(|at| t[at..].to_string())
+    };
+    assert!(
+        section(&md).is_some(),
+        "the replay's leaderboard.md has the completeness table"
+    );
+    assert_eq!(section(&md), section(&committed_md));
+}
+
+#[test]
+fn every_bundle_has_its_native_kineto_trace_and_it_reads() {
+    let dir = root().join(CORPUS);
+    if !dir.is_dir() {
+        eprintln!("skipped: {CORPUS} is not committed");
+        return;
+    }
+    let mut bundles = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let Some(id) = name.strip_suffix(".bundle.json.gz") else {
+            continue;
+        };
+        bundles += 1;
+        let trace = dir.join(format!("{id}.kineto.json.gz"));
+        let acts =
+            kineto::read_activities(&trace).unwrap_or_else(|e| panic!("{}: {e}", trace.display()));
+        assert!(
+            !acts.device.is_empty(),
+            "{}: no device activity",
+            trace.display()
+        );
+    }
+    assert!(
+        bundles >= 40,
+        "{bundles} bundles: the track needs 8 families x 5 repetitions"
+    );
+}
+
+/// Where python3 cannot import torch and CuPy (CI, this machine), `torch record`
+/// records nothing and exits 2, naming the first failure; it never panics.
+#[test]
+fn torch_record_without_torch_exits_2() {
+    let have_torch = Command::new("python3")
+        .args(["-c", "import torch, cupy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have_torch {
+        eprintln!("skipped: python3 has torch and CuPy here");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root())
+        .args([
+            "torch",
+            "record",
+            "--only",
+            "dependency-vs-overlap.event-edge",
+            "--reps",
+            "1",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no bundle recorded"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

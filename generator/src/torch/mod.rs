@@ -1,0 +1,432 @@
+//! The PyTorch backend (docs/torch-track.md): scenarios executed by a Python
+//! program with torch and CuPy (`executor.py`, embedded here and run as
+//! `python3 -c <source> serve` in its own process group, without a shell),
+//! every run recorded by torch.profiler (Kineto). One executor process serves
+//! every run of a backend: importing torch and compiling kernels costs
+//! seconds, a run milliseconds.
+//!
+//! Each repetition runs like the GPU backend's: the no-injection twin (the
+//! plan is sized from it, `crate::plan`), a second quiet run where the label
+//! check applies (its noise floor, `crate::label`), then the injected run,
+//! whose Kineto trace is kept next to the bundle. The truth comes from the
+//! executor's own log ([`truth`]); Kineto's events become the bundle's
+//! records ([`observe`]).
+
+pub mod log;
+pub mod observe;
+mod plan;
+pub mod truth;
+
+use crate::backend::{check, Backend, RecordError};
+use crate::keys::StepKey;
+use crate::label::QuietRun;
+use crate::plan::{DeviceFacts, Twin};
+use ground_truth::bundle::{CrossCheck, LossAccounting, Manifest};
+use ground_truth::{Bundle, Mode, Ns, Scenario, SCHEMA_VERSION};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+
+pub use plan::supported;
+pub use truth::Completeness;
+
+/// The executor's source, embedded so the binary needs no file beside it.
+pub const EXECUTOR_SOURCE: &str = include_str!("executor.py");
+
+/// From a kernel becoming ready to its first block running, and from a copy
+/// becoming ready to its first byte moving, on the H200 (the GPU backend's
+/// measured constants, `cuda/plan.rs`).
+const DEVICE_DISPATCH_NS: Ns = 3_000;
+const DEVICE_COPY_SETUP_NS: Ns = 2_000;
+
+/// The longest one run may take before the executor is given up on.
+const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What one bundle's recording saw of Kineto's completeness, for the
+/// corpus's `completeness.json`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunCompleteness {
+    pub scenario: String,
+    pub family: String,
+    pub repetition: u32,
+    pub counts: Completeness,
+}
+
+pub struct TorchBackend {
+    python: String,
+    server: Mutex<Option<Server>>,
+    /// Where each injected run's native Kineto trace is written
+    /// (`<scenario>.r<repetition>.kineto.json`); `None`: a temporary file.
+    trace_dir: Option<PathBuf>,
+    completeness: Mutex<Vec<RunCompleteness>>,
+    /// Whether each injected run's step log is kept beside its trace
+    /// (`<scenario>.r<repetition>.steplog.json`).
+    pub keep_logs: bool,
+    last_answer: Mutex<String>,
+}
+
+impl TorchBackend {
+    /// A backend running `python` (`CAUSALBENCH_PYTHON`, else `python3`).
+    /// The executor starts with the first run.
+    pub fn new(trace_dir: Option<PathBuf>) -> TorchBackend {
+        TorchBackend {
+            python: std::env::var("CAUSALBENCH_PYTHON").unwrap_or_else(|_| "python3".into()),
+            server: Mutex::new(None),
+            trace_dir,
+            completeness: Mutex::new(Vec::new()),
+            keep_logs: false,
+            last_answer: Mutex::new(String::new()),
+        }
+    }
+
+    /// The native Kineto trace of a recorded bundle, as this backend names it.
+    pub fn trace_file_name(scenario: &str, repetition: u32) -> String {
+        format!("{scenario}.r{repetition}.kineto.json")
+    }
+
+    /// Completeness of every bundle recorded so far.
+    pub fn completeness(&self) -> Vec<RunCompleteness> {
+        self.completeness
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
+    fn start(&self) -> Result<Server, RecordError> {
+        let unavailable = |e: String| RecordError::Unavailable("torch", e);
+        let mut child = Command::new(&self.python)
+            .arg("-c")
+            .arg(EXECUTOR_SOURCE)
+            .arg("serve")
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| unavailable(format!("cannot start {}: {e}", self.python)))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| unavailable("no stdin".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| unavailable("no stdout".into()))?;
+        Ok(Server {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    /// Sends one request and reads its step log.
+    fn request(&self, req: &serde_json::Value) -> Result<log::StepLog, String> {
+        let mut guard = self.server.lock().map_err(|_| "executor lock poisoned")?;
+        if guard.is_none() {
+            *guard = Some(self.start().map_err(|e| e.to_string())?);
+        }
+        let server = guard.as_mut().ok_or("no executor")?;
+        let line = serde_json::to_string(req).map_err(|e| e.to_string())?;
+        let sent = writeln!(server.stdin, "{line}").and_then(|_| server.stdin.flush());
+        if let Err(e) = sent {
+            *guard = None;
+            return Err(format!("the torch executor stopped: {e}"));
+        }
+        let mut answer = String::new();
+        let started = std::time::Instant::now();
+        let read = server.stdout.read_line(&mut answer);
+        if started.elapsed() > RUN_TIMEOUT {
+            *guard = None;
+            return Err("the torch executor took too long".into());
+        }
+        match read {
+            Ok(0) | Err(_) => {
+                *guard = None;
+                return Err("the torch executor ended without an answer (see its stderr)".into());
+            }
+            Ok(_) => {}
+        }
+        let parsed = parse_answer(&answer);
+        if self.keep_logs {
+            if let Ok(mut last) = self.last_answer.lock() {
+                *last = answer;
+            }
+        }
+        parsed
+    }
+
+    fn run(
+        &self,
+        sc: &Scenario,
+        seed: u64,
+        plan: Option<&serde_json::Value>,
+        trace: Option<&Path>,
+    ) -> Result<log::StepLog, String> {
+        let mut names: Vec<String> = sc
+            .programs
+            .iter()
+            .flat_map(|p| p.steps.iter())
+            .filter_map(|s| s.kernel_spec().map(|k| k.name))
+            .chain(
+                sc.graphs
+                    .iter()
+                    .flat_map(|g| g.nodes.iter().map(|n| n.kernel.name.clone())),
+            )
+            .chain(sc.names.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        let req = serde_json::json!({
+            "scenario": sc,
+            "seed": seed,
+            "plan": plan,
+            "profile": true,
+            "kineto_out": trace.map(|p| p.display().to_string()),
+            "kernel_names": names,
+        });
+        let log = self.request(&req)?;
+        if !log.errors.is_empty() {
+            return Err(format!("the run failed: {}", log.errors.join("; ")));
+        }
+        Ok(log)
+    }
+
+    fn record_one(&self, sc: &Scenario, repetition: u32) -> Result<Bundle, String> {
+        let seed = crate::mix(sc.seed ^ crate::mix(repetition as u64 + 1));
+        let mut plan = None;
+        let mut twin = None;
+        let mut quiet = None;
+        if let Some(inj) = &sc.injection {
+            let log = self.run(sc, seed, None, None)?;
+            let out = truth::build(sc, &log, None, None);
+            let tw = Twin {
+                nodes: &out.builder.truth.nodes,
+                keys: &out.keys,
+                origin: out.origin,
+            };
+            let facts = DeviceFacts {
+                sms: log.device.sms,
+                dispatch_ns: DEVICE_DISPATCH_NS,
+                copy_setup_ns: DEVICE_COPY_SETUP_NS,
+            };
+            let mut p = crate::plan::plan(sc, inj, &tw, facts);
+            p.mechanism = plan::mechanism(&p);
+            if crate::label::applies(sc) {
+                let quiet_log = self.run(sc, crate::mix(seed ^ 0x6e6f_6973), None, None)?;
+                quiet = Some(truth::build(sc, &quiet_log, None, None));
+            }
+            plan = Some(p);
+            twin = Some(out);
+        }
+        let executor_plan = plan
+            .as_ref()
+            .map(|p| plan::for_executor(sc, p, seed))
+            .transpose()?;
+        let temp;
+        let trace_path = match &self.trace_dir {
+            Some(dir) => dir.join(Self::trace_file_name(&sc.name, repetition)),
+            None => {
+                temp = std::env::temp_dir().join(format!(
+                    "causalbench-{}-{}.kineto.json",
+                    std::process::id(),
+                    crate::mix(seed)
+                ));
+                temp.clone()
+            }
+        };
+        let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path))?;
+        if let (true, Some(dir)) = (self.keep_logs, &self.trace_dir) {
+            let answer = self
+                .last_answer
+                .lock()
+                .map(|a| a.clone())
+                .unwrap_or_default();
+            let file = dir.join(format!("{}.r{repetition}.steplog.json", sc.name));
+            std::fs::write(&file, answer).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+        let acts = kineto::read_activities(&trace_path).map_err(|e| e.to_string())?;
+        if self.trace_dir.is_none() {
+            let _ = std::fs::remove_file(&trace_path);
+        }
+        let shift = (log.clock.realtime_minus_monotonic_ns[0]
+            + log.clock.realtime_minus_monotonic_ns[1])
+            / 2;
+        let calls: Vec<observe::TimedCall> = log
+            .threads
+            .iter()
+            .flat_map(|t| {
+                t.ops
+                    .iter()
+                    .map(move |o| (o.id, o.tid.unwrap_or(t.tid), o.t0, o.t1, o.api_key()))
+            })
+            .collect();
+        let binding = observe::bind(&acts, shift, &calls);
+        let out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
+        if let Ok(mut c) = self.completeness.lock() {
+            c.push(RunCompleteness {
+                scenario: sc.name.clone(),
+                family: sc.family.clone(),
+                repetition,
+                counts: out.stats.completeness.clone(),
+            });
+        }
+        let origin = out.origin;
+        let keys = out.keys;
+        let stats = out.stats;
+        let (mut truth, trace) = out.builder.finish(seed);
+        truth.injections = out.injections;
+        let twin_node = |key: &StepKey| {
+            let t = twin.as_ref()?;
+            let n = t.keys.get(key)?;
+            Some(crate::answers::shifted(
+                &t.builder.truth.nodes[*n as usize],
+                t.origin,
+                origin,
+            ))
+        };
+        let anchor = crate::answers::add_symptom(
+            sc,
+            &mut truth,
+            &trace,
+            &keys,
+            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+        )?;
+        let noise_floor = match (&twin, &quiet) {
+            (Some(twin), Some(quiet)) => crate::label::noise_floor(
+                sc,
+                &QuietRun {
+                    truth: &twin.builder.truth,
+                    keys: &twin.keys,
+                    origin: twin.origin,
+                },
+                &QuietRun {
+                    truth: &quiet.builder.truth,
+                    keys: &quiet.keys,
+                    origin: quiet.origin,
+                },
+                anchor.as_ref(),
+            ),
+            _ => 0.0,
+        };
+        // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
+        // CUPTI's kinds): its first unresolved boundaries are the same.
+        for s in &mut truth.symptoms {
+            let kineto: Vec<_> = s
+                .boundaries
+                .iter()
+                .filter(|b| b.collectors == ground_truth::Collectors::Cupti)
+                .map(|b| ground_truth::graph::Boundary {
+                    collectors: ground_truth::Collectors::Kineto,
+                    ..b.clone()
+                })
+                .collect();
+            s.boundaries.extend(kineto);
+        }
+        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor);
+        let check = format!(
+            "; Kineto vs %globaltimer over {} kernels (median offset {} ns removed): max |start diff| {} ns, max |end diff| {} ns",
+            stats.kernels_compared, stats.clock_offset_ns, stats.max_start_diff_ns, stats.max_end_diff_ns
+        );
+        for inj in &mut truth.injections {
+            inj.mechanism.push_str(&check);
+        }
+        let c = &stats.completeness;
+        let mut collectors = vec!["kineto".to_string()];
+        if sc.mode == Mode::Instrumented {
+            collectors.push("app".into());
+        }
+        Ok(Bundle {
+            schema_version: SCHEMA_VERSION,
+            manifest: Manifest {
+                scenario: sc.clone(),
+                seed,
+                repetition,
+                backend: "torch".into(),
+                gpu: format!(
+                    "{} ({} SMs, compute capability {}.{})",
+                    log.device.name,
+                    log.device.sms,
+                    log.device.capability[0],
+                    log.device.capability[1]
+                ),
+                driver: String::new(),
+                cuda: log.versions.cuda.clone().unwrap_or_default(),
+                cupti: format!(
+                    "Kineto of torch {} (CuPy {}, Python {})",
+                    log.versions.torch, log.versions.cupy, log.versions.python
+                ),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                host: host_name(),
+                collectors,
+                cross_check: Some(CrossCheck {
+                    kernels: stats.kernels_compared,
+                    clock_offset_ns: stats.clock_offset_ns,
+                    max_start_diff_ns: stats.max_start_diff_ns,
+                    max_end_diff_ns: stats.max_end_diff_ns,
+                    spin_overhead_ns: 0,
+                    device_ops: c.device_ops + c.graph_kernels,
+                    device_ops_bound: c.device_ops_seen + c.graph_kernels_seen,
+                    call_sites_exact: 0,
+                    call_sites_nearest_wrong: 0,
+                }),
+                cupti_capabilities: None,
+            },
+            ground_truth: truth,
+            trace,
+            loss: LossAccounting::default(),
+        })
+    }
+}
+
+fn parse_answer(answer: &str) -> Result<log::StepLog, String> {
+    let value: serde_json::Value = serde_json::from_str(answer)
+        .map_err(|e| format!("the torch executor's answer is not JSON: {e}"))?;
+    if let Some(e) = value.get("error").and_then(|e| e.as_str()) {
+        return Err(format!("the torch executor failed: {e}"));
+    }
+    ground_truth::io::from_json(Path::new("<torch executor answer>"), answer.as_bytes())
+        .map_err(|e| e.to_string())
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Backend for TorchBackend {
+    fn name(&self) -> &'static str {
+        "torch"
+    }
+
+    fn record(&self, scenario: &Scenario, repetition: u32) -> Result<Bundle, RecordError> {
+        check(scenario)?;
+        plan::supported(scenario)
+            .map_err(|why| RecordError::Invalid(scenario.name.clone(), why))?;
+        self.record_one(scenario, repetition)
+            .map_err(|e| RecordError::Invalid(scenario.name.clone(), e))
+    }
+
+    fn records_in_batches(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;
