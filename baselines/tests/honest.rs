@@ -133,6 +133,7 @@ fn collectors_name(c: Collectors) -> &'static str {
         Collectors::Cupti => "cupti",
         Collectors::Host => "host",
         Collectors::Combined => "combined",
+        Collectors::Kineto => "kineto",
     }
 }
 

@@ -38,7 +38,7 @@ pub fn shifted(n: &Node, from: ground_truth::Ns, to: ground_truth::Ns) -> Node {
 /// injection cannot have moved (`label::onset_anchor`), which is returned so
 /// the noise floor is measured from the same step. An injection the backend
 /// could not measure directly (NaN) is measured by the symptom's lateness.
-pub fn add_symptom(
+fn add_symptom(
     sc: &Scenario,
     truth: &mut GroundTruth,
     trace: &[Record],
@@ -78,6 +78,40 @@ pub fn add_symptom(
     }
     truth.symptoms.push(symptom);
     Ok(anchor)
+}
+
+/// Adds the symptom against the twin and checks its label against the truth
+/// (docs/scenario-space.md, "Labels from the truth"): the noise floor is the
+/// drift between the twin and the second quiet run, both measured from the
+/// same onset anchor as the lateness. `twin` and `quiet` keep their own
+/// clocks; `origin` is the recorded run's. Without a twin the run is its own.
+pub fn add_checked_symptom(
+    sc: &Scenario,
+    truth: &mut GroundTruth,
+    trace: &[Record],
+    keys: &Keys,
+    origin: ground_truth::Ns,
+    twin: Option<&crate::label::QuietRun>,
+    quiet: Option<&crate::label::QuietRun>,
+) -> Result<(), String> {
+    let twin_node = |key: &StepKey| {
+        let t = twin?;
+        let n = t.keys.get(key)?;
+        Some(shifted(&t.truth.nodes[*n as usize], t.origin, origin))
+    };
+    let anchor = add_symptom(
+        sc,
+        truth,
+        trace,
+        keys,
+        twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+    )?;
+    let noise_floor = match (twin, quiet) {
+        (Some(a), Some(b)) => crate::label::noise_floor(sc, a, b, anchor.as_ref()),
+        _ => 0.0,
+    };
+    crate::label::check_and_apply(sc, truth, keys, noise_floor);
+    Ok(())
 }
 
 /// Builds the symptom for `node` (injected run) given the same node in the twin.

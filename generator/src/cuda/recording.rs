@@ -239,40 +239,22 @@ impl Session {
         let injections = out.injections;
         let (mut truth, trace) = out.builder.finish(seed);
         truth.injections = injections;
-        let twin_node = |key: &crate::keys::StepKey| {
-            let t = twin.as_ref()?;
-            let n = t.keys.get(key)?;
-            Some(crate::answers::shifted(
-                &t.builder.truth.nodes[*n as usize],
-                t.origin,
-                origin,
-            ))
-        };
-        let anchor = answers::add_symptom(
+        fn as_quiet(r: &truth::Output) -> crate::label::QuietRun<'_> {
+            crate::label::QuietRun {
+                truth: &r.builder.truth,
+                keys: &r.keys,
+                origin: r.origin,
+            }
+        }
+        answers::add_checked_symptom(
             sc,
             &mut truth,
             &trace,
             &keys,
-            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+            origin,
+            twin.as_ref().map(as_quiet).as_ref(),
+            quiet.as_ref().map(as_quiet).as_ref(),
         )?;
-        let noise_floor = match (&twin, &quiet) {
-            (Some(twin), Some(quiet)) => crate::label::noise_floor(
-                sc,
-                &crate::label::QuietRun {
-                    truth: &twin.builder.truth,
-                    keys: &twin.keys,
-                    origin: twin.origin,
-                },
-                &crate::label::QuietRun {
-                    truth: &quiet.builder.truth,
-                    keys: &quiet.keys,
-                    origin: quiet.origin,
-                },
-                anchor.as_ref(),
-            ),
-            _ => 0.0,
-        };
-        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor);
         let check = format!(
             "; CUPTI vs %globaltimer over {} kernels (offset-calibrated): max |start diff| {} ns, max |end diff| {} ns; spin kernels shortened by the measured {} ns launch overhead",
             clock.kernels, clock.max_start_dev_ns, clock.max_end_dev_ns, self.spin_overhead_ns

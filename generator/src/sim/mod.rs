@@ -92,36 +92,24 @@ impl SimBackend {
         let injections = run.injections.clone();
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
-        let twin_node = |key: &crate::keys::StepKey| {
-            let t = twin.as_ref()?;
-            Some(t.builder.truth.nodes[*t.keys.get(key)? as usize].clone())
-        };
-        let anchor = answers::add_symptom(
+        // The simulator's runs share one clock: every origin is 0.
+        fn as_quiet(r: &engine::Run) -> crate::label::QuietRun<'_> {
+            crate::label::QuietRun {
+                truth: &r.builder.truth,
+                keys: &r.keys,
+                origin: 0,
+            }
+        }
+        answers::add_checked_symptom(
             scenario,
             &mut truth,
             &trace,
             &run.keys,
-            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+            0,
+            twin.as_ref().map(as_quiet).as_ref(),
+            quiet.as_ref().map(as_quiet).as_ref(),
         )
         .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
-        let noise_floor = match (&twin, &quiet) {
-            (Some(twin), Some(quiet)) => crate::label::noise_floor(
-                scenario,
-                &crate::label::QuietRun {
-                    truth: &twin.builder.truth,
-                    keys: &twin.keys,
-                    origin: 0,
-                },
-                &crate::label::QuietRun {
-                    truth: &quiet.builder.truth,
-                    keys: &quiet.keys,
-                    origin: 0,
-                },
-                anchor.as_ref(),
-            ),
-            _ => 0.0,
-        };
-        crate::label::check_and_apply(scenario, &mut truth, &run.keys, noise_floor);
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
         if scenario.mode == ground_truth::Mode::Instrumented {
             collectors.push("app".into());

@@ -18,7 +18,6 @@ mod plan;
 pub mod truth;
 
 use crate::backend::{check, Backend, RecordError};
-use crate::keys::StepKey;
 use crate::label::QuietRun;
 use crate::plan::{DeviceFacts, Twin};
 use ground_truth::bundle::{CrossCheck, LossAccounting, Manifest};
@@ -291,39 +290,22 @@ impl TorchBackend {
         let stats = out.stats;
         let (mut truth, trace) = out.builder.finish(seed);
         truth.injections = out.injections;
-        let twin_node = |key: &StepKey| {
-            let t = twin.as_ref()?;
-            let n = t.keys.get(key)?;
-            Some(crate::answers::shifted(
-                &t.builder.truth.nodes[*n as usize],
-                t.origin,
-                origin,
-            ))
-        };
-        let anchor = crate::answers::add_symptom(
+        fn as_quiet(r: &truth::Output) -> QuietRun<'_> {
+            QuietRun {
+                truth: &r.builder.truth,
+                keys: &r.keys,
+                origin: r.origin,
+            }
+        }
+        crate::answers::add_checked_symptom(
             sc,
             &mut truth,
             &trace,
             &keys,
-            twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
+            origin,
+            twin.as_ref().map(as_quiet).as_ref(),
+            quiet.as_ref().map(as_quiet).as_ref(),
         )?;
-        let noise_floor = match (&twin, &quiet) {
-            (Some(twin), Some(quiet)) => crate::label::noise_floor(
-                sc,
-                &QuietRun {
-                    truth: &twin.builder.truth,
-                    keys: &twin.keys,
-                    origin: twin.origin,
-                },
-                &QuietRun {
-                    truth: &quiet.builder.truth,
-                    keys: &quiet.keys,
-                    origin: quiet.origin,
-                },
-                anchor.as_ref(),
-            ),
-            _ => 0.0,
-        };
         // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
         // CUPTI's kinds): its first unresolved boundaries are the same.
         for s in &mut truth.symptoms {
@@ -338,7 +320,6 @@ impl TorchBackend {
                 .collect();
             s.boundaries.extend(kineto);
         }
-        crate::label::check_and_apply(sc, &mut truth, &keys, noise_floor);
         let check = format!(
             "; Kineto vs %globaltimer over {} kernels (median offset {} ns removed): max |start diff| {} ns, max |end diff| {} ns",
             stats.kernels_compared, stats.clock_offset_ns, stats.max_start_diff_ns, stats.max_end_diff_ns
