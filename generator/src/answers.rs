@@ -10,9 +10,6 @@ use ground_truth::view::ViewSpec;
 use ground_truth::Scenario;
 use std::collections::HashMap;
 
-/// Finds the twin's node of a step, in the injected run's clock.
-pub type TwinNode<'f> = &'f dyn Fn(&StepKey) -> Option<Node>;
-
 /// A twin node with its times moved from the twin's origin `from` to the
 /// run's origin `to` (every real backend compares a run with its twin so).
 pub fn shifted(n: &Node, from: ground_truth::Ns, to: ground_truth::Ns) -> Node {
@@ -31,37 +28,48 @@ pub fn shifted(n: &Node, from: ground_truth::Ns, to: ground_truth::Ns) -> Node {
     n
 }
 
-/// Adds the scenario's symptom to a recorded run's `truth`: its step resolved
-/// among the run's `keys` and compared with the same step of the twin
-/// (`twin_node` finds it, by key, in the twin's own clock; `None`: the run had
-/// no injection and is its own twin). Lateness is measured from the step the
-/// injection cannot have moved (`label::onset_anchor`), which is returned so
-/// the noise floor is measured from the same step. An injection the backend
-/// could not measure directly (NaN) is measured by the symptom's lateness.
-fn add_symptom(
+/// Adds the scenario's symptom to a recorded run's `truth` and checks its
+/// label against the truth (docs/scenario-space.md, "Labels from the truth").
+/// The symptom's step is resolved among the run's `keys` and compared with
+/// the same step of `twin` (`None`: the run had no injection and is its own
+/// twin). Lateness is measured from the step the injection cannot have moved
+/// (`label::onset_anchor`), and the noise floor, the drift between the twin
+/// and the second quiet run `quiet`, from the same step. `twin` and `quiet`
+/// keep their own clocks; `origin` is the recorded run's. An injection the
+/// backend could not measure directly (NaN) is measured by the symptom's
+/// lateness.
+pub fn add_checked_symptom(
     sc: &Scenario,
     truth: &mut GroundTruth,
     trace: &[Record],
     keys: &Keys,
-    twin_node: Option<TwinNode>,
-) -> Result<Option<StepKey>, String> {
+    origin: ground_truth::Ns,
+    twin: Option<&crate::label::QuietRun>,
+    quiet: Option<&crate::label::QuietRun>,
+) -> Result<(), String> {
+    // A step's node in the twin, in the recorded run's clock.
+    let twin_node = |key: &StepKey| {
+        let t = twin?;
+        let n = t.keys.get(key)?;
+        Some(shifted(&t.truth.nodes[*n as usize], t.origin, origin))
+    };
     let key = symptom_key(sc).ok_or_else(|| "symptom.step names no step".to_string())?;
     let node = *keys
         .get(&key)
         .ok_or_else(|| "the symptom step never ran".to_string())?;
-    let twin = match twin_node {
-        Some(find) => {
-            find(&key).ok_or_else(|| "the symptom step never ran in the twin".to_string())?
+    let twin_symptom = match twin {
+        Some(_) => {
+            twin_node(&key).ok_or_else(|| "the symptom step never ran in the twin".to_string())?
         }
         None => truth.nodes[node as usize].clone(),
     };
-    let mut symptom = self::symptom(sc, truth, trace, node, &twin)?;
+    let mut symptom = self::symptom(sc, truth, trace, node, &twin_symptom)?;
     let mut anchor = None;
-    if let Some(find) = twin_node {
+    if twin.is_some() {
         if let Some((anchor_key, anchor_node)) =
             crate::label::onset_anchor(sc, truth, keys, &symptom.critical_path)
         {
-            if let Some(twin_anchor) = find(&anchor_key) {
+            if let Some(twin_anchor) = twin_node(&anchor_key) {
                 // How far the runs had drifted apart before the injection could act.
                 let shift =
                     truth.nodes[anchor_node as usize].start as f64 - twin_anchor.start as f64;
@@ -77,35 +85,6 @@ fn add_symptom(
         }
     }
     truth.symptoms.push(symptom);
-    Ok(anchor)
-}
-
-/// Adds the symptom against the twin and checks its label against the truth
-/// (docs/scenario-space.md, "Labels from the truth"): the noise floor is the
-/// drift between the twin and the second quiet run, both measured from the
-/// same onset anchor as the lateness. `twin` and `quiet` keep their own
-/// clocks; `origin` is the recorded run's. Without a twin the run is its own.
-pub fn add_checked_symptom(
-    sc: &Scenario,
-    truth: &mut GroundTruth,
-    trace: &[Record],
-    keys: &Keys,
-    origin: ground_truth::Ns,
-    twin: Option<&crate::label::QuietRun>,
-    quiet: Option<&crate::label::QuietRun>,
-) -> Result<(), String> {
-    let twin_node = |key: &StepKey| {
-        let t = twin?;
-        let n = t.keys.get(key)?;
-        Some(shifted(&t.truth.nodes[*n as usize], t.origin, origin))
-    };
-    let anchor = add_symptom(
-        sc,
-        truth,
-        trace,
-        keys,
-        twin.is_some().then_some(&twin_node as &dyn Fn(&_) -> _),
-    )?;
     let noise_floor = match (twin, quiet) {
         (Some(a), Some(b)) => crate::label::noise_floor(sc, a, b, anchor.as_ref()),
         _ => 0.0,

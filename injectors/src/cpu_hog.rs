@@ -104,6 +104,30 @@ pub fn allowed_cpus() -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// The calling thread pinned to the CPU it runs on, until dropped: a
+/// deschedule's victim, which the hog then finds where it expects it and
+/// which no idle CPU can pull away while the hog holds this one.
+pub struct PinnedHere {
+    previous: CpuSet,
+}
+
+impl PinnedHere {
+    /// Pins the calling thread; `None` when the kernel refuses (the caller
+    /// then goes on unpinned).
+    pub fn now() -> Option<Self> {
+        let cpu = nix::sched::sched_getcpu().ok()?;
+        let previous = sched_getaffinity(Pid::from_raw(0)).ok()?;
+        sched_setaffinity(Pid::from_raw(0), &one_cpu(cpu).ok()?).ok()?;
+        Some(Self { previous })
+    }
+}
+
+impl Drop for PinnedHere {
+    fn drop(&mut self) {
+        let _ = sched_setaffinity(Pid::from_raw(0), &self.previous);
+    }
+}
+
 fn one_cpu(cpu: usize) -> Result<CpuSet> {
     let mut set = CpuSet::new();
     set.set(cpu).map_err(|_| InjectorError::BadCpu {

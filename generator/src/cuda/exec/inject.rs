@@ -67,7 +67,7 @@ impl<'a> Exec<'a> {
                 // idle one while the hog holds this one, and the hog's own
                 // pinning of the victim moves nothing (a running thread's
                 // migration waits for its CPU).
-                let pinned = pin_to_current_cpu();
+                let pinned = injectors::PinnedHere::now();
                 self.inj.done.store(false, Ordering::Release);
                 self.inj.hog_end.store(0, Ordering::Release);
                 self.inj.victim_tid.store(log.tid, Ordering::Release);
@@ -99,9 +99,7 @@ impl<'a> Exec<'a> {
                     // SAFETY: back to the normal policy (root may always raise it).
                     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
                 }
-                if let Some(mask) = pinned {
-                    restore_affinity(&mask);
-                }
+                drop(pinned);
                 switched_out_ns = Some(longest);
                 // The hog's own report is added once the run is over (see `run`).
                 format!(
@@ -193,14 +191,13 @@ impl<'a> Exec<'a> {
                             )
                         })
                         .unwrap_or(0);
-                    for (i, a) in plan.realised.iter().enumerate() {
+                    let mut pieces = plan.realised.iter();
+                    for a in pieces.by_ref().take(ahead + 1) {
                         self.inject_action(ti, &mut log, a);
-                        if i == ahead {
-                            self.inj.state.store(ACK, Ordering::Release);
-                        }
                     }
-                    if plan.realised.is_empty() {
-                        self.inj.state.store(ACK, Ordering::Release);
+                    self.inj.state.store(ACK, Ordering::Release);
+                    for a in pieces {
+                        self.inject_action(ti, &mut log, a);
                     }
                 }
                 DESCHEDULE => {
@@ -315,28 +312,4 @@ impl<'a> Exec<'a> {
             }
         }
     }
-}
-
-/// Pins the calling thread to the CPU it runs on; its previous CPU set, to
-/// restore, or `None` when the kernel refused (the stall then goes on unpinned).
-fn pin_to_current_cpu() -> Option<libc::cpu_set_t> {
-    // SAFETY: plain syscalls on the calling thread with valid, owned buffers.
-    unsafe {
-        let Ok(cpu) = usize::try_from(libc::sched_getcpu()) else {
-            return None;
-        };
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
-            return None;
-        }
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        (libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) == 0)
-            .then_some(old)
-    }
-}
-
-fn restore_affinity(mask: &libc::cpu_set_t) {
-    // SAFETY: the calling thread's own affinity, from a set it held before.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask) };
 }
