@@ -430,9 +430,8 @@ impl Graph<'_> {
             return None;
         }
         let (path, _) = self.critical_path(p);
-        if let Some((label, size)) = path
-            .iter()
-            .filter_map(|&x| super::structural::stall_of(ix.rec(x)))
+        if let Some((label, size)) = (0..path.len())
+            .filter_map(|i| self.path_stall(&path, i))
             .max_by(|a, b| a.1.total_cmp(&b.1))
         {
             if size >= 0.5 * late {

@@ -46,7 +46,7 @@ impl Graph<'_> {
                 }
             };
             // A stall record on the path itself (its `fault` edge into a call).
-            if let Some(found) = stall_of(ix.rec(x)) {
+            if let Some(found) = self.path_stall(&path, i) {
                 keep(found);
                 continue;
             }
@@ -115,6 +115,38 @@ impl Graph<'_> {
             (self.gate_after(&path, i), 1.0),
             (CauseLabel::None, 0.3),
         ])
+    }
+}
+
+impl Graph<'_> {
+    /// The host stall a scheduler or page-fault record at `path[i]` stands for,
+    /// and how long it held its thread (ns). A `fault` edge names only the
+    /// thread's last stall record before the call it feeds (`host_edges`); the
+    /// stall is every record of that kind on the thread between the call's
+    /// program-order predecessor and the call (a run of back-to-back faults is
+    /// one stall, not its last fault).
+    pub(super) fn path_stall(&self, path: &[Pos], i: usize) -> Option<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let (label, own) = stall_of(ix.rec(path[i]))?;
+        let Some(&call) = path
+            .get(i + 1)
+            .filter(|&&c| matches!(ix.rec(c), Record::Api { .. } | Record::Uprobe { .. }))
+        else {
+            return Some((label, own));
+        };
+        let Some(tid) = ix.rec(call).tid() else {
+            return Some((label, own));
+        };
+        let from = self
+            .incoming_of(call, ground_truth::EdgeType::HostOrder)
+            .map(|e| ix.end(e.src))
+            .unwrap_or_else(|| ix.start(call).saturating_sub(50_000_000));
+        let st = ix.host_stalls(tid, from.min(ix.start(call)), ix.start(call));
+        let total = match label {
+            CauseLabel::CpuDeschedule => st.desched_ns,
+            _ => st.fault_ns,
+        };
+        Some((label, own.max(total)))
     }
 }
 
