@@ -73,6 +73,10 @@ impl Graph<'_> {
         streams.sort_unstable();
         let base_conf = if self.loss_plausible { 0.9 } else { 1.0 };
         let mc = self.missing_conf();
+        // Per graph launch (correlation id): its entry nodes on every stream, and
+        // the exits of the item before it on each stream its nodes ran on.
+        let mut launch_entries: FastMap<u32, Vec<Pos>> = FastMap::default();
+        let mut launch_preds: FastMap<u32, Vec<Pos>> = FastMap::default();
         for s in streams {
             let mut items = by_stream.remove(&s).unwrap_or_default();
             items.sort_unstable();
@@ -126,6 +130,14 @@ impl Graph<'_> {
                             .fold(0.0, f64::max)
                     })
                     .unwrap_or(0.0);
+                if let Unit::Graph(v) = u {
+                    if let Some(c) = self.ix.rec(v[0]).correlation_id() {
+                        launch_entries.entry(c).or_default().extend(&entries);
+                        if let Some((_, pp)) = &prev {
+                            launch_preds.entry(c).or_default().extend(pp);
+                        }
+                    }
+                }
                 for &x in &entries {
                     let pred_exits: &[Pos] =
                         prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
@@ -189,6 +201,25 @@ impl Graph<'_> {
                 order.push((*key, exits));
             }
             self.stream_units.insert(s, order);
+        }
+        // A graph launch enters the stream it was launched into as one unit: every
+        // entry node waits for that stream's earlier work, on whichever stream
+        // CUPTI reports the node (the driver runs a graph's branches on streams of
+        // its own, docs/gpu-facts.md). The launch's stream is not in its API record,
+        // so the item before the launch on any of its nodes' streams stands for it;
+        // one that ended after an entry node started did not gate it.
+        let mut launches: Vec<u32> = launch_preds.keys().copied().collect();
+        launches.sort_unstable();
+        for c in launches {
+            let preds = &launch_preds[&c];
+            for &x in launch_entries.get(&c).map(Vec::as_slice).unwrap_or(&[]) {
+                let stream = self.ix.rec(x).stream();
+                for &e in preds {
+                    if self.ix.rec(e).stream() != stream && self.ix.end(e) <= self.ix.start(x) {
+                        self.add(e, x, EdgeType::StreamOrder, Evidence::Inferred, 0.7);
+                    }
+                }
+            }
         }
     }
 
