@@ -406,3 +406,56 @@ fn a_queue_wait_within_the_peers_spread_is_no_queueing_delay() {
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::HandoffQueueing, "{causes:?}");
 }
+
+/// A graph launched into stream 1 behind 900 µs of work no request launched; the
+/// launch's two root nodes run on stream 1 and on stream 7 (a stream of the
+/// driver's own, as the H200 reports graph branches). `other_end`: when the work
+/// ahead ends. Returns the view and (work ahead, root on stream 7).
+fn graph_behind_backlog(other_end: u64) -> (TraceView, [u64; 2]) {
+    let mut b = ViewBuilder::new();
+    let t = MS;
+    b.marker(10, MarkerPhase::RequestBegin, "", "0", t - 20 * US);
+    b.marker(10, MarkerPhase::TaskBegin, "", "0", t - 19 * US);
+    let ahead = b.launch(20, t - 10 * US, 1, "other_work", other_end - t);
+    let (_, corr) = b.api(10, "cudaGraphLaunch", t, t + 10 * US);
+    b.ext(corr, 0);
+    let start = t + 910 * US;
+    b.graph_kernel(corr, 1, "embed", 5, 1, start, start + 100 * US);
+    let side = b.graph_kernel(corr, 7, "attend", 5, 2, start + 2 * US, start + 150 * US);
+    b.query("q", side, Question::Cause);
+    (b.build(), [ahead.op, side])
+}
+
+/// Every entry node of a graph launch waits for the work ahead of the launch in
+/// its stream, whichever stream the node runs on.
+#[test]
+fn a_graph_launch_enters_its_stream_as_one_unit() {
+    let ordered_after = |e: &Explanation, src: u64, dst: u64| {
+        e.edges.iter().any(|x| {
+            x.src == src
+                && x.dst == dst
+                && x.kind == EdgeType::StreamOrder
+                && x.evidence == Evidence::Inferred
+        })
+    };
+    let (v, [ahead, side]) = graph_behind_backlog(MS + 905 * US);
+    let e = explain(&v);
+    assert!(ordered_after(&e, ahead, side), "{:?}", e.edges);
+    assert!(
+        diagnosis(&e).critical_path.contains(&ahead),
+        "{:?}",
+        diagnosis(&e).critical_path
+    );
+    // Must not: work that ended after the node started did not gate it.
+    let (v, [ahead, side]) = graph_behind_backlog(MS + 1000 * US);
+    let e = explain(&v);
+    assert!(!ordered_after(&e, ahead, side), "{:?}", e.edges);
+}
+
+/// A run of back-to-back page faults is one stall: each 3 µs record is small
+/// beside the work it delayed, their 0.75 ms sum is not (one request, so no
+/// peers: the records alone must say it).
+#[test]
+fn a_run_of_page_faults_is_one_stall() {
+    assert_right(&["one-request-fault-run.page-fault"]);
+}
