@@ -10,6 +10,21 @@ use std::collections::HashMap;
 /// Lateness below this is noise (ns).
 pub const NOISE_NS: f64 = 20_000.0;
 
+/// How many times the peers' own spread an excess must pass to be lateness.
+/// The label check calls a symptom late only beyond three times the drift
+/// between two quiet runs (docs/scenario-space.md, "Labels from the truth"); a
+/// profiler's only sample of that noise is how far the peers stray from each
+/// other, so it asks the same margin of it.
+pub const SPREAD_MARGIN: f64 = 3.0;
+
+/// The peers' own noise: [`SPREAD_MARGIN`] times the largest distance of a
+/// value from their median (0 without values).
+pub fn peer_noise(values: &[f64]) -> f64 {
+    median(values.to_vec())
+        .map(|m| values.iter().map(|x| (x - m).abs()).fold(0.0, f64::max))
+        .map_or(0.0, |spread| SPREAD_MARGIN * spread)
+}
+
 /// What makes two device ops "the same operation" for peer comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PeerKey {

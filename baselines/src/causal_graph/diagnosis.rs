@@ -187,8 +187,14 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let finish_late = self.finish_since_request(p, &peers);
-        let on_time =
-            finish_late.is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(spread));
+        // A host-side excess (the op launched later than its peers) carries the
+        // threads' wake-up jitter, of which the peers' spread is one sample: like
+        // the label check, the op must finish later than that by the margin
+        // (`analysis::SPREAD_MARGIN`). Device phases are timed by the device and
+        // stand against the spread itself.
+        let margin = if d == 0 { analysis::SPREAD_MARGIN } else { 1.0 };
+        let on_time = finish_late
+            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(margin * spread));
         // A late phase of the op's own that explains less than half of how much
         // later it finished than its peers is not what made it late (a cause
         // must explain the lateness, docs/scenario-space.md, "Labels from the
@@ -465,7 +471,9 @@ impl Graph<'_> {
     }
 
     /// How much later after its request began `p` finished than its peers did, and
-    /// how far the peers themselves spread (`None` without peers or request markers).
+    /// how far the peers themselves spread (`None` without peers or request markers):
+    /// an op that finished within that range finished on time; whether one of its
+    /// phases was late is asked of each phase against its own floor.
     pub(super) fn finish_since_request(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
         let ix = &self.ix;
         let since = |op: Pos| -> Option<f64> {
