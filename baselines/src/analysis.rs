@@ -10,19 +10,20 @@ use std::collections::HashMap;
 /// Lateness below this is noise (ns).
 pub const NOISE_NS: f64 = 20_000.0;
 
-/// How many times the peers' own spread an excess must pass to be lateness.
-/// The label check calls a symptom late only beyond three times the drift
-/// between two quiet runs (docs/scenario-space.md, "Labels from the truth"); a
+/// How many times the peers' own spread a host-side lateness must pass. The
+/// label check calls a symptom late only beyond three times the drift between
+/// two quiet runs (docs/scenario-space.md, "Labels from the truth"); a
 /// profiler's only sample of that noise is how far the peers stray from each
-/// other, so it asks the same margin of it.
+/// other, so it asks the same margin of it where the noise is the threads'
+/// wake-up jitter (`causal_graph`'s finish test).
 pub const SPREAD_MARGIN: f64 = 3.0;
 
-/// The peers' own noise: [`SPREAD_MARGIN`] times the largest distance of a
-/// value from their median (0 without values).
-pub fn peer_noise(values: &[f64]) -> f64 {
-    median(values.to_vec())
-        .map(|m| values.iter().map(|x| (x - m).abs()).fold(0.0, f64::max))
-        .map_or(0.0, |spread| SPREAD_MARGIN * spread)
+/// How far the peers stray: the largest distance of a value from their median
+/// (0 without values).
+pub fn peer_spread(values: &[f64]) -> f64 {
+    median(values.to_vec()).map_or(0.0, |m| {
+        values.iter().map(|x| (x - m).abs()).fold(0.0, f64::max)
+    })
 }
 
 /// What makes two device ops "the same operation" for peer comparison.

@@ -484,8 +484,7 @@ impl Graph<'_> {
         let own = since(p)?;
         let base: Vec<f64> = peers.iter().filter_map(|&k| since(k)).collect();
         let m = crate::index::median(base.clone())?;
-        let spread = base.iter().map(|x| (x - m).abs()).fold(0.0, f64::max);
-        Some(((own - m).max(0.0), spread))
+        Some(((own - m).max(0.0), analysis::peer_spread(&base)))
     }
 
     /// A blocking host call (stream/event/context synchronize, implicit fence).

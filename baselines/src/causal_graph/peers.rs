@@ -129,7 +129,7 @@ impl Graph<'_> {
         // drift grows from 77 µs without handoffs to 400–540 µs with six to eight,
         // docs/scenario-space.md), and that variation is no queueing delay.
         let stalled = st.desched_ns + st.fault_ns;
-        let spread = |v: Vec<f64>| analysis::peer_noise(&v);
+        let spread = |v: Vec<f64>| analysis::peer_spread(&v);
         let (gap_x, wait_x) = if pm.is_empty() {
             (stalled, 0.0)
         } else {
@@ -257,7 +257,7 @@ impl Graph<'_> {
             .iter()
             .filter_map(|&q| analysis::dev_phases_in(ix, q))
             .collect();
-        let spread = |v: Vec<f64>| analysis::peer_noise(&v);
+        let spread = |v: Vec<f64>| analysis::peer_spread(&v);
         // The op's normal latency is its own execution (docs/scenario-space.md,
         // `magnitude_ratio`: a kernel's duration, a copy's transfer), not its
         // enqueue-to-end time: an op deep in a gating chain normally waits in its
