@@ -125,6 +125,11 @@ enum Command {
         /// On a kernel without Landlock, run the external profiler unisolated instead of refusing.
         #[arg(long, requires = "cmd")]
         allow_unisolated: bool,
+        /// Kineto's native trace of the view's bundle (`ID.kineto.json.gz` beside
+        /// `ID.bundle.json.gz`): `hta-critical-path` reads a `kineto` view from it
+        /// (docs/torch-track.md).
+        #[arg(long, requires = "profiler")]
+        kineto_trace: Option<PathBuf>,
         #[arg(long)]
         view: PathBuf,
         #[arg(long)]
@@ -283,9 +288,18 @@ fn main() -> ExitCode {
             cmd,
             timeout,
             allow_unisolated,
+            kineto_trace,
             view,
             out,
-        } => commands::profile(profiler, cmd, timeout, allow_unisolated, &view, &out),
+        } => commands::profile(
+            profiler,
+            cmd,
+            timeout,
+            allow_unisolated,
+            kineto_trace,
+            &view,
+            &out,
+        ),
         Command::Score {
             bundle,
             view,
