@@ -19,6 +19,9 @@ use std::time::Instant;
 pub enum TorchCommand {
     /// Record scenarios through PyTorch (needs python3 with torch, CuPy and a GPU).
     Record(RecordArgs),
+    /// The Python function that forced each implicit-sync fence of a torch corpus, as
+    /// Kineto's stacks and the eBPF host stacks name it, scored against the truth.
+    FenceLines(crate::torch_fences::FenceLinesArgs),
 }
 
 #[derive(clap::Args)]
@@ -47,6 +50,7 @@ pub struct RecordArgs {
 pub fn torch(command: TorchCommand) -> Result<(), Failure> {
     match command {
         TorchCommand::Record(args) => record(&args),
+        TorchCommand::FenceLines(args) => crate::torch_fences::fence_lines(&args),
     }
 }
 

@@ -78,9 +78,14 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     );
     let md = std::fs::read_to_string(out.path().join("leaderboard.md")).unwrap();
     let committed_md = std::fs::read_to_string(root.join(RESULTS).join("leaderboard.md")).unwrap();
+    // The completeness table, up to the next section (the third-party rows' notes
+    // follow it only where HTA ran).
     let section = |t: &str| {
-        t.find("## Kineto's completeness")
-            .map(|at| t[at..].to_string())
+        t.find("## Kineto's completeness").map(|at| {
+            let rest = &t[at..];
+            let end = rest[1..].find("\n## ").map_or(rest.len(), |e| e + 1);
+            rest[..end].trim_end().to_string()
+        })
     };
     assert!(
         section(&md).is_some(),
@@ -129,6 +134,47 @@ fn every_bundle_has_its_native_kineto_trace_and_it_reads() {
         bundles >= 40,
         "{bundles} bundles: the track needs 8 families x 5 repetitions"
     );
+}
+
+/// The Python function of each implicit-sync fence (docs/torch-track.md): the
+/// committed corpus has 30 fences, and Kineto's `with_stack` events name none of
+/// them (its Python tracer followed only the executor's main thread; the copies are
+/// made on its worker threads). A bad corpus is an input error.
+#[test]
+fn fence_lines_of_the_committed_corpus() {
+    let root = root();
+    if !root.join(CORPUS).is_dir() {
+        eprintln!("skipped: {CORPUS} is not committed");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("fences.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(&root)
+        .args(["torch", "fence-lines", "--corpus", CORPUS, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["kineto_stacks"]["fences"], 30, "{v}");
+    assert_eq!(v["kineto_stacks"]["answered"], 0, "{v}");
+    assert_eq!(
+        v["host_stacks"]["fences"], 0,
+        "no host records in this corpus: {v}"
+    );
+    assert_eq!(v["truth"]["function"], "copy");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args(["torch", "fence-lines", "--corpus"])
+        .arg(out.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// Where python3 cannot import torch and CuPy (CI, this machine), `torch record`
