@@ -118,7 +118,8 @@ pub fn hta_available() -> bool {
 /// ([`crate::hta_native::reads_natively`]).
 pub fn reads_view(spec: &ViewSpec) -> bool {
     match spec.collectors {
-        Collectors::Host => false,
+        // HTA reads no host record: on kineto+host it would repeat its kineto answer.
+        Collectors::Host | Collectors::KinetoHost => false,
         Collectors::Kineto => crate::hta_native::reads_natively(spec),
         _ => !matches!(spec.loss, LossSpec::Uniform { .. }),
     }

@@ -69,6 +69,7 @@ pub fn view_spec(
         CollectorsArg::Host => Collectors::Host,
         CollectorsArg::Combined => Collectors::Combined,
         CollectorsArg::Kineto => Collectors::Kineto,
+        CollectorsArg::KinetoHost => Collectors::KinetoHost,
     };
     let mode = match mode {
         ModeArg::Instrumented => Mode::Instrumented,

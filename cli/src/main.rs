@@ -57,6 +57,10 @@ pub enum CollectorsArg {
     Combined,
     /// Kineto's records of a `torch` bundle (docs/torch-track.md).
     Kineto,
+    /// Kineto's and the eBPF host recorder's records of a `torch` bundle recorded
+    /// with both (docs/torch-track.md, "kineto+host").
+    #[value(name = "kineto+host")]
+    KinetoHost,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -45,6 +45,12 @@ pub struct RecordArgs {
     /// did and measured, the truth's only source) beside its trace.
     #[arg(long)]
     pub keep_logs: bool,
+    /// Also record each injected run with the eBPF host recorder attached to the
+    /// executor (started as `python3 -X perf`: Python 3.12+ names its frames in the
+    /// stacks; root or CAP_BPF+CAP_PERFMON): the bundles get `kineto+host` views.
+    /// Where the recorder cannot run, it says why once and records without.
+    #[arg(long)]
+    pub host: bool,
 }
 
 pub fn torch(command: TorchCommand) -> Result<(), Failure> {
@@ -90,6 +96,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
     let mut backend = TorchBackend::new(Some(args.out.clone()));
     backend.keep_logs = args.keep_logs;
+    backend.host_recorder = args.host;
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut bundles = Vec::new();

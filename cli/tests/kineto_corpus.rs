@@ -208,4 +208,21 @@ fn torch_record_without_torch_exits_2() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no bundle recorded"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+    // With the host recorder asked for (the executor as `python3 -X perf`): the same.
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root())
+        .args([
+            "torch",
+            "record",
+            "--host",
+            "--only",
+            "dependency-vs-overlap.event-edge",
+        ])
+        .args(["--reps", "1", "--out"])
+        .arg(out.path().join("host"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
