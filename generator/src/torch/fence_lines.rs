@@ -85,6 +85,9 @@ pub struct Fence {
     pub tid: u32,
     pub start: u64,
     pub end: u64,
+    /// The call node's records: the recording joined its host records to it
+    /// (`cuda::host::attach`: same thread, nested in the call).
+    pub call_rids: Vec<u64>,
 }
 
 /// The implicit-sync fences of a bundle's truth: pageable device-to-host copies,
@@ -138,6 +141,7 @@ pub fn fences(bundle: &Bundle) -> Vec<Fence> {
                 tid,
                 start,
                 end,
+                call_rids: call.rids.to_vec(),
             });
         }
     }
@@ -167,20 +171,26 @@ pub fn from_kineto_stacks(fence: &Fence, trace: &kineto::Activities) -> Option<P
 }
 
 /// The eBPF host recorder's answer for a fence: the innermost frame of the program's
-/// file in the user stack of a libcuda call made inside the fence's call, on its
-/// thread (the bundle's host records, in its clock).
+/// file in the user stack of a libcuda call made inside the fence's call: a host
+/// record the recording joined to the call, else one on its thread nested in the
+/// call's interval (the bundle's clock).
 pub fn from_host_stacks(fence: &Fence, records: &[Record]) -> Option<PythonFrame> {
     records.iter().find_map(|r| match r {
         Record::Uprobe {
+            rid,
             tid,
             enter,
             exit,
             stack,
             ..
-        } if *tid == fence.tid && fence.start <= *enter && *exit <= fence.end => stack
-            .iter()
-            .filter_map(|frame| PythonFrame::from_perf_map(frame))
-            .find(|f| f.file == PROGRAM_FILE),
+        } if fence.call_rids.contains(rid)
+            || (*tid == fence.tid && fence.start <= *enter && *exit <= fence.end) =>
+        {
+            stack
+                .iter()
+                .filter_map(|frame| PythonFrame::from_perf_map(frame))
+                .find(|f| f.file == PROGRAM_FILE)
+        }
         _ => None,
     })
 }
@@ -237,6 +247,7 @@ mod tests {
             tid: 42,
             start: 100,
             end: 200,
+            call_rids: vec![9],
         };
         let uprobe = |tid, enter, stack: &[&str]| Record::Uprobe {
             rid: 1,
@@ -260,6 +271,12 @@ mod tests {
         );
         let records = vec![uprobe(42, 120, &stack)];
         let frame = from_host_stacks(&fence, &records).unwrap();
+        // A record joined to the call counts whatever its clock says.
+        let mut joined = uprobe(41, 900, &stack);
+        if let Record::Uprobe { rid, .. } = &mut joined {
+            *rid = 9;
+        }
+        assert!(from_host_stacks(&fence, &[joined]).is_some());
         assert!(frame.same_function(&truth_frame()));
         let mut score = FenceScore::default();
         score.add(Some(&frame), &truth_frame());
