@@ -17,6 +17,21 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Runs the binary in the repository root; asserts it exited 0.
+fn causalbench_ok(args: &[&std::ffi::OsStr]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn kineto_corpus_replays_to_the_committed_leaderboard() {
     let root = root();
@@ -47,26 +62,18 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
         "builtin,kineto-flows"
     };
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(&root)
-        .args([
-            "run",
-            "--corpus",
-            CORPUS,
-            "--profilers",
-            profilers,
-            "--quiet",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let args = [
+        "run",
+        "--corpus",
+        CORPUS,
+        "--profilers",
+        profilers,
+        "--quiet",
+        "--out",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    args.push(out.path().as_os_str());
+    causalbench_ok(&args);
     let fresh = verdicts(&out.path().join("leaderboard.json"));
     let mut committed_verdicts = verdicts(&committed);
     if !with_hta {
@@ -149,18 +156,10 @@ fn fence_lines_of_the_committed_corpus() {
     }
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("fences.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(&root)
-        .args(["torch", "fence-lines", "--corpus", CORPUS, "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let args = ["torch", "fence-lines", "--corpus", CORPUS, "--json"];
+    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    args.push(json.as_os_str());
+    causalbench_ok(&args);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["kineto_stacks"]["fences"], 30, "{v}");
     assert_eq!(v["kineto_stacks"]["answered"], 0, "{v}");

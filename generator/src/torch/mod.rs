@@ -359,30 +359,25 @@ impl TorchBackend {
             quiet.as_ref().map(as_quiet).as_ref(),
         )?;
         // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
-        // CUPTI's kinds): its first unresolved boundaries are the same.
+        // CUPTI's kinds): its first unresolved boundaries are the same; a
+        // `kineto+host` view keeps what a `combined` view keeps.
+        use ground_truth::Collectors;
         for s in &mut truth.symptoms {
-            let kineto: Vec<_> = s
-                .boundaries
-                .iter()
-                .filter(|b| b.collectors == ground_truth::Collectors::Cupti)
-                .map(|b| ground_truth::graph::Boundary {
-                    collectors: ground_truth::Collectors::Kineto,
-                    ..b.clone()
-                })
-                .collect();
-            s.boundaries.extend(kineto);
-            // kineto+host keeps what combined keeps.
+            let mut pairs = vec![(Collectors::Cupti, Collectors::Kineto)];
             if host_attached {
-                let kineto_host: Vec<_> = s
+                pairs.push((Collectors::Combined, Collectors::KinetoHost));
+            }
+            for (like, collectors) in pairs {
+                let same: Vec<_> = s
                     .boundaries
                     .iter()
-                    .filter(|b| b.collectors == ground_truth::Collectors::Combined)
+                    .filter(|b| b.collectors == like)
                     .map(|b| ground_truth::graph::Boundary {
-                        collectors: ground_truth::Collectors::KinetoHost,
+                        collectors,
                         ..b.clone()
                     })
                     .collect();
-                s.boundaries.extend(kineto_host);
+                s.boundaries.extend(same);
             }
         }
         let check = format!(
