@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
 """causalbench adapter for Holistic Trace Analysis' critical-path analysis.
 
-    python3 hta_adapter.py KINETO.json VIEW.json OUT.json
+    python3 hta_adapter.py KINETO.json VIEW.json OUT.json [RIDS.json]
     python3 hta_adapter.py --serve
 
-KINETO.json is the view exported as a Kineto trace (`causalbench export --kineto`);
+KINETO.json is the view exported as a Kineto trace (`causalbench export --kineto`), or,
+with RIDS.json, the native trace torch.profiler wrote for a `kineto` view's bundle;
 VIEW.json the view itself (for its queries and spec); OUT.json the explanation written
-(protocol: baselines/PROTOCOL.md). Standard library + HTA only. HTA is looked for in
+(protocol: baselines/PROTOCOL.md). RIDS.json ({"events": {"<traceEvents index>": rid}},
+written by baselines/src/hta_native.rs from Kineto's correlation ids) says which events
+of a native trace are which records of the view; an export names them itself
+(`args["causalbench.rid"]`). Standard library + HTA only. HTA is looked for in
 $CAUSALBENCH_HTA_DIR, else ${XDG_CACHE_HOME:-~/.cache}/causalbench/hta (where
 baselines/hta/setup-hta.sh installs it), else on the normal path. With --serve, HTA is
 imported once and every line of stdin names one view to explain
-({"kineto": ..., "view": ..., "out": ...}), each answered by one line on stdout
+({"kineto": ..., "view": ..., "out": ..., "rids": ... or absent}), each answered by one line on stdout
 ({"done": OUT} or {"error": MESSAGE}): `causalbench run` sends all views of a run through
 one such process, since importing pandas, networkx and plotly costs far more than one
 analysis. Exit 3: HTA does not import.
 
 What HTA is asked: `TraceAnalysis.critical_path_analysis(rank=0,
-annotation="ProfilerStep", instance_id=0)` with HTA's defaults (ns timestamps rounded
+annotation="ProfilerStep", instance_id=0)` on an export (which has one ProfilerStep),
+`annotation=""` (HTA's whole-trace window) on a native trace (the executor runs no
+profiler steps, docs/torch-track.md), with HTA's defaults (ns timestamps rounded
 to µs as HTA does for PyTorch traces), plus HTA's documented option
 CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1 so every kernel keeps its launch edge.
 
@@ -134,7 +140,7 @@ def crashed(view, version, wall, why):
     return x
 
 
-def analyze(hta_modules, version, kineto_path, view_path, out_path):
+def analyze(hta_modules, version, kineto_path, view_path, out_path, rids_path=None):
     """HTA's critical path on one view, written as an explanation to out_path."""
     with open(view_path) as f:
         view = json.load(f)
@@ -142,7 +148,7 @@ def analyze(hta_modules, version, kineto_path, view_path, out_path):
     # notebook that already imported it.
     t0 = time.perf_counter()
     try:
-        x = explain(hta_modules, version, kineto_path, view, t0)
+        x = explain(hta_modules, version, kineto_path, view, t0, rids_path)
     except Exception as e:
         wall = (time.perf_counter() - t0) * 1000.0
         print(f"hta-critical-path: HTA failed on this view: {type(e).__name__}: {e}",
@@ -160,7 +166,8 @@ def serve(hta_modules, version):
             continue
         try:
             job = json.loads(line)
-            analyze(hta_modules, version, job["kineto"], job["view"], job["out"])
+            analyze(hta_modules, version, job["kineto"], job["view"], job["out"],
+                    job.get("rids"))
             reply = {"done": job["out"]}
         except Exception as e:  # the adapter itself failed: the caller reports it
             reply = {"error": one_line(f"{type(e).__name__}: {e}")}
@@ -171,8 +178,9 @@ def serve(hta_modules, version):
 
 def main(argv):
     serving = len(argv) == 2 and argv[1] == "--serve"
-    if len(argv) != 4 and not serving:
-        print("usage: hta_adapter.py KINETO.json VIEW.json OUT.json | hta_adapter.py --serve",
+    if len(argv) not in (4, 5) and not serving:
+        print("usage: hta_adapter.py KINETO.json VIEW.json OUT.json [RIDS.json] | "
+              "hta_adapter.py --serve",
               file=sys.stderr)
         return 2
     hta_modules, version = load_hta()
@@ -181,37 +189,82 @@ def main(argv):
         return 3
     if serving:
         return serve(hta_modules, version)
-    analyze(hta_modules, version, argv[1], argv[2], argv[3])
+    analyze(hta_modules, version, argv[1], argv[2], argv[3], argv[4] if len(argv) == 5 else None)
     return 0
 
 
-def explain(hta_modules, version, kineto_path, view, t0):
-    CPEdgeType = hta_modules["CPEdgeType"]
-    TraceAnalysis = hta_modules["TraceAnalysis"]
-    nx = hta_modules["nx"]
-    with open(kineto_path) as f:
-        raw = json.load(f)["traceEvents"]
-    rid_of = {}
-    idx_of_rid = {}
-    for i, e in enumerate(raw):
-        r = (e.get("args") or {}).get("causalbench.rid")
-        if r is not None and e.get("ph") == "X":
-            rid_of[i] = r
-            idx_of_rid[r] = i
+def read_trace_events(path):
+    """traceEvents of a Kineto trace, gzip-compressed or not (HTA reads both)."""
+    import gzip
 
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def critical_path_graph(hta_modules, trace_file, annotation, instance):
+    """HTA's critical-path graph of one trace file (HTA prints progress: kept off stdout,
+    the serve protocol's channel)."""
     import contextlib
     import io
 
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        ta = TraceAnalysis(trace_files={0: kineto_path},
-                           trace_dir=os.path.dirname(os.path.abspath(kineto_path)))
-        res = ta.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=0)
+    TraceAnalysis = hta_modules["TraceAnalysis"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        ta = TraceAnalysis(trace_files={0: trace_file}, trace_dir=os.path.dirname(trace_file))
+        res = ta.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
     if res is None:
         raise RuntimeError("critical_path_analysis returned nothing")
     g, ok = res
     if not ok:
         raise RuntimeError("critical path algorithm failed")
+    return g
+
+
+# HTA's graphs of the last native traces: the loss-free kineto views of one bundle (the
+# instrumented and the closed one) are answers from the same file, so HTA analyses it
+# once; each view's wall_ms still counts that analysis ((path, mtime, size) -> (events,
+# graph, analysis seconds)).
+NATIVE_GRAPHS = {}
+NATIVE_GRAPHS_KEPT = 16
+
+
+def native_graph(hta_modules, trace_file):
+    st = os.stat(trace_file)
+    key = (trace_file, st.st_mtime_ns, st.st_size)
+    if key not in NATIVE_GRAPHS:
+        t = time.perf_counter()
+        raw = read_trace_events(trace_file)
+        # A native trace has no ProfilerStep: HTA's whole-trace window ("").
+        g = critical_path_graph(hta_modules, trace_file, "", None)
+        while len(NATIVE_GRAPHS) >= NATIVE_GRAPHS_KEPT:
+            NATIVE_GRAPHS.pop(next(iter(NATIVE_GRAPHS)))
+        NATIVE_GRAPHS[key] = (raw, g, time.perf_counter() - t)
+        return raw, g, 0.0
+    raw, g, seconds = NATIVE_GRAPHS[key]
+    return raw, g, seconds
+
+
+def explain(hta_modules, version, kineto_path, view, t0, rids_path=None):
+    CPEdgeType = hta_modules["CPEdgeType"]
+    nx = hta_modules["nx"]
+    # HTA joins a relative file name to trace_dir: always give it the absolute path.
+    trace_file = os.path.abspath(kineto_path)
+    reused_s = 0.0
+    if rids_path is not None:
+        raw, g, reused_s = native_graph(hta_modules, trace_file)
+        with open(rids_path) as f:
+            named = json.load(f)["events"]
+        pairs = ((int(i), r) for i, r in named.items())
+    else:
+        raw = read_trace_events(trace_file)
+        g = critical_path_graph(hta_modules, trace_file, "ProfilerStep", 0)
+        pairs = ((i, (e.get("args") or {}).get("causalbench.rid")) for i, e in enumerate(raw))
+    rid_of = {}
+    idx_of_rid = {}
+    for i, r in pairs:
+        if r is not None and 0 <= i < len(raw) and raw[i].get("ph") == "X":
+            rid_of[i] = r
+            idx_of_rid[r] = i
 
     nodes = g.node_list
 
@@ -387,7 +440,7 @@ def explain(hta_modules, version, kineto_path, view, t0):
                 d["answer"] = name
         diagnoses.append(d)
 
-    wall = (time.perf_counter() - t0) * 1000.0
+    wall = (time.perf_counter() - t0 + reused_s) * 1000.0
     ordered = sorted(edges.values(), key=lambda x: (x["dst"], x["src"], x["type"]))
     return explanation(view, version, wall, ordered, diagnoses)
 

@@ -2,7 +2,10 @@
 //! scored through an adapter.
 //!
 //! The view is exported as a Kineto trace (`exporters::kineto`, what the PyTorch
-//! profiler writes), HTA's critical-path analysis runs on it in Python
+//! profiler writes), or, on a `kineto` view of a torch bundle, HTA reads the native
+//! trace torch.profiler wrote beside the bundle instead ([`crate::hta_native`]: no
+//! export, its events joined to the view's rids by Kineto's correlation ids); HTA's
+//! critical-path analysis runs on it in Python
 //! (`baselines/hta/hta_adapter.py`, embedded in this binary and written to a temp dir);
 //! the adapter turns HTA's critical-path graph and path into an explanation (its
 //! docstring says exactly how). Every view of a process goes through one adapter
@@ -18,7 +21,8 @@
 //! [`hta_available`] probes once whether it imports; when it does not, `explain`
 //! abstains (no edges, no causes, nothing complete) and says so once on stderr.
 //! `CAUSALBENCH_HTA=0` turns the profiler off. HTA reads CUPTI records only: it is run
-//! on `cupti` and `combined` views, loss-free or with targeted loss ([`reads_view`]).
+//! on `cupti` and `combined` views, loss-free or with targeted loss, and on loss-free
+//! `kineto` views from the native trace ([`reads_view`]).
 
 use crate::common::empty_diagnosis;
 use crate::{Profiler, VERSION};
@@ -37,12 +41,17 @@ use std::time::{Duration, Instant};
 pub const NAME: &str = "hta-critical-path";
 
 /// What a reader of `hta-critical-path`'s leaderboard rows must know (baselines/README.md).
-pub const ROW_NOTE: &str = "Meta's Holistic Trace Analysis 0.5 on a Kineto export of each \
-    view. It knows the runtime's event calls only (`cudaEventRecord`, `cudaStreamWaitEvent`): \
-    on traces that carry the driver's (`cuEventRecord`, `cuStreamWaitEvent`, as the H200 \
-    recordings do) it finds no event edge. It does not count `cudaGraphLaunch` as a launch \
-    and raises on graph replays, and raises `KeyError` on lossy views whose sync record \
-    outlived its call: those views are counted under \"Analyzer crashes\", not as answers.";
+pub const ROW_NOTE: &str = "Meta's Holistic Trace Analysis 0.5. On `kineto` views it reads \
+    the native trace torch.profiler wrote beside the bundle (its whole-trace window, loss-free \
+    views only; its events joined to the view's records by Kineto's correlation ids, \
+    docs/torch-track.md), on the other views a Kineto export of the view. It knows the \
+    runtime's event calls only (`cudaEventRecord`, `cudaStreamWaitEvent`): on traces that \
+    carry the driver's (`cuEventRecord`, `cuStreamWaitEvent`, as the H200 CUPTI recordings \
+    do) it finds no event edge. On exports it does not count `cudaGraphLaunch` as a launch \
+    and raises on graph replays; on native traces it keeps one kernel per graph launch (the \
+    last) and leaves the others out of its graph. It raises `KeyError` on lossy views whose \
+    sync record outlived its call: those views are counted under \"Analyzer crashes\", not as \
+    answers.";
 
 /// The adapter script, shipped inside the binary.
 pub const ADAPTER: &str = include_str!("../hta/hta_adapter.py");
@@ -105,20 +114,42 @@ pub fn hta_available() -> bool {
 /// record (it claims every path complete), so the uniform-loss views would measure
 /// nothing the targeted one does not, at three times its cost; HTA's Python analysis
 /// is most of a default run's time (baselines/README.md).
+/// On `kineto` views HTA reads Kineto's native trace, loss-free only
+/// ([`crate::hta_native::reads_natively`]).
 pub fn reads_view(spec: &ViewSpec) -> bool {
-    spec.collectors != Collectors::Host && !matches!(spec.loss, LossSpec::Uniform { .. })
+    match spec.collectors {
+        // HTA reads no host record: on kineto+host it would repeat its kineto answer.
+        Collectors::Host | Collectors::KinetoHost => false,
+        Collectors::Kineto => crate::hta_native::reads_natively(spec),
+        _ => !matches!(spec.loss, LossSpec::Uniform { .. }),
+    }
 }
 
 /// The HTA adapter profiler.
 #[derive(Debug, Clone)]
 pub struct HtaCriticalPath {
     pub timeout: Duration,
+    /// Kineto's native trace of the view's bundle: on a `kineto` view HTA reads it,
+    /// never an export ([`crate::hta_native`]); without one it cannot answer a
+    /// `kineto` view.
+    pub native_trace: Option<PathBuf>,
 }
 
 impl Default for HtaCriticalPath {
     fn default() -> Self {
         HtaCriticalPath {
             timeout: Duration::from_secs(600),
+            native_trace: None,
+        }
+    }
+}
+
+impl HtaCriticalPath {
+    /// HTA on the native Kineto trace `trace` for the `kineto` views of its bundle.
+    pub fn on_native_trace(trace: PathBuf) -> Self {
+        HtaCriticalPath {
+            native_trace: Some(trace),
+            ..HtaCriticalPath::default()
         }
     }
 }
@@ -190,8 +221,8 @@ impl Drop for TempDir {
     }
 }
 
-/// The one adapter process of a run (`hta_adapter.py --serve`, in its own process
-/// group): HTA is imported once and every view of the run goes through it, one at a
+/// An adapter process of a run (`hta_adapter.py --serve`, in its own process
+/// group): HTA is imported once and the views sent to it go through it, one at a
 /// time (importing pandas, networkx and plotly costs far more than one analysis).
 struct Server {
     child: Child,
@@ -201,8 +232,31 @@ struct Server {
     _dir: TempDir,
 }
 
-/// The server of this process, started on first use and again after a failure.
-static SERVER: Mutex<Option<Server>> = Mutex::new(None);
+/// At most this many adapter processes analyse views side by side (each imports HTA
+/// once, so no more than the cores).
+const MAX_SERVERS: usize = 4;
+
+/// The servers of this process, each started on first use and again after a failure.
+static SERVERS: [Mutex<Option<Server>>; MAX_SERVERS] = [const { Mutex::new(None) }; MAX_SERVERS];
+
+/// Which server takes a request: the views of one native trace always go to the same
+/// one (it analyses the trace once for all of them, `hta_adapter.py`), exports in turn.
+fn server_slot(native_trace: Option<&Path>) -> usize {
+    let servers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_SERVERS);
+    static TURN: AtomicU64 = AtomicU64::new(0);
+    let ticket = match native_trace {
+        Some(path) => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            path.hash(&mut h);
+            h.finish()
+        }
+        None => TURN.fetch_add(1, Ordering::Relaxed),
+    };
+    (ticket % servers as u64) as usize
+}
 
 impl Server {
     fn start() -> Result<Server, String> {
@@ -280,23 +334,40 @@ impl HtaCriticalPath {
     pub fn run(&self, view: &TraceView) -> Result<Explanation, String> {
         let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let d = dir.path();
-        let (vpath, kpath, opath) = (
-            d.join("view.json"),
-            d.join("kineto.json"),
-            d.join("explanation.json"),
-        );
+        let (vpath, opath) = (d.join("view.json"), d.join("explanation.json"));
         ground_truth::Readable::write(view, &vpath)
             .map_err(|e| format!("cannot write {}: {e}", vpath.display()))?;
-        exporters::kineto::write_kineto(view, &exporters::kineto::KinetoOptions::default(), &kpath)
+        let request = if view.spec.collectors == Collectors::Kineto {
+            let trace = self.native_trace.as_ref().ok_or(
+                "no native Kineto trace beside this bundle: on kineto views HTA reads \
+                 Kineto's own trace file, never an export",
+            )?;
+            let activities = kineto::read_activities(trace).map_err(|e| e.to_string())?;
+            let events: serde_json::Map<String, serde_json::Value> =
+                crate::hta_native::rids_of_events(&activities, view)
+                    .into_iter()
+                    .map(|(index, rid)| (index.to_string(), rid.into()))
+                    .collect();
+            let rpath = d.join("rids.json");
+            std::fs::write(&rpath, serde_json::json!({ "events": events }).to_string())
+                .map_err(|e| format!("cannot write {}: {e}", rpath.display()))?;
+            serde_json::json!({ "kineto": trace, "view": vpath, "out": opath, "rids": rpath })
+        } else {
+            let kpath = d.join("kineto.json");
+            exporters::kineto::write_kineto(
+                view,
+                &exporters::kineto::KinetoOptions::default(),
+                &kpath,
+            )
             .map_err(|e| format!("cannot write {}: {e}", kpath.display()))?;
-        let request = serde_json::json!({
-            "kineto": kpath,
-            "view": vpath,
-            "out": opath,
-        })
+            serde_json::json!({ "kineto": kpath, "view": vpath, "out": opath })
+        }
         .to_string();
         let reply = {
-            let mut server = SERVER
+            let native = (view.spec.collectors == Collectors::Kineto)
+                .then_some(self.native_trace.as_deref())
+                .flatten();
+            let mut server = SERVERS[server_slot(native)]
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             if server.is_none() {

@@ -20,7 +20,7 @@ pub const NAME: &str = "kineto-flows";
 
 /// Kineto's flows exist in Kineto's traces only.
 pub fn reads_view(spec: &ViewSpec) -> bool {
-    spec.collectors == Collectors::Kineto
+    matches!(spec.collectors, Collectors::Kineto | Collectors::KinetoHost)
 }
 
 pub struct KinetoFlows;

@@ -23,7 +23,8 @@
 //!
 //! Optional third-party analyzers, run only where installed ([`optional_names`]):
 //! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
-//! export of the view, through `ExternalCommand`.
+//! export of the view, or on a `kineto` view on the native trace beside the bundle
+//! ([`hta_native`]), through its adapter process.
 
 pub mod analysis;
 pub mod causal_graph;
@@ -32,6 +33,7 @@ pub mod cupti_correlation;
 pub mod ebpf_host;
 pub mod external;
 pub mod hta;
+pub mod hta_native;
 pub mod index;
 pub mod kineto_flows;
 pub mod megakernel;
@@ -100,6 +102,25 @@ pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
         kineto_flows::NAME => kineto_flows::reads_view(spec),
         _ => true,
     }
+}
+
+/// The profiler `name` for one view of the bundle read from `bundle_file` (a corpus
+/// file; `None` for a bundle recorded in memory), or `None` when it does not read that
+/// view: `hta-critical-path` reads a `kineto` view from the native Kineto trace
+/// beside the bundle file ([`hta_native`]), so not at all without one.
+pub fn profiler_for(
+    name: &str,
+    spec: &ground_truth::ViewSpec,
+    bundle_file: Option<&std::path::Path>,
+) -> Option<Box<dyn Profiler>> {
+    if !reads_view(name, spec) {
+        return None;
+    }
+    if name == hta::NAME && spec.collectors == ground_truth::Collectors::Kineto {
+        let trace = bundle_file.and_then(hta_native::native_trace_beside)?;
+        return Some(Box::new(HtaCriticalPath::on_native_trace(trace)));
+    }
+    builtin(name)
 }
 
 /// A built-in, optional or probe profiler by name (an optional one that is not

@@ -134,6 +134,7 @@ fn collectors_name(c: Collectors) -> &'static str {
         Collectors::Host => "host",
         Collectors::Combined => "combined",
         Collectors::Kineto => "kineto",
+        Collectors::KinetoHost => "kineto+host",
     }
 }
 

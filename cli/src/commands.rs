@@ -5,7 +5,7 @@ use crate::{BackendArg, CollectorsArg, Failure, ModeArg};
 use ground_truth::io::Readable;
 use ground_truth::view::{LossSpec, ViewSpec};
 use ground_truth::{Bundle, Collectors, Explanation, Mode, Scenario, TraceView};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub fn backend_kind(b: BackendArg) -> generator::BackendKind {
     match b {
@@ -69,6 +69,7 @@ pub fn view_spec(
         CollectorsArg::Host => Collectors::Host,
         CollectorsArg::Combined => Collectors::Combined,
         CollectorsArg::Kineto => Collectors::Kineto,
+        CollectorsArg::KinetoHost => Collectors::KinetoHost,
     };
     let mode = match mode {
         ModeArg::Instrumented => Mode::Instrumented,
@@ -135,10 +136,16 @@ pub fn profile(
     cmd: Option<String>,
     timeout: u64,
     allow_unisolated: bool,
+    kineto_trace: Option<PathBuf>,
     view: &Path,
     out: &Path,
 ) -> Result<(), Failure> {
     let explanation = match (profiler, cmd) {
+        (Some(name), _) if name == baselines::hta::NAME && kineto_trace.is_some() => {
+            let v = TraceView::read(view)?;
+            let trace = kineto_trace.expect("matched above");
+            baselines::Profiler::explain(&baselines::HtaCriticalPath::on_native_trace(trace), &v)
+        }
         (Some(name), _) => {
             let p = baselines::builtin(&name).ok_or_else(|| {
                 Failure::input(format!(

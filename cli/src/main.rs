@@ -24,6 +24,7 @@ mod shard;
 mod site;
 mod submit;
 mod torch;
+mod torch_fences;
 mod track;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -56,6 +57,10 @@ pub enum CollectorsArg {
     Combined,
     /// Kineto's records of a `torch` bundle (docs/torch-track.md).
     Kineto,
+    /// Kineto's and the eBPF host recorder's records of a `torch` bundle recorded
+    /// with both (docs/torch-track.md, "kineto+host").
+    #[value(name = "kineto+host")]
+    KinetoHost,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -125,6 +130,11 @@ enum Command {
         /// On a kernel without Landlock, run the external profiler unisolated instead of refusing.
         #[arg(long, requires = "cmd")]
         allow_unisolated: bool,
+        /// Kineto's native trace of the view's bundle (`ID.kineto.json.gz` beside
+        /// `ID.bundle.json.gz`): `hta-critical-path` reads a `kineto` view from it
+        /// (docs/torch-track.md).
+        #[arg(long, requires = "profiler")]
+        kineto_trace: Option<PathBuf>,
         #[arg(long)]
         view: PathBuf,
         #[arg(long)]
@@ -283,9 +293,18 @@ fn main() -> ExitCode {
             cmd,
             timeout,
             allow_unisolated,
+            kineto_trace,
             view,
             out,
-        } => commands::profile(profiler, cmd, timeout, allow_unisolated, &view, &out),
+        } => commands::profile(
+            profiler,
+            cmd,
+            timeout,
+            allow_unisolated,
+            kineto_trace,
+            &view,
+            &out,
+        ),
         Command::Score {
             bundle,
             view,

@@ -810,6 +810,12 @@ fn run_job(
     if verdict == Some(ground_truth::graph::LabelVerdict::Dropped) {
         return Ok(Vec::new());
     }
+    // A replayed bundle's file: what was recorded beside it (a torch bundle's native
+    // Kineto trace, read by `hta-critical-path`) lies next to it.
+    let bundle_file = match job {
+        Job::Replay { path, .. } => Some(path.as_path()),
+        Job::Record { .. } => None,
+    };
     let mut scores = Vec::new();
     // One view's cases: derived, written, explained by every profiler, scored.
     let one_view = |spec: ground_truth::view::ViewSpec| -> Result<Vec<CaseScore>, String> {
@@ -819,8 +825,10 @@ fn run_job(
         let vpath = out.join("views").join(key).join(format!("{label}.json"));
         view.write(&vpath)
             .map_err(|e| format!("{key}: cannot write {}: {e}", vpath.display()))?;
-        for name in profilers.iter().filter(|n| baselines::reads_view(n, &spec)) {
-            let profiler = baselines::builtin(name).expect("listed profiler exists");
+        for name in profilers {
+            let Some(profiler) = baselines::profiler_for(name, &spec, bundle_file) else {
+                continue;
+            };
             let explanation = profiler.explain(&view);
             let epath = out
                 .join("explanations")

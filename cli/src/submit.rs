@@ -89,6 +89,7 @@ fn collectors_of(args: &[CollectorsArg]) -> Vec<Collectors> {
             CollectorsArg::Host => Collectors::Host,
             CollectorsArg::Combined => Collectors::Combined,
             CollectorsArg::Kineto => Collectors::Kineto,
+            CollectorsArg::KinetoHost => Collectors::KinetoHost,
         })
         .collect();
     if out.is_empty() {

@@ -19,6 +19,9 @@ use std::time::Instant;
 pub enum TorchCommand {
     /// Record scenarios through PyTorch (needs python3 with torch, CuPy and a GPU).
     Record(RecordArgs),
+    /// The Python function that forced each implicit-sync fence of a torch corpus, as
+    /// Kineto's stacks and the eBPF host stacks name it, scored against the truth.
+    FenceLines(crate::torch_fences::FenceLinesArgs),
 }
 
 #[derive(clap::Args)]
@@ -42,11 +45,18 @@ pub struct RecordArgs {
     /// did and measured, the truth's only source) beside its trace.
     #[arg(long)]
     pub keep_logs: bool,
+    /// Also record each injected run with the eBPF host recorder attached to the
+    /// executor (started as `python3 -X perf`: Python 3.12+ names its frames in the
+    /// stacks; root or CAP_BPF+CAP_PERFMON): the bundles get `kineto+host` views.
+    /// Where the recorder cannot run, it says why once and records without.
+    #[arg(long)]
+    pub host: bool,
 }
 
 pub fn torch(command: TorchCommand) -> Result<(), Failure> {
     match command {
         TorchCommand::Record(args) => record(&args),
+        TorchCommand::FenceLines(args) => crate::torch_fences::fence_lines(&args),
     }
 }
 
@@ -86,6 +96,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
     let mut backend = TorchBackend::new(Some(args.out.clone()));
     backend.keep_logs = args.keep_logs;
+    backend.host_recorder = args.host;
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut bundles = Vec::new();

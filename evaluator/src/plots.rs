@@ -571,6 +571,7 @@ fn view_code(c: &CaseScore) -> String {
         ground_truth::Collectors::Host => "ho",
         ground_truth::Collectors::Combined => "co",
         ground_truth::Collectors::Kineto => "ki",
+        ground_truth::Collectors::KinetoHost => "kh",
     };
     let mode = match c.mode {
         ground_truth::Mode::Instrumented => "i",

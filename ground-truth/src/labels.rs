@@ -159,6 +159,10 @@ pub enum Collectors {
     /// Kineto's records (torch.profiler: CUPTI inside the PyTorch process) of a
     /// `torch` bundle, where they stand in CUPTI's place (docs/torch-track.md).
     Kineto,
+    /// Kineto's records and the eBPF host recorder's of a `torch` bundle recorded
+    /// with both (docs/torch-track.md, "kineto+host").
+    #[serde(rename = "kineto+host")]
+    KinetoHost,
 }
 
 impl Collectors {
@@ -169,6 +173,7 @@ impl Collectors {
             Collectors::Host => "host",
             Collectors::Combined => "combined",
             Collectors::Kineto => "kineto",
+            Collectors::KinetoHost => "kineto+host",
         }
     }
 
@@ -179,7 +184,10 @@ impl Collectors {
 
     /// Whether the view keeps the eBPF host collector's records.
     pub fn keeps_host_records(self) -> bool {
-        matches!(self, Collectors::Host | Collectors::Combined)
+        matches!(
+            self,
+            Collectors::Host | Collectors::Combined | Collectors::KinetoHost
+        )
     }
 }
 

@@ -29,7 +29,17 @@ pub fn standard_specs(loss_seed: u64) -> Vec<ViewSpec> {
 /// no host collector, so its views are the `kineto` ones.
 pub fn standard_specs_of(bundle: &Bundle) -> Vec<ViewSpec> {
     if bundle.manifest.backend == "torch" {
-        specs_for(&[Collectors::Kineto], bundle.manifest.seed)
+        // kineto+host only where the eBPF host recorder ran beside Kineto.
+        let host = bundle
+            .trace
+            .iter()
+            .any(|r| r.source() == ground_truth::trace::Source::Ebpf);
+        let collectors: &[Collectors] = if host {
+            &[Collectors::Kineto, Collectors::KinetoHost]
+        } else {
+            &[Collectors::Kineto]
+        };
+        specs_for(collectors, bundle.manifest.seed)
     } else {
         standard_specs(bundle.manifest.seed)
     }

@@ -12,6 +12,7 @@
 //! executor's own log ([`truth`]); Kineto's events become the bundle's
 //! records ([`observe`]).
 
+pub mod fence_lines;
 pub mod log;
 pub mod observe;
 mod plan;
@@ -76,6 +77,14 @@ pub struct TorchBackend {
     /// Whether each injected run's step log is kept beside its trace
     /// (`<scenario>.r<repetition>.steplog.json`).
     pub keep_logs: bool,
+    /// Whether the eBPF host recorder records each injected run of the executor
+    /// (started as `python3 -X perf`, so its perf map names Python frames), its
+    /// records joined to the truth like the GPU backend's (`cuda::host`): the
+    /// bundle then has `kineto+host` views (docs/torch-track.md, "kineto+host").
+    pub host_recorder: bool,
+    /// Why the host recorder cannot run here, once it failed (later runs go on
+    /// without host records).
+    host_disabled: Mutex<Option<String>>,
     last_answer: Mutex<String>,
 }
 
@@ -89,6 +98,8 @@ impl TorchBackend {
             trace_dir,
             completeness: Mutex::new(Vec::new()),
             keep_logs: false,
+            host_recorder: false,
+            host_disabled: Mutex::new(None),
             last_answer: Mutex::new(String::new()),
         }
     }
@@ -108,7 +119,13 @@ impl TorchBackend {
 
     fn start(&self) -> Result<Server, RecordError> {
         let unavailable = |e: String| RecordError::Unavailable("torch", e);
-        let mut child = Command::new(&self.python)
+        let mut command = Command::new(&self.python);
+        if self.host_recorder {
+            // CPython's perf trampolines: /tmp/perf-PID.map names each Python
+            // function's frames, which the host recorder's stacks resolve through.
+            command.args(["-X", "perf"]);
+        }
+        let mut child = command
             .arg("-c")
             .arg(EXECUTOR_SOURCE)
             .arg("serve")
@@ -132,6 +149,30 @@ impl TorchBackend {
             stdin,
             stdout: BufReader::new(stdout),
         })
+    }
+
+    /// The executor's process id, starting it when it is not running.
+    fn executor_pid(&self) -> Result<u32, String> {
+        let mut guard = self.server.lock().map_err(|_| "executor lock poisoned")?;
+        if guard.is_none() {
+            *guard = Some(self.start().map_err(|e| e.to_string())?);
+        }
+        Ok(guard.as_ref().ok_or("no executor")?.child.id())
+    }
+
+    /// The host recorder attached to the executor for one run, when asked for and
+    /// possible (the executor has mapped libcuda by then: it ran the twin or a
+    /// warm-up run).
+    fn start_host_recorder(&self) -> Result<Option<ebpf_recorder::Recorder>, String> {
+        if !self.host_recorder {
+            return Ok(None);
+        }
+        let pid = self.executor_pid()?;
+        let mut disabled = self
+            .host_disabled
+            .lock()
+            .map_err(|_| "host recorder lock poisoned")?;
+        Ok(crate::cuda::host::start_on(pid, &mut disabled))
     }
 
     /// Sends one request and reads its step log.
@@ -249,7 +290,14 @@ impl TorchBackend {
                 temp.clone()
             }
         };
-        let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path))?;
+        if self.host_recorder && twin.is_none() {
+            // The recorder resolves libcuda from the executor's maps: one run first.
+            self.run(sc, seed, None, None)?;
+        }
+        let host_recorder = self.start_host_recorder()?;
+        let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path));
+        let host_trace = host_recorder.map(|r| r.stop());
+        let log = log?;
         if let (true, Some(dir)) = (self.keep_logs, &self.trace_dir) {
             let answer = self
                 .last_answer
@@ -276,7 +324,11 @@ impl TorchBackend {
             })
             .collect();
         let binding = observe::bind(&acts, shift, &calls);
-        let out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
+        let mut out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
+        let host_attached = host_trace.is_some();
+        if let Some(host) = host_trace {
+            crate::cuda::host::attach(&mut out.builder, host, (log.origin, log.end));
+        }
         if let Ok(mut c) = self.completeness.lock() {
             c.push(RunCompleteness {
                 scenario: sc.name.clone(),
@@ -307,18 +359,26 @@ impl TorchBackend {
             quiet.as_ref().map(as_quiet).as_ref(),
         )?;
         // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
-        // CUPTI's kinds): its first unresolved boundaries are the same.
+        // CUPTI's kinds): its first unresolved boundaries are the same; a
+        // `kineto+host` view keeps what a `combined` view keeps.
+        use ground_truth::Collectors;
         for s in &mut truth.symptoms {
-            let kineto: Vec<_> = s
-                .boundaries
-                .iter()
-                .filter(|b| b.collectors == ground_truth::Collectors::Cupti)
-                .map(|b| ground_truth::graph::Boundary {
-                    collectors: ground_truth::Collectors::Kineto,
-                    ..b.clone()
-                })
-                .collect();
-            s.boundaries.extend(kineto);
+            let mut pairs = vec![(Collectors::Cupti, Collectors::Kineto)];
+            if host_attached {
+                pairs.push((Collectors::Combined, Collectors::KinetoHost));
+            }
+            for (like, collectors) in pairs {
+                let same: Vec<_> = s
+                    .boundaries
+                    .iter()
+                    .filter(|b| b.collectors == like)
+                    .map(|b| ground_truth::graph::Boundary {
+                        collectors,
+                        ..b.clone()
+                    })
+                    .collect();
+                s.boundaries.extend(same);
+            }
         }
         let check = format!(
             "; Kineto vs %globaltimer over {} kernels (median offset {} ns removed): max |start diff| {} ns, max |end diff| {} ns",
@@ -329,6 +389,9 @@ impl TorchBackend {
         }
         let c = &stats.completeness;
         let mut collectors = vec!["kineto".to_string()];
+        if host_attached {
+            collectors.push("ebpf".into());
+        }
         if sc.mode == Mode::Instrumented {
             collectors.push("app".into());
         }
