@@ -60,8 +60,8 @@ fn an_out_of_context_read_is_rejected() {
         return;
     }
     let r = reject_built("out_of_context");
-    assert!(r.reason.contains("outside the 64-byte context"), "{r}");
-    assert!(r.text.contains("+0x40") || r.text.contains("64"), "{r}");
+    assert!(r.reason.contains("outside the 80-byte context"), "{r}");
+    assert!(r.text.contains("+0x50") || r.text.contains("80"), "{r}");
 }
 
 #[test]

@@ -22,7 +22,7 @@ typedef unsigned int mk_u32;
 #define MK_BPF_HOOK_KINDS 3 // 0 task begin, 1 task end, 2 dependency wait
 #define MK_BPF_ARENA_BYTES 65536
 #define MK_BPF_STACK 512
-#define MK_BPF_CTX 64
+#define MK_BPF_CTX 80
 #define MK_BPF_RING_HEADER 16
 #define MK_BPF_MAP_ARRAY 2u
 #define MK_BPF_MAP_RING 27u
@@ -274,7 +274,7 @@ __device__ bool mk_bpf_exec(mk_bpf_machine* m, mk_u32 start, mk_u32 len, mk_u64*
 __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u32 hook, mk_u32 task,
                                 mk_u32 class_id, mk_u32 task_gen, mk_u32 req_gen, mk_u32 worker,
                                 mk_u32 dep_event, mk_u64 ts_start, mk_u64 ts_end, mk_u64 wait_ns,
-                                mk_u32 queue_depth) {
+                                mk_u32 queue_depth, mk_u64 notify_ns, mk_u64 queue_ns) {
     if (slot == 0 || hook >= MK_BPF_HOOK_KINDS) return;
     const mk_bpf_bank* bank = &slot->bank[gen & 1u];
     const mk_u32 len = bank->prog_len[hook];
@@ -296,6 +296,8 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     mk_bpf_put(m.ctx + 48, 4, hook);
     mk_bpf_put(m.ctx + 52, 4, queue_depth);
     mk_bpf_put(m.ctx + 56, 8, 0ull);
+    mk_bpf_put(m.ctx + 64, 8, notify_ns);
+    mk_bpf_put(m.ctx + 72, 8, queue_ns);
     mk_u64 executed = 0, ring_dropped = 0;
     const bool ok = mk_bpf_exec(&m, bank->prog_start[hook], len, &executed, &ring_dropped);
     atomicAdd(&slot->insns, executed);
