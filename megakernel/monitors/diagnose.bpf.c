@@ -7,8 +7,15 @@
  * turns on survive a lost race between workers (map maxima are plain
  * compare-and-store: eBPF v2 has no atomic maximum). The host turns the maps
  * into the same aggregates the fixed aggregation monitor exports
- * (megakernel/src/bpf/diagnosis.rs), within the same telemetry budget. */
+ * (megakernel/src/bpf/diagnosis.rs), within the same telemetry budget.
+ * diagnose_sampled.bpf.c is the same program aggregating one task in
+ * SAMPLE_PERIOD, as the `aggregate-sampled` configuration does. */
 #include "mk_bpf.h"
+
+#ifndef SAMPLE_PERIOD
+#define SAMPLE_PERIOD 1
+#define SAMPLE_SEED 0
+#endif
 
 #define CLASSES 4
 #define PHASES 4
@@ -74,6 +81,16 @@ static __attribute__((always_inline)) u64 bucket_of(u64 ns) {
 /* Adds one task's span of `phase` to its class's histogram, sum and maximum;
  * with `escalate`, a span over ESCALATE_NS that more than doubles the longest
  * so far also goes to the ring. Exits the program if a lookup fails. */
+/* The device's sampling hash (ground_truth::megakernel::sample_hash, "lowbias32"). */
+static __attribute__((always_inline)) u32 sample_hash(u32 x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
 #define ADD_PHASE(st, cls, phase, task, span, escalate)                           \
     do {                                                                          \
         u64 span_ = (span);                                                       \
@@ -97,6 +114,8 @@ SEC(MK_SEC_TASK_END) int diagnose(struct mk_bpf_ctx *ctx) {
     struct class_stats *st = mk_map_lookup(&stats, &cls);
     if (!st) return 0;
     u32 task = ctx->task;
+    /* A task left out by sampling is not observed: the host's coverage counts aggregated tasks. */
+    if (SAMPLE_PERIOD > 1 && sample_hash(task ^ SAMPLE_SEED) % SAMPLE_PERIOD != 0) return 0;
     /* Maxima of queueing and waiting decide causes: those are escalated. */
     ADD_PHASE(st, cls, 0, task, ctx->notify_ns, 0);
     ADD_PHASE(st, cls, 1, task, ctx->queue_ns, 1);

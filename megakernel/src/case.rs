@@ -3,7 +3,7 @@
 //! variant is calibrated until its kernel is as late as the variant it
 //! matches), one launch per monitor configuration, and the bundle.
 
-use crate::bpf::diagnosis;
+use crate::bpf::diagnosis::{self, Diagnosis};
 use crate::bundle::{self, CaseInputs, Env, KernelObs};
 use crate::mix2;
 use crate::schedule::{self, Amount, Schedule};
@@ -33,10 +33,15 @@ pub trait Executor {
     fn launch_pc_sampling(&mut self, _s: &Schedule, _seed: u64) -> Option<Result<Launch, String>> {
         None
     }
-    /// One launch with the track's diagnosis program attached at the hooks
-    /// (`bpf::diagnosis`; its capture is the `ebpf` monitor's), when this
-    /// executor runs hook programs (`None`: it does not).
-    fn launch_ebpf(&mut self, _s: &Schedule, _seed: u64) -> Option<Result<Launch, String>> {
+    /// One launch with diagnosis program `d` attached at the hooks
+    /// (`bpf::diagnosis`; its capture is the `d.monitor` monitor's), when
+    /// this executor runs hook programs (`None`: it does not).
+    fn launch_ebpf(
+        &mut self,
+        _s: &Schedule,
+        _seed: u64,
+        _d: &Diagnosis,
+    ) -> Option<Result<Launch, String>> {
         None
     }
 }
@@ -88,12 +93,17 @@ impl Executor for SimExecutor {
         capture.config_apply_ns = SIM_APPLY_NS;
         Ok(sim_launch(span, capture, seed))
     }
-    fn launch_ebpf(&mut self, s: &Schedule, seed: u64) -> Option<Result<Launch, String>> {
-        Some(diagnosis::attach().and_then(|mut att| {
-            let r =
-                sim::run_with_programs(s, &diagnosis::config(), seed, &self.costs, Some(&mut att));
+    fn launch_ebpf(
+        &mut self,
+        s: &Schedule,
+        seed: u64,
+        d: &Diagnosis,
+    ) -> Option<Result<Launch, String>> {
+        Some(d.attach().and_then(|mut att| {
+            let r = sim::run_with_programs(s, &d.config(), seed, &self.costs, Some(&mut att));
             // Swapping a verified program in is one bank copy: modelled as a configuration's.
-            let capture = diagnosis::capture(&att, s.workers, r.capture.kernel_ns, SIM_APPLY_NS)?;
+            let capture =
+                diagnosis::capture(d, &att, s.workers, r.capture.kernel_ns, SIM_APPLY_NS)?;
             Ok(sim_launch((r.kernel_start, r.kernel_end), capture, seed))
         }))
     }
@@ -236,8 +246,10 @@ pub fn run_family(
     if let Some(l) = ex.launch_pc_sampling(&twin, mix2(seed, 49)) {
         reference.push(l?.capture);
     }
-    if let Some(l) = ex.launch_ebpf(&twin, mix2(seed, 48)) {
-        reference.push(l?.capture);
+    for (i, d) in diagnosis::ALL.iter().enumerate() {
+        if let Some(l) = ex.launch_ebpf(&twin, mix2(seed, 40 + i as u64), d) {
+            reference.push(l?.capture);
+        }
     }
     let mut order: Vec<&MkScenario> = variants
         .iter()
@@ -307,8 +319,10 @@ pub fn run_family(
         if let Some(l) = ex.launch_pc_sampling(&s, mix2(seed, 99)) {
             captures.push(l?.capture);
         }
-        if let Some(l) = ex.launch_ebpf(&s, mix2(seed, 98)) {
-            captures.push(l?.capture);
+        for (i, d) in diagnosis::ALL.iter().enumerate() {
+            if let Some(l) = ex.launch_ebpf(&s, mix2(seed, 90 + i as u64), d) {
+                captures.push(l?.capture);
+            }
         }
         let truth = truth.ok_or("the monitors include no full task log (the truth)")?;
         let kernel = none_launch

@@ -178,6 +178,7 @@ fn under_a_telemetry_budget_results_carry_coverage_and_stay_honest() {
     for (p, m) in [
         ("mk-task-log", "task-log-budget"),
         ("mk-aggregate", "aggregate-sampled"),
+        ("mk-aggregate", "ebpf-sampled"),
     ] {
         let r = row(p, m);
         assert!(r.budgeted);

@@ -14,10 +14,35 @@ use super::{load, programs};
 use crate::monitor::{aggregates_from, coverage_from, COVERAGE_BYTES, MAX_CLASSES};
 use ground_truth::megakernel::{Capture, MonitorConfig, BUCKETS, CLASSES, PHASES};
 
-/// The program's name (its object under `megakernel/monitors/`).
-pub const PROGRAM: &str = "diagnose";
-/// The monitor name of its captures.
-pub const MONITOR: &str = "ebpf";
+/// One diagnosis program: its object under `megakernel/monitors/`, the
+/// monitor name of its captures, and the sampling it does (as a fixed
+/// configuration's `sample_period` / `sample_seed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Diagnosis {
+    pub program: &'static str,
+    pub monitor: &'static str,
+    pub sample_period: u32,
+    pub sample_seed: u32,
+}
+
+/// Every task aggregated.
+pub const FULL: Diagnosis = Diagnosis {
+    program: "diagnose",
+    monitor: "ebpf",
+    sample_period: 1,
+    sample_seed: 0,
+};
+
+/// One task in 8 aggregated (the `aggregate-sampled` configuration's sampling): the budgeted one.
+pub const SAMPLED: Diagnosis = Diagnosis {
+    program: "diagnose_sampled",
+    monitor: "ebpf-sampled",
+    sample_period: 8,
+    sample_seed: 0x5eed,
+};
+
+/// The diagnosis programs every case is captured with, in order.
+pub const ALL: [Diagnosis; 2] = [FULL, SAMPLED];
 
 /// Bytes of one `struct class_stats` (four sums, four maxima).
 const STATS_BYTES: usize = 2 * PHASES.len() * 8;
@@ -26,24 +51,29 @@ const WORKER_BYTES: usize = 16;
 /// Bytes of one `struct escalation`.
 const ESCALATION_BYTES: usize = 16;
 
-/// The configuration the diagnosis launches with: the fixed monitors off
-/// (what is recorded is the program's maps), named [`MONITOR`].
-pub fn config() -> MonitorConfig {
-    MonitorConfig {
-        name: MONITOR.into(),
-        ..MonitorConfig::none()
+impl Diagnosis {
+    /// The configuration it launches with: the fixed monitors off (what is
+    /// recorded is the program's maps), named after it, with its sampling
+    /// stated so that its coverage is read as partial by design.
+    pub fn config(&self) -> MonitorConfig {
+        MonitorConfig {
+            name: self.monitor.into(),
+            sample_period: self.sample_period,
+            sample_seed: self.sample_seed,
+            ..MonitorConfig::none()
+        }
     }
-}
 
-/// The diagnosis program loaded, verified and attached with zeroed maps.
-pub fn attach() -> Result<Attachment, String> {
-    if let Some(why) = programs::unavailable() {
-        return Err(why.into());
+    /// The program loaded, verified and attached with zeroed maps.
+    pub fn attach(&self) -> Result<Attachment, String> {
+        if let Some(why) = programs::unavailable() {
+            return Err(why.into());
+        }
+        let elf = programs::object(self.program)
+            .ok_or_else(|| format!("program {} was not built", self.program))?;
+        let set = load(self.program, elf).map_err(|e| e.to_string())?;
+        Attachment::new(set).map_err(|e| e.to_string())
     }
-    let elf =
-        programs::object(PROGRAM).ok_or_else(|| format!("program {PROGRAM} was not built"))?;
-    let set = load(PROGRAM, elf).map_err(|e| e.to_string())?;
-    Attachment::new(set).map_err(|e| e.to_string())
 }
 
 fn bytes_of<'a>(att: &'a Attachment, name: &str) -> Result<(&'a [u8], u32), String> {
@@ -68,6 +98,7 @@ fn le(b: &[u8]) -> u64 {
 /// The capture of one launch with the diagnosis attached: `workers` workers,
 /// the launch's outer kernel time and the time the program took to attach.
 pub fn capture(
+    d: &Diagnosis,
     att: &Attachment,
     workers: u32,
     kernel_ns: u64,
@@ -80,7 +111,8 @@ pub fn capture(
     let (workers_b, worker_entries) = bytes_of(att, "workers")?;
     if workers > worker_entries {
         return Err(format!(
-            "{PROGRAM}: {workers} workers, but its `workers` map holds {worker_entries}"
+            "{}: {workers} workers, but its `workers` map holds {worker_entries}",
+            d.program
         ));
     }
     let mut hist = vec![[[0u32; BUCKETS]; 4]; MAX_CLASSES];
@@ -134,13 +166,18 @@ pub fn capture(
         &crossings,
         &max_depth,
     );
-    // A run whose escalation the full ring refused is not wholly observed.
+    // Observed: tasks aggregated (a task left out by sampling is not), and
+    // not a run whose escalation the full ring refused.
     let observed: Vec<u64> = (0..MAX_CLASSES)
-        .map(|c| att.observed[c].min(att.eligible[c].saturating_sub(att.dropped[c])))
+        .map(|c| {
+            tasks[c]
+                .min(att.observed[c])
+                .min(att.eligible[c].saturating_sub(att.dropped[c]))
+        })
         .collect();
     let coverage = coverage_from(classes, &att.eligible, &observed, &att.dropped);
     Ok(Capture {
-        config: config(),
+        config: d.config(),
         kernel_ns,
         events: Vec::new(),
         aggregates: Some(aggregates),
@@ -176,7 +213,7 @@ mod tests {
             eprintln!("SKIP the_maps_become_the_aggregates_of_the_hooks_it_saw: no programs built");
             return;
         }
-        let mut att = attach().expect("the diagnosis program verifies");
+        let mut att = FULL.attach().expect("the diagnosis program verifies");
         let end = |task: u32,
                    class_id: u32,
                    worker: u32,
@@ -207,7 +244,7 @@ mod tests {
             att.hook(Hook::TaskEnd, &ctx)
                 .expect("a verified program runs");
         }
-        let cap = capture(&att, 2, 5_000, 0).unwrap();
+        let cap = capture(&FULL, &att, 2, 5_000, 0).unwrap();
         let a = cap.aggregates.as_ref().unwrap();
         let gemm = &a.classes[1];
         assert_eq!(gemm.tasks, 3);
@@ -237,6 +274,38 @@ mod tests {
     }
 
     #[test]
+    fn the_sampled_program_aggregates_the_tasks_the_devices_hash_samples() {
+        if programs::unavailable().is_some() {
+            eprintln!("SKIP the_sampled_program_aggregates_the_tasks_the_devices_hash_samples: no programs built");
+            return;
+        }
+        let mut att = SAMPLED
+            .attach()
+            .expect("the sampled diagnosis program verifies");
+        for task in 0..200u32 {
+            let ctx = Context {
+                task,
+                class_id: 2,
+                ts_start: 10,
+                ts_end: 2_000,
+                hook: Hook::TaskEnd as u32,
+                ..Context::default()
+            };
+            att.hook(Hook::TaskEnd, &ctx)
+                .expect("a verified program runs");
+        }
+        let cap = capture(&SAMPLED, &att, 1, 5_000, 0).unwrap();
+        let expect = (0..200u32)
+            .filter(|&t| ground_truth::megakernel::sampled(t, 8, 0x5eed))
+            .count() as u64;
+        assert!(expect > 0 && expect < 200);
+        assert_eq!(cap.aggregates.as_ref().unwrap().classes[2].tasks, expect);
+        let c = cap.coverage[2];
+        assert_eq!((c.eligible, c.observed, c.dropped), (200, expect, 0));
+        assert!(cap.config.is_budgeted());
+    }
+
+    #[test]
     fn a_full_budget_stays_within_the_aggregation_monitors() {
         if programs::unavailable().is_some() {
             eprintln!(
@@ -244,7 +313,9 @@ mod tests {
             );
             return;
         }
-        let att = attach().expect("the diagnosis program verifies");
+        let att = SAMPLED
+            .attach()
+            .expect("the sampled diagnosis program verifies");
         // Every ring record written, 132 workers (one H200): at most the
         // fixed aggregation monitor's 5,184 bytes for the same launch.
         let full = exported_bytes(&att, 132, 64);
