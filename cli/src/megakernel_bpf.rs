@@ -347,6 +347,12 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
     let twin = megakernel::schedule::build(&scenarios[0], workers, None);
     summary["perturbation"] = perturbation(ex, &twin, args.perturbation_rounds)?;
     summary["backend"] = json!(if gpu.is_some() { "cuda" } else { "sim" });
+    // Host-side times (load, verify, attach) depend on it.
+    summary["build"] = json!(if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    });
     let track_rows = if args.diagnosis_reps == 0 {
         Vec::new()
     } else {

@@ -244,6 +244,11 @@ mod tests {
             att.hook(Hook::TaskEnd, &ctx)
                 .expect("a verified program runs");
         }
+        eprintln!(
+            "diagnose: {} instructions, {} helper calls per run",
+            att.insns as f64 / 6.0,
+            att.helper_calls as f64 / 6.0
+        );
         let cap = capture(&FULL, &att, 2, 5_000, 0).unwrap();
         let a = cap.aggregates.as_ref().unwrap();
         let gemm = &a.classes[1];
