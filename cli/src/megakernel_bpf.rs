@@ -279,8 +279,10 @@ pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
             "{head}Each query's verified monitor program against the fixed configuration's best \
              attempt under a budget of {} events per worker, scored against the full task log \
              of the same launch (simulator, 132 workers; `causalbench megakernel bpf` measures \
-             the GPU).\n\n{}\nThe comparison (track scores above; queries and eBPF \
-             perturbation, mean over the five programs, on the simulator):\n\n{}",
+             the GPU).\n\n{}\nThe comparison (the track's scores above, on the backend \
+             its cases were recorded on — the eBPF monitors' row is the diagnosis programs' \
+             `ebpf` / `ebpf-sampled` captures, read by `mk-aggregate`; queries and the query \
+             programs' perturbation, mean over the five, on the simulator):\n\n{}",
             queries::BUDGET_EVENTS_PER_WORKER,
             query_table(&q),
             comparison_table(rows, &q, pert)
