@@ -49,8 +49,10 @@ MK_MAP(stats, MK_MAP_ARRAY, 4, sizeof(struct class_stats), CLASSES);
 MK_MAP(workers, MK_MAP_ARRAY, 4, sizeof(struct worker_state), 256);
 MK_MAP(escalated, MK_MAP_RING, 0, sizeof(struct escalation), 64);
 
-/* Branch-free helpers: the verifier walks every path of a program, so the
- * per-task work keeps to straight-line code and every failed lookup exits. */
+/* The verifier walks every path of a program, pruning a join only where the
+ * state explored first covers the other: the bucket arithmetic is branch-free
+ * (its partial results would differ at every join) and every failed lookup
+ * exits. */
 
 /* x, hidden from the optimiser (so that it does not turn arithmetic back into branches). */
 static __attribute__((always_inline)) u64 opaque(u64 x) {
@@ -59,11 +61,8 @@ static __attribute__((always_inline)) u64 opaque(u64 x) {
 }
 /* 1 when v (below 2^32) is not zero, else 0. */
 #define NONZERO32(v) ((opaque((u64)(v)) + 0xffffffffull) >> 32)
-/* The larger of a and b (both below 2^63). */
-static __attribute__((always_inline)) u64 max63(u64 a, u64 b) {
-    u64 d = opaque(a - b);
-    return a - (d & opaque((u64)((long long)d >> 63)));
-}
+/* The larger of a and b (a branch that rejoins: the verifier prunes the join). */
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* The histogram bucket of a span: [0, 512) ns is bucket 0, then one bucket
  * per power of two, the last one open (ground_truth::megakernel::bucket). */
@@ -75,7 +74,7 @@ static __attribute__((always_inline)) u64 bucket_of(u64 ns) {
     s = NONZERO32(x >> 4) << 2; x >>= s; b += s;
     s = NONZERO32(x >> 2) << 1; x >>= s; b += s;
     b += NONZERO32(x >> 1);
-    return b - max63(b, BUCKETS - 1) + (BUCKETS - 1); /* at most BUCKETS - 1 */
+    return b < BUCKETS - 1 ? b : BUCKETS - 1;
 }
 
 /* Adds one task's span of `phase` to its class's histogram, sum and maximum;
@@ -101,8 +100,8 @@ static __attribute__((always_inline)) u32 sample_hash(u32 x) {
         __sync_fetch_and_add(&(st)->sum_ns[phase], span_);                        \
         u64 cur_ = (st)->max_key[phase];                                          \
         u64 key_ = (span_ << 20) | ((task) & 0xfffff);                            \
-        (st)->max_key[phase] = max63(key_, cur_);                                 \
-        if (escalate && span_ > max63(2 * (cur_ >> 20), ESCALATE_NS - 1)) {       \
+        (st)->max_key[phase] = MAX(key_, cur_);                                 \
+        if (escalate && span_ > MAX(2 * (cur_ >> 20), ESCALATE_NS - 1)) {       \
             struct escalation e_ = {(task), (u16)(cls), (u16)(phase), span_};     \
             mk_ring_output(&escalated, &e_, sizeof(e_), 0);                       \
         }                                                                         \
@@ -127,8 +126,8 @@ SEC(MK_SEC_TASK_END) int diagnose(struct mk_bpf_ctx *ctx) {
     if (!ws) return 0;
     ws->class_tasks += 1ull << (16 * cls);
     u64 depth = ctx->queue_depth;
-    depth = depth - max63(depth, 0xffff) + 0xffff; /* at most 0xffff */
-    ws->max_depth = max63(depth, (u64)ws->max_depth);
+    if (depth > 0xffff) depth = 0xffff;
+    ws->max_depth = MAX(depth, (u64)ws->max_depth);
     /* An upward crossing of PRESSURE since this worker's previous task end. */
     u64 above = NONZERO32(depth >> 2);            /* depth >= 4 */
     u64 was_below = 1 - NONZERO32(ws->last_depth >> 2);
