@@ -104,6 +104,14 @@ fn perturbation(
             MonitorConfig::none(),
         ));
     }
+    // The diagnosis programs under the same interleaved protocol.
+    for d in megakernel::bpf::diagnosis::ALL {
+        arms.push((
+            format!("diagnosis:{}", d.monitor),
+            Some(d.program),
+            d.config(),
+        ));
+    }
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); arms.len()];
     for round in 0..rounds {
         for (i, (_, program, cfg)) in arms.iter().enumerate() {
