@@ -4,7 +4,8 @@
 //!
 //! - every family of `megakernel/catalog/` × N repetitions: the twin, each
 //!   variant (a matched variant calibrated to its pair's lateness), one launch
-//!   per monitor (none, task-log, aggregate, task-log-budget, aggregate-sampled);
+//!   per monitor (none, task-log, aggregate, task-log-budget, aggregate-sampled)
+//!   and per diagnosis program (ebpf, ebpf-sampled: `megakernel::bpf::diagnosis`);
 //!   bundles + sidecars in `OUT/FAMILY.cases.jsonl.gz`;
 //! - pairs: outer kernel durations of the two variants (within 5 %?) and the
 //!   internal signature of each from its task log;
@@ -129,6 +130,9 @@ fn acceptance(rows: &[evaluator::megakernel::TrackRow], summary: &Value) -> Valu
         },
         "aggregate_perturbation_pct": row("mk-aggregate", "aggregate").map(|r| r.perturbation_pct),
         "task_log_perturbation_pct": row("mk-task-log", "task-log").map(|r| r.perturbation_pct),
+        "ebpf_pair_accuracy": row("mk-aggregate", "ebpf").and_then(|r| r.pair_accuracy),
+        "ebpf_bytes": row("mk-aggregate", "ebpf").map(|r| r.mean_bytes_exported),
+        "ebpf_perturbation_pct": row("mk-aggregate", "ebpf").map(|r| r.perturbation_pct),
         "budgeted_false_confidence": false_confidence,
     })
 }
