@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `mk-kernel-cupti` | kernel records only | the kernel's lateness; no task can be seen, so one fixed answer |
 //! | `mk-task-log` | `task-log`, `task-log-budget` | per-task phases from every hook, coverage-aware |
-//! | `mk-aggregate` | `aggregate`, `aggregate-sampled` | per-class phase histograms, maxima, worker counts, queue pressure, coverage-aware |
+//! | `mk-aggregate` | `aggregate`, `aggregate-sampled`, `ebpf`, `ebpf-sampled` | per-class phase histograms, maxima, worker counts, queue pressure, coverage-aware (`ebpf*`: the same aggregates built by the diagnosis monitor program, megakernel/README.md) |
 //! | `mk-mpk-style` | `task-log`, `task-log-budget` | what Mirage MPK's recorder keeps: one span per task from dequeue to end (dependency waits hidden inside), no ready / pressure events, no drop count |
 //! | `mk-pc-sampling` | `pc-sampling` | samples per task-class code region, the shared wait loop and the idle loop |
 //!
@@ -483,7 +483,10 @@ impl TaskProfiler for Aggregate {
         "mk-aggregate"
     }
     fn reads(&self, monitor: Option<&str>) -> bool {
-        matches!(monitor, Some("aggregate" | "aggregate-sampled"))
+        matches!(
+            monitor,
+            Some("aggregate" | "aggregate-sampled" | "ebpf" | "ebpf-sampled")
+        )
     }
     fn explain_tasks(&self, view: &TaskView) -> Explanation {
         let t = Instant::now();

@@ -32,6 +32,11 @@ pub struct BpfArgs {
     pub perturbation_rounds: u32,
     #[arg(long, default_value_t = 22)]
     pub seed: u64,
+    /// Repetitions of every track family run for the diagnosis rows (the
+    /// diagnosis programs' `ebpf` / `ebpf-sampled` captures scored beside the
+    /// track's other monitors); 0 leaves them out.
+    #[arg(long, default_value_t = 1)]
+    pub diagnosis_reps: u32,
 }
 
 fn failed(e: impl std::fmt::Display) -> Failure {
@@ -99,6 +104,14 @@ fn perturbation(
             MonitorConfig::none(),
         ));
     }
+    // The diagnosis programs under the same interleaved protocol.
+    for d in megakernel::bpf::diagnosis::ALL {
+        arms.push((
+            format!("diagnosis:{}", d.monitor),
+            Some(d.program),
+            d.config(),
+        ));
+    }
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); arms.len()];
     for round in 0..rounds {
         for (i, (_, program, cfg)) in arms.iter().enumerate() {
@@ -123,6 +136,22 @@ fn perturbation(
         .collect::<Vec<_>>()))
 }
 
+/// Mean perturbation of the query programs' arms (`ebpf:QUERY`) of a [`perturbation`] result.
+fn query_programs_perturbation(arms: &Value) -> f64 {
+    let v: Vec<f64> = arms
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["monitor"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("ebpf:"))
+        })
+        .filter_map(|a| a["perturbation_pct"].as_f64())
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 /// The query table: per query and graph kind, answers correct and bytes exported.
 fn query_table(rows: &[QueryRow]) -> String {
     let mut md = String::from(
@@ -134,10 +163,11 @@ fn query_table(rows: &[QueryRow]) -> String {
     md
 }
 
-/// The comparison under one telemetry budget: the track's scores of the full
-/// task log, the fixed-configuration aggregation and PC sampling (`rows`),
+/// The comparison under one telemetry budget: the track's scores (`rows`) of
+/// the full task log, the fixed-configuration aggregation, the diagnosis
+/// programs (`ebpf`, read by the same aggregate profiler) and PC sampling,
 /// beside every monitor's answers to the program-only queries (`queries`)
-/// and the eBPF monitors' bytes and perturbation (`ebpf_perturbation_pct`).
+/// and the query programs' bytes and perturbation (`ebpf_perturbation_pct`).
 pub fn comparison_table(
     rows: &[evaluator::megakernel::TrackRow],
     queries: &[QueryRow],
@@ -151,57 +181,89 @@ pub fn comparison_table(
     let config_ok = queries.iter().filter(|r| r.config_correct).count();
     let mean = |f: fn(&QueryRow) -> u64| queries.iter().map(f).sum::<u64>() as f64 / n;
     let mut md = String::from(
-        "| monitor | cause acc | class acc | pair acc | false conf (budget) | program-only queries correct | bytes (diagnosis) | bytes (queries) | perturbation % |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| monitor | cause acc | class acc | pair acc | false conf (budget) | program-only queries correct | bytes (diagnosis) | bytes (queries) | perturbation % (diagnosis) |\n|---|---|---|---|---|---|---|---|---|\n",
     );
-    let track =
-        |md: &mut String, name: &str, p: &str, m: &str, budget: &str, q: String, qbytes: String| {
-            if let Some(r) = row(p, m) {
-                let fc = row(p, budget).and_then(|b| b.false_confidence_rate);
-                *md += &format!(
-                    "| {name} | {:.3} | {:.3} | {} | {} | {q} | {:.0} | {qbytes} | {:.2} |\n",
-                    r.cause_accuracy,
-                    r.class_accuracy,
-                    f3(r.pair_accuracy),
-                    f3(fc),
-                    r.mean_bytes_exported,
-                    r.perturbation_pct
-                );
-            }
+    let track = |md: &mut String,
+                 name: &str,
+                 (p, m, budget): (&str, &str, &str),
+                 q: String,
+                 qbytes: String| {
+        let Some(r) = row(p, m) else {
+            *md += &format!(
+                "| {name} | not measured (no `{m}` capture in these cases) | | | | {q} | | {qbytes} | |\n"
+            );
+            return;
         };
+        let fc = row(p, budget).and_then(|b| b.false_confidence_rate);
+        *md += &format!(
+            "| {name} | {:.3} | {:.3} | {} | {} ({budget}) | {q} | {:.0} | {qbytes} | {:.2} |\n",
+            r.cause_accuracy,
+            r.class_accuracy,
+            f3(r.pair_accuracy),
+            f3(fc),
+            r.mean_bytes_exported,
+            r.perturbation_pct
+        );
+    };
     let log_bytes = row("mk-task-log", "task-log").map_or(0.0, |r| r.mean_bytes_exported);
     track(
         &mut md,
         "full task log",
-        "mk-task-log",
-        "task-log",
-        "task-log-budget",
+        ("mk-task-log", "task-log", "task-log-budget"),
         "1.000 (it is the truth)".into(),
         format!("{log_bytes:.0}"),
     );
     track(
         &mut md,
         "fixed-config aggregation",
-        "mk-aggregate",
-        "aggregate",
-        "aggregate-sampled",
+        ("mk-aggregate", "aggregate", "aggregate-sampled"),
         share(config_ok),
         format!("{:.0}", mean(|r| r.config_bytes)),
     );
-    md += &format!(
-        "| eBPF monitors | n/a | n/a | n/a | n/a (coverage carried) | {} | n/a | {:.0} | {ebpf_perturbation_pct:.2} |\n",
+    track(
+        &mut md,
+        "eBPF monitors",
+        ("mk-aggregate", "ebpf", "ebpf-sampled"),
         share(ebpf_ok),
-        mean(|r| r.ebpf_bytes)
+        format!(
+            "{:.0} (query programs' perturbation {ebpf_perturbation_pct:.2} %)",
+            mean(|r| r.ebpf_bytes)
+        ),
     );
     track(
         &mut md,
         "PC sampling",
-        "mk-pc-sampling",
-        "pc-sampling",
-        "pc-sampling",
+        ("mk-pc-sampling", "pc-sampling", "pc-sampling"),
         share(0),
         "0".into(),
     );
     md
+}
+
+/// Every track family × `reps` recorded on `ex` and scored: the track's rows,
+/// the diagnosis programs' (`ebpf`, `ebpf-sampled`) among them when `ex` runs
+/// hook programs.
+fn diagnosis_rows(
+    ex: &mut dyn megakernel::case::Executor,
+    reps: u32,
+) -> Result<Vec<evaluator::megakernel::TrackRow>, Failure> {
+    let mut cases = Vec::new();
+    for (family, variants) in crate::track::families()? {
+        for repetition in 0..reps {
+            let options = megakernel::case::FamilyOptions {
+                repetition,
+                measure_launches: if ex.env().backend == "sim" { 1 } else { 3 },
+                ..Default::default()
+            };
+            let recorded = megakernel::case::run_family(ex, &variants, &options)
+                .map_err(|e| failed(format!("megakernel family {family} r{repetition}: {e}")))?;
+            cases.extend(recorded.into_iter().map(|c| megakernel::pack::PackedCase {
+                bundle: c.bundle,
+                telemetry: c.telemetry,
+            }));
+        }
+    }
+    Ok(megakernel::track::leaderboard(&cases).1)
 }
 
 /// The monitor programs' part of the track's leaderboard section: the
@@ -218,26 +280,17 @@ pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
             let q = evaluate::run(&mut sim, &graphs, 22)?;
             let twin = megakernel::schedule::build(&sc[0], 132, None);
             let p = perturbation(&mut sim, &twin, 1).map_err(|f| f.message)?;
-            let arms: Vec<f64> = p
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|a| {
-                    a["monitor"]
-                        .as_str()
-                        .is_some_and(|m| m.starts_with("ebpf:"))
-                })
-                .filter_map(|a| a["perturbation_pct"].as_f64())
-                .collect();
-            Ok((q, arms.iter().sum::<f64>() / arms.len().max(1) as f64))
+            Ok((q, query_programs_perturbation(&p)))
         });
     match measured {
         Ok((q, pert)) => format!(
             "{head}Each query's verified monitor program against the fixed configuration's best \
              attempt under a budget of {} events per worker, scored against the full task log \
              of the same launch (simulator, 132 workers; `causalbench megakernel bpf` measures \
-             the GPU).\n\n{}\nThe comparison (track scores above; queries and eBPF \
-             perturbation, mean over the five programs, on the simulator):\n\n{}",
+             the GPU).\n\n{}\nThe comparison (the track's scores above, on the backend \
+             its cases were recorded on — the eBPF monitors' row is the diagnosis programs' \
+             `ebpf` / `ebpf-sampled` captures, read by `mk-aggregate`; queries and the query \
+             programs' perturbation, mean over the five, on the simulator):\n\n{}",
             queries::BUDGET_EVENTS_PER_WORKER,
             query_table(&q),
             comparison_table(rows, &q, pert)
@@ -304,6 +357,29 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
     let twin = megakernel::schedule::build(&scenarios[0], workers, None);
     summary["perturbation"] = perturbation(ex, &twin, args.perturbation_rounds)?;
     summary["backend"] = json!(if gpu.is_some() { "cuda" } else { "sim" });
+    // Host-side times (load, verify, attach) depend on it.
+    summary["build"] = json!(if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    });
+    let track_rows = if args.diagnosis_reps == 0 {
+        Vec::new()
+    } else {
+        let mut sim_track = megakernel::SimExecutor {
+            workers,
+            ..Default::default()
+        };
+        let ex: &mut dyn megakernel::case::Executor = match gpu.as_mut() {
+            Some(g) => g,
+            None => &mut sim_track,
+        };
+        diagnosis_rows(ex, args.diagnosis_reps)?
+    };
+    summary["diagnosis"] = json!(track_rows
+        .iter()
+        .filter(|r| r.profiler == "mk-aggregate")
+        .collect::<Vec<_>>());
     if let Some(g) = gpu.as_mut() {
         let env = megakernel::case::Executor::env(&g.gpu);
         summary["device"] =
@@ -377,7 +453,17 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         "bpf-summary.json",
         &serde_json::to_string_pretty(&summary).unwrap_or_default(),
     )?;
-    let md = markdown(&summary, &rows);
+    let mut md = markdown(&summary, &rows);
+    if !track_rows.is_empty() {
+        let pert = query_programs_perturbation(&summary["perturbation"]);
+        md += &format!(
+            "\nThe diagnosis, every track family × {} on this backend ({}), scored by the track's profilers:\n\n{}\n{}",
+            args.diagnosis_reps,
+            summary["backend"].as_str().unwrap_or(""),
+            evaluator::megakernel::track_markdown(&track_rows),
+            comparison_table(&track_rows, &rows, pert)
+        );
+    }
     w("bpf-report.md", &md)?;
     println!("{md}");
     eprintln!(

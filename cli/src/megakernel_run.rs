@@ -4,7 +4,8 @@
 //!
 //! - every family of `megakernel/catalog/` × N repetitions: the twin, each
 //!   variant (a matched variant calibrated to its pair's lateness), one launch
-//!   per monitor (none, task-log, aggregate, task-log-budget, aggregate-sampled);
+//!   per monitor (none, task-log, aggregate, task-log-budget, aggregate-sampled)
+//!   and per diagnosis program (ebpf, ebpf-sampled: `megakernel::bpf::diagnosis`);
 //!   bundles + sidecars in `OUT/FAMILY.cases.jsonl.gz`;
 //! - pairs: outer kernel durations of the two variants (within 5 %?) and the
 //!   internal signature of each from its task log;
@@ -18,6 +19,7 @@
 use crate::megakernel::RunArgs;
 use crate::{BackendArg, Failure};
 use ground_truth::megakernel::{Capture, MkScenario, MonitorConfig, PcSampling};
+use megakernel::bpf::device::GpuPrograms;
 use megakernel::case::{run_family, standard_monitors, CaseResult, Executor, FamilyOptions};
 use megakernel::gpu::GpuExecutor;
 use megakernel::pack::{self, PackedCase};
@@ -128,12 +130,16 @@ fn acceptance(rows: &[evaluator::megakernel::TrackRow], summary: &Value) -> Valu
         },
         "aggregate_perturbation_pct": row("mk-aggregate", "aggregate").map(|r| r.perturbation_pct),
         "task_log_perturbation_pct": row("mk-task-log", "task-log").map(|r| r.perturbation_pct),
+        "ebpf_pair_accuracy": row("mk-aggregate", "ebpf").and_then(|r| r.pair_accuracy),
+        "ebpf_bytes": row("mk-aggregate", "ebpf").map(|r| r.mean_bytes_exported),
+        "ebpf_perturbation_pct": row("mk-aggregate", "ebpf").map(|r| r.perturbation_pct),
         "budgeted_false_confidence": false_confidence,
     })
 }
 
-/// The GPU, when the options ask for it (or `auto` finds one).
-fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuExecutor>, Failure> {
+/// The GPU, when the options ask for it (or `auto` finds one), with the
+/// kernel with hooks loaded beside the plain one (the diagnosis programs' captures).
+fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuPrograms>, Failure> {
     let backend = if args.sim {
         BackendArg::Sim
     } else {
@@ -147,11 +153,14 @@ fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuExecutor>
         }
         _ => {
             let t = Instant::now();
-            GpuExecutor::open(true).map(|g| (g, t.elapsed().as_secs_f64()))
+            GpuExecutor::open(true)
+                .and_then(GpuPrograms::new)
+                .map(|g| (g, t.elapsed().as_secs_f64()))
         }
     };
     match (opened, backend) {
-        (Ok((g, open_s)), _) => {
+        (Ok((programs, open_s)), _) => {
+            let g = &programs.gpu;
             summary.set(
                 "device",
                 json!({
@@ -160,9 +169,10 @@ fn open_gpu(args: &RunArgs, summary: &mut Summary) -> Result<Option<GpuExecutor>
                     "cupti_recorder": g.recorder_error.clone().unwrap_or_else(|| "ok".into()),
                     "open_s": open_s,
                     "rebuild_ms": g.rebuild_ns as f64 / 1e6,
+                    "hooks_compile_ms": programs.dev.compile_ns as f64 / 1e6,
                 }),
             );
-            Ok(Some(g))
+            Ok(Some(programs))
         }
         (Err(e), BackendArg::Auto) => {
             eprintln!("causalbench: the GPU cannot run the megakernel ({e}); using the simulator");
@@ -210,7 +220,7 @@ type FirstCase = (usize, String, schedule::Schedule, schedule::Schedule);
 fn experiment(
     args: &RunArgs,
     families: &[(String, Vec<MkScenario>)],
-    mut gpu: Option<&mut GpuExecutor>,
+    mut gpu: Option<&mut GpuPrograms>,
     summary: &mut Summary,
 ) -> Result<(), Failure> {
     let mut sim = megakernel::SimExecutor::default();
@@ -230,7 +240,7 @@ fn experiment(
     if !summary.over_budget() && !recorded.device_failed {
         perturbation(args, ex, &scenario, workers, summary);
     }
-    if let Some(g) = gpu {
+    if let Some(GpuPrograms { gpu: g, .. }) = gpu {
         gpu_extras(g, &scenario, workers, summary);
         if !summary.over_budget() && !recorded.first_cases.is_empty() {
             pc_sampling(args, g, &recorded.first_cases, &mut all_cases, summary)?;

@@ -53,9 +53,13 @@ pub fn families() -> Result<Vec<(String, Vec<MkScenario>)>, Failure> {
 /// main suite runs on it (`cuda`), the simulator otherwise.
 pub fn executor(backend: &str) -> Result<Box<dyn Executor>, Failure> {
     if backend == "cuda" {
-        let gpu = megakernel::gpu::GpuExecutor::open(true).map_err(|e| {
-            Failure::failed(format!("the megakernel track cannot open the GPU: {e}"))
-        })?;
+        // With the kernel with hooks beside the plain one: the diagnosis
+        // programs' captures (`ebpf`, `ebpf-sampled`) are recorded on the GPU too.
+        let gpu = megakernel::gpu::GpuExecutor::open(true)
+            .and_then(megakernel::bpf::device::GpuPrograms::new)
+            .map_err(|e| {
+                Failure::failed(format!("the megakernel track cannot open the GPU: {e}"))
+            })?;
         Ok(Box::new(gpu))
     } else {
         Ok(Box::new(megakernel::SimExecutor::default()))

@@ -157,7 +157,13 @@ fn check_track(out: &std::path::Path, rows: &[serde_json::Value]) {
     };
     assert_eq!(row("mk-task-log", "task-log")["pair_accuracy"], 1.0);
     assert_eq!(row("mk-kernel-cupti", "none")["pair_accuracy"], 0.0);
+    // The diagnosis monitor program, read by the aggregate profiler.
+    assert_eq!(row("mk-aggregate", "ebpf")["pair_accuracy"], 1.0);
     assert!(md.contains("| mk-task-log | task-log |"), "{md}");
+    assert!(
+        md.contains("| eBPF monitors | 1.000 | 1.000 | 1.000 | 0.000 (ebpf-sampled) |"),
+        "{md}"
+    );
 }
 
 /// A finished case is reused only while everything that determines it is the same: a

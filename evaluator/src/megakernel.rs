@@ -59,8 +59,8 @@ pub struct TrackCase {
 /// Whether `capture` holds the evidence of the injected cause: for a log,
 /// every injected task's start and end, and the event that shows the cause
 /// (ready for queueing causes, wait end for a late notification, at least one
-/// queue-pressure event for an oversubscription); for aggregates, every
-/// injected task sampled and nothing dropped; PC sampling is statistical and
+/// queue-pressure event for an oversubscription); for aggregates (the fixed
+/// monitor's or a monitor program's), every injected task sampled and nothing dropped; PC sampling is statistical and
 /// drops nothing. No capture covers nothing.
 pub fn evidence_covered(t: &TaskTelemetry, capture: Option<&Capture>) -> bool {
     let Some(c) = capture else {
@@ -70,7 +70,8 @@ pub fn evidence_covered(t: &TaskTelemetry, capture: Option<&Capture>) -> bool {
         return pc.available;
     }
     let dropped: u64 = c.coverage.iter().map(|x| x.dropped).sum();
-    if c.config.aggregate && !c.config.log {
+    // Aggregates from the fixed monitor or from a monitor program (`ebpf`).
+    if c.aggregates.is_some() && !c.config.log {
         return dropped == 0
             && t.truth
                 .injected_tasks

@@ -21,7 +21,7 @@ typedef unsigned char u8;
 #define MK_SEC_TASK_END "mk/task_end"
 #define MK_SEC_DEP_WAIT "mk/dep_wait"
 
-/* The context (64 bytes, read-only for observation programs). */
+/* The context (80 bytes, read-only for observation programs). */
 struct mk_bpf_ctx {
     u32 task;        /* stable task id */
     u32 class_id;    /* 0 attention, 1 gemm, 2 communication, 3 sampling */
@@ -36,6 +36,8 @@ struct mk_bpf_ctx {
     u32 queue_depth; /* scheduler state: tasks queued on this worker (read-only) */
     u32 route_hint;  /* scheduler state: written only by a scheduling program type */
     u32 priority;    /* scheduler state: written only by a scheduling program type */
+    u64 notify_ns;   /* the task's dispatch latency: ready - its dependency event's completion */
+    u64 queue_ns;    /* the task's queueing: taken up - ready (after any hold) */
 };
 
 /* Map declarations (section "maps"). */

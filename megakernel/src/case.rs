@@ -3,6 +3,7 @@
 //! variant is calibrated until its kernel is as late as the variant it
 //! matches), one launch per monitor configuration, and the bundle.
 
+use crate::bpf::diagnosis::{self, Diagnosis};
 use crate::bundle::{self, CaseInputs, Env, KernelObs};
 use crate::mix2;
 use crate::schedule::{self, Amount, Schedule};
@@ -30,6 +31,17 @@ pub trait Executor {
     /// One launch under PC sampling, when this executor can collect samples
     /// (`None`: it cannot; the GPU reports why separately).
     fn launch_pc_sampling(&mut self, _s: &Schedule, _seed: u64) -> Option<Result<Launch, String>> {
+        None
+    }
+    /// One launch with diagnosis program `d` attached at the hooks
+    /// (`bpf::diagnosis`; its capture is the `d.monitor` monitor's), when
+    /// this executor runs hook programs (`None`: it does not).
+    fn launch_ebpf(
+        &mut self,
+        _s: &Schedule,
+        _seed: u64,
+        _d: &Diagnosis,
+    ) -> Option<Result<Launch, String>> {
         None
     }
 }
@@ -76,27 +88,50 @@ impl Executor for SimExecutor {
     fn launch(&mut self, s: &Schedule, cfg: &MonitorConfig, seed: u64) -> Result<Launch, String> {
         let r = sim::run(s, cfg, seed, &self.costs);
         // A configuration is applied by one 64-byte copy; model it as 3 µs.
+        let span = (r.kernel_start, r.kernel_end);
         let mut capture = r.capture;
-        capture.config_apply_ns = 3_000;
-        let api_start = SIM_CLOCK_BASE - 6_000;
-        Ok(Launch {
-            kernel: KernelObs {
-                api_start,
-                api_end: api_start + 4_000,
-                queued: api_start + 3_000,
-                submitted: api_start + 4_500,
-                start: r.kernel_start,
-                end: r.kernel_end,
-                correlation_id: (seed % 100_000) as u32 + 1,
-                stream: 7,
-                context: 1,
-                device: 0,
-                tid: 4242,
-            },
-            device_start: r.kernel_start,
-            capture,
-            error: 0,
-        })
+        capture.config_apply_ns = SIM_APPLY_NS;
+        Ok(sim_launch(span, capture, seed))
+    }
+    fn launch_ebpf(
+        &mut self,
+        s: &Schedule,
+        seed: u64,
+        d: &Diagnosis,
+    ) -> Option<Result<Launch, String>> {
+        Some(d.attach().and_then(|mut att| {
+            let r = sim::run_with_programs(s, &d.config(), seed, &self.costs, Some(&mut att));
+            // Swapping a verified program in is one bank copy: modelled as a configuration's.
+            let capture =
+                diagnosis::capture(d, &att, s.workers, r.capture.kernel_ns, SIM_APPLY_NS)?;
+            Ok(sim_launch((r.kernel_start, r.kernel_end), capture, seed))
+        }))
+    }
+}
+
+/// The simulator's model of applying a configuration (or swapping a program bank) to a loaded kernel, ns.
+const SIM_APPLY_NS: u64 = 3_000;
+
+/// A simulated launch (the kernel's start and end) as kernel-level CUPTI and the monitor saw it.
+fn sim_launch((start, end): (u64, u64), capture: Capture, seed: u64) -> Launch {
+    let api_start = SIM_CLOCK_BASE - 6_000;
+    Launch {
+        kernel: KernelObs {
+            api_start,
+            api_end: api_start + 4_000,
+            queued: api_start + 3_000,
+            submitted: api_start + 4_500,
+            start,
+            end,
+            correlation_id: (seed % 100_000) as u32 + 1,
+            stream: 7,
+            context: 1,
+            device: 0,
+            tid: 4242,
+        },
+        device_start: start,
+        capture,
+        error: 0,
     }
 }
 
@@ -211,6 +246,11 @@ pub fn run_family(
     if let Some(l) = ex.launch_pc_sampling(&twin, mix2(seed, 49)) {
         reference.push(l?.capture);
     }
+    for (i, d) in diagnosis::ALL.iter().enumerate() {
+        if let Some(l) = ex.launch_ebpf(&twin, mix2(seed, 40 + i as u64), d) {
+            reference.push(l?.capture);
+        }
+    }
     let mut order: Vec<&MkScenario> = variants
         .iter()
         .filter(|v| v.injection.match_variant.is_none())
@@ -278,6 +318,11 @@ pub fn run_family(
         }
         if let Some(l) = ex.launch_pc_sampling(&s, mix2(seed, 99)) {
             captures.push(l?.capture);
+        }
+        for (i, d) in diagnosis::ALL.iter().enumerate() {
+            if let Some(l) = ex.launch_ebpf(&s, mix2(seed, 90 + i as u64), d) {
+                captures.push(l?.capture);
+            }
         }
         let truth = truth.ok_or("the monitors include no full task log (the truth)")?;
         let kernel = none_launch

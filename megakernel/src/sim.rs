@@ -247,7 +247,7 @@ pub fn run_with_programs(
                 ts_end: wb + wait_phase,
                 wait_ns: wait_phase,
                 hook: Hook::DepWait as u32,
-                ..context(task, &h, wk, &tail, &head)
+                ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
             };
             clock += program_cost(&mut programs, Hook::DepWait, &ctx, costs);
         }
@@ -259,7 +259,7 @@ pub fn run_with_programs(
             ts_end: start,
             wait_ns: wait_phase,
             hook: Hook::TaskBegin as u32,
-            ..context(task, &h, wk, &tail, &head)
+            ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
         };
         // The start hook is written, and the begin program run, before the
         // body begins; their cost delays the body.
@@ -287,7 +287,7 @@ pub fn run_with_programs(
             ts_end: end,
             wait_ns: wait_phase,
             hook: Hook::TaskEnd as u32,
-            ..context(task, &h, wk, &tail, &head)
+            ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
         };
         clock += program_cost(&mut programs, Hook::TaskEnd, &ctx, costs);
         if mon.aggregate(wk, &h, [notify_phase, queue_phase, wait_phase, exec_phase]) {
@@ -336,9 +336,18 @@ pub fn run_with_programs(
     }
 }
 
-/// The context fields every hook shares.
-fn context(task: u32, h: &HookTask, worker: u32, tail: &[u32], head: &[u32]) -> Context {
+/// The context fields every hook shares (`phases`: the task's dispatch latency and queueing).
+fn context(
+    task: u32,
+    h: &HookTask,
+    worker: u32,
+    tail: &[u32],
+    head: &[u32],
+    phases: [u64; 2],
+) -> Context {
     Context {
+        notify_ns: phases[0],
+        queue_ns: phases[1],
         task,
         class_id: h.class,
         task_gen: h.task_gen,

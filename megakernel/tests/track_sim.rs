@@ -150,10 +150,35 @@ fn the_aggregation_monitor_reaches_0_9_pair_accuracy_with_10x_fewer_bytes() {
 }
 
 #[test]
+fn the_diagnosis_program_is_scored_like_the_aggregation_monitor_within_its_budget() {
+    let ebpf = row("mk-aggregate", "ebpf");
+    let agg = row("mk-aggregate", "aggregate");
+    eprintln!("ebpf: {ebpf:?}\naggregate: {agg:?}");
+    assert_eq!(ebpf.cases, agg.cases, "every case has an ebpf capture");
+    assert!(ebpf.pair_accuracy.unwrap() >= 0.9, "{ebpf:?}");
+    assert!(
+        ebpf.cause_accuracy >= 0.9 && ebpf.class_accuracy >= 0.9,
+        "{ebpf:?}"
+    );
+    assert!(
+        ebpf.mean_bytes_exported <= agg.mean_bytes_exported,
+        "ebpf {} B over the aggregation monitor's {} B",
+        ebpf.mean_bytes_exported,
+        agg.mean_bytes_exported
+    );
+    // The interpreter's modelled cost is charged to the run.
+    assert!(ebpf.perturbation_pct > 0.0);
+    // Nothing is dropped on the catalog, so nothing is under-covered.
+    assert_eq!(ebpf.under_covered, 0);
+    assert_eq!(ebpf.mean_coverage, 1.0);
+}
+
+#[test]
 fn under_a_telemetry_budget_results_carry_coverage_and_stay_honest() {
     for (p, m) in [
         ("mk-task-log", "task-log-budget"),
         ("mk-aggregate", "aggregate-sampled"),
+        ("mk-aggregate", "ebpf-sampled"),
     ] {
         let r = row(p, m);
         assert!(r.budgeted);

@@ -470,7 +470,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
 #ifdef MK_BPF_HOOKS
                 mk_bpf_run_hook(bpf_slot, bpf_gen, 2u, task_id, t.class_id, t.task_gen, t.req_gen,
                                 c.worker, t.wait_event, wb, now, ph[2],
-                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
                 now = mk_now();
 #endif
             }
@@ -480,7 +480,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
 #ifdef MK_BPF_HOOKS
             mk_bpf_run_hook(bpf_slot, bpf_gen, 0u, task_id, t.class_id, t.task_gen, t.req_gen,
                             c.worker, t.dep_event, t_start, t_start, ph[2],
-                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
 #endif
         }
         __syncthreads();
@@ -501,7 +501,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
 #ifdef MK_BPF_HOOKS
             mk_bpf_run_hook(bpf_slot, bpf_gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
                             c.worker, t.dep_event, t_start, end, ph[2],
-                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u));
+                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
 #endif
             mk_aggregate(c, task_id, t, ph);
             s_complete = 0u;

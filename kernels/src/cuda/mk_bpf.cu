@@ -22,7 +22,7 @@ typedef unsigned int mk_u32;
 #define MK_BPF_HOOK_KINDS 3 // 0 task begin, 1 task end, 2 dependency wait
 #define MK_BPF_ARENA_BYTES 65536
 #define MK_BPF_STACK 512
-#define MK_BPF_CTX 64
+#define MK_BPF_CTX 80
 #define MK_BPF_RING_HEADER 16
 #define MK_BPF_MAP_ARRAY 2u
 #define MK_BPF_MAP_RING 27u
@@ -60,8 +60,9 @@ static_assert(sizeof(mk_bpf_slot) == 148240, "mk_bpf_slot must be 148240 bytes")
 struct mk_bpf_machine {
     const mk_bpf_bank* bank;
     unsigned char* arena;
-    unsigned char ctx[MK_BPF_CTX];
-    unsigned char stack[MK_BPF_STACK];
+    // 8-byte aligned, like the arena's maps, so that aligned accesses are one word.
+    __align__(8) unsigned char ctx[MK_BPF_CTX];
+    __align__(8) unsigned char stack[MK_BPF_STACK];
 };
 
 #define MK_BPF_TAG_CTX 1ull
@@ -86,14 +87,43 @@ __device__ unsigned char* mk_bpf_resolve(mk_bpf_machine* m, mk_u64 a, mk_u32 siz
     }
 }
 
+// A bounds-checked access of `size` bytes: one word-wide load or store when
+// `p` is aligned to its size (what clang emits for the context, the stack and
+// map values, which are all 8-byte aligned), byte by byte otherwise. A word
+// also reads a map value other workers update atomically in one piece.
 __device__ __forceinline__ mk_u64 mk_bpf_get(const unsigned char* p, mk_u32 size) {
+    if (((mk_u64)p & (mk_u64)(size - 1u)) == 0) {
+        switch (size) {
+            case 8: return *(const mk_u64*)p;
+            case 4: return *(const mk_u32*)p;
+            case 2: return *(const unsigned short*)p;
+            default: return *p;
+        }
+    }
     mk_u64 v = 0;
     for (mk_u32 k = 0; k < size; ++k) v |= (mk_u64)p[k] << (8u * k);
     return v;
 }
 
 __device__ __forceinline__ void mk_bpf_put(unsigned char* p, mk_u32 size, mk_u64 v) {
+    if (((mk_u64)p & (mk_u64)(size - 1u)) == 0) {
+        switch (size) {
+            case 8: *(mk_u64*)p = v; return;
+            case 4: *(mk_u32*)p = (mk_u32)v; return;
+            case 2: *(unsigned short*)p = (unsigned short)v; return;
+            default: *p = (unsigned char)v; return;
+        }
+    }
     for (mk_u32 k = 0; k < size; ++k) p[k] = (unsigned char)(v >> (8u * k));
+}
+
+// `n` bytes from `src` to `dst`: whole words when both are 8-byte aligned and n is a multiple of 8.
+__device__ __forceinline__ void mk_bpf_copy(unsigned char* dst, const unsigned char* src, mk_u32 n) {
+    if ((((mk_u64)dst | (mk_u64)src | (mk_u64)n) & 7u) == 0) {
+        for (mk_u32 k = 0; k < n; k += 8) *(mk_u64*)(dst + k) = *(const mk_u64*)(src + k);
+        return;
+    }
+    for (mk_u32 k = 0; k < n; ++k) dst[k] = src[k];
 }
 
 __device__ __forceinline__ mk_u32 mk_bpf_size(mk_u32 opc) {
@@ -158,7 +188,7 @@ __device__ bool mk_bpf_helper(mk_bpf_machine* m, int id, mk_u64* r, mk_u64* ring
         const unsigned char* src = mk_bpf_resolve(m, r[3], d.value_size);
         unsigned char* dst = mk_bpf_resolve(m, value, d.value_size);
         if (!src || !dst) return false;
-        for (mk_u32 k = 0; k < d.value_size; ++k) dst[k] = src[k];
+        mk_bpf_copy(dst, src, d.value_size);
         r[0] = 0;
         return true;
     }
@@ -176,7 +206,7 @@ __device__ bool mk_bpf_helper(mk_bpf_machine* m, int id, mk_u64* r, mk_u64* ring
             return true;
         }
         unsigned char* dst = m->arena + d.offset + MK_BPF_RING_HEADER + (mk_u64)slot * d.value_size;
-        for (mk_u32 k = 0; k < size; ++k) dst[k] = src[k];
+        mk_bpf_copy(dst, src, size);
         r[0] = 0;
         return true;
     }
@@ -274,7 +304,7 @@ __device__ bool mk_bpf_exec(mk_bpf_machine* m, mk_u32 start, mk_u32 len, mk_u64*
 __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u32 hook, mk_u32 task,
                                 mk_u32 class_id, mk_u32 task_gen, mk_u32 req_gen, mk_u32 worker,
                                 mk_u32 dep_event, mk_u64 ts_start, mk_u64 ts_end, mk_u64 wait_ns,
-                                mk_u32 queue_depth) {
+                                mk_u32 queue_depth, mk_u64 notify_ns, mk_u64 queue_ns) {
     if (slot == 0 || hook >= MK_BPF_HOOK_KINDS) return;
     const mk_bpf_bank* bank = &slot->bank[gen & 1u];
     const mk_u32 len = bank->prog_len[hook];
@@ -296,6 +326,8 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     mk_bpf_put(m.ctx + 48, 4, hook);
     mk_bpf_put(m.ctx + 52, 4, queue_depth);
     mk_bpf_put(m.ctx + 56, 8, 0ull);
+    mk_bpf_put(m.ctx + 64, 8, notify_ns);
+    mk_bpf_put(m.ctx + 72, 8, queue_ns);
     mk_u64 executed = 0, ring_dropped = 0;
     const bool ok = mk_bpf_exec(&m, bank->prog_start[hook], len, &executed, &ring_dropped);
     atomicAdd(&slot->insns, executed);

@@ -3,7 +3,7 @@
 //! interpreter's `mk_bpf_*` structs in `kernels/src/cuda/mk_bpf.cu`.
 
 /// Bytes of the context a program receives in r1.
-pub const CTX_SIZE: usize = 64;
+pub const CTX_SIZE: usize = 80;
 /// Bytes of a program's stack (r10 points one past its end).
 pub const STACK_SIZE: usize = 512;
 /// Instructions a program may have (the device keeps programs in one bank of this many words).
@@ -73,6 +73,8 @@ pub const CTX_FIELDS: &[CtxField] = &[
         writable: true,
         ..field("priority", 60, 4)
     },
+    field("notify_ns", 64, 8),
+    field("queue_ns", 72, 8),
 ];
 
 /// Where a program runs.
@@ -213,6 +215,10 @@ pub struct Context {
     pub queue_depth: u32,
     pub route_hint: u32,
     pub priority: u32,
+    /// The task's dispatch latency: ready − its dependency event's completion.
+    pub notify_ns: u64,
+    /// The task's queueing: taken up − ready.
+    pub queue_ns: u64,
 }
 
 impl Context {
@@ -232,6 +238,8 @@ impl Context {
         put(52, &self.queue_depth.to_le_bytes());
         put(56, &self.route_hint.to_le_bytes());
         put(60, &self.priority.to_le_bytes());
+        put(64, &self.notify_ns.to_le_bytes());
+        put(72, &self.queue_ns.to_le_bytes());
         b
     }
 }
@@ -253,5 +261,13 @@ mod tests {
             ..Context::default()
         };
         assert_eq!(&c.to_bytes()[60..64], &0xdead_beefu32.to_le_bytes());
+        let c = Context {
+            queue_ns: 0x0123_4567_89ab_cdef,
+            ..Context::default()
+        };
+        assert_eq!(
+            &c.to_bytes()[72..80],
+            &0x0123_4567_89ab_cdefu64.to_le_bytes()
+        );
     }
 }

@@ -7,8 +7,10 @@
 
 use super::abi::{Hook, MapKind, ProgramSet};
 use super::attach::Attachment;
+use super::diagnosis::{self, Diagnosis};
 use super::evaluate::ProgramExecutor;
-use crate::case::Executor;
+use crate::bundle::Env;
+use crate::case::{Executor, Launch};
 use crate::gpu::GpuExecutor;
 use crate::schedule::Schedule;
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, DevicePtr};
@@ -252,6 +254,43 @@ impl GpuPrograms {
     }
 }
 
+impl GpuPrograms {
+    /// Uploads the slot with `att`'s set in its bank (synchronized); ns.
+    fn upload(&mut self, att: &Attachment) -> Result<u64, String> {
+        let t = Instant::now();
+        let img = Self::slot_image(att)?;
+        let st = self.gpu.stream.clone();
+        st.memcpy_htod(&img, self.slot())
+            .map_err(err("uploading the slot"))?;
+        st.synchronize().map_err(err("synchronizing"))?;
+        Ok(t.elapsed().as_nanos() as u64)
+    }
+
+    /// One launch of `s` with `att` attached (uploaded first by [`Self::upload`]):
+    /// the kernel with hooks launched and, when it ran clean, its maps and
+    /// coverage read back; the launch's device errors are the caller's to judge.
+    fn launch_attached(
+        &mut self,
+        s: &Schedule,
+        cfg: &MonitorConfig,
+        seed: u64,
+        att: &mut Attachment,
+    ) -> Result<Launch, String> {
+        let st = self.gpu.stream.clone();
+        self.gpu.hook_kernel = Some((self.dev.func.clone(), self.dev.slot_ptr));
+        let l = self.gpu.launch(s, cfg, seed);
+        self.gpu.hook_kernel = None;
+        let l = l?;
+        if l.error == 0 {
+            let img = st
+                .clone_dtoh(self.slot())
+                .map_err(err("reading the slot"))?;
+            self.read_back(att, &img);
+        }
+        Ok(l)
+    }
+}
+
 impl ProgramExecutor for GpuPrograms {
     fn launch_programs(
         &mut self,
@@ -260,29 +299,54 @@ impl ProgramExecutor for GpuPrograms {
         seed: u64,
         programs: Option<&mut Attachment>,
     ) -> Result<Capture, String> {
-        let Some(att) = programs else {
-            let l = self.gpu.launch(s, cfg, seed)?;
-            return match l.error {
-                0 => Ok(l.capture),
-                e => Err(format!("device error bits {e:#x}")),
-            };
+        let l = match programs {
+            Some(att) => {
+                self.upload(att)?;
+                self.launch_attached(s, cfg, seed, att)?
+            }
+            None => self.gpu.launch(s, cfg, seed)?,
         };
-        let img = Self::slot_image(att)?;
-        let st = self.gpu.stream.clone();
-        st.memcpy_htod(&img, self.slot())
-            .map_err(err("uploading the slot"))?;
-        self.gpu.hook_kernel = Some((self.dev.func.clone(), self.dev.slot_ptr));
-        let l = self.gpu.launch(s, cfg, seed);
-        self.gpu.hook_kernel = None;
-        let l = l?;
-        if l.error != 0 {
-            return Err(format!("device error bits {:#x}", l.error));
+        match l.error {
+            0 => Ok(l.capture),
+            e => Err(format!("device error bits {e:#x}")),
         }
-        let img = st
-            .clone_dtoh(self.slot())
-            .map_err(err("reading the slot"))?;
-        self.read_back(att, &img);
-        Ok(l.capture)
+    }
+}
+
+/// The track's executor on a GPU that runs hook programs: every launch as
+/// the plain GPU's, plus the diagnosis programs' (`bpf::diagnosis`) at the
+/// hooks, attached (loaded, verified, uploaded) before each launch.
+impl Executor for GpuPrograms {
+    fn env(&self) -> Env {
+        self.gpu.env()
+    }
+    fn default_workers(&self) -> u32 {
+        self.gpu.default_workers()
+    }
+    fn launch(&mut self, s: &Schedule, cfg: &MonitorConfig, seed: u64) -> Result<Launch, String> {
+        self.gpu.launch(s, cfg, seed)
+    }
+    fn launch_pc_sampling(&mut self, s: &Schedule, seed: u64) -> Option<Result<Launch, String>> {
+        self.gpu.launch_pc_sampling(s, seed)
+    }
+    fn launch_ebpf(
+        &mut self,
+        s: &Schedule,
+        seed: u64,
+        d: &Diagnosis,
+    ) -> Option<Result<Launch, String>> {
+        let mut run = || -> Result<Launch, String> {
+            // Attaching a program: load + verify on the host, then the slot's upload.
+            let t = Instant::now();
+            let mut att = d.attach()?;
+            let attach_ns = t.elapsed().as_nanos() as u64 + self.upload(&att)?;
+            let mut l = self.launch_attached(s, &d.config(), seed, &mut att)?;
+            if l.error == 0 {
+                l.capture = diagnosis::capture(d, &att, s.workers, l.capture.kernel_ns, attach_ns)?;
+            }
+            Ok(l)
+        };
+        Some(run())
     }
 }
 

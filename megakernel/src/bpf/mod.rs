@@ -6,11 +6,14 @@
 //! semantics the simulator runs and the device interpreter in
 //! `kernels/src/cuda/mk_bpf.cu` mirrors). [`attach`] is a verified program
 //! set attached at the hooks with its maps and coverage; [`queries`] are the
-//! diagnostic questions that need programs, with their ground truth.
+//! diagnostic questions that need programs, with their ground truth;
+//! [`diagnosis`] is the track's diagnosis as a program, read by the track's
+//! aggregate profiler like the fixed aggregation monitor.
 
 pub mod abi;
 pub mod attach;
 pub mod device;
+pub mod diagnosis;
 pub mod evaluate;
 pub mod interp;
 pub mod loader;

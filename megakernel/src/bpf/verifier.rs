@@ -72,6 +72,18 @@ impl Reg {
             _ => None,
         }
     }
+    /// Whether every value `other` may hold is one `self` may hold. Every
+    /// check is monotone in that order (a narrower range, the same pointer,
+    /// a register an unset one stood for), and an unset register that is
+    /// read rejects the whole program, so a state covered by one already
+    /// explored from the same instruction needs no exploring of its own.
+    fn covers(self, other: Reg) -> bool {
+        match (self, other) {
+            (Reg::Uninit, _) => true,
+            (Reg::Scalar { min, max }, Reg::Scalar { min: lo, max: hi }) => min <= lo && hi <= max,
+            (a, b) => a == b,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +92,33 @@ struct State {
     stack_init: [bool; STACK_SIZE],
     spill: [Option<Reg>; STACK_SIZE / 8],
 }
+
+impl State {
+    /// [`Reg::covers`] for every register and stack byte: what `self` had
+    /// written, `other` has written too, with values `self`'s cover.
+    fn covers(&self, other: &State) -> bool {
+        self.regs.iter().zip(&other.regs).all(|(a, b)| a.covers(*b))
+            && self
+                .stack_init
+                .iter()
+                .zip(&other.stack_init)
+                .all(|(&a, &b)| !a || b)
+            && self
+                .spill
+                .iter()
+                .zip(&other.spill)
+                .all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => a.covers(*b),
+                    // An unspilled written slot reads as an unknown scalar.
+                    (Some(a), None) => a.covers(UNKNOWN),
+                    (None, Some(b)) => !b.is_pointer(),
+                    (None, None) => true,
+                })
+    }
+}
+
+/// States kept per jump target for pruning (beyond it, states are explored without being kept).
+const KEPT_PER_TARGET: usize = 64;
 
 type Check<T> = Result<T, String>;
 
@@ -597,7 +636,28 @@ impl<'a> Verifier<'a> {
         init.regs[10] = Reg::Stack { off: 0 };
         let mut work = vec![(0usize, init)];
         let mut visited = 0usize;
+        // Where paths join (jump targets), a state covered by one already
+        // explored from there is pruned: sequential branches then cost their
+        // sum, not their product, as the kernel's verifier prunes.
+        let mut target = vec![false; self.insns.len() + 1];
+        for (pc, i) in self.insns.iter().enumerate() {
+            if i.opc & 7 == 0x05 && !matches!(i.opc & 0xf0, 0x80 | 0x90) {
+                let t = pc as i64 + 1 + i.off as i64;
+                if let Some(slot) = usize::try_from(t).ok().and_then(|t| target.get_mut(t)) {
+                    *slot = true;
+                }
+            }
+        }
+        let mut kept: Vec<Vec<State>> = vec![Vec::new(); self.insns.len() + 1];
         while let Some((pc, mut st)) = work.pop() {
+            if target.get(pc).copied().unwrap_or(false) {
+                if kept[pc].iter().any(|old| old.covers(&st)) {
+                    continue;
+                }
+                if kept[pc].len() < KEPT_PER_TARGET {
+                    kept[pc].push(st.clone());
+                }
+            }
             visited += 1;
             if visited > MAX_STATES {
                 return Err(self.reject(
