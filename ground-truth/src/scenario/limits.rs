@@ -12,7 +12,7 @@ use super::{Scenario, Step};
 /// recording stays under 2 GB, and the simulator's scale benchmark
 /// (`generator/benches/scenarios/launch-bound-1m.yaml`, 1.01 M operations, a
 /// 1.2 GB bundle) fits.
-pub const MAX_SCENARIO_OPS: u64 = 1_500_000;
+pub const MAX_SCENARIO_OPS: u64 = 12_000_000;
 
 /// Host threads, every thread of every pool counted (the GPU backend starts
 /// each one).
