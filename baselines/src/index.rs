@@ -179,12 +179,26 @@ pub struct Index<'a> {
 impl<'a> Index<'a> {
     pub fn new(view: &'a TraceView) -> Self {
         let recs = &view.records[..];
+        // The correlation maps sized once: growing them rehashes into a table twice
+        // the size while the old one is still held, the peak of a large view's index.
+        let (mut apis, mut activities) = (0, 0);
+        for r in recs {
+            match r {
+                Record::Api { .. } => apis += 1,
+                Record::Kernel { .. }
+                | Record::Memcpy { .. }
+                | Record::Memset { .. }
+                | Record::Sync { .. }
+                | Record::CudaEvent { .. } => activities += 1,
+                _ => {}
+            }
+        }
         let mut ix = Index {
             view,
             recs,
             pos_of: RidPositions::of(recs),
-            api_by_corr: FastMap::default(),
-            acts_by_corr: FastMap::default(),
+            api_by_corr: FastMap::with_capacity_and_hasher(apis, Default::default()),
+            acts_by_corr: FastMap::with_capacity_and_hasher(activities, Default::default()),
             token_by_corr: FastMap::default(),
             threads: FastMap::default(),
             api_at: Vec::new(),
