@@ -40,6 +40,8 @@ sed -e 's/requests: 3$/requests: 22000/' -e 's/interval_us: 20000/interval_us: 2
   --out large.view.json 2>/dev/null
 # The scenario-size limit itself: tiny files asking for the most operations
 # allowed (12 M: requests × (1 + 4 steps) × 2 for the no-injection twin), and one more.
+# Recording the one at the limit needs a machine with about 10 GB of memory and room
+# for a bundle of several GB (README "Limits").
 sed -e 's/requests: 3$/requests: 1200000/' -e 's/interval_us: 20000/interval_us: 100/' \
   -e 's/^name: .*/name: abuse.at-the-ops-limit/' "$SCENARIO" > at-ops-limit.yaml
 sed -e 's/requests: 3$/requests: 1200001/' -e 's/interval_us: 20000/interval_us: 100/' \

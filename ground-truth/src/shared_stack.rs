@@ -73,15 +73,7 @@ thread_local! {
 /// earlier on this thread.
 fn shared_on_this_thread(frames: Vec<SharedStr>) -> SharedStack {
     READ_STACKS.with_borrow_mut(|seen| {
-        if let Some(s) = seen.get(frames.as_slice()) {
-            return s.clone();
-        }
-        if seen.len() >= SHARED_WHILE_READING {
-            seen.clear();
-        }
-        let s = SharedStack::from(frames);
-        seen.insert(s.clone());
-        s
+        crate::shared_str::share_from(seen, SHARED_WHILE_READING, frames, SharedStack::from)
     })
 }
 

@@ -132,17 +132,33 @@ thread_local! {
 /// earlier on this thread: a bundle read back shares its repeated names as the
 /// recorder that wrote it did, instead of holding millions of copies.
 fn shared_on_this_thread(text: &str) -> SharedStr {
-    READ_STRINGS.with_borrow_mut(|seen| {
-        if let Some(s) = seen.get(text) {
-            return s.clone();
-        }
-        if seen.len() >= SHARED_WHILE_READING {
-            seen.clear();
-        }
-        let s = SharedStr::from(text);
-        seen.insert(s.clone());
-        s
-    })
+    READ_STRINGS
+        .with_borrow_mut(|seen| share_from(seen, SHARED_WHILE_READING, text, SharedStr::from))
+}
+
+/// The value in `seen` equal to `key`, or a new one made from it and kept, `seen`
+/// starting over once it holds `limit` values (what each reading thread's table of
+/// shared strings and stacks does).
+pub(crate) fn share_from<T, Q>(
+    seen: &mut rustc_hash::FxHashSet<T>,
+    limit: usize,
+    key: Q,
+    make: impl FnOnce(Q) -> T,
+) -> T
+where
+    T: Clone + Eq + std::hash::Hash + Borrow<Q::Target>,
+    Q: Deref,
+    Q::Target: Eq + std::hash::Hash,
+{
+    if let Some(s) = seen.get(&*key) {
+        return s.clone();
+    }
+    if seen.len() >= limit {
+        seen.clear();
+    }
+    let s = make(key);
+    seen.insert(s.clone());
+    s
 }
 
 impl Serialize for SharedStr {
