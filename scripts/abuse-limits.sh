@@ -39,10 +39,12 @@ sed -e 's/requests: 3$/requests: 22000/' -e 's/interval_us: 20000/interval_us: 2
 "$BIN" view --bundle large.bundle.json --collectors combined --mode instrumented \
   --out large.view.json 2>/dev/null
 # The scenario-size limit itself: tiny files asking for the most operations
-# allowed (1.5 M: requests × (1 + 4 steps) × 2 for the no-injection twin), and one more.
-sed -e 's/requests: 3$/requests: 150000/' -e 's/interval_us: 20000/interval_us: 100/' \
+# allowed (12 M: requests × (1 + 4 steps) × 2 for the no-injection twin), and one more.
+# Recording the one at the limit needs a machine with about 10 GB of memory and room
+# for a bundle of several GB (README "Limits").
+sed -e 's/requests: 3$/requests: 1200000/' -e 's/interval_us: 20000/interval_us: 100/' \
   -e 's/^name: .*/name: abuse.at-the-ops-limit/' "$SCENARIO" > at-ops-limit.yaml
-sed -e 's/requests: 3$/requests: 150001/' -e 's/interval_us: 20000/interval_us: 100/' \
+sed -e 's/requests: 3$/requests: 1200001/' -e 's/interval_us: 20000/interval_us: 100/' \
   -e 's/^name: .*/name: abuse.past-the-ops-limit/' "$SCENARIO" > past-ops-limit.yaml
 # The same with one step per request: the most requests allowed.
 python3 - "$SCENARIO" > at-requests-limit.yaml <<'PY'
@@ -52,7 +54,7 @@ head, rest = s.split("    steps:\n", 1)
 tail = rest[rest.index("injection:"):]
 one = "    steps:\n      - {op: kernel, id: gemm, stream: compute, name: gemm, duration_us: 1}\n"
 s = head + one + tail
-s = s.replace("requests: 3\n", "requests: 375000\n").replace("interval_us: 20000", "interval_us: 10")
+s = s.replace("requests: 3\n", "requests: 3000000\n").replace("interval_us: 20000", "interval_us: 10")
 print(s.replace("name: late-launch-vs-device-queueing.occupancy-hog", "name: abuse.at-the-requests-limit"), end="")
 PY
 

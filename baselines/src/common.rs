@@ -7,6 +7,7 @@ use crate::analysis::{self, ranked, Peers};
 use crate::index::{Index, Pos};
 use crate::VERSION;
 use ground_truth::trace::{Record, Rid, SyncType};
+use ground_truth::SharedStr;
 use ground_truth::{
     Attribution, CauseLabel, ClaimedEdge, Diagnosis, EdgeType, Evidence, Explanation,
     ExplanationMeta, Query, TraceView, SCHEMA_VERSION,
@@ -95,10 +96,10 @@ pub(crate) fn attribution_targets(ix: &Index) -> Vec<Pos> {
     v
 }
 
-pub(crate) fn attribution(ix: &Index, p: Pos, token: Option<String>) -> Attribution {
+pub(crate) fn attribution(ix: &Index, p: Pos, token: Option<impl Into<SharedStr>>) -> Attribution {
     Attribution {
         rid: ix.rid(p),
-        request: token.unwrap_or_else(|| Attribution::UNKNOWN.to_string()),
+        request: token.map_or_else(Attribution::unknown_request, Into::into),
     }
 }
 

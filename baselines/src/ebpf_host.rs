@@ -49,7 +49,7 @@ impl<'a> Eb<'a> {
         let ix = &self.ix;
         match ix.rec(p) {
             Record::Uprobe { .. } => Some((p, 1.0)),
-            Record::Api { .. } => ix.uprobe_of_api.get(&p).map(|&u| (u, 1.0)),
+            Record::Api { .. } => ix.uprobe_of_api(p).map(|u| (u, 1.0)),
             r if r.is_device_op() => {
                 let (q, _, s, _) = r.device_times()?;
                 let k = self

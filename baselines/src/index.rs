@@ -84,6 +84,47 @@ impl CallKind {
     }
 }
 
+/// Records' positions by rid. Recorders number records densely (the simulator's rids
+/// are a permutation of 1..=n), so a table indexed by rid is the usual case: a tenth
+/// of a hash map's memory at ten million records, and one cache miss per lookup.
+/// Rids spread wider than twice the record count fall back to a map.
+#[derive(Debug)]
+enum RidPositions {
+    Dense(Vec<Pos>),
+    Sparse(FastMap<Rid, Pos>),
+}
+
+impl RidPositions {
+    fn of(recs: &[Record]) -> Self {
+        let highest = recs.iter().map(Record::rid).max().unwrap_or(0);
+        let dense_limit = 2 * recs.len() as u64 + 16;
+        if highest < dense_limit {
+            let mut table = vec![NO_RECORD; highest as usize + 1];
+            // A repeated rid keeps its last record, as the map does.
+            for (p, r) in recs.iter().enumerate() {
+                table[r.rid() as usize] = p as Pos;
+            }
+            RidPositions::Dense(table)
+        } else {
+            let mut map = FastMap::with_capacity_and_hasher(recs.len(), Default::default());
+            for (p, r) in recs.iter().enumerate() {
+                map.insert(r.rid(), p as Pos);
+            }
+            RidPositions::Sparse(map)
+        }
+    }
+
+    fn get(&self, rid: Rid) -> Option<Pos> {
+        match self {
+            RidPositions::Dense(table) => usize::try_from(rid)
+                .ok()
+                .and_then(|i| table.get(i).copied())
+                .filter(|&p| p != NO_RECORD),
+            RidPositions::Sparse(map) => map.get(&rid).copied(),
+        }
+    }
+}
+
 /// Per-thread host records, each list sorted by start time.
 #[derive(Debug, Default, Clone)]
 pub struct ThreadRecs {
@@ -101,16 +142,18 @@ pub struct ThreadRecs {
 pub struct Index<'a> {
     pub view: &'a TraceView,
     pub recs: &'a [Record],
-    pub pos_of: FastMap<Rid, Pos>,
+    /// Each record's position by rid ([`Index::pos`]).
+    pos_of: RidPositions,
     pub api_by_corr: FastMap<u32, Pos>,
     /// CUPTI activity records (device ops, cuda_event, sync) by correlation id.
     pub acts_by_corr: FastMap<u32, Activities>,
-    /// Request token from external correlation records, by correlation id.
-    pub token_by_corr: FastMap<u32, SharedStr>,
+    /// Request token from external correlation records, by correlation id: an
+    /// index into `tokens` ([`Index::token_of_corr`]).
+    token_by_corr: FastMap<u32, u32>,
     pub threads: FastMap<u32, ThreadRecs>,
-    /// api position → uprobe position, and back (same thread, uprobe inside the call).
-    pub uprobe_of_api: FastMap<Pos, Pos>,
-    pub api_of_uprobe: FastMap<Pos, Pos>,
+    /// Each uprobe's paired api record by position (`NO_RECORD` for none; the
+    /// pairing's other direction is `uprobe_at`): same thread, uprobe inside the call.
+    api_at: Vec<Pos>,
     /// Each record's launching API record ([`Index::launch_api`]), by position
     /// (`NO_RECORD` for none): asked for many times per op, looked up once.
     launch_of: Vec<Pos>,
@@ -136,16 +179,29 @@ pub struct Index<'a> {
 impl<'a> Index<'a> {
     pub fn new(view: &'a TraceView) -> Self {
         let recs = &view.records[..];
+        // The correlation maps sized once: growing them rehashes into a table twice
+        // the size while the old one is still held, the peak of a large view's index.
+        let (mut apis, mut activities) = (0, 0);
+        for r in recs {
+            match r {
+                Record::Api { .. } => apis += 1,
+                Record::Kernel { .. }
+                | Record::Memcpy { .. }
+                | Record::Memset { .. }
+                | Record::Sync { .. }
+                | Record::CudaEvent { .. } => activities += 1,
+                _ => {}
+            }
+        }
         let mut ix = Index {
             view,
             recs,
-            pos_of: FastMap::with_capacity_and_hasher(recs.len(), Default::default()),
-            api_by_corr: FastMap::default(),
-            acts_by_corr: FastMap::default(),
+            pos_of: RidPositions::of(recs),
+            api_by_corr: FastMap::with_capacity_and_hasher(apis, Default::default()),
+            acts_by_corr: FastMap::with_capacity_and_hasher(activities, Default::default()),
             token_by_corr: FastMap::default(),
             threads: FastMap::default(),
-            uprobe_of_api: FastMap::default(),
-            api_of_uprobe: FastMap::default(),
+            api_at: Vec::new(),
             launch_of: Vec::new(),
             token_of: Vec::new(),
             tokens: Vec::new(),
@@ -161,7 +217,6 @@ impl<'a> Index<'a> {
         let mut token_ix_by_corr: FastMap<u32, u32> = FastMap::default();
         for (i, r) in recs.iter().enumerate() {
             let p = i as Pos;
-            ix.pos_of.insert(r.rid(), p);
             match r {
                 Record::Api {
                     correlation_id,
@@ -217,10 +272,6 @@ impl<'a> Index<'a> {
             })
             .map(|a| a.unwrap_or(NO_RECORD))
             .collect();
-        ix.token_by_corr = token_ix_by_corr
-            .iter()
-            .map(|(&c, &t)| (c, ix.tokens[t as usize].clone()))
-            .collect();
         ix.token_of = recs
             .iter()
             .map(|r| {
@@ -229,6 +280,7 @@ impl<'a> Index<'a> {
                     .unwrap_or(NO_TOKEN)
             })
             .collect();
+        ix.token_by_corr = token_ix_by_corr;
         // Classified once per distinct name (names are shared strings).
         let mut kinds: FastMap<(*const u8, usize), CallKind> = FastMap::default();
         ix.call_kinds = (0..recs.len() as Pos)
@@ -284,13 +336,11 @@ impl<'a> Index<'a> {
             t.calls = calls;
         }
         ix.uprobe_at = vec![NO_RECORD; recs.len()];
+        ix.api_at = vec![NO_RECORD; recs.len()];
+        // An api record paired twice keeps its last pairing.
         for (a, u) in pairs {
-            ix.uprobe_of_api.insert(a, u);
-            ix.api_of_uprobe.insert(u, a);
-        }
-        // The map keeps the last pairing of an api record; so does the array.
-        for (&a, &u) in &ix.uprobe_of_api {
             ix.uprobe_at[a as usize] = u;
+            ix.api_at[u as usize] = a;
         }
         let mut all: Vec<Pos> = ix
             .threads
@@ -311,7 +361,23 @@ impl<'a> Index<'a> {
     }
 
     pub fn pos(&self, rid: Rid) -> Option<Pos> {
-        self.pos_of.get(&rid).copied()
+        self.pos_of.get(rid)
+    }
+
+    /// The uprobe paired with an api record (same thread, inside the call).
+    pub fn uprobe_of_api(&self, api: Pos) -> Option<Pos> {
+        Some(self.uprobe_at[api as usize]).filter(|&u| u != NO_RECORD)
+    }
+
+    /// The api record a uprobe is paired with.
+    pub fn api_of_uprobe(&self, uprobe: Pos) -> Option<Pos> {
+        Some(self.api_at[uprobe as usize]).filter(|&a| a != NO_RECORD)
+    }
+
+    /// The request token of a correlation id (external correlation records).
+    pub fn token_of_corr(&self, correlation_id: u32) -> Option<&SharedStr> {
+        let t = *self.token_by_corr.get(&correlation_id)?;
+        Some(&self.tokens[t as usize])
     }
 
     pub fn start(&self, p: Pos) -> Ns {
@@ -325,7 +391,7 @@ impl<'a> Index<'a> {
     /// The canonical host call for an api or uprobe record (the api when paired).
     pub fn canonical_call(&self, p: Pos) -> Pos {
         match self.rec(p) {
-            Record::Uprobe { .. } => self.api_of_uprobe.get(&p).copied().unwrap_or(p),
+            Record::Uprobe { .. } => self.api_of_uprobe(p).unwrap_or(p),
             _ => p,
         }
     }

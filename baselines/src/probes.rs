@@ -84,7 +84,7 @@ impl Profiler for Probe {
             if r.is_device_op() {
                 out.attribution.push(Attribution {
                     rid: r.rid(),
-                    request: Attribution::UNKNOWN.to_string(),
+                    request: Attribution::unknown_request(),
                 });
             }
         }

@@ -103,7 +103,7 @@ impl ViewBuilder {
         stack: &[&str],
     ) -> Rid {
         let rid = self.rid();
-        let stack = stack.iter().map(|&s| s.into()).collect();
+        let stack = stack.iter().copied().collect();
         self.push(Record::Uprobe {
             rid,
             tid,

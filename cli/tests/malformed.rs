@@ -539,7 +539,7 @@ fn scenario_past_the_limits() {
     );
     bad_scenario(
         &with("requests: 3", "requests: 10000000"),
-        "over the limit of 1500000",
+        "over the limit of 12000000",
     );
 }
 

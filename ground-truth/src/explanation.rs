@@ -3,6 +3,7 @@
 
 use crate::graph::{EdgeType, Phases};
 use crate::labels::{CauseLabel, Evidence};
+use crate::shared_str::SharedStr;
 use crate::trace::Rid;
 use crate::view::{TraceView, ViewSpec};
 use schemars::JsonSchema;
@@ -27,11 +28,19 @@ pub struct ClaimedEdge {
 pub struct Attribution {
     pub rid: Rid,
     /// Request token, or `"unknown"` to abstain.
-    pub request: String,
+    // Shared: a profiler attributes millions of records to a few thousand requests.
+    pub request: SharedStr,
 }
 
 impl Attribution {
     pub const UNKNOWN: &'static str = "unknown";
+
+    /// [`Attribution::UNKNOWN`] as a request: one allocation for every record so attributed.
+    pub fn unknown_request() -> SharedStr {
+        static UNKNOWN: std::sync::LazyLock<SharedStr> =
+            std::sync::LazyLock::new(|| SharedStr::from(Attribution::UNKNOWN));
+        UNKNOWN.clone()
+    }
     pub fn is_unknown(&self) -> bool {
         self.request == Self::UNKNOWN
     }

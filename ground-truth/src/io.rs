@@ -699,7 +699,7 @@ mod tests {
                     enter: 2,
                     exit: 3,
                     handle: 4,
-                    stack: vec![s("a"), s("b")],
+                    stack: vec![s("a"), s("b")].into(),
                 },
                 Record::Sched {
                     rid: rid + 10,

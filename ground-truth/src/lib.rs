@@ -16,6 +16,7 @@ pub mod megakernel;
 pub mod scenario;
 pub mod schema;
 pub mod seed;
+pub mod shared_stack;
 pub mod shared_str;
 pub mod submission;
 pub mod trace;
@@ -29,6 +30,7 @@ pub use graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind, Phases, Sym
 pub use io::{FormatError, Readable};
 pub use labels::{CauseLabel, Collectors, Evidence, Mode, Question};
 pub use scenario::Scenario;
+pub use shared_stack::SharedStack;
 pub use shared_str::SharedStr;
 pub use trace::{Record, Rid};
 pub use view::{Query, TraceView, ViewSpec};

@@ -4,6 +4,12 @@
 //! names, request tokens, step ids, call sites). Sharing one allocation per
 //! distinct string makes creating, cloning and dropping a node free of heap
 //! traffic. On disk it is a plain JSON string, and its schema is `String`'s.
+//!
+//! The handle is one pointer (an `Arc<String>`, not the two words of an `Arc<str>`):
+//! a ground-truth node holds five of them and a large case holds tens of millions of
+//! nodes and records, so the word saved per string is most of a gigabyte at ten
+//! million operations (`causalbench measure large`); the extra hop to the bytes is
+//! paid only when a string is read, never when it is shared.
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,7 +19,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct SharedStr(Arc<str>);
+pub struct SharedStr(Arc<String>);
 
 impl SharedStr {
     pub fn as_str(&self) -> &str {
@@ -42,19 +48,19 @@ impl Borrow<str> for SharedStr {
 
 impl fmt::Display for SharedStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&*self.0, f)
+        fmt::Display::fmt(self.0.as_str(), f)
     }
 }
 
 impl fmt::Debug for SharedStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.0.as_str(), f)
     }
 }
 
 impl From<&str> for SharedStr {
     fn from(s: &str) -> Self {
-        SharedStr(Arc::from(s))
+        SharedStr(Arc::new(s.to_owned()))
     }
 }
 
@@ -66,43 +72,43 @@ impl From<&SharedStr> for SharedStr {
 
 impl From<&String> for SharedStr {
     fn from(s: &String) -> Self {
-        SharedStr(Arc::from(s.as_str()))
+        SharedStr(Arc::new(s.clone()))
     }
 }
 
 impl From<String> for SharedStr {
     fn from(s: String) -> Self {
-        SharedStr(Arc::from(s))
+        SharedStr(Arc::new(s))
     }
 }
 
 impl From<Box<str>> for SharedStr {
     fn from(s: Box<str>) -> Self {
-        SharedStr(Arc::from(s))
+        SharedStr(Arc::new(s.into_string()))
     }
 }
 
 impl From<Arc<str>> for SharedStr {
     fn from(s: Arc<str>) -> Self {
-        SharedStr(s)
+        SharedStr(Arc::new(s.to_string()))
     }
 }
 
 impl From<SharedStr> for String {
     fn from(s: SharedStr) -> Self {
-        s.0.to_string()
+        Arc::unwrap_or_clone(s.0)
     }
 }
 
 impl PartialEq<str> for SharedStr {
     fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
+        self.0.as_str() == other
     }
 }
 
 impl PartialEq<&str> for SharedStr {
     fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
+        self.0.as_str() == *other
     }
 }
 
@@ -126,17 +132,33 @@ thread_local! {
 /// earlier on this thread: a bundle read back shares its repeated names as the
 /// recorder that wrote it did, instead of holding millions of copies.
 fn shared_on_this_thread(text: &str) -> SharedStr {
-    READ_STRINGS.with_borrow_mut(|seen| {
-        if let Some(s) = seen.get(text) {
-            return s.clone();
-        }
-        if seen.len() >= SHARED_WHILE_READING {
-            seen.clear();
-        }
-        let s = SharedStr::from(text);
-        seen.insert(s.clone());
-        s
-    })
+    READ_STRINGS
+        .with_borrow_mut(|seen| share_from(seen, SHARED_WHILE_READING, text, SharedStr::from))
+}
+
+/// The value in `seen` equal to `key`, or a new one made from it and kept, `seen`
+/// starting over once it holds `limit` values (what each reading thread's table of
+/// shared strings and stacks does).
+pub(crate) fn share_from<T, Q>(
+    seen: &mut rustc_hash::FxHashSet<T>,
+    limit: usize,
+    key: Q,
+    make: impl FnOnce(Q) -> T,
+) -> T
+where
+    T: Clone + Eq + std::hash::Hash + Borrow<Q::Target>,
+    Q: Deref,
+    Q::Target: Eq + std::hash::Hash,
+{
+    if let Some(s) = seen.get(&*key) {
+        return s.clone();
+    }
+    if seen.len() >= limit {
+        seen.clear();
+    }
+    let s = make(key);
+    seen.insert(s.clone());
+    s
 }
 
 impl Serialize for SharedStr {
@@ -195,6 +217,19 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&tokens).unwrap()).unwrap();
         assert!(read.iter().zip(&tokens).all(|(r, t)| r == t));
         assert!(READ_STRINGS.with_borrow(|seen| seen.len()) <= SHARED_WHILE_READING);
+    }
+
+    /// One pointer per string: what a node of five strings and a record are sized by.
+    #[test]
+    fn a_shared_string_is_one_word() {
+        assert_eq!(
+            std::mem::size_of::<SharedStr>(),
+            std::mem::size_of::<usize>()
+        );
+        assert_eq!(
+            std::mem::size_of::<Option<SharedStr>>(),
+            std::mem::size_of::<usize>()
+        );
     }
 
     #[test]

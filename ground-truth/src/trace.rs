@@ -1,7 +1,7 @@
 //! Trace records (docs/records.md): every record the reference recorder saw, each with a
 //! stable record id. One clock domain: CLOCK_MONOTONIC nanoseconds.
 
-use crate::{Ns, SharedStr};
+use crate::{Ns, SharedStack, SharedStr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -204,8 +204,9 @@ pub enum Record {
         /// Raw first handle argument (stream or event or graph exec), 0 if none.
         #[serde(default)]
         handle: u64,
-        /// Symbolized user stack, innermost frame first.
-        stack: Vec<SharedStr>,
+        /// Symbolized user stack, innermost frame first (shared: a call site's
+        /// stack repeats in every call it makes).
+        stack: SharedStack,
     },
     /// Scheduler switch-out/in interval of one thread.
     Sched {

@@ -305,7 +305,7 @@ fn times_that_would_overflow_nanoseconds_are_refused() {
 fn scenario_sizes_past_the_limit_are_refused_before_anything_runs() {
     let e = scenario_error("requests: 3", "requests: 10000000");
     assert_eq!(e.path, ".programs", "{e}");
-    assert!(e.message.contains("over the limit of 1500000"), "{e}");
+    assert!(e.message.contains("over the limit of 12000000"), "{e}");
     let e = scenario_error(
         "  - name: host\n",
         "  - name: host\n    count: 4000000000\n",

@@ -254,10 +254,10 @@ mod tests {
             enter,
             exit,
             handle: 0,
-            stack: vec![
+            stack: ground_truth::SharedStack::from(vec![
                 "libcuda.so.1!cuLaunchKernel".into(),
                 format!("app!{site}").into(),
-            ],
+            ]),
         }
     }
 

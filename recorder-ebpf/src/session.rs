@@ -590,7 +590,7 @@ fn build_records(
                     enter: e.t0,
                     exit: e.t1.max(e.t0),
                     handle: e.arg,
-                    stack,
+                    stack: stack.into(),
                 }
             }
             EV_SCHED => Record::Sched {

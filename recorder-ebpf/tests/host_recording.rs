@@ -139,7 +139,7 @@ fn uprobes_record_tid_times_handle_and_stack() {
     eprintln!("uprobes: {}", summary(&trace));
     assert_eq!(trace.ringbuffer_dropped, 0);
 
-    type Probe<'a> = (&'a str, u32, u64, u64, u64, &'a Vec<SharedStr>);
+    type Probe<'a> = (&'a str, u32, u64, u64, u64, &'a [SharedStr]);
     let probes: Vec<Probe> = trace
         .records
         .iter()
@@ -152,7 +152,7 @@ fn uprobes_record_tid_times_handle_and_stack() {
                 handle,
                 stack,
                 ..
-            } => Some((function.as_str(), *tid, *enter, *exit, *handle, stack)),
+            } => Some((function.as_str(), *tid, *enter, *exit, *handle, &stack[..])),
             _ => None,
         })
         .collect();
@@ -257,11 +257,11 @@ fn stack_capture_modes_keep_each_call_site() {
             black_box(causalbench_second_site(black_box(20_000 + i)));
         }
         let trace = rec.stop();
-        let hits: Vec<(u64, &Vec<SharedStr>)> = trace
+        let hits: Vec<(u64, &[SharedStr])> = trace
             .records
             .iter()
             .filter_map(|r| match r {
-                Record::Uprobe { handle, stack, .. } => Some((*handle, stack)),
+                Record::Uprobe { handle, stack, .. } => Some((*handle, &stack[..])),
                 _ => None,
             })
             .collect();
@@ -340,11 +340,13 @@ fn perf_map_names_the_call_site_frame() {
         black_box(causalbench_named_caller(black_box(4242 + i)));
     }
     let trace = rec.stop();
-    let stacks: Vec<&Vec<SharedStr>> = trace
+    let stacks: Vec<&[SharedStr]> = trace
         .records
         .iter()
         .filter_map(|r| match r {
-            Record::Uprobe { handle, stack, .. } if (4242..4247).contains(handle) => Some(stack),
+            Record::Uprobe { handle, stack, .. } if (4242..4247).contains(handle) => {
+                Some(&stack[..])
+            }
             _ => None,
         })
         .collect();

@@ -15,8 +15,8 @@ impl Graph<'_> {
             return ix.token(p).cloned();
         }
         match r {
-            Record::Uprobe { tid, enter, .. } => match ix.api_of_uprobe.get(&p) {
-                Some(&a) => self.token(a),
+            Record::Uprobe { tid, enter, .. } => match ix.api_of_uprobe(p) {
+                Some(a) => self.token(a),
                 None => ix.task_token_on(*tid, *enter).map(SharedStr::from),
             },
             _ => None,

@@ -36,10 +36,8 @@ impl Graph<'_> {
                                 if let Some((q, _, _, _)) =
                                     self.ix.rec(a).device_times().filter(|t| t.0 > 0)
                                 {
-                                    self.lost_calls.push((
-                                        self.ix.token_by_corr.get(&c).map(|t| t.to_string()),
-                                        q,
-                                    ));
+                                    self.lost_calls
+                                        .push((self.ix.token_of_corr(c).map(|t| t.to_string()), q));
                                 }
                             }
                         }

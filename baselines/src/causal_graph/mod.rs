@@ -126,8 +126,7 @@ impl Profiler for CausalGraph {
             out.edge(&g.ix, m.at, m.at, m.kind, Evidence::Missing, m.conf);
         }
         for p in attribution_targets(&g.ix) {
-            out.attribution
-                .push(attribution(&g.ix, p, g.token(p).map(String::from)));
+            out.attribution.push(attribution(&g.ix, p, g.token(p)));
         }
         for q in &view.queries {
             out.diagnoses.push(g.diagnose(q).diagnosis);

@@ -353,7 +353,7 @@ impl Graph<'_> {
             match stream {
                 Some(s) => {
                     let t = ix.start(api);
-                    if let Some(&u) = ix.uprobe_of_api.get(&api) {
+                    if let Some(u) = ix.uprobe_of_api(api) {
                         if let Record::Uprobe { handle, .. } = ix.rec(u) {
                             if *handle != 0 {
                                 handle_obs.entry(*handle).or_default().push((t, s));
@@ -384,7 +384,7 @@ impl Graph<'_> {
         orphans.sort_unstable();
         for api in orphans {
             let t = ix.start(api);
-            let by_handle = ix.uprobe_of_api.get(&api).and_then(|&u| match ix.rec(u) {
+            let by_handle = ix.uprobe_of_api(api).and_then(|u| match ix.rec(u) {
                 Record::Uprobe { handle, .. } if *handle != 0 => {
                     handle_obs.get(handle).and_then(|v| nearest(v, t))
                 }

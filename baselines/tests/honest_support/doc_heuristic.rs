@@ -87,7 +87,7 @@ impl Profiler for DocHeuristic {
             let tok = op.correlation_id().and_then(|c| token_of.get(&c).cloned());
             attribution.push(Attribution {
                 rid: op.rid(),
-                request: tok.unwrap_or_else(|| Attribution::UNKNOWN.to_string()),
+                request: tok.map_or_else(Attribution::unknown_request, Into::into),
             });
         }
         let mut diagnoses = Vec::new();

@@ -213,7 +213,7 @@ impl Fixture {
                 enter: 101,
                 exit: 104,
                 handle: 0,
-                stack: vec![],
+                stack: Default::default(),
             },
             kernel(r(20), 200, 1),
             api(r(30), 300, 2),

@@ -349,7 +349,9 @@ mod tests {
                     enter: 1_050,
                     exit: 1_950,
                     handle: 5,
-                    stack: vec!["libcuda.so.1!cuLaunchKernel".into(), "app!site".into()],
+                    stack: ["libcuda.so.1!cuLaunchKernel", "app!site"]
+                        .into_iter()
+                        .collect(),
                 },
                 Record::Uprobe {
                     rid: 1,
@@ -358,7 +360,7 @@ mod tests {
                     enter: 1_050,
                     exit: 1_950,
                     handle: 5,
-                    stack: vec![],
+                    stack: Default::default(),
                 },
                 Record::Sched {
                     rid: 2,
@@ -383,7 +385,7 @@ mod tests {
                     enter: 90_000,
                     exit: 91_000,
                     handle: 0,
-                    stack: vec![],
+                    stack: Default::default(),
                 },
             ],
             ringbuffer_dropped: 3,

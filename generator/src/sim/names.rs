@@ -5,7 +5,9 @@
 
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::trace::{ApiDomain, CopyDirection};
-use ground_truth::SharedStr;
+use ground_truth::{SharedStack, SharedStr};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// A CUDA API call the simulated application makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +192,9 @@ pub struct Names {
     steps: Vec<Vec<StepNames>>,
     /// Kernel names of each graph's nodes, indexed by graph, then node.
     graph_kernels: Vec<Vec<SharedStr>>,
+    /// The stacks made so far, by call and call site: every uprobe record of the
+    /// same call from the same site shares one.
+    stacks: RefCell<HashMap<(usize, Option<SharedStr>), SharedStack>>,
 }
 
 impl Names {
@@ -228,6 +233,7 @@ impl Names {
             stream_wait: "stream wait".into(),
             steps,
             graph_kernels,
+            stacks: Default::default(),
         }
     }
 
@@ -244,14 +250,21 @@ impl Names {
     /// The user stack of the call, innermost frame first: the libcuda entry
     /// point, the runtime's frame (runtime calls), the call site (or the
     /// worker loop), `main`.
-    pub fn stack(&self, api: Api, call_site: Option<&SharedStr>) -> Vec<SharedStr> {
-        let names = &self.apis[api as usize];
-        let mut stack = Vec::with_capacity(4);
-        stack.push(names.driver_fn.clone());
-        stack.extend(names.runtime_frame.clone());
-        stack.push(call_site.unwrap_or(&self.worker_frame).clone());
-        stack.push(self.main_frame.clone());
-        stack
+    pub fn stack(&self, api: Api, call_site: Option<&SharedStr>) -> SharedStack {
+        let key = (api as usize, call_site.cloned());
+        self.stacks
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| {
+                let names = &self.apis[api as usize];
+                let mut stack = Vec::with_capacity(4);
+                stack.push(names.driver_fn.clone());
+                stack.extend(names.runtime_frame.clone());
+                stack.push(call_site.unwrap_or(&self.worker_frame).clone());
+                stack.push(self.main_frame.clone());
+                stack.into()
+            })
+            .clone()
     }
 
     pub fn memcpy(&self, direction: CopyDirection) -> &SharedStr {

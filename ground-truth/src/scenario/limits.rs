@@ -7,12 +7,12 @@ use super::{Scenario, Step};
 /// Operations a scenario may execute: every request of every program, every
 /// step of every request and every node of every graph launch, counted twice
 /// when the scenario has an injection (its no-injection twin runs too). What a
-/// recording holds in memory grows with this count, about 1.1 KB per
-/// operation on the simulator (`scripts/abuse-limits.sh`): at the limit a
-/// recording stays under 2 GB, and the simulator's scale benchmark
-/// (`generator/benches/scenarios/launch-bound-1m.yaml`, 1.01 M operations, a
-/// 1.2 GB bundle) fits.
-pub const MAX_SCENARIO_OPS: u64 = 1_500_000;
+/// recording holds in memory grows with this count, about 0.8 KB per
+/// operation on the simulator (`causalbench measure large`: 8.2 GB at 10.1 M):
+/// at the limit a recording stays under 10 GB, and the large case of issue 20
+/// (`causalbench measure large --ops 10000000`, ten million launches, 10.1 M
+/// operations) fits.
+pub const MAX_SCENARIO_OPS: u64 = 12_000_000;
 
 /// Host threads, every thread of every pool counted (the GPU backend starts
 /// each one).
