@@ -21,7 +21,9 @@
 //!   overlapped it) is a candidate predecessor, and all candidates are kept
 //!   except those implied through another one (transitive reduction): fan-in
 //!   keeps every predecessor. Stream-order edges into and out of a multi-node
-//!   launch depend on that topology and are inferred too.
+//!   launch depend on that topology and are inferred too; every entry node of a
+//!   launch follows the item before the launch, on whichever stream CUPTI
+//!   reports the node (the driver runs a graph's branches on streams of its own).
 //! - *sync* (explicit/observed): the device work a blocking call waited for
 //!   (stream/event/context synchronize, the implicit fence of a pageable copy).
 //! - *request* (explicit): request tokens from external correlation records and
@@ -52,7 +54,9 @@
 //! request, the same stream when one shares it), since no twin is visible: a
 //! name launched from several call contexts is several operations. Each phase's
 //! excess over the peers' median is lateness above its noise floor (the peers'
-//! own spread, and for device phases a quarter of the op's typical latency); a
+//! own spread, and for device phases a quarter of the op's typical latency; an
+//! op launched late must finish later than its peers by three times their
+//! spread, the label check's margin, `analysis::SPREAD_MARGIN`); a
 //! host stall that the thread's scheduler or page-fault records show is
 //! lateness whatever the device op's length. Without peers only what the
 //! records explain is lateness: stall records, and absolute waits on a gate.
