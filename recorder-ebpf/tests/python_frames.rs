@@ -99,7 +99,7 @@ fn a_python_frame_is_named_through_the_perf_map() {
     let trace = recorder.stop();
     writeln!(stdin, "exit").unwrap();
     let _ = child.wait();
-    let stacks: Vec<&Vec<ground_truth::SharedStr>> = trace
+    let stacks: Vec<&ground_truth::SharedStack> = trace
         .records
         .iter()
         .filter_map(|r| match r {

@@ -42,7 +42,7 @@ fn kineto_host_views_exist_only_with_host_records_and_keep_them() {
         enter: start,
         exit: start + 10,
         handle: 0,
-        stack: vec!["py::Run.copy:<string>".into()],
+        stack: vec!["py::Run.copy:<string>".into()].into(),
     });
     assert_eq!(
         kinds(&bundle),

@@ -256,7 +256,10 @@ mod tests {
             enter,
             exit: enter + 10,
             handle: 0,
-            stack: stack.iter().map(|s| (*s).into()).collect(),
+            stack: stack
+                .iter()
+                .map(|s| ground_truth::SharedStr::from(*s))
+                .collect(),
         };
         let stack = [
             "libcuda.so.1+0x10",
