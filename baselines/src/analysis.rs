@@ -10,6 +10,10 @@ use std::collections::HashMap;
 /// Lateness below this is noise (ns).
 pub const NOISE_NS: f64 = 20_000.0;
 
+/// How far back before a call with no host predecessor on its thread (ns) that
+/// thread's scheduler and page-fault records still count as stalls of the call.
+pub const STALL_LOOKBACK_NS: ground_truth::Ns = 50_000_000;
+
 /// How many times the peers' own spread a host-side lateness must pass. The
 /// label check calls a symptom late only beyond three times the drift between
 /// two quiet runs (docs/scenario-space.md, "Labels from the truth"); a

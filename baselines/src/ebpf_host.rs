@@ -187,9 +187,10 @@ impl Profiler for EbpfHost {
                         if ev == Evidence::Observed { 0.9 } else { 0.6 },
                     );
                 }
-                let from = prev
-                    .map(|p| ix.end(p))
-                    .unwrap_or(ix.start(u).saturating_sub(50_000_000));
+                let from = prev.map(|p| ix.end(p)).unwrap_or(
+                    ix.start(u)
+                        .saturating_sub(crate::analysis::STALL_LOOKBACK_NS),
+                );
                 let st = ix.host_stalls(tid, from, ix.start(u));
                 if st.desched_ns >= NOISE_NS {
                     if let Some(s) = st.last_sched {
@@ -274,9 +275,10 @@ impl Profiler for EbpfHost {
             );
             let tid = ix.rec(u).tid().unwrap_or(0);
             let prev = eb.prev_op(u);
-            let from = prev
-                .map(|x| ix.end(x))
-                .unwrap_or(ix.start(u).saturating_sub(50_000_000));
+            let from = prev.map(|x| ix.end(x)).unwrap_or(
+                ix.start(u)
+                    .saturating_sub(crate::analysis::STALL_LOOKBACK_NS),
+            );
             let st = ix.host_stalls(tid, from, ix.start(u));
             let mut causes = vec![
                 (CauseLabel::CpuDeschedule, st.desched_ns),

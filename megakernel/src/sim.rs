@@ -209,6 +209,8 @@ pub fn run_with_programs(
             clock = clock.max(rd + t.hold_ns as u64);
         }
         let queue_phase = clock.saturating_sub(rd);
+        // What every hook of this task sees but its own timestamps.
+        let base = context(task, &h, wk, &tail, &head, [notify_phase, queue_phase]);
         let mut wait_phase = 0;
         let hook_cost = |wrote: bool| {
             if wrote {
@@ -247,7 +249,7 @@ pub fn run_with_programs(
                 ts_end: wb + wait_phase,
                 wait_ns: wait_phase,
                 hook: Hook::DepWait as u32,
-                ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
+                ..base
             };
             clock += program_cost(&mut programs, Hook::DepWait, &ctx, costs);
         }
@@ -259,7 +261,7 @@ pub fn run_with_programs(
             ts_end: start,
             wait_ns: wait_phase,
             hook: Hook::TaskBegin as u32,
-            ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
+            ..base
         };
         // The start hook is written, and the begin program run, before the
         // body begins; their cost delays the body.
@@ -287,7 +289,7 @@ pub fn run_with_programs(
             ts_end: end,
             wait_ns: wait_phase,
             hook: Hook::TaskEnd as u32,
-            ..context(task, &h, wk, &tail, &head, [notify_phase, queue_phase])
+            ..base
         };
         clock += program_cost(&mut programs, Hook::TaskEnd, &ctx, costs);
         if mon.aggregate(wk, &h, [notify_phase, queue_phase, wait_phase, exec_phase]) {

@@ -2,7 +2,7 @@
 //! records of the calling thread).
 
 use super::graph::{Graph, E};
-use crate::analysis::NOISE_NS;
+use crate::analysis::{NOISE_NS, STALL_LOOKBACK_NS};
 use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{MarkerPhase, Record};
@@ -230,7 +230,7 @@ impl Graph<'_> {
                 if !matches!(ix.rec(p), Record::Marker { .. }) {
                     let from = prev
                         .map(|pp| ix.end(pp))
-                        .unwrap_or(ix.start(p).saturating_sub(50_000_000));
+                        .unwrap_or(ix.start(p).saturating_sub(STALL_LOOKBACK_NS));
                     let st = ix.host_stalls(tid, from, ix.start(p));
                     if st.desched_ns >= NOISE_NS {
                         if let Some(s) = st.last_sched {

@@ -140,7 +140,10 @@ impl Graph<'_> {
         let from = self
             .incoming_of(call, ground_truth::EdgeType::HostOrder)
             .map(|e| ix.end(e.src))
-            .unwrap_or_else(|| ix.start(call).saturating_sub(50_000_000));
+            .unwrap_or_else(|| {
+                ix.start(call)
+                    .saturating_sub(crate::analysis::STALL_LOOKBACK_NS)
+            });
         let st = ix.host_stalls(tid, from.min(ix.start(call)), ix.start(call));
         let total = match label {
             CauseLabel::CpuDeschedule => st.desched_ns,
