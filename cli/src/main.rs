@@ -24,6 +24,7 @@ mod shard;
 mod site;
 mod submit;
 mod torch;
+mod torch_attribution;
 mod torch_fences;
 mod track;
 

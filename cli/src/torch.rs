@@ -22,6 +22,10 @@ pub enum TorchCommand {
     /// The Python function that forced each implicit-sync fence of a torch corpus, as
     /// Kineto's stacks and the eBPF host stacks name it, scored against the truth.
     FenceLines(crate::torch_fences::FenceLinesArgs),
+    /// Operator attribution of a torch.compile'd model's kernels (CUPTI correlation,
+    /// NVTX enclosure, Inductor's metadata) from a compile probe's output, scored
+    /// against Inductor's provenance.
+    Attribution(crate::torch_attribution::AttributionArgs),
 }
 
 #[derive(clap::Args)]
@@ -57,6 +61,7 @@ pub fn torch(command: TorchCommand) -> Result<(), Failure> {
     match command {
         TorchCommand::Record(args) => record(&args),
         TorchCommand::FenceLines(args) => crate::torch_fences::fence_lines(&args),
+        TorchCommand::Attribution(args) => crate::torch_attribution::attribution(&args),
     }
 }
 

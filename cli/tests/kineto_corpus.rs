@@ -225,3 +225,83 @@ fn torch_record_without_torch_exits_2() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+const COMPILE_PROBE: &str = "results/corpus/h200-580-compile";
+
+/// The compiled case's committed probe scores to exactly the committed report
+/// (docs/torch-track.md, "The compiled case").
+#[test]
+fn compile_probe_scores_to_the_committed_attribution() {
+    let root = root();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("attribution.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(&root)
+        .args(["torch", "attribution", "--probe", COMPILE_PROBE, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let committed = std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.json")).unwrap();
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), committed);
+    let markdown = std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.md")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), markdown);
+    let report: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    let methods = report["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), 3);
+    for m in methods {
+        let (attributed, right) = (m["attributed_share"].as_f64().unwrap(), m["right_share"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&right) && right <= attributed + 1e-12, "{m}");
+    }
+}
+
+/// A probe directory without its trace, or with a trace that is not whole steps
+/// of the compiled graph, is refused with exit 2 and the file named.
+#[test]
+fn a_broken_compile_probe_is_refused_naming_the_file() {
+    let root = root();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |probe: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .current_dir(&root)
+            .args(["torch", "attribution", "--probe"])
+            .arg(probe)
+            .output()
+            .unwrap()
+    };
+    let o = run(dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("compiled.kineto.json"));
+    // The committed probe with one kernel event dropped from its trace.
+    let copy = dir.path().join("probe");
+    copy_dir(&root.join(COMPILE_PROBE), &copy);
+    let trace = copy.join("compiled.kineto.json.gz");
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&trace).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    let first_kernel = events.iter().position(|e| e["cat"] == "kernel").unwrap();
+    events.remove(first_kernel);
+    std::fs::remove_file(&trace).unwrap();
+    std::fs::write(copy.join("compiled.kineto.json"), doc.to_string()).unwrap();
+    let o = run(&copy);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("compiled.kineto.json") && err.contains("not whole steps"), "{err}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}

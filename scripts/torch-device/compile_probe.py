@@ -14,7 +14,8 @@ Writes into OUTDIR:
   eager.kineto.json     the same model uncompiled, same annotations (eager kernels are
                         launched inside their ATen operator, the reference case)
   graph.json            the FX graph Dynamo handed to Inductor: per node its name, target,
-                        module path (nn_module_stack) and source line, from a recording backend
+                        module path (nn_module_stack), source line and the annotation region
+                        (`op:<module>`) that line is in, from a recording backend
   inductor/             Inductor's debug trace (output_code.py: per generated kernel, the
                         source nodes and ATen operators it fuses; the provenance mapping
                         where this torch writes one)
@@ -26,6 +27,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import traceback
 
 out = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "compile-probe")
@@ -71,6 +73,40 @@ class Block(torch.nn.Module):
 graph_nodes = []
 
 
+def annotated_regions():
+    """Line number -> annotation name for every statement inside a
+    `with record_function("op:NAME")` block of Block.forward (from its source
+    code, so the regions are the model's by construction)."""
+    import ast
+    import inspect
+    lines, first = inspect.getsourcelines(Block.forward)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    regions = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With):
+            continue
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant):
+                name = str(call.args[0].value)
+                for stmt in node.body:
+                    for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                        regions[first + line - 1] = name
+    return regions
+
+
+REGIONS = annotated_regions()
+
+
+def source_line(stack_trace):
+    """The line of this file in a node's stack trace (the innermost one)."""
+    found = None
+    for m in re.finditer(r'File "([^"]+)", line (\d+)', stack_trace or ""):
+        if os.path.basename(m.group(1)) == os.path.basename(__file__):
+            found = int(m.group(2))
+    return found
+
+
 def recording_backend(gm, example_inputs):
     """Keeps the FX graph Dynamo traced (the operators by construction), then
     compiles it with Inductor as torch.compile's default backend does."""
@@ -82,6 +118,8 @@ def recording_backend(gm, example_inputs):
             "target": str(node.target),
             "module": [str(v[0]) for v in stack.values()],
             "stack_trace": (node.meta.get("stack_trace") or "").strip().splitlines()[-1:],
+            "line": source_line(node.meta.get("stack_trace")),
+            "region": REGIONS.get(source_line(node.meta.get("stack_trace"))),
         })
     from torch._inductor.compile_fx import compile_fx
     return compile_fx(gm, example_inputs)

@@ -12,6 +12,7 @@
 //! executor's own log ([`truth`]); Kineto's events become the bundle's
 //! records ([`observe`]).
 
+pub mod attribution;
 pub mod fence_lines;
 pub mod log;
 pub mod observe;
