@@ -459,3 +459,15 @@ fn a_graph_launch_enters_its_stream_as_one_unit() {
 fn a_run_of_page_faults_is_one_stall() {
     assert_right(&["one-request-fault-run.page-fault"]);
 }
+
+/// A copy whose own transfer took most of its request's time, longer than the
+/// kernel before it, held the path itself (slow copy); the same stall made by a
+/// slow kernel the copy fenced behind is still the fence (one request, so no
+/// peers: a copy's duration is its bytes over the link, the records say which).
+#[test]
+fn a_copy_whose_own_transfer_held_the_path_is_a_slow_copy() {
+    assert_right(&[
+        "one-request-readback.slow-transfer",
+        "one-request-readback.copy-forced-fence",
+    ]);
+}

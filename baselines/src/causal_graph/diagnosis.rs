@@ -399,6 +399,19 @@ impl Graph<'_> {
             if kinds.contains(&EdgeType::Sync) {
                 return CauseLabel::ImplicitSync;
             }
+            // A pageable copy queued behind the work: its call held the host
+            // until the stream drained (docs/gpu-facts.md), an implicit fence.
+            if kinds.contains(&EdgeType::StreamOrder)
+                && matches!(
+                    ix.rec(w[1]),
+                    Record::Memcpy {
+                        memory: ground_truth::trace::HostMemory::Pageable,
+                        ..
+                    }
+                )
+            {
+                return CauseLabel::ImplicitSync;
+            }
             // Past event records and waits the gate is still to come; any other
             // op ends the search.
             let passthrough = matches!(

@@ -13,6 +13,9 @@
 //!   that request that is not on the path: the host decided when it was
 //!   launched. Otherwise the request's first op ran as long as it did, and the
 //!   gate right after it names the delay.
+//! - before the first device op: a copy asked about whose own transfer took
+//!   most of the path's time, longer than any device op before it, held the
+//!   path itself (slow, or sharing the link with other streams' copies).
 
 use super::graph::Graph;
 use crate::index::Pos;
@@ -23,6 +26,10 @@ use ground_truth::CauseLabel;
 /// it is what any host has: natural preemptions and faults last tens of µs
 /// (docs/records.md, "Background noise").
 const STALL_NS: f64 = 50_000.0;
+
+/// The share of its path's time a copy's own transfer must take to be what
+/// held the path (`own_transfer_held`).
+const TRANSFER_SHARE: f64 = 0.5;
 
 impl Graph<'_> {
     /// The root cause of `p`'s timing read from its critical path; `None` when
@@ -66,6 +73,9 @@ impl Graph<'_> {
             if size >= STALL_NS || size >= 0.25 * device_work {
                 return Some(vec![(label, 1.0), (CauseLabel::HostCompute, 0.2)]);
             }
+        }
+        if let Some(label) = self.own_transfer_held(p, &path) {
+            return Some(vec![(label, 1.0), (CauseLabel::None, 0.3)]);
         }
         let symptom_token = self.token(p);
         let Some(i) = first_device else {
@@ -119,6 +129,41 @@ impl Graph<'_> {
 }
 
 impl Graph<'_> {
+    /// A copy asked about whose own transfer took most of the time since its
+    /// path began, and longer than any other device op on the path: the
+    /// transfer held the path, not the work before it. A copy's duration is
+    /// its bytes over the link's rate, so no peer is needed to see that the
+    /// path waited on it. It is PCIe contention when other streams' copies
+    /// shared the link for a quarter of it or more, else the copy was slow.
+    fn own_transfer_held(&self, p: Pos, path: &[Pos]) -> Option<CauseLabel> {
+        let ix = &self.ix;
+        if !matches!(ix.rec(p), Record::Memcpy { .. }) {
+            return None;
+        }
+        let (_, _, start, end) = ix.rec(p).device_times()?;
+        let transfer = end.saturating_sub(start) as f64;
+        let begin = path.first().map_or(start, |&x| ix.start(x));
+        if transfer < TRANSFER_SHARE * end.saturating_sub(begin) as f64 {
+            return None;
+        }
+        let longer_op = path.iter().any(|&x| {
+            x != p
+                && ix.rec(x).is_device_op()
+                && ix.end(x).saturating_sub(ix.start(x)) as f64 >= transfer
+        });
+        if longer_op {
+            return None;
+        }
+        let shared = crate::analysis::overlap_by_others(ix, p, start, end, |o| {
+            matches!(o, Record::Memcpy { .. })
+        });
+        Some(if shared >= 0.25 * transfer {
+            CauseLabel::PcieContention
+        } else {
+            CauseLabel::SlowCopy
+        })
+    }
+
     /// The host stall a scheduler or page-fault record at `path[i]` stands for,
     /// and how long it held its thread (ns). A `fault` edge names only the
     /// thread's last stall record before the call it feeds (`host_edges`); the
