@@ -67,6 +67,29 @@ pub struct RunCompleteness {
     pub counts: Completeness,
 }
 
+/// Bytes of user stack the host recorder copies at each driver call of the
+/// executor. The Python frames sit above libtorch's and CPython's, which keep no
+/// frame pointers in the H200's Python (3.12.3) and torch wheels, so the kernel's
+/// frame-pointer walk ends inside libtorch; the copy, unwound with the objects'
+/// DWARF unwind tables (recorder-ebpf/README.md, "Stacks"), reaches them. A
+/// device-to-host copy's frames from the driver up to the Python method that
+/// made it fit well within this (dispatcher and autograd layers included).
+pub const HOST_STACK_COPY_BYTES: u32 = 32 * 1024;
+
+/// The host recorder's ring buffer for the executor: every probed call carries a
+/// stack copy of [`HOST_STACK_COPY_BYTES`], and this holds 8,000 of them between
+/// two drains.
+pub const HOST_RING_BUFFER_BYTES: u32 = 256 << 20;
+
+/// The host recorder's configuration for the executor `pid`: the driver entry
+/// points of `RecorderConfig::cuda`, with stack copies.
+pub fn host_recorder_config(pid: u32) -> ebpf_recorder::RecorderConfig {
+    let mut cfg = ebpf_recorder::RecorderConfig::cuda(pid);
+    cfg.stack_copy_bytes = HOST_STACK_COPY_BYTES;
+    cfg.ringbuf_bytes = HOST_RING_BUFFER_BYTES;
+    cfg
+}
+
 pub struct TorchBackend {
     python: String,
     server: Mutex<Option<Server>>,
@@ -172,7 +195,10 @@ impl TorchBackend {
             .host_disabled
             .lock()
             .map_err(|_| "host recorder lock poisoned")?;
-        Ok(crate::cuda::host::start_on(pid, &mut disabled))
+        Ok(crate::cuda::host::start_with(
+            host_recorder_config(pid),
+            &mut disabled,
+        ))
     }
 
     /// Sends one request and reads its step log.
