@@ -678,3 +678,46 @@ fn build_records(
     }
     (crate::finish_records(out), stacks_unwound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uprobe_event(stack_id: i64, ret_addr: u64) -> RawEvent {
+        RawEvent {
+            kind: EV_UPROBE,
+            tid: 7,
+            t0: 1000,
+            t1: 2000,
+            ret_addr,
+            stack_id,
+            aux: 3,
+            ..Default::default()
+        }
+    }
+
+    /// The frame-pointer stack gets the call site; a copy of the same call that
+    /// unwound further replaces it, one that did not (or of another call) does not.
+    #[test]
+    fn the_longer_of_the_walked_and_the_unwound_stack_is_kept() {
+        let walked = HashMap::from([(5i64, vec![0x10, 0x30])]);
+        let e = uprobe_event(5, 0x20);
+        let none = HashMap::new();
+        assert_eq!(
+            call_stack(&e, &walked, &none),
+            (vec![0x10, 0x20, 0x30], false)
+        );
+        let deeper = HashMap::from([((7, 1000, 3), vec![0x10, 0x20, 0x30, 0x40])]);
+        assert_eq!(
+            call_stack(&e, &walked, &deeper),
+            (vec![0x10, 0x20, 0x30, 0x40], true)
+        );
+        let shorter = HashMap::from([((7, 1000, 3), vec![0x10, 0x20])]);
+        assert!(!call_stack(&e, &walked, &shorter).1);
+        let other_call = HashMap::from([((7, 1001, 3), vec![1, 2, 3, 4, 5])]);
+        assert!(!call_stack(&e, &walked, &other_call).1);
+        // No walk at all (stack map full): the copy still gives the stack.
+        let lost = uprobe_event(-14, 0x20);
+        assert!(call_stack(&lost, &walked, &deeper).1);
+    }
+}

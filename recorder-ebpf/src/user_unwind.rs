@@ -118,9 +118,11 @@ impl ElfUnwind {
         let section = |name: &str| {
             let s = elf.section_by_name(name)?;
             let (offset, size) = s.file_range()?;
+            // A malformed file's ranges may overflow: they then cover nothing.
+            let end = offset.checked_add(size)?;
             Some((
-                s.address()..s.address() + s.size(),
-                offset as usize..(offset + size) as usize,
+                s.address()..s.address().checked_add(s.size())?,
+                usize::try_from(offset).ok()?..usize::try_from(end).ok()?,
             ))
         };
         let Some(eh_frame) = section(".eh_frame") else {
@@ -158,7 +160,8 @@ impl ElfUnwind {
             .find(|&&(_, offset, _)| page_of(offset) == mapping.offset)
             .or_else(|| {
                 self.segments.iter().rev().find(|&&(_, offset, size)| {
-                    page_of(offset) <= mapping.offset && mapping.offset < offset + size.max(1)
+                    page_of(offset) <= mapping.offset
+                        && mapping.offset < offset.saturating_add(size.max(1))
                 })
             })?;
         Some(
@@ -171,9 +174,12 @@ impl ElfUnwind {
     }
 
     fn module(&self, name: &Path, mapping: &Mapping, bias: u64) -> Module<FileBytes> {
-        let bytes = |range: &Range<usize>| FileBytes {
-            map: self.map.clone(),
-            range: range.start.min(self.map.len())..range.end.min(self.map.len()),
+        let bytes = |range: &Range<usize>| {
+            let end = range.end.min(self.map.len());
+            FileBytes {
+                map: self.map.clone(),
+                range: range.start.min(end)..end,
+            }
         };
         let info = ExplicitModuleSectionInfo {
             base_svma: 0,
@@ -422,9 +428,18 @@ mod tests {
                 options(nomem, nostack, preserves_flags),
             );
         }
+        // Up to `bytes`, within the mapping holding sp (as the BPF copy stops at
+        // the top of the stack).
+        let maps = parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        let top = maps
+            .iter()
+            .find(|m| m.start <= sp && sp < m.end)
+            .expect("sp lies in a mapping")
+            .end;
+        let bytes = bytes.min((top - sp) as usize);
         let mut stack = vec![0u8; bytes];
-        // SAFETY: the `bytes` above sp are this thread's live stack (its callers'
-        // frames; the test threads' stacks are far larger).
+        // SAFETY: `sp..sp + bytes` is this thread's live stack, its callers'
+        // frames, inside one mapping.
         unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, stack.as_mut_ptr(), bytes) };
         (ip, sp, bp, stack)
     }
