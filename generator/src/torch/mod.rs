@@ -353,6 +353,14 @@ impl TorchBackend {
         let mut out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
         let host_attached = host_trace.is_some();
         if let Some(host) = host_trace {
+            if host.stack_copies_dropped > 0 || host.ringbuffer_dropped > 0 {
+                // Said where it happens: those stacks end where the frame-pointer
+                // walk ends (inside libtorch), so their fences go unanswered.
+                eprintln!(
+                    "causalbench: {} r{repetition}: the host recorder lost {} stack copies and {} records (ring buffer full)",
+                    sc.name, host.stack_copies_dropped, host.ringbuffer_dropped
+                );
+            }
             crate::cuda::host::attach(&mut out.builder, host, (log.origin, log.end));
         }
         if let Ok(mut c) = self.completeness.lock() {
