@@ -44,6 +44,15 @@ pub struct RecorderConfig {
     pub max_stacks: u32,
     /// How each uprobe hit's user stack is captured.
     pub stacks: StackCapture,
+    /// Bytes of user stack copied at each uprobe hit's entry and unwound after
+    /// with the DWARF unwind tables of the mapped objects (`user_unwind.rs`), as
+    /// `perf record --call-graph dwarf` does: the stack then reaches callers
+    /// built without frame pointers (a CPython's Python frames above libtorch
+    /// and the interpreter), where the kernel's frame-pointer walk stops. 0:
+    /// off (the default; nothing is copied and the hit costs what it did).
+    /// Rounded up to a multiple of 1 KiB; at most 64 KiB. Each hit reserves this
+    /// much ring buffer, so `ringbuf_bytes` should hold a few thousand copies.
+    pub stack_copy_bytes: u32,
     /// Attach a return probe to every probed function (the call's exit time).
     /// Without (a cost study's setting, `causalbench measure probe-cost`), each
     /// record's exit equals its entry.
@@ -89,6 +98,7 @@ impl RecorderConfig {
             wakeup_bytes: None,
             max_stacks: 16384,
             stacks: StackCapture::EveryHit,
+            stack_copy_bytes: 0,
             return_probes: true,
             multi_link: true,
             poll_interval: Duration::from_millis(20),
@@ -103,6 +113,19 @@ impl RecorderConfig {
             handle_args: cuda_handle_args(),
             ..RecorderConfig::new(pid)
         }
+    }
+
+    /// The stack copy size the BPF program gets: `stack_copy_bytes` rounded up
+    /// to whole chunks; an error above the largest copy.
+    pub(crate) fn stack_copy_size(&self) -> Result<u32, String> {
+        use crate::raw::{STACK_COPY_CHUNK, STACK_COPY_MAX};
+        if self.stack_copy_bytes > STACK_COPY_MAX {
+            return Err(format!(
+                "stack_copy_bytes {} exceeds the largest stack copy, {STACK_COPY_MAX} bytes",
+                self.stack_copy_bytes
+            ));
+        }
+        Ok(self.stack_copy_bytes.div_ceil(STACK_COPY_CHUNK) * STACK_COPY_CHUNK)
     }
 
     /// The handle argument of a resolved function name.
@@ -220,6 +243,18 @@ mod tests {
         assert!(!glob_match("a?c", "ac"));
         assert!(glob_match("*", ""));
         assert!(!glob_match("cuLaunchKernel", "cuLaunchKernelEx"));
+    }
+
+    #[test]
+    fn stack_copy_sizes() {
+        let mut c = RecorderConfig::new(1);
+        assert_eq!(c.stack_copy_size(), Ok(0));
+        c.stack_copy_bytes = 1;
+        assert_eq!(c.stack_copy_size(), Ok(1024));
+        c.stack_copy_bytes = 32 * 1024;
+        assert_eq!(c.stack_copy_size(), Ok(32 * 1024));
+        c.stack_copy_bytes = 64 * 1024 + 1;
+        assert!(c.stack_copy_size().is_err());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! Each mechanism is timed against the same work without it, in interleaved
 //! repetitions of one process: a uprobe with and without its return probe and
-//! with each way of capturing the stack (on a libc function called through a
-//! pointer, so the binary may be stripped), the `sched_switch` tracepoint (two
+//! with each way of capturing the stack, the stack copy for DWARF unwinding
+//! included (on a libc function called through a pointer, so the binary may be
+//! stripped), the `sched_switch` tracepoint (two
 //! threads handing a token back and forth) and the page-fault tracepoints
 //! (first touches of fresh anonymous pages). The cost of a hit is the median
 //! time per operation with the mechanism minus the median without it.
@@ -40,6 +41,8 @@ pub struct Timed {
     /// User-stack walks and reused stacks per operation (uprobe configurations).
     pub stack_walks_per_op: f64,
     pub stacks_reused_per_op: f64,
+    /// Stacks copied for DWARF unwinding per operation.
+    pub stack_copies_per_op: f64,
 }
 
 /// Everything the study measured.
@@ -93,8 +96,9 @@ struct Config {
     recorder: Option<RecorderConfig>,
 }
 
-/// Per configuration: (ns per op, records per op, walks per op, reused per op) of each repetition.
-type Samples = Vec<Vec<(f64, f64, f64, f64)>>;
+/// Per configuration: (ns per op, records per op, walks per op, reused per op,
+/// copies per op) of each repetition.
+type Samples = Vec<Vec<(f64, f64, f64, f64, f64)>>;
 
 /// Runs `configs` `reps` times in rotating order (so no configuration always
 /// comes first), timing `work(ops)` under each.
@@ -117,19 +121,20 @@ fn interleave(
             let t0 = Instant::now();
             work(ops);
             let ns = t0.elapsed().as_nanos() as f64;
-            let (records, walks, reused) = match rec {
+            let (records, walks, reused, copies) = match rec {
                 Some(r) => {
                     let t = r.stop();
                     (
                         t.records.len() as f64,
                         t.stack_walks as f64,
                         t.stacks_reused as f64,
+                        t.stack_copies as f64,
                     )
                 }
-                None => (0.0, 0.0, 0.0),
+                None => (0.0, 0.0, 0.0, 0.0),
             };
             let per = |x: f64| x / ops.max(1) as f64;
-            samples[i].push((per(ns), per(records), per(walks), per(reused)));
+            samples[i].push((per(ns), per(records), per(walks), per(reused), per(copies)));
         }
     }
     let base = configs
@@ -141,8 +146,9 @@ fn interleave(
         .iter()
         .zip(samples)
         .map(|(c, s)| {
-            let col =
-                |f: fn(&(f64, f64, f64, f64)) -> f64| median(&s.iter().map(f).collect::<Vec<_>>());
+            let col = |f: fn(&(f64, f64, f64, f64, f64)) -> f64| {
+                median(&s.iter().map(f).collect::<Vec<_>>())
+            };
             let med = col(|x| x.0);
             Timed {
                 name: c.name.to_string(),
@@ -152,6 +158,7 @@ fn interleave(
                 records_per_op: col(|x| x.1),
                 stack_walks_per_op: col(|x| x.2),
                 stacks_reused_per_op: col(|x| x.3),
+                stack_copies_per_op: col(|x| x.4),
             }
         })
         .collect())
@@ -175,6 +182,13 @@ pub fn probe_cost(study: CostStudy) -> Result<ProbeCost, RecorderError> {
         cfg.return_probes = return_probes;
         Some(cfg)
     };
+    let copying = |bytes: u32| {
+        let mut cfg = uprobe(StackCapture::EveryHit, true);
+        if let Some(cfg) = cfg.as_mut() {
+            cfg.stack_copy_bytes = bytes;
+        }
+        cfg
+    };
     let uprobe_configs = [
         Config {
             name: "no recorder",
@@ -195,6 +209,14 @@ pub fn probe_cost(study: CostStudy) -> Result<ProbeCost, RecorderError> {
         Config {
             name: "uprobe + uretprobe, stack every hit",
             recorder: uprobe(StackCapture::EveryHit, true),
+        },
+        Config {
+            name: "uprobe + uretprobe, stack every hit, stack copied (16 KiB)",
+            recorder: copying(16 * 1024),
+        },
+        Config {
+            name: "uprobe + uretprobe, stack every hit, stack copied (32 KiB)",
+            recorder: copying(32 * 1024),
         },
     ];
     let uprobes = interleave(&uprobe_configs, study.reps, study.calls, &mut |n| {

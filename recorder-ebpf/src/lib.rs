@@ -40,6 +40,7 @@ mod stacks;
 pub use stacks::StackBook;
 mod symbols;
 mod unwind_tables;
+mod user_unwind;
 
 #[cfg(not(ebpf_recorder_no_bpf))]
 #[allow(
@@ -81,6 +82,13 @@ pub struct HostTrace {
     /// their call site instead ([`StackCapture::PerSite`]).
     pub stack_walks: u64,
     pub stacks_reused: u64,
+    /// Stacks copied at uprobe entries (`RecorderConfig::stack_copy_bytes`),
+    /// copies that found no room in the ring buffer (their records keep the
+    /// frame-pointer stack), and uprobe records whose stack is the copy's
+    /// DWARF unwinding (longer than the frame-pointer walk).
+    pub stack_copies: u64,
+    pub stack_copies_dropped: u64,
+    pub stacks_unwound: u64,
     /// Page faults recorded without a duration (no final `handle_mm_fault`
     /// return seen, or fault timing unavailable).
     pub faults_untimed: u64,
@@ -139,6 +147,7 @@ impl Recorder {
         }
         #[cfg(not(ebpf_recorder_no_bpf))]
         {
+            cfg.stack_copy_size().map_err(RecorderError::Config)?;
             let mut warnings = preflight(cfg.pid)?;
             let resolved = symbols::resolve(&cfg)?;
             let library = resolved.library.clone();

@@ -7,6 +7,7 @@ use crate::raw::*;
 use crate::skel::*;
 use crate::stacks::StackBook;
 use crate::symbols::Resolved;
+use crate::user_unwind::UserUnwinder;
 use crate::{HostTrace, Started};
 use ground_truth::trace::{Record, SwitchReason};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -245,6 +246,9 @@ fn session(
         ro.fault_timing = fault_timing as u32;
         ro.stack_mode = cfg.stacks as u32;
         ro.entry_only = !cfg.return_probes as u32;
+        ro.stack_copy_bytes = cfg
+            .stack_copy_size()
+            .map_err(|e| Fatal(RecorderError::Config(e)))?;
         // The recorder's own thread may belong to the target: its wake-ups must
         // not produce records (they would wake it again).
         ro.self_tid = gettid();
@@ -414,12 +418,24 @@ fn session(
     let events: RefCell<Vec<RawEvent>> = RefCell::new(Vec::new());
     let mut book = StackBook::new(cfg.pid);
     let mut stack_cache: HashMap<i64, Vec<u64>> = HashMap::new();
+    // Copied stacks are unwound as they arrive (the copies are not kept), while
+    // the target's mappings are those the stacks ran in.
+    let unwinder: RefCell<Option<UserUnwinder>> =
+        RefCell::new((cfg.stack_copy_bytes > 0).then(|| UserUnwinder::new(cfg.pid)));
+    let fresh_unwound: RefCell<Vec<(CallKey, Vec<u64>)>> = RefCell::new(Vec::new());
+    let mut unwound: HashMap<CallKey, Vec<u64>> = HashMap::new();
     let mut processed = 0usize;
     {
         let mut rbb = RingBufferBuilder::new();
         let added = rbb
             .add(&skel.maps.events, |data: &[u8]| {
-                if let Some(e) = RawEvent::parse(data) {
+                if let Some(copy) = StackCopy::parse(data) {
+                    if let Some(u) = unwinder.borrow_mut().as_mut() {
+                        let frames = u.unwind(&copy);
+                        let key = (copy.tid, copy.enter, copy.function);
+                        fresh_unwound.borrow_mut().push((key, frames));
+                    }
+                } else if let Some(e) = RawEvent::parse(data) {
                     events.borrow_mut().push(e);
                 }
                 0
@@ -456,6 +472,10 @@ fn session(
                     book.note([e.ret_addr]);
                 }
                 *processed = evs.len();
+                for (key, frames) in fresh_unwound.borrow_mut().drain(..) {
+                    book.note(frames.iter().copied());
+                    unwound.insert(key, frames);
+                }
                 book.flush();
             };
         if let Some(rb) = &rb {
@@ -501,6 +521,11 @@ fn session(
     let mut faults_untimed = counter(CNT_FAULTS_UNTIMED);
     let stack_walks = counter(CNT_STACK_WALKS);
     let stacks_reused = counter(CNT_STACK_REUSED);
+    let stack_copies = counter(CNT_STACK_COPIES);
+    let stack_copies_dropped = counter(CNT_STACK_COPIES_DROPPED);
+    if let Some(u) = unwinder.borrow_mut().as_mut() {
+        warnings.append(&mut u.errors);
+    }
 
     let mut events = events.into_inner();
     // Faults still pending at stop: emitted with duration 0.
@@ -525,12 +550,19 @@ fn session(
         }
     }
 
-    let records = build_records(&events, resolved, &stack_cache, &mut book);
+    let (records, stacks_unwound) =
+        build_records(&events, resolved, &stack_cache, &unwound, &mut book);
     warnings.append(&mut book.errors);
     if stack_errors > 0 {
         warnings.push(format!(
             "{stack_errors} user stacks could not be captured (stack map full or collision); \
              those uprobe records carry only the call-site frame"
+        ));
+    }
+    if stack_copies_dropped > 0 {
+        warnings.push(format!(
+            "{stack_copies_dropped} stack copies found the ring buffer full; those uprobe \
+             records carry the frame-pointer stack"
         ));
     }
     warnings.extend(resolved.warnings.iter().cloned());
@@ -540,6 +572,9 @@ fn session(
         stack_errors,
         stack_walks,
         stacks_reused,
+        stack_copies,
+        stack_copies_dropped,
+        stacks_unwound,
         faults_untimed,
         fault_timing: cfg.page_faults && fault_timing,
         library: resolved.library.clone(),
@@ -548,28 +583,47 @@ fn session(
     })
 }
 
+/// A probed call: thread, entry time, function index (what ties a stack copy
+/// to its uprobe record).
+type CallKey = (u32, u64, u32);
+
 /// The user stack of one call: the stack map's frames, with the return address
 /// read at entry inserted as the call-site frame when the unwinder missed it
-/// (at a function's first instruction the frame-pointer chain skips the caller).
-fn call_stack(e: &RawEvent, stack_cache: &HashMap<i64, Vec<u64>>) -> Vec<u64> {
+/// (at a function's first instruction the frame-pointer chain skips the caller);
+/// or, when its stack copy unwound to more frames than that, the unwound stack.
+/// The flag says which.
+fn call_stack(
+    e: &RawEvent,
+    stack_cache: &HashMap<i64, Vec<u64>>,
+    unwound: &HashMap<CallKey, Vec<u64>>,
+) -> (Vec<u64>, bool) {
     let mut frames = stack_cache.get(&e.stack_id).cloned().unwrap_or_default();
     if e.ret_addr != 0 && !frames.contains(&e.ret_addr) {
         let at = 1.min(frames.len());
         frames.insert(at, e.ret_addr);
     }
-    frames
+    match unwound.get(&(e.tid, e.t0, e.aux)) {
+        Some(longer) if longer.len() > frames.len() => (longer.clone(), true),
+        _ => (frames, false),
+    }
 }
 
 fn build_records(
     events: &[RawEvent],
     resolved: &Resolved,
     stack_cache: &HashMap<i64, Vec<u64>>,
+    unwound: &HashMap<CallKey, Vec<u64>>,
     book: &mut StackBook,
-) -> Vec<Record> {
+) -> (Vec<Record>, u64) {
     let uprobe_events: Vec<&RawEvent> = events.iter().filter(|e| e.kind == EV_UPROBE).collect();
+    let mut stacks_unwound = 0;
     let raw_stacks: Vec<Vec<u64>> = uprobe_events
         .iter()
-        .map(|e| call_stack(e, stack_cache))
+        .map(|e| {
+            let (frames, from_copy) = call_stack(e, stack_cache, unwound);
+            stacks_unwound += from_copy as u64;
+            frames
+        })
         .collect();
     let mut stacks = book.symbolize(&raw_stacks).into_iter();
 
@@ -622,5 +676,48 @@ fn build_records(
         };
         out.push(rec);
     }
-    crate::finish_records(out)
+    (crate::finish_records(out), stacks_unwound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uprobe_event(stack_id: i64, ret_addr: u64) -> RawEvent {
+        RawEvent {
+            kind: EV_UPROBE,
+            tid: 7,
+            t0: 1000,
+            t1: 2000,
+            ret_addr,
+            stack_id,
+            aux: 3,
+            ..Default::default()
+        }
+    }
+
+    /// The frame-pointer stack gets the call site; a copy of the same call that
+    /// unwound further replaces it, one that did not (or of another call) does not.
+    #[test]
+    fn the_longer_of_the_walked_and_the_unwound_stack_is_kept() {
+        let walked = HashMap::from([(5i64, vec![0x10, 0x30])]);
+        let e = uprobe_event(5, 0x20);
+        let none = HashMap::new();
+        assert_eq!(
+            call_stack(&e, &walked, &none),
+            (vec![0x10, 0x20, 0x30], false)
+        );
+        let deeper = HashMap::from([((7, 1000, 3), vec![0x10, 0x20, 0x30, 0x40])]);
+        assert_eq!(
+            call_stack(&e, &walked, &deeper),
+            (vec![0x10, 0x20, 0x30, 0x40], true)
+        );
+        let shorter = HashMap::from([((7, 1000, 3), vec![0x10, 0x20])]);
+        assert!(!call_stack(&e, &walked, &shorter).1);
+        let other_call = HashMap::from([((7, 1001, 3), vec![1, 2, 3, 4, 5])]);
+        assert!(!call_stack(&e, &walked, &other_call).1);
+        // No walk at all (stack map full): the copy still gives the stack.
+        let lost = uprobe_event(-14, 0x20);
+        assert!(call_stack(&lost, &walked, &deeper).1);
+    }
 }

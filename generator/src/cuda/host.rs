@@ -58,15 +58,16 @@ pub struct HostStats {
 /// Starts the recorder on this process, or says once why it can't and
 /// remembers that (`disabled`), so later runs go on without host records.
 pub fn start(disabled: &mut Option<String>) -> Option<Recorder> {
-    start_on(std::process::id(), disabled)
+    start_with(RecorderConfig::cuda(std::process::id()), disabled)
 }
 
-/// [`start`] on process `pid` (the torch backend's Python executor).
-pub fn start_on(pid: u32, disabled: &mut Option<String>) -> Option<Recorder> {
+/// [`start`] with a configuration of the caller's (the torch backend's, which
+/// copies stacks to reach the Python frames).
+pub fn start_with(cfg: RecorderConfig, disabled: &mut Option<String>) -> Option<Recorder> {
     if disabled.is_some() {
         return None;
     }
-    match Recorder::start(RecorderConfig::cuda(pid)) {
+    match Recorder::start(cfg) {
         Ok(r) => Some(r),
         Err(e) => {
             eprintln!(

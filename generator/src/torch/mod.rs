@@ -68,6 +68,29 @@ pub struct RunCompleteness {
     pub counts: Completeness,
 }
 
+/// Bytes of user stack the host recorder copies at each driver call of the
+/// executor. The Python frames sit above libtorch's and CPython's, which keep no
+/// frame pointers in the H200's Python (3.12.3) and torch wheels, so the kernel's
+/// frame-pointer walk ends inside libtorch; the copy, unwound with the objects'
+/// DWARF unwind tables (recorder-ebpf/README.md, "Stacks"), reaches them. A
+/// device-to-host copy's frames from the driver up to the Python method that
+/// made it fit well within this (dispatcher and autograd layers included).
+pub const HOST_STACK_COPY_BYTES: u32 = 32 * 1024;
+
+/// The host recorder's ring buffer for the executor: every probed call carries a
+/// stack copy of [`HOST_STACK_COPY_BYTES`], and this holds 8,000 of them between
+/// two drains.
+pub const HOST_RING_BUFFER_BYTES: u32 = 256 << 20;
+
+/// The host recorder's configuration for the executor `pid`: the driver entry
+/// points of `RecorderConfig::cuda`, with stack copies.
+pub fn host_recorder_config(pid: u32) -> ebpf_recorder::RecorderConfig {
+    let mut cfg = ebpf_recorder::RecorderConfig::cuda(pid);
+    cfg.stack_copy_bytes = HOST_STACK_COPY_BYTES;
+    cfg.ringbuf_bytes = HOST_RING_BUFFER_BYTES;
+    cfg
+}
+
 pub struct TorchBackend {
     python: String,
     server: Mutex<Option<Server>>,
@@ -173,7 +196,10 @@ impl TorchBackend {
             .host_disabled
             .lock()
             .map_err(|_| "host recorder lock poisoned")?;
-        Ok(crate::cuda::host::start_on(pid, &mut disabled))
+        Ok(crate::cuda::host::start_with(
+            host_recorder_config(pid),
+            &mut disabled,
+        ))
     }
 
     /// Sends one request and reads its step log.
@@ -328,6 +354,14 @@ impl TorchBackend {
         let mut out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
         let host_attached = host_trace.is_some();
         if let Some(host) = host_trace {
+            if host.stack_copies_dropped > 0 || host.ringbuffer_dropped > 0 {
+                // Said where it happens: those stacks end where the frame-pointer
+                // walk ends (inside libtorch), so their fences go unanswered.
+                eprintln!(
+                    "causalbench: {} r{repetition}: the host recorder lost {} stack copies and {} records (ring buffer full)",
+                    sc.name, host.stack_copies_dropped, host.ringbuffer_dropped
+                );
+            }
             crate::cuda::host::attach(&mut out.builder, host, (log.origin, log.end));
         }
         if let Ok(mut c) = self.completeness.lock() {

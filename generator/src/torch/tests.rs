@@ -208,3 +208,18 @@ fn without_kineto_the_truth_is_the_same() {
     assert_eq!(strip(&with.builder.truth), strip(&without.builder.truth));
     assert!(without.builder.trace.is_empty());
 }
+
+/// `torch record --host` copies stacks on every probed driver call (the Python
+/// frames lie above libtorch's and CPython's frame-pointer-less code); the GPU
+/// backend's recorder keeps the frame-pointer walk alone.
+#[test]
+fn the_host_recorder_of_the_executor_copies_stacks() {
+    let torch = super::host_recorder_config(4242);
+    let cuda = ebpf_recorder::RecorderConfig::cuda(4242);
+    assert_eq!(torch.pid, 4242);
+    assert_eq!(torch.functions, cuda.functions);
+    assert_eq!(torch.stack_copy_bytes, super::HOST_STACK_COPY_BYTES);
+    assert!(torch.stack_copy_bytes >= 16 * 1024);
+    assert!(torch.ringbuf_bytes / (torch.stack_copy_bytes + 48) >= 4096);
+    assert_eq!(cuda.stack_copy_bytes, 0);
+}

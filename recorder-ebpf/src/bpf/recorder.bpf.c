@@ -19,7 +19,15 @@
 //              otherwise (fault_timing = 0) duration 0 and major derived from the
 //              thread's maj_flt counter between this fault and its next fault
 //              or switch-out.
-// Every failed ring-buffer reservation is counted in `counters[CNT_RB_DROPPED]`.
+//   EV_STACK_COPY (only with stack_copy_bytes > 0) at a uprobe's entry: the
+//              registers an unwinder starts from (ip, sp, bp) and up to
+//              stack_copy_bytes of the user stack from sp, tied to the call's
+//              uprobe record by (tid, enter, function index); user space unwinds
+//              it with the DWARF unwind tables (src/user_unwind.rs), which reaches
+//              callers that keep no frame pointers.
+// Every failed ring-buffer reservation is counted in `counters[CNT_RB_DROPPED]`
+// (a stack copy that finds no room: `counters[CNT_STACK_COPIES_DROPPED]`; its
+// uprobe record is still emitted, with the frame-pointer stack).
 //
 // The user-stack walk is the one part of a uprobe hit whose cost grows with the
 // program (one user-memory read per frame, then a hash of the whole stack): with
@@ -38,6 +46,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EV_UPROBE 1
 #define EV_SCHED 2
 #define EV_FAULT 3
+#define EV_STACK_COPY 4
 
 #define REASON_PREEMPTED 0
 #define REASON_BLOCKED 1
@@ -48,6 +57,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define CNT_FAULTS_UNTIMED 2
 #define CNT_STACK_WALKS 3
 #define CNT_STACK_REUSED 4
+#define CNT_STACK_COPIES 5
+#define CNT_STACK_COPIES_DROPPED 6
 #define CNT_MAX 8
 
 // How a uprobe's user stack is captured (`stack_mode`).
@@ -81,6 +92,26 @@ struct event {
 	__u32 reason;   // sched: REASON_*
 	__u64 extra;    // sched: raw prev_state
 };
+
+// Must match `StackCopyHead` in src/raw.rs (48 bytes), followed by the
+// stack_copy_bytes reserved for the copy (`len` of them valid).
+struct stack_copy {
+	__u32 kind;
+	__u32 tid;
+	__u64 enter; // the call's uprobe record has the same `t0`
+	__u32 fn;    // and the same function index (`aux`)
+	__u32 len;   // bytes copied from sp upward
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u8 data[];
+};
+
+// Largest stack copy; copies go in chunks so that one crossing the top of the
+// stack loses at most STACK_COPY_FINE bytes.
+#define STACK_COPY_MAX (64 * 1024)
+#define STACK_COPY_CHUNK 1024
+#define STACK_COPY_FINE 64
 
 // How to read the recorded handle of probed function `i` (array index = cookie).
 #define HANDLE_NONE 0
@@ -124,6 +155,11 @@ const volatile __u32 fault_timing = 0;
 const volatile __u32 stack_mode = STACK_EVERY_HIT;
 // No return probes (a cost study's knob): the entry emits the record, exit = enter.
 const volatile __u32 entry_only = 0;
+// Bytes of user stack copied at each uprobe entry (0: none; a multiple of
+// STACK_COPY_CHUNK, at most STACK_COPY_MAX). Read-only after load, so the
+// verifier knows it as a constant: the ring-buffer reservation below has the
+// constant size it requires, and with 0 the copy is dead code.
+const volatile __u32 stack_copy_bytes = 0;
 // The recorder's polling thread (excluded: it may be a thread of the target).
 const volatile __u32 self_tid = 0;
 // Wake the poller only once this much data waits; otherwise it drains on its own
@@ -307,6 +343,55 @@ static __always_inline __s64 user_stack(struct pt_regs *ctx, __u64 ret_addr, __u
 	return id;
 }
 
+// The user stack from sp upward into a ring-buffer record of its own. One read
+// of the whole size first (the usual case: the stack goes on above it); when
+// that fails the copy would cross the top of the stack (the main thread's, whose
+// mapping ends there), so it is redone in chunks up to the first that fails,
+// and that one in finer pieces.
+static __always_inline void copy_stack(struct pt_regs *ctx, __u32 tid, __u64 enter, __u32 fn)
+{
+	if (!stack_copy_bytes || stack_copy_bytes > STACK_COPY_MAX)
+		return;
+	struct stack_copy *c =
+		bpf_ringbuf_reserve(&events, sizeof(struct stack_copy) + stack_copy_bytes, 0);
+	if (!c) {
+		count(CNT_STACK_COPIES_DROPPED);
+		return;
+	}
+	__u64 sp = PT_REGS_SP(ctx);
+	__u32 len = 0;
+	if (bpf_probe_read_user(c->data, stack_copy_bytes, (void *)sp) == 0) {
+		len = stack_copy_bytes;
+	} else {
+		for (__u32 i = 0; i < STACK_COPY_MAX / STACK_COPY_CHUNK; i++) {
+			__u32 off = i * STACK_COPY_CHUNK;
+			if (off + STACK_COPY_CHUNK > stack_copy_bytes)
+				break;
+			if (bpf_probe_read_user(c->data + off, STACK_COPY_CHUNK, (void *)(sp + off)))
+				break;
+			len = off + STACK_COPY_CHUNK;
+		}
+		for (__u32 j = 0; j < STACK_COPY_CHUNK / STACK_COPY_FINE; j++) {
+			__u32 off = len;
+			if (off + STACK_COPY_FINE > stack_copy_bytes)
+				break;
+			if (bpf_probe_read_user(c->data + off, STACK_COPY_FINE, (void *)(sp + off)))
+				break;
+			len = off + STACK_COPY_FINE;
+		}
+	}
+	c->kind = EV_STACK_COPY;
+	c->tid = tid;
+	c->enter = enter;
+	c->fn = fn;
+	c->len = len;
+	c->ip = PT_REGS_IP(ctx);
+	c->sp = sp;
+	c->bp = PT_REGS_FP(ctx);
+	bpf_ringbuf_submit(c, submit_flags());
+	count(CNT_STACK_COPIES);
+}
+
 static __always_inline int on_enter(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -322,6 +407,7 @@ static __always_inline int on_enter(struct pt_regs *ctx)
 	// top of the stack.
 	bpf_probe_read_user(&st.ret_addr, sizeof(st.ret_addr), (void *)PT_REGS_SP(ctx));
 	st.stack_id = user_stack(ctx, st.ret_addr, fn);
+	copy_stack(ctx, (__u32)id, now, fn);
 	if (entry_only) {
 		struct event *e = reserve();
 		if (e) {
