@@ -86,8 +86,10 @@ struct Call {
     name: String,
 }
 
-fn nested(a: (Ns, Ns), b: (Ns, Ns)) -> bool {
-    (a.0 <= b.0 && b.1 <= a.1) || (b.0 <= a.0 && a.1 <= b.1)
+/// One interval inside the other, each end allowed `slack` ns outside.
+fn nested(a: (Ns, Ns), b: (Ns, Ns), slack: Ns) -> bool {
+    let inside = |x: (Ns, Ns), y: (Ns, Ns)| x.0 <= y.0 + slack && y.1 <= x.1 + slack;
+    inside(a, b) || inside(b, a)
 }
 
 fn overlap(a: (Ns, Ns), b: (Ns, Ns)) -> bool {
@@ -95,7 +97,10 @@ fn overlap(a: (Ns, Ns), b: (Ns, Ns)) -> bool {
 }
 
 /// Merges `host` into the run being built (`window`: the run's own interval).
-pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns)) -> HostStats {
+/// `clock_slack` is how far the calls' records may sit off the host recorder's
+/// clock (ns): 0 where both read CLOCK_MONOTONIC (CUPTI), more where the calls'
+/// times were aligned to it by an estimated offset (Kineto's, `torch`).
+pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns), clock_slack: Ns) -> HostStats {
     let mut st = HostStats {
         ringbuffer_dropped: host.ringbuffer_dropped,
         stack_errors: host.stack_errors,
@@ -177,7 +182,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns)) -> HostStat
                         .iter()
                         .rev()
                         .take(64)
-                        .filter(|c| nested((c.start, c.end), (*enter, *exit)))
+                        .filter(|c| nested((c.start, c.end), (*enter, *exit), clock_slack))
                         .min_by_key(|c| {
                             (
                                 c.name != **function,
@@ -392,7 +397,7 @@ mod tests {
             ringbuffer_dropped: 3,
             ..Default::default()
         };
-        let st = attach(&mut b, host, (0, 10_000));
+        let st = attach(&mut b, host, (0, 10_000), 0);
         assert_eq!(st.uprobes, 3);
         assert_eq!(st.uprobes_owned, 1);
         assert_eq!(st.dropped_outside, 1);
@@ -403,5 +408,51 @@ mod tests {
         assert_eq!(b.truth.nodes[call as usize].rids.len(), 2);
         assert_eq!(b.truth.nodes[f as usize].rids.len(), 1);
         assert_eq!(b.trace.len(), 5);
+    }
+
+    /// A uprobe that entered a little before the call record around it began
+    /// (the call's clock aligned to the recorder's by an estimate) is the
+    /// call's only within the slack it is given.
+    #[test]
+    fn a_call_on_an_aligned_clock_owns_a_uprobe_within_the_slack() {
+        let run = |slack| {
+            let mut b = RunBuilder::new(true);
+            let call = b.node(
+                NodeKind::ApiCall,
+                "cudaMemcpyAsync",
+                NodeInfo {
+                    thread: Some(7),
+                    ..Default::default()
+                },
+                10_000,
+                20_000,
+            );
+            b.record(Some(call), |rid| Record::Api {
+                rid,
+                domain: ApiDomain::Runtime,
+                cbid: 41,
+                name: "cudaMemcpyAsync".into(),
+                tid: 7,
+                start: 10_000,
+                end: 20_000,
+                correlation_id: 1,
+            });
+            let host = HostTrace {
+                records: vec![Record::Uprobe {
+                    rid: 0,
+                    tid: 7,
+                    function: "cuMemcpyDtoHAsync_v2".into(),
+                    enter: 7_800,
+                    exit: 18_000,
+                    handle: 0,
+                    stack: Default::default(),
+                }],
+                ..Default::default()
+            };
+            attach(&mut b, host, (0, 30_000), slack).uprobes_owned
+        };
+        assert_eq!(run(0), 0);
+        assert_eq!(run(1_000), 0);
+        assert_eq!(run(5_000), 1);
     }
 }

@@ -209,7 +209,7 @@ impl Session {
         };
         let with_host = host_trace.is_some();
         if let Some(h) = host_trace {
-            let hs = host::attach(&mut out.builder, h, window);
+            let hs = host::attach(&mut out.builder, h, window, 0);
             out.loss.ringbuffer_dropped = hs.ringbuffer_dropped;
             out.stats.records = out.builder.trace.len();
             out.stats.host = Some(hs);

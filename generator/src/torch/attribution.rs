@@ -54,13 +54,19 @@ impl ProbeFiles {
             .map(|n| dir.join(n))
             .find(|p| p.is_file())
             .ok_or_else(|| {
-                FormatError::new(dir, "compiled.kineto.json", "missing: not a compile probe's output")
+                FormatError::new(
+                    dir,
+                    "compiled.kineto.json",
+                    "missing: not a compile probe's output",
+                )
             })?;
         let graph = dir.join("graph.json");
         let mut found = Vec::new();
         let mut pending = vec![dir.join("inductor")];
         while let Some(d) = pending.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
             for e in entries.flatten() {
                 let p = e.path();
                 if p.is_dir() {
@@ -88,7 +94,10 @@ impl ProbeFiles {
             _ => Err(FormatError::new(
                 dir,
                 "inductor/",
-                format!("{} compiled graphs with provenance: expected one", found.len()),
+                format!(
+                    "{} compiled graphs with provenance: expected one",
+                    found.len()
+                ),
             )),
         }
     }
@@ -155,14 +164,24 @@ pub fn call_sites(file: &Path, text: &str) -> Result<Vec<CallSite>, FormatError>
         }
         if let Some(rest) = t.strip_prefix("# Topologically Sorted Source Nodes: [") {
             let list = rest.split(']').next().unwrap_or("");
-            nodes = Some(list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect());
+            nodes = Some(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+            );
         } else if let Some(h) = t.strip_prefix("# [Provenance debug handles] ") {
             handle = Some(h.trim().to_string());
         } else if let Some(h) = &handle {
             let triton = t.split_once(".run(").map(|(name, _)| name.to_string());
             if triton.is_some() || t.starts_with("extern_kernels.") {
                 let source_nodes = nodes.take().ok_or_else(|| {
-                    FormatError::new(file, format!("line {}", n + 1), "a launch without its metadata comment")
+                    FormatError::new(
+                        file,
+                        format!("line {}", n + 1),
+                        "a launch without its metadata comment",
+                    )
                 })?;
                 if let Some(name) = &triton {
                     if !h.starts_with(&format!("{name}:")) {
@@ -173,13 +192,21 @@ pub fn call_sites(file: &Path, text: &str) -> Result<Vec<CallSite>, FormatError>
                         ));
                     }
                 }
-                sites.push(CallSite { handle: h.clone(), triton, source_nodes });
+                sites.push(CallSite {
+                    handle: h.clone(),
+                    triton,
+                    source_nodes,
+                });
                 handle = None;
             }
         }
     }
     if sites.is_empty() {
-        return Err(FormatError::new(file, "call()", "no kernel launch with a provenance handle"));
+        return Err(FormatError::new(
+            file,
+            "call()",
+            "no kernel launch with a provenance handle",
+        ));
     }
     Ok(sites)
 }
@@ -274,8 +301,10 @@ pub fn score(files: &ProbeFiles) -> Result<AttributionReport, FormatError> {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, FormatError> {
-    let bytes = std::fs::read(file).map_err(|e| FormatError::new(file, "", format!("cannot read: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| FormatError::new(file, format!("line {}", e.line()), e.to_string()))
+    let bytes =
+        std::fs::read(file).map_err(|e| FormatError::new(file, "", format!("cannot read: {e}")))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| FormatError::new(file, format!("line {}", e.line()), e.to_string()))
 }
 
 fn score_material(
@@ -293,7 +322,11 @@ fn score_material(
     let mut truth = Vec::new();
     for site in sites {
         let post = provenance.code_to_post.get(&site.handle).ok_or_else(|| {
-            FormatError::new(&files.provenance, format!(".cppCodeToPost.{}", site.handle), "missing")
+            FormatError::new(
+                &files.provenance,
+                format!(".cppCodeToPost.{}", site.handle),
+                "missing",
+            )
         })?;
         let pre: BTreeSet<String> = post
             .iter()
@@ -318,8 +351,11 @@ fn score_material(
             ),
         ));
     }
-    let calls: BTreeMap<u64, &HostCall> =
-        activities.calls.iter().map(|c| (c.correlation, c)).collect();
+    let calls: BTreeMap<u64, &HostCall> = activities
+        .calls
+        .iter()
+        .map(|c| (c.correlation, c))
+        .collect();
     let region_nodes = |region: &str| -> BTreeSet<String> {
         operators
             .iter()
@@ -327,7 +363,9 @@ fn score_material(
             .map(|n| n.name.clone())
             .collect()
     };
-    let library_sites: Vec<usize> = (0..sites.len()).filter(|&i| sites[i].triton.is_none()).collect();
+    let library_sites: Vec<usize> = (0..sites.len())
+        .filter(|&i| sites[i].triton.is_none())
+        .collect();
     let mut rows: BTreeMap<usize, KernelRow> = BTreeMap::new();
     let mut totals = [(0i64, 0i64); METHODS.len()];
     let mut device_ns = 0i64;
@@ -342,7 +380,10 @@ fn score_material(
                 return Err(FormatError::new(
                     &files.trace,
                     format!(".traceEvents[{}].name", kernel.index),
-                    format!("kernel {} where the compiled graph launches {name}", kernel.name),
+                    format!(
+                        "kernel {} where the compiled graph launches {name}",
+                        kernel.name
+                    ),
                 ));
             }
         }
@@ -388,7 +429,9 @@ fn score_material(
             None => Answer::Unattributed,
         };
         let metadata_site = match &site.triton {
-            Some(_) => sites.iter().find(|s| s.triton.as_deref() == Some(kernel.name.as_str())),
+            Some(_) => sites
+                .iter()
+                .find(|s| s.triton.as_deref() == Some(kernel.name.as_str())),
             None => {
                 let step = enclosing
                     .iter()
@@ -430,7 +473,13 @@ fn score_material(
             }
         }
     }
-    let share = |ns: i64| if device_ns > 0 { ns as f64 / device_ns as f64 } else { 0.0 };
+    let share = |ns: i64| {
+        if device_ns > 0 {
+            ns as f64 / device_ns as f64
+        } else {
+            0.0
+        }
+    };
     Ok(AttributionReport {
         kernels: kernels.len(),
         device_ns,
@@ -468,7 +517,10 @@ pub fn markdown(report: &AttributionReport) -> String {
     ));
     let show = |a: &Answer| match a {
         Answer::Nodes(n) => n.iter().cloned().collect::<Vec<_>>().join(", "),
-        Answer::Ambiguous(n) => format!("one of {}", n.iter().cloned().collect::<Vec<_>>().join(", ")),
+        Answer::Ambiguous(n) => format!(
+            "one of {}",
+            n.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
         Answer::Unattributed => "—".to_string(),
     };
     for r in &report.rows {
@@ -533,16 +585,29 @@ runner = Runner()
     #[test]
     fn a_launch_after_another_kernels_handle_is_an_error_naming_the_line() {
         let bad = CODE.replace("triton_per_fused_0:1", "triton_other_3:1");
-        let err = call_sites(Path::new("output_code.py"), &bad).unwrap_err().to_string();
-        assert!(err.contains("line 7") && err.contains("triton_other_3:1"), "{err}");
-        let none = call_sites(Path::new("o.py"), "def f():\n    pass\n").unwrap_err().to_string();
+        let err = call_sites(Path::new("output_code.py"), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 7") && err.contains("triton_other_3:1"),
+            "{err}"
+        );
+        let none = call_sites(Path::new("o.py"), "def f():\n    pass\n")
+            .unwrap_err()
+            .to_string();
         assert!(none.contains("no kernel launch"), "{none}");
     }
 
     #[test]
     fn operator_types_match_graph_targets() {
-        assert_eq!(node_type("<function layer_norm at 0x7f63a033c680>"), "layer_norm");
-        assert_eq!(node_type("<built-in method sigmoid of type object at 0x7f>"), "sigmoid");
+        assert_eq!(
+            node_type("<function layer_norm at 0x7f63a033c680>"),
+            "layer_norm"
+        );
+        assert_eq!(
+            node_type("<built-in method sigmoid of type object at 0x7f>"),
+            "sigmoid"
+        );
         assert_eq!(node_type("<built-in function linear>"), "linear");
         assert_eq!(node_type("sum"), "sum");
         assert_eq!(operator_type("aten::addmm"), "linear");
