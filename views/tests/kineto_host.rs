@@ -15,7 +15,7 @@ fn kineto_host_views_exist_only_with_host_records_and_keep_them() {
         eprintln!("skipped: {} is not committed", path.display());
         return;
     }
-    let mut bundle = Bundle::read(&path).unwrap();
+    let recorded = Bundle::read(&path).unwrap();
     let kinds = |b: &Bundle| -> Vec<Collectors> {
         let mut c: Vec<Collectors> = views::standard_specs_of(b)
             .iter()
@@ -24,6 +24,14 @@ fn kineto_host_views_exist_only_with_host_records_and_keep_them() {
         c.dedup();
         c
     };
+    // The corpus was recorded with the host recorder: both kinds of view.
+    assert_eq!(
+        kinds(&recorded),
+        vec![Collectors::Kineto, Collectors::KinetoHost]
+    );
+    // Without its host records the bundle has only the `kineto` views.
+    let mut bundle = recorded.clone();
+    bundle.trace.retain(|r| r.source() != Source::Ebpf);
     assert_eq!(kinds(&bundle), vec![Collectors::Kineto]);
     // One host record on the fence's thread, as the recorder would add it.
     let (tid, start) = bundle
