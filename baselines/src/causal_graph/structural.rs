@@ -28,8 +28,10 @@ use ground_truth::CauseLabel;
 const STALL_NS: f64 = 50_000.0;
 
 /// The share of its path's time a copy's own transfer must take to be what
-/// held the path (`own_transfer_held`).
+/// held the path (`own_transfer_held`); half of it is enough when the
+/// transfer is `TRANSFER_MARGIN` times the longest other op on the path.
 const TRANSFER_SHARE: f64 = 0.5;
+const TRANSFER_MARGIN: f64 = 1.5;
 
 impl Graph<'_> {
     /// The root cause of `p`'s timing read from its critical path; `None` when
@@ -143,15 +145,18 @@ impl Graph<'_> {
         let (_, _, start, end) = ix.rec(p).device_times()?;
         let transfer = end.saturating_sub(start) as f64;
         let begin = path.first().map_or(start, |&x| ix.start(x));
-        if transfer < TRANSFER_SHARE * end.saturating_sub(begin) as f64 {
-            return None;
-        }
-        let longer_op = path.iter().any(|&x| {
-            x != p
-                && ix.rec(x).is_device_op()
-                && ix.end(x).saturating_sub(ix.start(x)) as f64 >= transfer
-        });
-        if longer_op {
+        let share = transfer / (end.saturating_sub(begin) as f64).max(1.0);
+        let longest_other = path
+            .iter()
+            .filter(|&&x| x != p && ix.rec(x).is_device_op())
+            .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
+            .fold(0.0, f64::max);
+        // Most of the path's time, or a large part of it and clearly longer
+        // than any other op on it (a copy about as long as the kernel before
+        // it says nothing about which of them held the path).
+        let held = (share >= TRANSFER_SHARE && transfer > longest_other)
+            || (share >= 0.5 * TRANSFER_SHARE && transfer >= TRANSFER_MARGIN * longest_other);
+        if !held {
             return None;
         }
         let shared = crate::analysis::overlap_by_others(ix, p, start, end, |o| {
