@@ -274,7 +274,7 @@ impl Graph<'_> {
             return true;
         }
         let c = r.correlation_id().unwrap_or(0);
-        self.ix.acts_by_corr.get(&c).is_some_and(|v| {
+        self.ix.activities(c).is_some_and(|v| {
             v.iter().any(|&a| {
                 matches!(
                     self.ix.rec(a),
@@ -333,7 +333,7 @@ impl Graph<'_> {
         // In record order, each correlation id's API record as `api_by_corr` keeps it.
         let calls = ix.recs.iter().enumerate().filter_map(|(i, r)| match r {
             Record::Api { correlation_id, .. }
-                if ix.api_by_corr.get(correlation_id) == Some(&(i as Pos)) =>
+                if ix.api_of_corr(*correlation_id) == Some(i as Pos) =>
             {
                 Some((*correlation_id, i as Pos))
             }
@@ -347,8 +347,7 @@ impl Graph<'_> {
                 continue;
             }
             let stream = ix
-                .acts_by_corr
-                .get(&c)
+                .activities(c)
                 .and_then(|v| v.iter().find_map(|&a| ix.rec(a).stream()));
             match stream {
                 Some(s) => {
