@@ -105,6 +105,7 @@ mod text;
 pub use text::why_late;
 
 use crate::common::{attribution, attribution_targets, edge, finish, Output};
+use crate::index::Pos;
 use crate::Profiler;
 use graph::Graph;
 use ground_truth::trace::Rid;
@@ -147,15 +148,18 @@ impl Profiler for CausalGraph {
 fn claims_in_order(mut g: Graph) -> Vec<ClaimedEdge> {
     let edges = std::mem::take(&mut g.edges);
     let missing = std::mem::take(&mut g.missing);
+    // Rids come from the view's records, which outlive the graph.
+    let recs = g.ix.recs;
+    drop(g);
+    let rid = |p: Pos| recs[p as usize].rid();
     let mut keys: Vec<(Rid, Rid, EdgeType, u32)> = Vec::with_capacity(edges.len() + missing.len());
     for (i, e) in edges.iter().enumerate() {
-        keys.push((g.ix.rid(e.dst), g.ix.rid(e.src), e.kind, i as u32));
+        keys.push((rid(e.dst), rid(e.src), e.kind, i as u32));
     }
     for (i, m) in missing.iter().enumerate() {
-        let at = g.ix.rid(m.at);
+        let at = rid(m.at);
         keys.push((at, at, m.kind, (edges.len() + i) as u32));
     }
-    drop(g);
     keys.sort_unstable();
     let mut claims = Vec::with_capacity(keys.len());
     let mut last = None;
