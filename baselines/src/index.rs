@@ -751,6 +751,77 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
 mod tests {
     use super::*;
 
+    fn event(rid: Rid, correlation_id: u32) -> Record {
+        Record::CudaEvent {
+            rid,
+            event: 1,
+            event_sync_id: rid,
+            stream: 7,
+            correlation_id,
+            ts: rid * 10,
+        }
+    }
+
+    fn api(rid: Rid, correlation_id: u32) -> Record {
+        Record::Api {
+            rid,
+            domain: ground_truth::trace::ApiDomain::Runtime,
+            cbid: 0,
+            name: "cudaEventRecord".into(),
+            tid: 1,
+            start: rid * 10,
+            end: rid * 10 + 5,
+            correlation_id,
+        }
+    }
+
+    /// Activities by correlation id as a map of vectors in record order would have them.
+    fn reference_groups(recs: &[Record]) -> std::collections::BTreeMap<u32, Vec<Pos>> {
+        let mut m = std::collections::BTreeMap::<u32, Vec<Pos>>::new();
+        for (p, r) in recs.iter().enumerate() {
+            if let Record::CudaEvent { correlation_id, .. } = r {
+                m.entry(*correlation_id).or_default().push(p as Pos);
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn groups_activities_by_correlation_id_dense_or_sparse() {
+        // Dense ids (a table by id) and ids far apart (sorted ids), each with a
+        // repeated id whose activities are not adjacent in the records.
+        for spread in [1u32, 1_000_003] {
+            let corr = |i: u32| (i % 5 + 1) * spread;
+            let recs: Vec<Record> = (0..12u32)
+                .map(|i| event(u64::from(i) + 1, corr(i)))
+                .chain([api(100, corr(2)), api(101, corr(2))])
+                .collect();
+            let groups = ActivityGroups::of(&recs);
+            let expected = reference_groups(&recs);
+            let found: std::collections::BTreeMap<u32, Vec<Pos>> =
+                groups.iter().map(|(c, g)| (c, g.to_vec())).collect();
+            assert_eq!(found, expected, "spread {spread}");
+            for (c, g) in &expected {
+                assert_eq!(groups.get(*c), Some(g.as_slice()));
+            }
+            assert_eq!(groups.get(0), None);
+            assert_eq!(groups.get(6 * spread + 1), None);
+            assert_eq!(groups.get(u32::MAX), None);
+            // The API record of a correlation id: the last of two sharing it.
+            let apis = Positions::of(|| {
+                recs.iter().enumerate().filter_map(|(p, r)| match r {
+                    Record::Api { correlation_id, .. } => {
+                        Some((u64::from(*correlation_id), p as Pos))
+                    }
+                    _ => None,
+                })
+            });
+            assert_eq!(apis.get(u64::from(corr(2))), Some(13));
+            assert_eq!(apis.get(u64::from(corr(1))), None);
+            assert_eq!(apis.get(u64::MAX), None);
+        }
+    }
+
     #[test]
     fn classifies_every_launch_flavour() {
         for n in [
