@@ -67,9 +67,9 @@ pub(crate) fn finish(
 ) -> Explanation {
     // A profiler may hand them over in order already (causal-graph does): then the
     // stable sort, and its scratch copy of half the claims, is skipped.
-    if !out.edges.is_sorted_by_key(|e| (e.dst, e.src, e.kind)) {
-        out.edges
-            .sort_by(|a, b| (a.dst, a.src, a.kind).cmp(&(b.dst, b.src, b.kind)));
+    let order = |e: &ClaimedEdge| (e.dst, e.src, e.kind);
+    if !out.edges.is_sorted_by_key(order) {
+        out.edges.sort_by_key(order);
     }
     out.edges
         .dedup_by(|a, b| a.src == b.src && a.dst == b.dst && a.kind == b.kind);
