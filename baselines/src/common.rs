@@ -65,8 +65,12 @@ pub(crate) fn finish(
     started: Instant,
     mut out: Output,
 ) -> Explanation {
-    out.edges
-        .sort_by(|a, b| (a.dst, a.src, a.kind).cmp(&(b.dst, b.src, b.kind)));
+    // A profiler may hand them over in order already (causal-graph does): then the
+    // stable sort, and its scratch copy of half the claims, is skipped.
+    let order = |e: &ClaimedEdge| (e.dst, e.src, e.kind);
+    if !out.edges.is_sorted_by_key(order) {
+        out.edges.sort_by_key(order);
+    }
     out.edges
         .dedup_by(|a, b| a.src == b.src && a.dst == b.dst && a.kind == b.kind);
     out.attribution.sort_by_key(|a| a.rid);
@@ -141,8 +145,7 @@ pub(crate) fn device_op_of(ix: &Index, p: Pos) -> Option<Pos> {
         return Some(p);
     }
     let c = r.correlation_id()?;
-    ix.acts_by_corr
-        .get(&c)?
+    ix.activities(c)?
         .iter()
         .copied()
         .find(|&a| ix.rec(a).is_device_op())

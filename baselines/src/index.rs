@@ -22,9 +22,6 @@ pub type Activities = smallvec::SmallVec<[Pos; 1]>;
 /// An entry of the index's by-position arrays that names no record.
 const NO_RECORD: Pos = Pos::MAX;
 
-/// `Index::token_of` for a record without a request token.
-const NO_TOKEN: u32 = u32::MAX;
-
 /// What an API call (or a uprobe on a driver entry point) does, from its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CallKind {
@@ -84,44 +81,153 @@ impl CallKind {
     }
 }
 
-/// Records' positions by rid. Recorders number records densely (the simulator's rids
-/// are a permutation of 1..=n), so a table indexed by rid is the usual case: a tenth
+/// Positions by a small integer key (a record's rid, a correlation id). Recorders
+/// number both densely (the simulator's rids are a permutation of 1..=n, CUPTI's
+/// correlation ids count up), so a table indexed by the key is the usual case: a tenth
 /// of a hash map's memory at ten million records, and one cache miss per lookup.
-/// Rids spread wider than twice the record count fall back to a map.
+/// Keys spread wider than twice their count fall back to a map. A repeated key keeps
+/// its last position, as a map's insert does.
 #[derive(Debug)]
-enum RidPositions {
+enum Positions {
     Dense(Vec<Pos>),
-    Sparse(FastMap<Rid, Pos>),
+    Sparse(FastMap<u64, Pos>),
 }
 
-impl RidPositions {
-    fn of(recs: &[Record]) -> Self {
-        let highest = recs.iter().map(Record::rid).max().unwrap_or(0);
-        let dense_limit = 2 * recs.len() as u64 + 16;
-        if highest < dense_limit {
-            let mut table = vec![NO_RECORD; highest as usize + 1];
-            // A repeated rid keeps its last record, as the map does.
-            for (p, r) in recs.iter().enumerate() {
-                table[r.rid() as usize] = p as Pos;
+impl Positions {
+    /// `pairs` is walked twice (the highest key first), so it is a function making the walk.
+    fn of<I: Iterator<Item = (u64, Pos)>>(pairs: impl Fn() -> I) -> Self {
+        let (mut count, mut highest) = (0u64, 0u64);
+        for (key, _) in pairs() {
+            count += 1;
+            highest = highest.max(key);
+        }
+        if highest < 2 * count + 16 {
+            let mut table = vec![NO_RECORD; if count == 0 { 0 } else { highest as usize + 1 }];
+            for (key, p) in pairs() {
+                table[key as usize] = p;
             }
-            RidPositions::Dense(table)
+            Positions::Dense(table)
         } else {
-            let mut map = FastMap::with_capacity_and_hasher(recs.len(), Default::default());
-            for (p, r) in recs.iter().enumerate() {
-                map.insert(r.rid(), p as Pos);
+            let mut map = FastMap::with_capacity_and_hasher(count as usize, Default::default());
+            for (key, p) in pairs() {
+                map.insert(key, p);
             }
-            RidPositions::Sparse(map)
+            Positions::Sparse(map)
         }
     }
 
-    fn get(&self, rid: Rid) -> Option<Pos> {
+    fn get(&self, key: u64) -> Option<Pos> {
         match self {
-            RidPositions::Dense(table) => usize::try_from(rid)
+            Positions::Dense(table) => usize::try_from(key)
                 .ok()
                 .and_then(|i| table.get(i).copied())
                 .filter(|&p| p != NO_RECORD),
-            RidPositions::Sparse(map) => map.get(&rid).copied(),
+            Positions::Sparse(map) => map.get(&key).copied(),
         }
+    }
+}
+
+/// The CUPTI activities of each correlation id (one for most launches, a graph
+/// launch's kernels otherwise), in record order: every group's positions side by
+/// side in one array, found through per-key offsets (a table indexed by the
+/// correlation id when ids are dense, else the sorted distinct ids). A map holding a
+/// small vector per id cost 69 bytes per launch.
+#[derive(Debug)]
+struct ActivityGroups {
+    /// Dense: `offsets[c]..offsets[c + 1]` is correlation id `c`'s group. Sparse:
+    /// `offsets[i]..offsets[i + 1]` is the group of `ids[i]`.
+    offsets: Vec<u32>,
+    /// Sparse only: the distinct correlation ids, ascending.
+    ids: Option<Vec<u32>>,
+    positions: Vec<Pos>,
+}
+
+impl ActivityGroups {
+    fn of(recs: &[Record]) -> Self {
+        let activity = |r: &Record| match r {
+            Record::Kernel { correlation_id, .. }
+            | Record::Memcpy { correlation_id, .. }
+            | Record::Memset { correlation_id, .. }
+            | Record::Sync { correlation_id, .. }
+            | Record::CudaEvent { correlation_id, .. } => Some(*correlation_id),
+            _ => None,
+        };
+        let (mut count, mut highest) = (0u64, 0u32);
+        for c in recs.iter().filter_map(activity) {
+            count += 1;
+            highest = highest.max(c);
+        }
+        if u64::from(highest) < 2 * count + 16 {
+            let mut offsets = vec![0u32; highest as usize + 2];
+            for c in recs.iter().filter_map(activity) {
+                offsets[c as usize + 1] += 1;
+            }
+            for i in 1..offsets.len() {
+                offsets[i] += offsets[i - 1];
+            }
+            let mut fill = offsets.clone();
+            let mut positions = vec![NO_RECORD; count as usize];
+            for (p, r) in recs.iter().enumerate() {
+                if let Some(c) = activity(r) {
+                    positions[fill[c as usize] as usize] = p as Pos;
+                    fill[c as usize] += 1;
+                }
+            }
+            ActivityGroups {
+                offsets,
+                ids: None,
+                positions,
+            }
+        } else {
+            // (id, position) pairs: positions are distinct, so the order is total and
+            // each group keeps record order.
+            let mut pairs: Vec<(u32, Pos)> = recs
+                .iter()
+                .enumerate()
+                .filter_map(|(p, r)| activity(r).map(|c| (c, p as Pos)))
+                .collect();
+            pairs.sort_unstable();
+            let mut ids = Vec::new();
+            let mut offsets = Vec::new();
+            for (i, &(c, _)) in pairs.iter().enumerate() {
+                if ids.last() != Some(&c) {
+                    ids.push(c);
+                    offsets.push(i as u32);
+                }
+            }
+            offsets.push(pairs.len() as u32);
+            ActivityGroups {
+                offsets,
+                ids: Some(ids),
+                positions: pairs.into_iter().map(|(_, p)| p).collect(),
+            }
+        }
+    }
+
+    fn group(&self, i: usize) -> &[Pos] {
+        &self.positions[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    fn get(&self, correlation_id: u32) -> Option<&[Pos]> {
+        let i = match &self.ids {
+            None => correlation_id as usize,
+            Some(ids) => ids.binary_search(&correlation_id).ok()?,
+        };
+        if i + 1 >= self.offsets.len() {
+            return None;
+        }
+        Some(self.group(i)).filter(|g| !g.is_empty())
+    }
+
+    /// Every correlation id with activities and its group, by ascending id.
+    fn iter(&self) -> impl Iterator<Item = (u32, &[Pos])> {
+        (0..self.offsets.len().saturating_sub(1)).filter_map(move |i| {
+            let id = match &self.ids {
+                None => i as u32,
+                Some(ids) => ids[i],
+            };
+            Some((id, self.group(i))).filter(|(_, g)| !g.is_empty())
+        })
     }
 }
 
@@ -143,27 +249,28 @@ pub struct Index<'a> {
     pub view: &'a TraceView,
     pub recs: &'a [Record],
     /// Each record's position by rid ([`Index::pos`]).
-    pos_of: RidPositions,
-    pub api_by_corr: FastMap<u32, Pos>,
-    /// CUPTI activity records (device ops, cuda_event, sync) by correlation id.
-    pub acts_by_corr: FastMap<u32, Activities>,
+    pos_of: Positions,
+    /// Each correlation id's API record ([`Index::api_of_corr`]).
+    api_by_corr: Positions,
+    /// Whether the view has any API record ([`Index::has_api_records`]).
+    has_api: bool,
+    /// CUPTI activity records (device ops, cuda_event, sync) by correlation id
+    /// ([`Index::activities`]).
+    acts_by_corr: ActivityGroups,
     /// Request token from external correlation records, by correlation id: an
     /// index into `tokens` ([`Index::token_of_corr`]).
-    token_by_corr: FastMap<u32, u32>,
+    token_by_corr: Positions,
     pub threads: FastMap<u32, ThreadRecs>,
-    /// Each uprobe's paired api record by position (`NO_RECORD` for none; the
-    /// pairing's other direction is `uprobe_at`): same thread, uprobe inside the call.
-    api_at: Vec<Pos>,
-    /// Each record's launching API record ([`Index::launch_api`]), by position
-    /// (`NO_RECORD` for none): asked for many times per op, looked up once.
-    launch_of: Vec<Pos>,
-    /// Each record's [`Index::token`], by position: an index into `tokens`
-    /// (`NO_TOKEN` for none).
-    token_of: Vec<u32>,
+    /// The pairing of api records and uprobes (same thread, uprobe inside the call),
+    /// both directions in one array by position (`NO_RECORD` for none): an api
+    /// record's uprobe ([`Index::uprobe_of_api`]) at the api record's position, a
+    /// uprobe's api record ([`Index::api_of_uprobe`]) at the uprobe's. A record is one
+    /// or the other, so the two never share a slot. (A record's launching API record
+    /// and its token are looked up through the correlation-id tables instead of
+    /// being stored per record: 8 bytes a record less.)
+    paired: Vec<Pos>,
     /// The distinct request tokens of the external correlation records.
     tokens: Vec<SharedStr>,
-    /// Each api record's paired uprobe (`uprobe_of_api`) by position (`NO_RECORD` for none).
-    uprobe_at: Vec<Pos>,
     /// Each host call's [`CallKind`] by position ([`CallKind::Other`] for other records).
     call_kinds: Vec<CallKind>,
     /// Kernels, copies and memsets, sorted by start.
@@ -179,34 +286,25 @@ pub struct Index<'a> {
 impl<'a> Index<'a> {
     pub fn new(view: &'a TraceView) -> Self {
         let recs = &view.records[..];
-        // The correlation maps sized once: growing them rehashes into a table twice
-        // the size while the old one is still held, the peak of a large view's index.
-        let (mut apis, mut activities) = (0, 0);
-        for r in recs {
-            match r {
-                Record::Api { .. } => apis += 1,
-                Record::Kernel { .. }
-                | Record::Memcpy { .. }
-                | Record::Memset { .. }
-                | Record::Sync { .. }
-                | Record::CudaEvent { .. } => activities += 1,
-                _ => {}
-            }
-        }
         let mut ix = Index {
             view,
             recs,
-            pos_of: RidPositions::of(recs),
-            api_by_corr: FastMap::with_capacity_and_hasher(apis, Default::default()),
-            acts_by_corr: FastMap::with_capacity_and_hasher(activities, Default::default()),
-            token_by_corr: FastMap::default(),
+            pos_of: Positions::of(|| recs.iter().enumerate().map(|(p, r)| (r.rid(), p as Pos))),
+            api_by_corr: Positions::of(|| {
+                recs.iter().enumerate().filter_map(|(p, r)| match r {
+                    Record::Api { correlation_id, .. } => {
+                        Some((u64::from(*correlation_id), p as Pos))
+                    }
+                    _ => None,
+                })
+            }),
+            has_api: recs.iter().any(|r| matches!(r, Record::Api { .. })),
+            acts_by_corr: ActivityGroups::of(recs),
+            token_by_corr: Positions::Dense(Vec::new()),
             threads: FastMap::default(),
-            api_at: Vec::new(),
-            launch_of: Vec::new(),
-            token_of: Vec::new(),
+            paired: Vec::new(),
             tokens: Vec::new(),
             call_kinds: Vec::new(),
-            uprobe_at: Vec::new(),
             device_ops: Vec::new(),
             nvtx: Vec::new(),
             markers: Vec::new(),
@@ -214,27 +312,15 @@ impl<'a> Index<'a> {
         };
         // One allocation per distinct token, however many launches carry it.
         let mut token_ix: FastMap<u64, u32> = FastMap::default();
-        let mut token_ix_by_corr: FastMap<u32, u32> = FastMap::default();
+        let mut token_ix_by_corr: Vec<(u64, u32)> = Vec::new();
         for (i, r) in recs.iter().enumerate() {
             let p = i as Pos;
             match r {
-                Record::Api {
-                    correlation_id,
-                    tid,
-                    ..
-                } => {
-                    ix.api_by_corr.insert(*correlation_id, p);
-                    ix.threads.entry(*tid).or_default().apis.push(p);
+                Record::Api { tid, .. } => ix.threads.entry(*tid).or_default().apis.push(p),
+                Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
+                    ix.device_ops.push(p)
                 }
-                Record::Kernel { correlation_id, .. }
-                | Record::Memcpy { correlation_id, .. }
-                | Record::Memset { correlation_id, .. } => {
-                    ix.acts_by_corr.entry(*correlation_id).or_default().push(p);
-                    ix.device_ops.push(p);
-                }
-                Record::Sync { correlation_id, .. } | Record::CudaEvent { correlation_id, .. } => {
-                    ix.acts_by_corr.entry(*correlation_id).or_default().push(p);
-                }
+                Record::Sync { .. } | Record::CudaEvent { .. } => {}
                 Record::ExternalCorrelation {
                     external_id,
                     correlation_id,
@@ -246,7 +332,7 @@ impl<'a> Index<'a> {
                             ix.tokens.push(external_id.to_string().into());
                             (ix.tokens.len() - 1) as u32
                         });
-                        token_ix_by_corr.insert(*correlation_id, t);
+                        token_ix_by_corr.push((u64::from(*correlation_id), t));
                     }
                 }
                 Record::Nvtx { tid, .. } => {
@@ -262,25 +348,9 @@ impl<'a> Index<'a> {
                 Record::PageFault { tid, .. } => ix.threads.entry(*tid).or_default().faults.push(p),
             }
         }
-        ix.launch_of = recs
-            .iter()
-            .map(|r| match r {
-                Record::Api { .. } => None,
-                _ => r
-                    .correlation_id()
-                    .and_then(|c| ix.api_by_corr.get(&c).copied()),
-            })
-            .map(|a| a.unwrap_or(NO_RECORD))
-            .collect();
-        ix.token_of = recs
-            .iter()
-            .map(|r| {
-                r.correlation_id()
-                    .and_then(|c| token_ix_by_corr.get(&c).copied())
-                    .unwrap_or(NO_TOKEN)
-            })
-            .collect();
-        ix.token_by_corr = token_ix_by_corr;
+        // Token indices, stored as positions.
+        ix.token_by_corr = Positions::of(|| token_ix_by_corr.iter().copied());
+        drop(token_ix_by_corr);
         // Classified once per distinct name (names are shared strings).
         let mut kinds: FastMap<(*const u8, usize), CallKind> = FastMap::default();
         ix.call_kinds = (0..recs.len() as Pos)
@@ -335,12 +405,11 @@ impl<'a> Index<'a> {
             calls.sort_by_key(key);
             t.calls = calls;
         }
-        ix.uprobe_at = vec![NO_RECORD; recs.len()];
-        ix.api_at = vec![NO_RECORD; recs.len()];
+        ix.paired = vec![NO_RECORD; recs.len()];
         // An api record paired twice keeps its last pairing.
         for (a, u) in pairs {
-            ix.uprobe_at[a as usize] = u;
-            ix.api_at[u as usize] = a;
+            ix.paired[a as usize] = u;
+            ix.paired[u as usize] = a;
         }
         let mut all: Vec<Pos> = ix
             .threads
@@ -364,19 +433,41 @@ impl<'a> Index<'a> {
         self.pos_of.get(rid)
     }
 
+    /// The API record of a correlation id (the last one, should several share it).
+    pub fn api_of_corr(&self, correlation_id: u32) -> Option<Pos> {
+        self.api_by_corr.get(u64::from(correlation_id))
+    }
+
+    /// The CUPTI activities (device ops, cuda_event, sync) of a correlation id, in
+    /// record order; `None` when it has none.
+    pub fn activities(&self, correlation_id: u32) -> Option<&[Pos]> {
+        self.acts_by_corr.get(correlation_id)
+    }
+
+    /// Every correlation id with activities and those activities, by ascending id.
+    pub fn activities_by_corr(&self) -> impl Iterator<Item = (u32, &[Pos])> {
+        self.acts_by_corr.iter()
+    }
+
     /// The uprobe paired with an api record (same thread, inside the call).
     pub fn uprobe_of_api(&self, api: Pos) -> Option<Pos> {
-        Some(self.uprobe_at[api as usize]).filter(|&u| u != NO_RECORD)
+        match self.rec(api) {
+            Record::Api { .. } => Some(self.paired[api as usize]).filter(|&u| u != NO_RECORD),
+            _ => None,
+        }
     }
 
     /// The api record a uprobe is paired with.
     pub fn api_of_uprobe(&self, uprobe: Pos) -> Option<Pos> {
-        Some(self.api_at[uprobe as usize]).filter(|&a| a != NO_RECORD)
+        match self.rec(uprobe) {
+            Record::Uprobe { .. } => Some(self.paired[uprobe as usize]).filter(|&a| a != NO_RECORD),
+            _ => None,
+        }
     }
 
     /// The request token of a correlation id (external correlation records).
     pub fn token_of_corr(&self, correlation_id: u32) -> Option<&SharedStr> {
-        let t = *self.token_by_corr.get(&correlation_id)?;
+        let t = self.token_by_corr.get(u64::from(correlation_id))?;
         Some(&self.tokens[t as usize])
     }
 
@@ -411,15 +502,17 @@ impl<'a> Index<'a> {
 
     /// The request token of a record's correlation id (external correlation records).
     pub fn token(&self, p: Pos) -> Option<&SharedStr> {
-        let t = self.token_of[p as usize];
-        (t != NO_TOKEN).then(|| &self.tokens[t as usize])
+        let t = self
+            .token_by_corr
+            .get(u64::from(self.rec(p).correlation_id()?))?;
+        Some(&self.tokens[t as usize])
     }
 
     /// The uprobe stack of a host call, if any collector saw one.
     pub fn stack(&self, call: Pos) -> Option<&'a [SharedStr]> {
         let u = match self.rec(call) {
             Record::Uprobe { .. } => Some(call),
-            _ => Some(self.uprobe_at[call as usize]).filter(|&u| u != NO_RECORD),
+            _ => self.uprobe_of_api(call),
         }?;
         match self.rec(u) {
             Record::Uprobe { stack, .. } => Some(stack),
@@ -429,7 +522,10 @@ impl<'a> Index<'a> {
 
     /// The api record that created a CUPTI activity (by correlation id).
     pub fn launch_api(&self, p: Pos) -> Option<Pos> {
-        Some(self.launch_of[p as usize]).filter(|&a| a != NO_RECORD)
+        match self.rec(p) {
+            Record::Api { .. } => None,
+            r => self.api_of_corr(r.correlation_id()?),
+        }
     }
 
     pub fn thread(&self, tid: u32) -> Option<&ThreadRecs> {
@@ -438,7 +534,7 @@ impl<'a> Index<'a> {
 
     /// Does this view contain CUPTI API records at all?
     pub fn has_api_records(&self) -> bool {
-        !self.api_by_corr.is_empty()
+        self.has_api
     }
 
     /// The innermost NVTX range on `tid` that encloses `t`.
@@ -654,6 +750,77 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(rid: Rid, correlation_id: u32) -> Record {
+        Record::CudaEvent {
+            rid,
+            event: 1,
+            event_sync_id: rid,
+            stream: 7,
+            correlation_id,
+            ts: rid * 10,
+        }
+    }
+
+    fn api(rid: Rid, correlation_id: u32) -> Record {
+        Record::Api {
+            rid,
+            domain: ground_truth::trace::ApiDomain::Runtime,
+            cbid: 0,
+            name: "cudaEventRecord".into(),
+            tid: 1,
+            start: rid * 10,
+            end: rid * 10 + 5,
+            correlation_id,
+        }
+    }
+
+    /// Activities by correlation id as a map of vectors in record order would have them.
+    fn reference_groups(recs: &[Record]) -> std::collections::BTreeMap<u32, Vec<Pos>> {
+        let mut m = std::collections::BTreeMap::<u32, Vec<Pos>>::new();
+        for (p, r) in recs.iter().enumerate() {
+            if let Record::CudaEvent { correlation_id, .. } = r {
+                m.entry(*correlation_id).or_default().push(p as Pos);
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn groups_activities_by_correlation_id_dense_or_sparse() {
+        // Dense ids (a table by id) and ids far apart (sorted ids), each with a
+        // repeated id whose activities are not adjacent in the records.
+        for spread in [1u32, 1_000_003] {
+            let corr = |i: u32| (i % 5 + 1) * spread;
+            let recs: Vec<Record> = (0..12u32)
+                .map(|i| event(u64::from(i) + 1, corr(i)))
+                .chain([api(100, corr(2)), api(101, corr(2))])
+                .collect();
+            let groups = ActivityGroups::of(&recs);
+            let expected = reference_groups(&recs);
+            let found: std::collections::BTreeMap<u32, Vec<Pos>> =
+                groups.iter().map(|(c, g)| (c, g.to_vec())).collect();
+            assert_eq!(found, expected, "spread {spread}");
+            for (c, g) in &expected {
+                assert_eq!(groups.get(*c), Some(g.as_slice()));
+            }
+            assert_eq!(groups.get(0), None);
+            assert_eq!(groups.get(6 * spread + 1), None);
+            assert_eq!(groups.get(u32::MAX), None);
+            // The API record of a correlation id: the last of two sharing it.
+            let apis = Positions::of(|| {
+                recs.iter().enumerate().filter_map(|(p, r)| match r {
+                    Record::Api { correlation_id, .. } => {
+                        Some((u64::from(*correlation_id), p as Pos))
+                    }
+                    _ => None,
+                })
+            });
+            assert_eq!(apis.get(u64::from(corr(2))), Some(13));
+            assert_eq!(apis.get(u64::from(corr(1))), None);
+            assert_eq!(apis.get(u64::MAX), None);
+        }
+    }
 
     #[test]
     fn classifies_every_launch_flavour() {

@@ -1,7 +1,7 @@
 //! Per-case scoring: one bundle × one view × one profiler's explanation.
 //! Every definition here is written out in `evaluator/METRICS.md`.
 
-use crate::index::{fast_map, FastMap, RidIndex, MAX_NODES};
+use crate::index::{fast_map, FastMap, FirstAttribution, RidIndex, MAX_NODES};
 use ground_truth::scenario::AxisValue;
 use ground_truth::{
     Bundle, CauseLabel, Collectors, Edge, EdgeType, Evidence, Explanation, GroundTruth, Mode,
@@ -515,15 +515,14 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
     };
 
     // 5. Request attribution (first attribution of a rid wins).
-    let mut attribution: FastMap<Rid, &str> = fast_map(explanation.attribution.len());
-    for a in &explanation.attribution {
-        attribution.entry(a.rid).or_insert(a.request.as_str());
-    }
+    let first_attribution = FirstAttribution::new(&explanation.attribution);
+    let attributed = |rid: Rid| -> Option<&str> {
+        first_attribution
+            .get(rid)
+            .map(|i| explanation.attribution[i].request.as_str())
+    };
     let claimed_token = |rid: Rid| -> Option<&str> {
-        attribution
-            .get(&rid)
-            .copied()
-            .filter(|t| *t != ground_truth::Attribution::UNKNOWN)
+        attributed(rid).filter(|t| *t != ground_truth::Attribution::UNKNOWN)
     };
     let (mut eligible, mut correct, mut wrong) = (0u64, 0u64, 0u64);
     for r in view.records.iter().filter(|r| r.is_device_op()) {
@@ -569,7 +568,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
                         .get(s.node as usize)
                         .and_then(|n| n.request.as_deref().map(str::to_string))
                 });
-                let claimed = attribution.get(&s.rid).map(|t| t.to_string());
+                let claimed = attributed(s.rid).map(|t| t.to_string());
                 let ok = matches!((&expected, claimed_token(s.rid)), (Some(e), Some(c)) if e == c);
                 (expected, claimed, ok)
             }

@@ -393,3 +393,15 @@ impl Record {
         }
     }
 }
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod size_tests {
+    /// docs/records.md "Memory of a large case" counts a large case's memory in these
+    /// sizes (a record is its largest kind's size): a change shows here, and there.
+    #[test]
+    fn records_nodes_and_edges_keep_their_documented_sizes() {
+        assert_eq!(std::mem::size_of::<super::Record>(), 112);
+        assert_eq!(std::mem::size_of::<crate::graph::Node>(), 128);
+        assert_eq!(std::mem::size_of::<crate::graph::Edge>(), 12);
+    }
+}

@@ -118,7 +118,7 @@ impl Graph<'_> {
             }
             Record::Api { correlation_id, .. } => {
                 // A blocking call seen through its API record.
-                let acts = ix.acts_by_corr.get(correlation_id);
+                let acts = ix.activities(*correlation_id);
                 if let Some(s) = acts.and_then(|v| {
                     v.iter().copied().find(|&a| matches!(ix.rec(a), Record::Sync { sync_type, .. } if *sync_type != SyncType::StreamWaitEvent))
                 }) {
@@ -516,8 +516,7 @@ impl Graph<'_> {
             return (vec![(CauseLabel::None, 1.0)], Phases::default(), 0);
         };
         let copy = ix
-            .acts_by_corr
-            .get(correlation_id)
+            .activities(*correlation_id)
             .and_then(|v| v.iter().copied().find(|&a| ix.rec(a).is_device_op()));
         if *sync_type == SyncType::ImplicitCopyFence {
             let mut v = vec![(CauseLabel::ImplicitSync, 1.0)];
@@ -536,7 +535,7 @@ impl Graph<'_> {
             return (v, ph, n);
         }
         // Judge the device work the call waited for.
-        let host_call = ix.api_by_corr.get(correlation_id).copied().unwrap_or(s);
+        let host_call = ix.api_of_corr(*correlation_id).unwrap_or(s);
         let gating = self.incoming_of(host_call, EdgeType::Sync);
         match gating {
             Some(e) if depth < 2 && ix.rec(e.src).is_device_op() => {

@@ -67,7 +67,7 @@ impl Graph<'_> {
             else {
                 continue;
             };
-            let host_call = ix.api_by_corr.get(correlation_id).copied().unwrap_or(p);
+            let host_call = ix.api_of_corr(*correlation_id).unwrap_or(p);
             let call_start = ix.start(host_call).min(*start);
             match sync_type {
                 SyncType::StreamWaitEvent | SyncType::EventSynchronize => {

@@ -3,7 +3,7 @@
 
 use crate::analysis::Peers;
 use crate::index::FastMap;
-use crate::index::{Index, Pos};
+use crate::index::{Activities, Index, Pos};
 use ground_truth::trace::Source;
 use ground_truth::view::LossSpec;
 use ground_truth::{EdgeType, Evidence, Ns, TraceView};
@@ -36,7 +36,7 @@ pub(crate) struct Graph<'a> {
     pub loss_plausible: bool,
     /// Per stream: (enqueue key, the unit's exits) in order; a graph launch exits
     /// through its sinks.
-    pub(super) stream_units: FastMap<u32, Vec<(Ns, Vec<Pos>)>>,
+    pub(super) stream_units: FastMap<u32, Vec<(Ns, Activities)>>,
     /// Launch calls known to be lost (their activity survived): (request token, when).
     pub(super) lost_calls: Vec<(Option<String>, Ns)>,
     /// Whether the view has CUPTI records / eBPF host records at all.
@@ -84,6 +84,8 @@ impl<'a> Graph<'a> {
         g.host_edges();
         g.distrust_edges_into_gaps();
         g.index_edges();
+        // Grown by doubling: up to half its room unused for the rest of the analysis.
+        g.edges.shrink_to_fit();
         g
     }
 

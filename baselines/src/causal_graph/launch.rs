@@ -3,7 +3,7 @@
 
 use super::graph::Graph;
 use crate::index::FastMap;
-use crate::index::Pos;
+use crate::index::{Activities, Pos};
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{EdgeType, Evidence};
 
@@ -12,11 +12,10 @@ impl Graph<'_> {
     pub(super) fn launch_edges(&mut self) {
         let has_api = self.ix.has_api_records();
         let mc = self.missing_conf();
-        let mut corrs: Vec<u32> = self.ix.acts_by_corr.keys().copied().collect();
-        corrs.sort_unstable();
+        let corrs: Vec<u32> = self.ix.activities_by_corr().map(|(c, _)| c).collect();
         for c in corrs {
-            let acts = self.ix.acts_by_corr[&c].clone();
-            let api = self.ix.api_by_corr.get(&c).copied();
+            let acts = Activities::from_slice(self.ix.activities(c).unwrap_or_default());
+            let api = self.ix.api_of_corr(c);
             for a in acts {
                 let launched = match self.ix.rec(a) {
                     Record::Sync { sync_type, .. } => *sync_type == SyncType::StreamWaitEvent,

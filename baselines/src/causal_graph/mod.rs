@@ -104,10 +104,12 @@ mod text;
 
 pub use text::why_late;
 
-use crate::common::{attribution, attribution_targets, finish, Output};
+use crate::common::{attribution, attribution_targets, edge, finish, Output};
+use crate::index::Pos;
 use crate::Profiler;
 use graph::Graph;
-use ground_truth::{Evidence, Explanation, TraceView};
+use ground_truth::trace::Rid;
+use ground_truth::{ClaimedEdge, EdgeType, Evidence, Explanation, TraceView};
 use std::time::Instant;
 
 pub struct CausalGraph;
@@ -123,18 +125,57 @@ impl Profiler for CausalGraph {
         let t0 = Instant::now();
         let g = Graph::build(view);
         let mut out = Output::default();
-        for e in &g.edges {
-            out.edge(&g.ix, e.src, e.dst, e.kind, e.ev, e.conf);
-        }
-        for m in &g.missing {
-            out.edge(&g.ix, m.at, m.at, m.kind, Evidence::Missing, m.conf);
-        }
-        for p in attribution_targets(&g.ix) {
+        let targets = attribution_targets(&g.ix);
+        out.attribution.reserve_exact(targets.len());
+        for p in targets {
             out.attribution.push(attribution(&g.ix, p, g.token(p)));
         }
         for q in &view.queries {
             out.diagnoses.push(g.diagnose(q).diagnosis);
         }
+        // The claims last: the graph is freed as they are made.
+        out.edges = claims_in_order(g);
         finish(self.name(), view, t0, out)
     }
+}
+
+/// The graph's edges and `missing` claims as rid claims, in the order `finish` leaves
+/// them (by destination, source and kind, the first of equal claims kept), so that it
+/// has nothing to sort. Sorting (rid, rid, kind, place) keys here gives that order
+/// without a stable sort's scratch copy of the claims, with the index already freed:
+/// both, beside the finished claims, were the peak of a large case's analysis
+/// (docs/records.md "Memory of a large case").
+fn claims_in_order(mut g: Graph) -> Vec<ClaimedEdge> {
+    let edges = std::mem::take(&mut g.edges);
+    let missing = std::mem::take(&mut g.missing);
+    // Rids come from the view's records, which outlive the graph.
+    let recs = g.ix.recs;
+    drop(g);
+    let rid = |p: Pos| recs[p as usize].rid();
+    let mut keys: Vec<(Rid, Rid, EdgeType, u32)> = Vec::with_capacity(edges.len() + missing.len());
+    for (i, e) in edges.iter().enumerate() {
+        keys.push((rid(e.dst), rid(e.src), e.kind, i as u32));
+    }
+    for (i, m) in missing.iter().enumerate() {
+        let at = rid(m.at);
+        keys.push((at, at, m.kind, (edges.len() + i) as u32));
+    }
+    keys.sort_unstable();
+    let mut claims = Vec::with_capacity(keys.len());
+    let mut last = None;
+    for (dst, src, kind, place) in keys {
+        if last == Some((dst, src, kind)) {
+            continue;
+        }
+        last = Some((dst, src, kind));
+        let (evidence, confidence) = match edges.get(place as usize) {
+            Some(e) => (e.ev, e.conf),
+            None => (
+                Evidence::Missing,
+                missing[place as usize - edges.len()].conf,
+            ),
+        };
+        claims.push(edge(src, dst, kind, evidence, confidence));
+    }
+    claims
 }

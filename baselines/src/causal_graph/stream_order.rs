@@ -4,7 +4,7 @@
 use super::graph::Graph;
 use crate::analysis::NOISE_NS;
 use crate::index::FastMap;
-use crate::index::{CallKind, Pos};
+use crate::index::{Activities, CallKind, Pos};
 use ground_truth::trace::{HostMemory, Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
 
@@ -108,9 +108,9 @@ impl Graph<'_> {
                 ));
             }
             let orphan_keys = orphans.get(&s);
-            let mut prev: Option<(Ns, Vec<Pos>)> = None;
+            let mut prev: Option<(Ns, Activities)> = None;
             let mut prev_multi = false;
-            let mut order: Vec<(Ns, Vec<Pos>)> = Vec::with_capacity(units.len());
+            let mut order: Vec<(Ns, Activities)> = Vec::with_capacity(units.len());
             for (key, u) in &units {
                 let entries: Vec<Pos> = match u {
                     Unit::One(p) => vec![*p],
@@ -188,8 +188,9 @@ impl Graph<'_> {
                     }
                 }
                 // A graph launch completes through its sinks (nodes nothing depends on).
-                let exits: Vec<Pos> = match u {
-                    Unit::One(p) => vec![*p],
+                // Kept inline: one unit per launch, nearly all a single op.
+                let exits: Activities = match u {
+                    Unit::One(p) => Activities::from_slice(&[*p]),
                     Unit::Graph(v) => v
                         .iter()
                         .copied()
@@ -274,7 +275,7 @@ impl Graph<'_> {
             return true;
         }
         let c = r.correlation_id().unwrap_or(0);
-        self.ix.acts_by_corr.get(&c).is_some_and(|v| {
+        self.ix.activities(c).is_some_and(|v| {
             v.iter().any(|&a| {
                 matches!(
                     self.ix.rec(a),
@@ -333,7 +334,7 @@ impl Graph<'_> {
         // In record order, each correlation id's API record as `api_by_corr` keeps it.
         let calls = ix.recs.iter().enumerate().filter_map(|(i, r)| match r {
             Record::Api { correlation_id, .. }
-                if ix.api_by_corr.get(correlation_id) == Some(&(i as Pos)) =>
+                if ix.api_of_corr(*correlation_id) == Some(i as Pos) =>
             {
                 Some((*correlation_id, i as Pos))
             }
@@ -347,8 +348,7 @@ impl Graph<'_> {
                 continue;
             }
             let stream = ix
-                .acts_by_corr
-                .get(&c)
+                .activities(c)
                 .and_then(|v| v.iter().find_map(|&a| ix.rec(a).stream()));
             match stream {
                 Some(s) => {
