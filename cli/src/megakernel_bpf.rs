@@ -16,7 +16,7 @@ use megakernel::bpf::{load, programs, queries, verify, Attachment, ProgramType};
 use megakernel::gpu::GpuExecutor;
 use megakernel::sim::SimCosts;
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// `causalbench megakernel bpf`'s options.
@@ -294,9 +294,50 @@ pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
             queries::BUDGET_EVENTS_PER_WORKER,
             query_table(&q),
             comparison_table(rows, &q, pert)
-        ),
+        ) + &gpu_costs_line(Path::new(SHIPPED_GPU_SUMMARY)),
         Err(e) => format!("{head}not measured: {e}\n"),
     }
+}
+
+/// The committed GPU measurement of `causalbench megakernel bpf --backend cuda`
+/// (megakernel/README.md, "Results on the H200"), whose hook cost and attach
+/// time the simulator cannot give.
+pub const SHIPPED_GPU_SUMMARY: &str = "results/h200-580/megakernel-bpf/bpf-summary.json";
+
+/// What the hooks cost in the compiled kernel and what attaching a new question
+/// costs against rebuilding it, from a `megakernel bpf --backend cuda` summary;
+/// says so when there is none (the numbers exist only where a GPU measured them).
+pub fn gpu_costs_line(summary: &Path) -> String {
+    let read = std::fs::read(summary)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .filter(|v| v["backend"] == "cuda");
+    let Some(v) = read else {
+        return format!(
+            "\nHooks' register and shared-memory cost and attach time: not measured here              (`causalbench megakernel bpf --backend cuda` on a GPU writes them; no `{}`).\n",
+            summary.display()
+        );
+    };
+    let (d, a) = (&v["resources"]["delta"], &v["attach"]);
+    let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
+    format!(
+        "\nOn the GPU (`{}`, {} {}): the hooks cost {:+} registers per thread and {:+} B of \
+         shared memory ({:+} B local); attaching a new question takes {:.0} µs (load {:.1} + \
+         verify {:.1} + swap {:.1} µs) against {:.0} ms to rebuild the kernel ({:.2} ms with its \
+         PTX cached).\n",
+        summary.display(),
+        v["device"]["gpu"].as_str().unwrap_or("GPU"),
+        v["build"].as_str().unwrap_or(""),
+        num(&d["regs"]),
+        num(&d["shared_bytes"]),
+        num(&d["local_bytes"]),
+        num(&a["attach_total_us"]),
+        num(&a["load_us"]),
+        num(&a["verify_us"]),
+        num(&a["swap_us"]),
+        num(&a["rebuild_with_hooks_cold_ms"]),
+        num(&a["rebuild_warm_ms"]),
+    )
 }
 
 fn markdown(summary: &Value, rows: &[QueryRow]) -> String {
@@ -475,4 +516,28 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         args.out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod gpu_costs_tests {
+    use super::gpu_costs_line;
+    use std::path::Path;
+
+    #[test]
+    fn the_committed_gpu_summary_gives_the_hooks_cost_and_attach_time() {
+        let summary = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(super::SHIPPED_GPU_SUMMARY);
+        let line = gpu_costs_line(&summary);
+        assert!(line.contains("+22 registers"), "{line}");
+        assert!(line.contains("+0 B of shared memory"), "{line}");
+        assert!(line.contains("attaching a new question takes 81 µs"), "{line}");
+        assert!(line.contains("821 ms to rebuild"), "{line}");
+    }
+
+    #[test]
+    fn without_a_gpu_summary_the_line_says_it_was_not_measured() {
+        let line = gpu_costs_line(Path::new("no/such/bpf-summary.json"));
+        assert!(line.contains("not measured here"), "{line}");
+    }
 }
