@@ -45,14 +45,14 @@ pub enum PeerKey {
 
 pub fn peer_key(r: &Record) -> Option<PeerKey> {
     match r {
-        Record::Kernel { name, .. } => Some(PeerKey::Kernel(name.clone())),
+        Record::Kernel { detail, .. } => Some(PeerKey::Kernel(detail.name.clone())),
         Record::Memcpy {
             direction,
             memory,
-            bytes,
+            detail,
             ..
-        } => Some(PeerKey::Copy(*direction, *memory, *bytes)),
-        Record::Memset { bytes, .. } => Some(PeerKey::Memset(*bytes)),
+        } => Some(PeerKey::Copy(*direction, *memory, detail.bytes)),
+        Record::Memset { detail, .. } => Some(PeerKey::Memset(detail.bytes)),
         _ => None,
     }
 }
@@ -85,15 +85,10 @@ impl Peers {
             if let Some(k) = copy_on_stream_key(r) {
                 by_key.entry(k).or_default().push(p);
             }
-            if let Record::Kernel {
-                graph_id,
-                graph_node_id,
-                ..
-            } = r
-            {
-                if *graph_node_id != 0 {
+            if let Record::Kernel { detail, .. } = r {
+                if detail.graph_node_id != 0 {
                     by_key
-                        .entry(PeerKey::GraphNode(*graph_id, *graph_node_id))
+                        .entry(PeerKey::GraphNode(detail.graph_id, detail.graph_node_id))
                         .or_default()
                         .push(p);
                 }
@@ -105,16 +100,11 @@ impl Peers {
     /// Other instances of the same operation (graph node replays first).
     pub fn of(&self, ix: &Index, p: Pos) -> Vec<Pos> {
         let r = ix.rec(p);
-        if let Record::Kernel {
-            graph_id,
-            graph_node_id,
-            ..
-        } = r
-        {
-            if *graph_node_id != 0 {
+        if let Record::Kernel { detail, .. } = r {
+            if detail.graph_node_id != 0 {
                 if let Some(v) = self
                     .by_key
-                    .get(&PeerKey::GraphNode(*graph_id, *graph_node_id))
+                    .get(&PeerKey::GraphNode(detail.graph_id, detail.graph_node_id))
                 {
                     if v.len() > 1 {
                         return v.iter().copied().filter(|&q| q != p).collect();
@@ -168,7 +158,7 @@ pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
     let r = ix.rec(p);
     let mut d = dev_phases(r)?;
     let (q, s, start, _) = r.device_times()?;
-    let graph_node = matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0);
+    let graph_node = matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0);
     if q == 0 && s == 0 && !graph_node {
         let Some(queued) = ix.launch_api(p).map(|a| ix.start(a)) else {
             return Some(d);

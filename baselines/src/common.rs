@@ -269,7 +269,7 @@ pub(crate) fn device_phase_diagnosis(
     let mut ph = analysis::device_excess(ix, &pe, op);
     let api = ix.launch_api(op);
     let graph_node =
-        matches!(ix.rec(op), Record::Kernel { graph_node_id, .. } if *graph_node_id != 0);
+        matches!(ix.rec(op), Record::Kernel { detail, .. } if detail.graph_node_id != 0);
     let launch_wait = |k: Pos| {
         ix.launch_api(k)
             .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)

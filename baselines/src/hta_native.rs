@@ -71,9 +71,9 @@ pub fn rids_of_events(trace: &kineto::Activities, view: &TraceView) -> BTreeMap<
             Record::Kernel {
                 correlation_id,
                 start,
-                name,
+                detail,
                 ..
-            } => (Class::Kernel, correlation_id, start, Some(&**name)),
+            } => (Class::Kernel, correlation_id, start, Some(&*detail.name)),
             Record::Memcpy {
                 correlation_id,
                 start,

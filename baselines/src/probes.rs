@@ -108,7 +108,7 @@ impl Profiler for Probe {
 fn by_names(view: &TraceView, _query: &Query) -> Option<CauseLabel> {
     let kernel_named = |words: &[&str]| {
         view.records.iter().any(|r| match r {
-            Record::Kernel { name, .. } => words.iter().any(|w| name.contains(w)),
+            Record::Kernel { detail, .. } => words.iter().any(|w| detail.name.contains(w)),
             _ => false,
         })
     };
@@ -124,7 +124,7 @@ fn by_names(view: &TraceView, _query: &Query) -> Option<CauseLabel> {
     let odd_copy = view
         .records
         .iter()
-        .any(|r| matches!(r, Record::Memcpy { bytes, .. } if bytes % 4096 != 0));
+        .any(|r| matches!(r, Record::Memcpy { detail, .. } if detail.bytes % 4096 != 0));
     if odd_copy {
         return Some(CauseLabel::PcieContention);
     }
@@ -207,8 +207,11 @@ fn by_structure(view: &TraceView, query: &Query) -> Option<CauseLabel> {
     // Launch configurations (grid, block) by how often they occur.
     let mut configurations: HashMap<([u32; 3], [u32; 3]), Vec<&Record>> = HashMap::new();
     for r in records {
-        if let Record::Kernel { grid, block, .. } = r {
-            configurations.entry((*grid, *block)).or_default().push(r);
+        if let Record::Kernel { detail, .. } = r {
+            configurations
+                .entry((detail.grid, detail.block))
+                .or_default()
+                .push(r);
         }
     }
     let most_common = configurations.values().map(Vec::len).max().unwrap_or(0);
@@ -219,7 +222,8 @@ fn by_structure(view: &TraceView, query: &Query) -> Option<CauseLabel> {
             .map(|v| v[0])
             .collect();
         singles.sort_by_key(|r| r.rid());
-        if let Some(Record::Kernel { stream, grid, .. }) = singles.first() {
+        if let Some(Record::Kernel { stream, detail, .. }) = singles.first() {
+            let grid = detail.grid;
             let widest_app_grid = configurations
                 .iter()
                 .filter(|(_, v)| v.len() > 1)
@@ -239,11 +243,11 @@ fn by_structure(view: &TraceView, query: &Query) -> Option<CauseLabel> {
     let mut copies: HashMap<(String, u64), usize> = HashMap::new();
     for r in records {
         if let Record::Memcpy {
-            direction, bytes, ..
+            direction, detail, ..
         } = r
         {
             *copies
-                .entry((format!("{direction:?}"), *bytes))
+                .entry((format!("{direction:?}"), detail.bytes))
                 .or_default() += 1;
         }
     }
@@ -322,11 +326,8 @@ fn is_stream_wait(r: &Record) -> bool {
 /// The graph node id of a graph-launched device op.
 fn graph_node(r: &Record) -> Option<u64> {
     match r {
-        Record::Kernel { graph_node_id, .. } | Record::Memcpy { graph_node_id, .. }
-            if *graph_node_id != 0 =>
-        {
-            Some(*graph_node_id)
-        }
+        Record::Kernel { detail, .. } if detail.graph_node_id != 0 => Some(detail.graph_node_id),
+        Record::Memcpy { detail, .. } if detail.graph_node_id != 0 => Some(detail.graph_node_id),
         _ => None,
     }
 }

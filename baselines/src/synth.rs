@@ -141,20 +141,23 @@ impl ViewBuilder {
         let rid = self.rid();
         self.push(Record::Kernel {
             rid,
-            name: name.into(),
             stream,
-            context: 1,
-            device: 0,
             correlation_id: corr,
-            graph_id: graph.0,
-            graph_node_id: graph.1,
             queued,
             submitted,
             start,
             end,
-            grid: [132, 1, 1],
-            block: [128, 1, 1],
-            channel: 0,
+            detail: ground_truth::trace::KernelDetail {
+                name: name.into(),
+                context: 1,
+                device: 0,
+                graph_id: graph.0,
+                graph_node_id: graph.1,
+                grid: [132, 1, 1],
+                block: [128, 1, 1],
+                channel: 0,
+            }
+            .into(),
         })
     }
 
@@ -189,18 +192,21 @@ impl ViewBuilder {
             rid,
             direction,
             memory,
-            bytes,
             stream,
-            context: 1,
-            device: 0,
             correlation_id: corr,
-            graph_id: 0,
-            graph_node_id: 0,
             queued,
             submitted,
             start,
             end,
-            channel: 1,
+            detail: ground_truth::trace::CopyDetail {
+                bytes,
+                context: 1,
+                device: 0,
+                graph_id: 0,
+                graph_node_id: 0,
+                channel: 1,
+            }
+            .into(),
         })
     }
 

@@ -30,7 +30,9 @@
 //! Times: Kineto writes microseconds; nanosecond precision is kept as three decimals
 //! (as PyTorch ≥ 2.3 does), so `ts = ns / 1000`.
 
-use ground_truth::trace::{ApiDomain, CopyDirection, HostMemory, Record, SyncType};
+use ground_truth::trace::{
+    ApiDomain, CopyDetail, CopyDirection, HostMemory, KernelDetail, MemsetDetail, Record, SyncType,
+};
 use ground_truth::{Ns, TraceView};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -200,14 +202,15 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                 let corr = r.correlation_id().expect("device op");
                 span(start, end);
                 let (cat, name, device, mut args) = match r {
-                    Record::Kernel {
-                        name,
-                        context,
-                        device,
-                        grid,
-                        block,
-                        ..
-                    } => {
+                    Record::Kernel { detail, .. } => {
+                        let KernelDetail {
+                            name,
+                            context,
+                            device,
+                            grid,
+                            block,
+                            ..
+                        } = &**detail;
                         let blocks = (grid[0] as u64 * grid[1] as u64 * grid[2] as u64) as f64;
                         let mut a = op_args(*device, *context, stream, corr);
                         a.insert("queued".into(), us(queued));
@@ -224,11 +227,15 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                     Record::Memcpy {
                         direction,
                         memory,
-                        bytes,
-                        context,
-                        device,
+                        detail,
                         ..
                     } => {
+                        let CopyDetail {
+                            bytes,
+                            context,
+                            device,
+                            ..
+                        } = &**detail;
                         let mut a = op_args(*device, *context, stream, corr);
                         a.insert("bytes".into(), json!(bytes));
                         a.insert(
@@ -237,12 +244,12 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                         );
                         ("gpu_memcpy", memcpy_name(*direction, *memory), *device, a)
                     }
-                    Record::Memset {
-                        bytes,
-                        context,
-                        device,
-                        ..
-                    } => {
+                    Record::Memset { detail, .. } => {
+                        let MemsetDetail {
+                            bytes,
+                            context,
+                            device,
+                        } = &**detail;
                         let mut a = op_args(*device, *context, stream, corr);
                         a.insert("bytes".into(), json!(bytes));
                         a.insert(

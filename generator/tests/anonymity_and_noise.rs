@@ -56,12 +56,15 @@ fn names(b: &Bundle) -> Names {
     };
     for r in &b.trace {
         match r {
-            Record::Kernel { name, .. } => {
-                n.kernels.insert(name.to_string());
+            Record::Kernel { detail, .. } => {
+                n.kernels.insert(detail.name.to_string());
             }
             Record::Uprobe { stack, .. } => n.frames.extend(stack.iter().map(|f| f.to_string())),
-            Record::Memcpy { bytes, .. } | Record::Memset { bytes, .. } => {
-                n.bytes.insert(*bytes);
+            Record::Memcpy { detail, .. } => {
+                n.bytes.insert(detail.bytes);
+            }
+            Record::Memset { detail, .. } => {
+                n.bytes.insert(detail.bytes);
             }
             _ => {}
         }

@@ -1,6 +1,11 @@
 //! Trace records (docs/records.md): every record the reference recorder saw, each with a
 //! stable record id. One clock domain: CLOCK_MONOTONIC nanoseconds.
 
+mod detail;
+mod wire;
+
+pub use detail::{CopyDetail, KernelDetail, MemsetDetail, SharedDetail};
+
 use crate::{Ns, SharedStack, SharedStr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -81,8 +86,10 @@ pub enum SwitchReason {
 /// CUPTI, e.g. `submitted` of graph-launched kernels).
 // Strings are shared: a trace repeats a few names (APIs, kernels, stack
 // frames) millions of times.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// A device activity keeps its rarely read fields behind one shared pointer, so that every
+// kind fits 64 bytes; on disk (and in the schema) it is `wire::Record`, every field at the
+// top level.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     /// CUDA runtime/driver API call (CUPTI callback / API activity).
     Api {
@@ -97,53 +104,35 @@ pub enum Record {
     },
     Kernel {
         rid: Rid,
-        name: SharedStr,
         stream: u32,
-        context: u32,
-        device: u32,
         correlation_id: u32,
-        #[serde(default)]
-        graph_id: u32,
-        #[serde(default)]
-        graph_node_id: u64,
         queued: Ns,
         submitted: Ns,
         start: Ns,
         end: Ns,
-        grid: [u32; 3],
-        block: [u32; 3],
-        channel: u32,
+        detail: SharedDetail<KernelDetail>,
     },
     Memcpy {
         rid: Rid,
         direction: CopyDirection,
         memory: HostMemory,
-        bytes: u64,
         stream: u32,
-        context: u32,
-        device: u32,
         correlation_id: u32,
-        #[serde(default)]
-        graph_id: u32,
-        #[serde(default)]
-        graph_node_id: u64,
         queued: Ns,
         submitted: Ns,
         start: Ns,
         end: Ns,
-        channel: u32,
+        detail: SharedDetail<CopyDetail>,
     },
     Memset {
         rid: Rid,
-        bytes: u64,
         stream: u32,
-        context: u32,
-        device: u32,
         correlation_id: u32,
         queued: Ns,
         submitted: Ns,
         start: Ns,
         end: Ns,
+        detail: SharedDetail<MemsetDetail>,
     },
     /// SYNCHRONIZATION activity.
     Sync {
@@ -151,10 +140,8 @@ pub enum Record {
         sync_type: SyncType,
         stream: u32,
         /// Raw event handle (reused after destroy; not an identity).
-        #[serde(default)]
         event: u64,
         /// The join key between an event record and the waits on it.
-        #[serde(default)]
         event_sync_id: u64,
         correlation_id: u32,
         start: Ns,
@@ -202,7 +189,6 @@ pub enum Record {
         enter: Ns,
         exit: Ns,
         /// Raw first handle argument (stream or event or graph exec), 0 if none.
-        #[serde(default)]
         handle: u64,
         /// Symbolized user stack, innermost frame first (shared: a call site's
         /// stack repeats in every call it makes).
@@ -323,6 +309,16 @@ impl Record {
         }
     }
 
+    /// Device of a device activity (kernel, copy, memset).
+    pub fn device(&self) -> Option<u32> {
+        match self {
+            Record::Kernel { detail, .. } => Some(detail.device),
+            Record::Memcpy { detail, .. } => Some(detail.device),
+            Record::Memset { detail, .. } => Some(detail.device),
+            _ => None,
+        }
+    }
+
     /// Is this a device activity (kernel, copy, memset)?
     pub fn is_device_op(&self) -> bool {
         matches!(
@@ -400,7 +396,7 @@ mod size_tests {
     /// sizes (a record is its largest kind's size): a change shows here, and there.
     #[test]
     fn records_nodes_and_edges_keep_their_documented_sizes() {
-        assert_eq!(std::mem::size_of::<super::Record>(), 112);
+        assert_eq!(std::mem::size_of::<super::Record>(), 64);
         assert_eq!(std::mem::size_of::<crate::graph::Node>(), 128);
         assert_eq!(std::mem::size_of::<crate::graph::Edge>(), 12);
     }

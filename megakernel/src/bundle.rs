@@ -139,20 +139,23 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
         },
         Record::Kernel {
             rid: rid_kernel,
-            name: "mk_persistent".into(),
             stream: k.stream,
-            context: k.context,
-            device: k.device,
             correlation_id: k.correlation_id,
-            graph_id: 0,
-            graph_node_id: 0,
             queued: k.queued,
             submitted: k.submitted,
             start: k.start,
             end: k.end,
-            grid: [s.workers, 1, 1],
-            block: [128, 1, 1],
-            channel: 0,
+            detail: ground_truth::trace::KernelDetail {
+                name: "mk_persistent".into(),
+                context: k.context,
+                device: k.device,
+                graph_id: 0,
+                graph_node_id: 0,
+                grid: [s.workers, 1, 1],
+                block: [128, 1, 1],
+                channel: 0,
+            }
+            .into(),
         },
     ];
     // Device clock → bundle clock.

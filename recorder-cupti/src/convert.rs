@@ -87,20 +87,23 @@ pub fn to_record(raw: &Raw, facts: &CallFacts, names: &Recorder) -> Option<Recor
             channel,
         } => Record::Kernel {
             rid: 0,
-            name: name.as_str().into(),
             stream: *stream,
-            context: *context,
-            device: *device,
             correlation_id: *corr,
-            graph_id: *graph_id,
-            graph_node_id: *graph_node_id,
             queued: *queued,
             submitted: *submitted,
             start: *start,
             end: *end,
-            grid: *grid,
-            block: *block,
-            channel: *channel,
+            detail: ground_truth::trace::KernelDetail {
+                name: name.as_str().into(),
+                context: *context,
+                device: *device,
+                graph_id: *graph_id,
+                graph_node_id: *graph_node_id,
+                grid: *grid,
+                block: *block,
+                channel: *channel,
+            }
+            .into(),
         },
         Raw::Memcpy {
             copy_kind,
@@ -140,18 +143,21 @@ pub fn to_record(raw: &Raw, facts: &CallFacts, names: &Recorder) -> Option<Recor
                 rid: 0,
                 direction,
                 memory,
-                bytes: *bytes,
                 stream: *stream,
-                context: *context,
-                device: *device,
                 correlation_id: *corr,
-                graph_id: *graph_id,
-                graph_node_id: *graph_node_id,
                 queued: 0,
                 submitted: 0,
                 start: *start,
                 end: *end,
-                channel: *channel,
+                detail: ground_truth::trace::CopyDetail {
+                    bytes: *bytes,
+                    context: *context,
+                    device: *device,
+                    graph_id: *graph_id,
+                    graph_node_id: *graph_node_id,
+                    channel: *channel,
+                }
+                .into(),
             }
         }
         Raw::Memset {
@@ -164,15 +170,18 @@ pub fn to_record(raw: &Raw, facts: &CallFacts, names: &Recorder) -> Option<Recor
             corr,
         } => Record::Memset {
             rid: 0,
-            bytes: *bytes,
             stream: *stream,
-            context: *context,
-            device: *device,
             correlation_id: *corr,
             queued: 0,
             submitted: 0,
             start: *start,
             end: *end,
+            detail: ground_truth::trace::MemsetDetail {
+                bytes: *bytes,
+                context: *context,
+                device: *device,
+            }
+            .into(),
         },
         Raw::Sync {
             sync_type: raw_type,

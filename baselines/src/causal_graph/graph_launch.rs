@@ -15,22 +15,21 @@ impl Graph<'_> {
         let mut launches: FastMap<(u32, u32), Vec<Pos>> = FastMap::default();
         for &p in &ix.device_ops {
             if let Record::Kernel {
-                graph_id,
-                graph_node_id,
                 correlation_id,
+                detail,
                 ..
             } = ix.rec(p)
             {
-                if *graph_node_id != 0 {
+                if detail.graph_node_id != 0 {
                     launches
-                        .entry((*graph_id, *correlation_id))
+                        .entry((detail.graph_id, *correlation_id))
                         .or_default()
                         .push(p);
                 }
             }
         }
         let node_id = |p: Pos| match ix.rec(p) {
-            Record::Kernel { graph_node_id, .. } => *graph_node_id,
+            Record::Kernel { detail, .. } => detail.graph_node_id,
             _ => 0,
         };
         // Clock tolerance between one node's end and the next one's start.

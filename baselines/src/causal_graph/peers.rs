@@ -285,7 +285,7 @@ impl Graph<'_> {
         let mut ph = analysis::device_excess(ix, peers, p);
         // Graph nodes have no queued/submitted: the wait after the launch call is
         // the dependency wait.
-        if matches!(r, Record::Kernel { graph_node_id, .. } if *graph_node_id != 0) {
+        if matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0) {
             let wait = |k: Pos| {
                 ix.launch_api(k)
                     .map(|a| ix.start(k).saturating_sub(ix.end(a)) as f64)

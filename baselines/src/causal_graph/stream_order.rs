@@ -86,10 +86,10 @@ impl Graph<'_> {
                 let r = self.ix.rec(p);
                 let gk = match r {
                     Record::Kernel {
-                        graph_node_id,
                         correlation_id,
+                        detail,
                         ..
-                    } if *graph_node_id != 0 => Some(*correlation_id),
+                    } if detail.graph_node_id != 0 => Some(*correlation_id),
                     _ => None,
                 };
                 if let (Some(c), Some((_, Unit::Graph(v)))) = (gk, units.last_mut()) {

@@ -102,24 +102,27 @@ impl Graph<'_> {
         let what = match r {
             Record::Api { name, tid, .. } => format!("api {name} (thread {tid})"),
             Record::Uprobe { function, tid, .. } => format!("uprobe {function} (thread {tid})"),
-            Record::Kernel {
-                name,
-                stream,
-                graph_node_id,
-                ..
-            } if *graph_node_id != 0 => {
+            Record::Kernel { stream, detail, .. } if detail.graph_node_id != 0 => {
+                let (name, graph_node_id) = (&detail.name, detail.graph_node_id);
                 format!("kernel {name} (stream {stream}, graph node {graph_node_id})")
             }
-            Record::Kernel { name, stream, .. } => format!("kernel {name} (stream {stream})"),
+            Record::Kernel { stream, detail, .. } => {
+                format!("kernel {} (stream {stream})", detail.name)
+            }
             Record::Memcpy {
                 direction,
-                bytes,
                 stream,
                 memory,
+                detail,
                 ..
-            } => format!("memcpy {direction:?} {bytes} B {memory:?} (stream {stream})")
-                .to_lowercase(),
-            Record::Memset { bytes, stream, .. } => format!("memset {bytes} B (stream {stream})"),
+            } => format!(
+                "memcpy {direction:?} {} B {memory:?} (stream {stream})",
+                detail.bytes
+            )
+            .to_lowercase(),
+            Record::Memset { stream, detail, .. } => {
+                format!("memset {} B (stream {stream})", detail.bytes)
+            }
             Record::Sync {
                 sync_type,
                 stream,

@@ -130,20 +130,23 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
         records.push(if node.kind == NodeKind::Kernel {
             Record::Kernel {
                 rid,
-                name: Default::default(),
                 stream: node.stream.unwrap_or(0),
-                context: 1,
-                device: 0,
                 correlation_id: (i / 2) as u32,
-                graph_id: 0,
-                graph_node_id: 0,
                 queued: t,
                 submitted: t,
                 start: t,
                 end: t + 500,
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                channel: 0,
+                detail: ground_truth::trace::KernelDetail {
+                    name: Default::default(),
+                    context: 1,
+                    device: 0,
+                    graph_id: 0,
+                    graph_node_id: 0,
+                    grid: [1, 1, 1],
+                    block: [1, 1, 1],
+                    channel: 0,
+                }
+                .into(),
             }
         } else {
             Record::Api {

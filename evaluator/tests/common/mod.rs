@@ -89,20 +89,23 @@ fn api(rid: Rid, t: u64, corr: u32) -> Record {
 fn kernel(rid: Rid, t: u64, corr: u32) -> Record {
     Record::Kernel {
         rid,
-        name: "k".into(),
         stream: 7,
-        context: 1,
-        device: 0,
         correlation_id: corr,
-        graph_id: 0,
-        graph_node_id: 0,
         queued: t,
         submitted: t,
         start: t,
         end: t + 10,
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        channel: 0,
+        detail: ground_truth::trace::KernelDetail {
+            name: "k".into(),
+            context: 1,
+            device: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            channel: 0,
+        }
+        .into(),
     }
 }
 

@@ -240,9 +240,11 @@ pub(super) fn group_of(r: &Record) -> Option<Group> {
         Record::Sched { tid, .. } => Group::Thread(*tid, "sched"),
         Record::PageFault { tid, .. } => Group::Thread(*tid, "page faults"),
         Record::Marker { tid, .. } => Group::Thread(*tid, "markers"),
-        Record::Kernel { device, stream, .. }
-        | Record::Memcpy { device, stream, .. }
-        | Record::Memset { device, stream, .. } => Group::Stream(*device, *stream, "ops"),
+        Record::Kernel { stream, .. }
+        | Record::Memcpy { stream, .. }
+        | Record::Memset { stream, .. } => {
+            Group::Stream(r.device().expect("device op"), *stream, "ops")
+        }
         Record::CudaEvent { stream, .. } => Group::Stream(0, *stream, "ops"),
         Record::Sync {
             sync_type, stream, ..

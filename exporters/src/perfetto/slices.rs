@@ -237,7 +237,7 @@ pub(super) fn add_flow(
 pub(super) fn record_name(r: &Record) -> String {
     match r {
         Record::Api { name, .. } => name.to_string(),
-        Record::Kernel { name, .. } => name.to_string(),
+        Record::Kernel { detail, .. } => detail.name.to_string(),
         Record::Memcpy {
             direction, memory, ..
         } => crate::kineto::memcpy_name(*direction, *memory),

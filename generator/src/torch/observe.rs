@@ -260,20 +260,23 @@ pub fn device_record(b: &Binding, d: &DeviceActivity, rid: u64) -> Record {
     match d.kind {
         DeviceKind::Kernel => Record::Kernel {
             rid,
-            name: d.name.as_str().into(),
             stream: d.stream,
-            context: d.context,
-            device: d.device,
             correlation_id: d.correlation as u32,
-            graph_id: 0,
-            graph_node_id: d.graph_node_id,
             queued: 0,
             submitted: 0,
             start,
             end,
-            grid: d.grid,
-            block: d.block,
-            channel: 0,
+            detail: ground_truth::trace::KernelDetail {
+                name: d.name.as_str().into(),
+                context: d.context,
+                device: d.device,
+                graph_id: 0,
+                graph_node_id: d.graph_node_id,
+                grid: d.grid,
+                block: d.block,
+                channel: 0,
+            }
+            .into(),
         },
         DeviceKind::Memcpy => {
             let (direction, memory) = copy_kind(&d.name);
@@ -281,31 +284,37 @@ pub fn device_record(b: &Binding, d: &DeviceActivity, rid: u64) -> Record {
                 rid,
                 direction,
                 memory,
-                bytes: d.bytes,
                 stream: d.stream,
-                context: d.context,
-                device: d.device,
                 correlation_id: d.correlation as u32,
-                graph_id: 0,
-                graph_node_id: 0,
                 queued: 0,
                 submitted: 0,
                 start,
                 end,
-                channel: 0,
+                detail: ground_truth::trace::CopyDetail {
+                    bytes: d.bytes,
+                    context: d.context,
+                    device: d.device,
+                    graph_id: 0,
+                    graph_node_id: 0,
+                    channel: 0,
+                }
+                .into(),
             }
         }
         DeviceKind::Memset => Record::Memset {
             rid,
-            bytes: d.bytes,
             stream: d.stream,
-            context: d.context,
-            device: d.device,
             correlation_id: d.correlation as u32,
             queued: 0,
             submitted: 0,
             start,
             end,
+            detail: ground_truth::trace::MemsetDetail {
+                bytes: d.bytes,
+                context: d.context,
+                device: d.device,
+            }
+            .into(),
         },
     }
 }

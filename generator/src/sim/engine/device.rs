@@ -225,20 +225,23 @@ impl Engine<'_> {
         let record_name = name.clone();
         let observed = self.observed(skey, |rid| Record::Kernel {
             rid,
-            name: record_name,
             stream: stream_id,
-            context: 1,
-            device: 0,
             correlation_id: corr,
-            graph_id: 0,
-            graph_node_id: 0,
             queued,
             submitted: ready,
             start,
             end,
-            grid: [grid, 1, 1],
-            block: [block, 1, 1],
-            channel: si as u32,
+            detail: ground_truth::trace::KernelDetail {
+                name: record_name,
+                context: 1,
+                device: 0,
+                graph_id: 0,
+                graph_node_id: 0,
+                grid: [grid, 1, 1],
+                block: [block, 1, 1],
+                channel: si as u32,
+            }
+            .into(),
         });
         let times = DeviceTimes {
             queued,
@@ -289,18 +292,21 @@ impl Engine<'_> {
             rid,
             direction,
             memory,
-            bytes,
             stream: stream_id,
-            context: 1,
-            device: 0,
             correlation_id: corr,
-            graph_id: 0,
-            graph_node_id: 0,
             queued,
             submitted: ready,
             start,
             end,
-            channel: 100 + si as u32,
+            detail: ground_truth::trace::CopyDetail {
+                bytes,
+                context: 1,
+                device: 0,
+                graph_id: 0,
+                graph_node_id: 0,
+                channel: 100 + si as u32,
+            }
+            .into(),
         });
         let times = DeviceTimes {
             queued,
@@ -330,15 +336,18 @@ impl Engine<'_> {
         let name = self.names.memset.clone();
         let observed = self.observed(skey, |rid| Record::Memset {
             rid,
-            bytes,
             stream: stream_id,
-            context: 1,
-            device: 0,
             correlation_id: corr,
             queued,
             submitted: ready,
             start,
             end,
+            detail: ground_truth::trace::MemsetDetail {
+                bytes,
+                context: 1,
+                device: 0,
+            }
+            .into(),
         });
         let times = DeviceTimes {
             queued,
@@ -477,20 +486,23 @@ impl Engine<'_> {
             let (grid, block) = ([n.kernel.grid, 1, 1], [n.kernel.block, 1, 1]);
             let observed = self.observed(&nkey, |rid| Record::Kernel {
                 rid,
-                name,
                 stream: stream_id,
-                context: 1,
-                device: 0,
                 correlation_id: corr,
-                graph_id: exec_id,
-                graph_node_id,
                 queued: 0,
                 submitted: 0,
                 start,
                 end,
-                grid,
-                block,
-                channel: si as u32,
+                detail: ground_truth::trace::KernelDetail {
+                    name,
+                    context: 1,
+                    device: 0,
+                    graph_id: exec_id,
+                    graph_node_id,
+                    grid,
+                    block,
+                    channel: si as u32,
+                }
+                .into(),
             });
             self.b.observe(dev, observed, &mut self.loss);
             if step_has_id {
