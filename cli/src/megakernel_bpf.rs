@@ -283,7 +283,8 @@ pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
             Ok((q, query_programs_perturbation(&p)))
         });
     match measured {
-        Ok((q, pert)) => format!(
+        Ok((q, pert)) => {
+            format!(
             "{head}Each query's verified monitor program against the fixed configuration's best \
              attempt under a budget of {} events per worker, scored against the full task log \
              of the same launch (simulator, 132 workers; `causalbench megakernel bpf` measures \
@@ -294,7 +295,8 @@ pub fn section(rows: &[evaluator::megakernel::TrackRow]) -> String {
             queries::BUDGET_EVENTS_PER_WORKER,
             query_table(&q),
             comparison_table(rows, &q, pert)
-        ) + &gpu_costs_line(Path::new(SHIPPED_GPU_SUMMARY)),
+        ) + &gpu_costs_line(Path::new(SHIPPED_GPU_SUMMARY))
+        }
         Err(e) => format!("{head}not measured: {e}\n"),
     }
 }
@@ -531,7 +533,10 @@ mod gpu_costs_tests {
         let line = gpu_costs_line(&summary);
         assert!(line.contains("+22 registers"), "{line}");
         assert!(line.contains("+0 B of shared memory"), "{line}");
-        assert!(line.contains("attaching a new question takes 81 µs"), "{line}");
+        assert!(
+            line.contains("attaching a new question takes 81 µs"),
+            "{line}"
+        );
         assert!(line.contains("821 ms to rebuild"), "{line}");
     }
 

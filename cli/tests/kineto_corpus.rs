@@ -169,11 +169,15 @@ fn fence_lines_of_the_committed_corpus() {
     // the committed `fence-lines.json` is this command's output.
     assert_eq!(v["host_stacks"]["fences"], 30, "{v}");
     assert_eq!(v["host_stacks"]["correct"], 30, "{v}");
-    let committed: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root.join(CORPUS).join("fence-lines.json")).unwrap(),
-    )
-    .unwrap();
-    for key in ["kineto_stacks", "host_stacks", "truth", "bundles_with_fences"] {
+    let committed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(CORPUS).join("fence-lines.json")).unwrap())
+            .unwrap();
+    for key in [
+        "kineto_stacks",
+        "host_stacks",
+        "truth",
+        "bundles_with_fences",
+    ] {
         assert_eq!(v[key], committed[key], "{key}");
     }
     assert_eq!(v["truth"]["function"], "copy");
@@ -250,17 +254,30 @@ fn compile_probe_scores_to_the_committed_attribution() {
         .arg(&json)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let committed = std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.json")).unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let committed =
+        std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.json")).unwrap();
     assert_eq!(std::fs::read_to_string(&json).unwrap(), committed);
-    let markdown = std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.md")).unwrap();
+    let markdown =
+        std::fs::read_to_string(root.join(COMPILE_PROBE).join("attribution.md")).unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout), markdown);
     let report: serde_json::Value = serde_json::from_str(&committed).unwrap();
     let methods = report["methods"].as_array().unwrap();
     assert_eq!(methods.len(), 3);
     for m in methods {
-        let (attributed, right) = (m["attributed_share"].as_f64().unwrap(), m["right_share"].as_f64().unwrap());
-        assert!((0.0..=1.0).contains(&right) && right <= attributed + 1e-12, "{m}");
+        let (attributed, right) = (
+            m["attributed_share"].as_f64().unwrap(),
+            m["right_share"].as_f64().unwrap(),
+        );
+        assert!(
+            (0.0..=1.0).contains(&right) && right <= attributed + 1e-12,
+            "{m}"
+        );
     }
 }
 
@@ -300,7 +317,10 @@ fn a_broken_compile_probe_is_refused_naming_the_file() {
     let o = run(&copy);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("compiled.kineto.json") && err.contains("not whole steps"), "{err}");
+    assert!(
+        err.contains("compiled.kineto.json") && err.contains("not whole steps"),
+        "{err}"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {
