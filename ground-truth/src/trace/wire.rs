@@ -3,6 +3,7 @@
 //! fields behind one shared pointer (`super::detail`); reading and writing go through this
 //! type so that the JSON, the MessagePack and the schema stay exactly what they were.
 
+use super::Record as InMemory;
 use super::{
     ApiDomain, CopyDetail, CopyDirection, HostMemory, KernelDetail, MarkerPhase, MemsetDetail, Rid,
     SwitchReason, SyncType,
@@ -162,28 +163,34 @@ pub enum Record {
     },
 }
 
-impl From<Record> for super::Record {
+/// Converts between the two forms: the device kinds by the arms given, every other
+/// kind field for field (its fields are the same in memory and on disk).
+macro_rules! convert {
+    ($value:expr, $from:ident => $to:ident, { $($device:tt)* }) => {
+        convert!(@arms $value, $from, $to, { $($device)* },
+            Api { rid, domain, cbid, name, tid, start, end, correlation_id },
+            Sync { rid, sync_type, stream, event, event_sync_id, correlation_id, start, end },
+            CudaEvent { rid, event, event_sync_id, stream, correlation_id, ts },
+            ExternalCorrelation { rid, external_kind, external_id, correlation_id },
+            Nvtx { rid, tid, name, start, end },
+            Marker { rid, tid, phase, queue, token, ts },
+            Uprobe { rid, tid, function, enter, exit, handle, stack },
+            Sched { rid, tid, cpu, switch_out, switch_in, reason },
+            PageFault { rid, tid, ts, duration, address, major }
+        )
+    };
+    (@arms $value:expr, $from:ident, $to:ident, { $($device:tt)* },
+        $($kind:ident { $($field:ident),* }),*) => {
+        match $value {
+            $($device)*
+            $( $from::$kind { $($field),* } => $to::$kind { $($field),* }, )*
+        }
+    };
+}
+
+impl From<Record> for InMemory {
     fn from(record: Record) -> Self {
-        match record {
-            Record::Api {
-                rid,
-                domain,
-                cbid,
-                name,
-                tid,
-                start,
-                end,
-                correlation_id,
-            } => super::Record::Api {
-                rid,
-                domain,
-                cbid,
-                name,
-                tid,
-                start,
-                end,
-                correlation_id,
-            },
+        convert!(record, Record => InMemory, {
             Record::Kernel {
                 rid,
                 name,
@@ -200,7 +207,7 @@ impl From<Record> for super::Record {
                 grid,
                 block,
                 channel,
-            } => super::Record::Kernel {
+            } => InMemory::Kernel {
                 rid,
                 stream,
                 correlation_id,
@@ -236,7 +243,7 @@ impl From<Record> for super::Record {
                 start,
                 end,
                 channel,
-            } => super::Record::Memcpy {
+            } => InMemory::Memcpy {
                 rid,
                 direction,
                 memory,
@@ -267,7 +274,7 @@ impl From<Record> for super::Record {
                 submitted,
                 start,
                 end,
-            } => super::Record::Memset {
+            } => InMemory::Memset {
                 rid,
                 stream,
                 correlation_id,
@@ -282,153 +289,14 @@ impl From<Record> for super::Record {
                 }
                 .into(),
             },
-            Record::Sync {
-                rid,
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                end,
-            } => super::Record::Sync {
-                rid,
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                end,
-            },
-            Record::CudaEvent {
-                rid,
-                event,
-                event_sync_id,
-                stream,
-                correlation_id,
-                ts,
-            } => super::Record::CudaEvent {
-                rid,
-                event,
-                event_sync_id,
-                stream,
-                correlation_id,
-                ts,
-            },
-            Record::ExternalCorrelation {
-                rid,
-                external_kind,
-                external_id,
-                correlation_id,
-            } => super::Record::ExternalCorrelation {
-                rid,
-                external_kind,
-                external_id,
-                correlation_id,
-            },
-            Record::Nvtx {
-                rid,
-                tid,
-                name,
-                start,
-                end,
-            } => super::Record::Nvtx {
-                rid,
-                tid,
-                name,
-                start,
-                end,
-            },
-            Record::Marker {
-                rid,
-                tid,
-                phase,
-                queue,
-                token,
-                ts,
-            } => super::Record::Marker {
-                rid,
-                tid,
-                phase,
-                queue,
-                token,
-                ts,
-            },
-            Record::Uprobe {
-                rid,
-                tid,
-                function,
-                enter,
-                exit,
-                handle,
-                stack,
-            } => super::Record::Uprobe {
-                rid,
-                tid,
-                function,
-                enter,
-                exit,
-                handle,
-                stack,
-            },
-            Record::Sched {
-                rid,
-                tid,
-                cpu,
-                switch_out,
-                switch_in,
-                reason,
-            } => super::Record::Sched {
-                rid,
-                tid,
-                cpu,
-                switch_out,
-                switch_in,
-                reason,
-            },
-            Record::PageFault {
-                rid,
-                tid,
-                ts,
-                duration,
-                address,
-                major,
-            } => super::Record::PageFault {
-                rid,
-                tid,
-                ts,
-                duration,
-                address,
-                major,
-            },
-        }
+        })
     }
 }
 
-impl From<&super::Record> for Record {
-    fn from(record: &super::Record) -> Self {
-        match record.clone() {
-            super::Record::Api {
-                rid,
-                domain,
-                cbid,
-                name,
-                tid,
-                start,
-                end,
-                correlation_id,
-            } => Record::Api {
-                rid,
-                domain,
-                cbid,
-                name,
-                tid,
-                start,
-                end,
-                correlation_id,
-            },
-            super::Record::Kernel {
+impl From<&InMemory> for Record {
+    fn from(record: &InMemory) -> Self {
+        convert!(record.clone(), InMemory => Record, {
+            InMemory::Kernel {
                 rid,
                 stream,
                 correlation_id,
@@ -454,7 +322,7 @@ impl From<&super::Record> for Record {
                 block: detail.block,
                 channel: detail.channel,
             },
-            super::Record::Memcpy {
+            InMemory::Memcpy {
                 rid,
                 direction,
                 memory,
@@ -482,7 +350,7 @@ impl From<&super::Record> for Record {
                 end,
                 channel: detail.channel,
             },
-            super::Record::Memset {
+            InMemory::Memset {
                 rid,
                 stream,
                 correlation_id,
@@ -503,127 +371,7 @@ impl From<&super::Record> for Record {
                 start,
                 end,
             },
-            super::Record::Sync {
-                rid,
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                end,
-            } => Record::Sync {
-                rid,
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                end,
-            },
-            super::Record::CudaEvent {
-                rid,
-                event,
-                event_sync_id,
-                stream,
-                correlation_id,
-                ts,
-            } => Record::CudaEvent {
-                rid,
-                event,
-                event_sync_id,
-                stream,
-                correlation_id,
-                ts,
-            },
-            super::Record::ExternalCorrelation {
-                rid,
-                external_kind,
-                external_id,
-                correlation_id,
-            } => Record::ExternalCorrelation {
-                rid,
-                external_kind,
-                external_id,
-                correlation_id,
-            },
-            super::Record::Nvtx {
-                rid,
-                tid,
-                name,
-                start,
-                end,
-            } => Record::Nvtx {
-                rid,
-                tid,
-                name,
-                start,
-                end,
-            },
-            super::Record::Marker {
-                rid,
-                tid,
-                phase,
-                queue,
-                token,
-                ts,
-            } => Record::Marker {
-                rid,
-                tid,
-                phase,
-                queue,
-                token,
-                ts,
-            },
-            super::Record::Uprobe {
-                rid,
-                tid,
-                function,
-                enter,
-                exit,
-                handle,
-                stack,
-            } => Record::Uprobe {
-                rid,
-                tid,
-                function,
-                enter,
-                exit,
-                handle,
-                stack,
-            },
-            super::Record::Sched {
-                rid,
-                tid,
-                cpu,
-                switch_out,
-                switch_in,
-                reason,
-            } => Record::Sched {
-                rid,
-                tid,
-                cpu,
-                switch_out,
-                switch_in,
-                reason,
-            },
-            super::Record::PageFault {
-                rid,
-                tid,
-                ts,
-                duration,
-                address,
-                major,
-            } => Record::PageFault {
-                rid,
-                tid,
-                ts,
-                duration,
-                address,
-                major,
-            },
-        }
+        })
     }
 }
 
