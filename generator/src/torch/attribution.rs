@@ -30,7 +30,7 @@
 //! truth's set: naming one of the three operators a fused kernel computes is
 //! attributed, not right.
 
-use ground_truth::io::FormatError;
+use ground_truth::io::{read_input, FormatError, InputLimits};
 use kineto::{Activities, Annotation, DeviceKind, HostCall};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -293,18 +293,23 @@ fn node_type(target: &str) -> String {
 pub fn score(files: &ProbeFiles) -> Result<AttributionReport, FormatError> {
     let graph: Graph = read_json(&files.graph)?;
     let provenance: Provenance = read_json(&files.provenance)?;
-    let code = std::fs::read_to_string(&files.output_code)
-        .map_err(|e| FormatError::new(&files.output_code, "", format!("cannot read: {e}")))?;
-    let sites = call_sites(&files.output_code, &code)?;
+    let bytes = read_input(
+        &files.output_code,
+        "Inductor output code",
+        &InputLimits::DEFAULT,
+    )?;
+    let code = std::str::from_utf8(&bytes)
+        .map_err(|e| FormatError::new(&files.output_code, "", format!("not UTF-8: {e}")))?;
+    let sites = call_sites(&files.output_code, code)?;
     let activities = kineto::read_activities(&files.trace)?;
     score_material(files, &graph.nodes, &provenance, &sites, &activities)
 }
 
+/// A JSON input of the probe, within the project's input limits; an error names
+/// its JSON path.
 fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, FormatError> {
-    let bytes =
-        std::fs::read(file).map_err(|e| FormatError::new(file, "", format!("cannot read: {e}")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| FormatError::new(file, format!("line {}", e.line()), e.to_string()))
+    let bytes = read_input(file, "compile probe file", &InputLimits::DEFAULT)?;
+    ground_truth::io::from_json(file, &bytes)
 }
 
 fn score_material(
