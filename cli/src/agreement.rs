@@ -163,7 +163,7 @@ fn render(
         tallies.values().flat_map(|t| t.profilers.keys()).collect();
     let mut s = format!(
         "# Agreement: {} against {}\n\n{matched} generated scenarios recorded on both. `label`: the \
-         label check reached the same verdict (kept, relabelled none, dropped); `lateness`: median \
+         label check reached the same verdict (kept, relabelled none, dropped, indeterminate); `lateness`: median \
          of the symptom's lateness on {} over {}; per profiler: the same verdict (correct or wrong) \
          in the combined/instrumented view, over the cases both scored.\n\n| axis | bucket | cases | label | lateness |",
         backends.1, backends.0, backends.1, backends.0

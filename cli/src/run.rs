@@ -670,7 +670,7 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
             continue;
         };
         let verdict = verdict.trim().to_string();
-        if verdict == "dropped" || verdict == "relabelled_none" {
+        if ["dropped", "indeterminate", "relabelled_none"].contains(&verdict.as_str()) {
             changed
                 .entry(verdict.clone())
                 .or_default()
@@ -689,10 +689,11 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
     let n = |v: &str| counts.get(v).copied().unwrap_or(0);
     let checked: usize = counts.values().sum();
     Ok(format!(
-        "labels checked against the truth: {} kept, {} relabelled none, {} dropped (not scored), {} not timing questions, {} recorded before the check",
+        "labels checked against the truth: {} kept, {} relabelled none, {} dropped and {} indeterminate (not scored), {} not timing questions, {} recorded before the check",
         n("kept"),
         n("relabelled_none"),
         n("dropped"),
+        n("indeterminate"),
         n("not_applicable"),
         keys.len().saturating_sub(checked)
     ))
@@ -715,10 +716,16 @@ fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseS
     if lines.next() != crate::manifest::sha256_file(&path).ok().as_deref() {
         return None;
     }
-    // Only a dropped case (no label holds, docs/scenario-space.md) finishes
-    // with no scores.
-    let dropped = std::fs::read_to_string(label_path(out, key))
-        .is_ok_and(|v| v.trim() == ground_truth::graph::LabelVerdict::Dropped.as_str());
+    // Only a case no label holds for (dropped or indeterminate,
+    // docs/scenario-space.md) finishes with no scores.
+    let dropped = std::fs::read_to_string(label_path(out, key)).is_ok_and(|v| {
+        [
+            ground_truth::graph::LabelVerdict::Dropped,
+            ground_truth::graph::LabelVerdict::Indeterminate,
+        ]
+        .iter()
+        .any(|d| v.trim() == d.as_str())
+    });
     evaluator::read_scores(&path)
         .ok()
         .filter(|scores| !scores.is_empty() || dropped)
@@ -800,14 +807,15 @@ fn run_job(
         }
     };
     // The label check's verdict (docs/scenario-space.md): kept for the run's
-    // summary; a dropped case has no label that holds, so it is not scored.
+    // summary; a dropped or indeterminate case has no label that holds, so it
+    // is not scored.
     let verdict = label_verdict(&bundle);
     if let Some(v) = verdict {
         let path = label_path(out, key);
         write_atomic(&path, v.as_str().as_bytes())
             .map_err(|e| format!("{key}: cannot write {}: {e}", path.display()))?;
     }
-    if verdict == Some(ground_truth::graph::LabelVerdict::Dropped) {
+    if verdict.is_some_and(|v| !v.is_scored()) {
         return Ok(Vec::new());
     }
     // A replayed bundle's file: what was recorded beside it (a torch bundle's native

@@ -250,7 +250,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     let mut explained = Vec::new();
     let mut scores: Vec<CaseScore> = Vec::new();
     for (index, (key, bundle)) in bundles.iter().enumerate() {
-        if label_verdict(bundle) == Some(ground_truth::graph::LabelVerdict::Dropped) {
+        if label_verdict(bundle).is_some_and(|v| !v.is_scored()) {
             continue;
         }
         for spec in views::standard_specs_of(bundle) {

@@ -211,6 +211,12 @@ fn check(
                 Some(false),
                 format!("declared `none`, but {lateness_us:.1} µs late (noise floor {floor_us:.1} µs) with the injected work off the symptom's true path: a delay the truth does not name"),
             )
+        } else if within_margin_only(lateness_ns, noise_floor_ns) {
+            verdict(
+                LabelVerdict::Indeterminate,
+                Some(false),
+                format!("declared `none` with the injected work off the symptom's true path, but {lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", noise_floor_ns / NOISE_MARGIN / 1e3),
+            )
         } else {
             verdict(
                 LabelVerdict::Kept,
@@ -240,6 +246,16 @@ fn check(
             );
         }
     }
+    // Within the floor but beyond what the quiet runs drifted (and beyond the
+    // clock's granularity): the symptom may have moved, by less than the
+    // margin asks. Neither the label nor `none` is established.
+    if !late && within_margin_only(lateness_ns, noise_floor_ns) {
+        return verdict(
+            LabelVerdict::Indeterminate,
+            Some(on_path),
+            format!("{lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", noise_floor_ns / NOISE_MARGIN / 1e3),
+        );
+    }
     match (late, on_path) {
         (false, _) => verdict(
             LabelVerdict::RelabelledNone,
@@ -257,6 +273,17 @@ fn check(
             format!("{lateness_us:.1} µs late (noise floor {floor_us:.1} µs), but the injected `{}` is not on the true path", injection.kind.as_str()),
         ),
     }
+}
+
+/// A lateness within the noise floor that still exceeds both the drift the
+/// quiet runs showed (the floor without its margin) and the clock granularity
+/// the truth trusts: one sample of the noise cannot say whether the symptom
+/// moved, so no label is established (docs/scenario-space.md, "Verdict").
+fn within_margin_only(lateness_ns: f64, noise_floor_ns: f64) -> bool {
+    let drift = noise_floor_ns / NOISE_MARGIN;
+    lateness_ns <= noise_floor_ns
+        && lateness_ns > drift
+        && lateness_ns > FAULT_END_TOLERANCE_NS as f64
 }
 
 /// Does the injected mechanism lie on the symptom's true critical path? What
@@ -490,19 +517,61 @@ mod tests {
             .clone()
             .expect("checked");
         assert_eq!(label.verdict, LabelVerdict::Kept, "{}", label.reason);
+        // A floor of 30 µs: the quiet runs drifted 10 µs apart.
+        let floor = 30_000.0;
         let verdict_at = |lateness_ns: f64| {
             let mut truth = bundle.ground_truth.clone();
             truth.symptoms[0].lateness_ns = lateness_ns;
             truth.symptoms[0].label = None;
-            check_and_apply(&sc, &mut truth, &keys, label.noise_floor_ns);
+            check_and_apply(&sc, &mut truth, &keys, floor);
             truth.symptoms[0].label.clone().unwrap()
         };
-        let late = verdict_at(10.0 * label.noise_floor_ns);
+        let late = verdict_at(10.0 * floor);
         assert_eq!(late.verdict, LabelVerdict::Dropped, "{}", late.reason);
         assert!(late.reason.contains("does not name"), "{}", late.reason);
+        assert_eq!(verdict_at(0.2 * floor).verdict, LabelVerdict::Kept);
+        let between = verdict_at(0.5 * floor);
+        assert_eq!(between.verdict, LabelVerdict::Indeterminate, "{}", between.reason);
+    }
+
+    /// A lateness within the floor is `none` only up to the drift the quiet
+    /// runs showed; between that drift and the floor (the margin) it is
+    /// indeterminate and not scored, and beyond the floor the label holds.
+    #[test]
+    fn a_lateness_within_the_margin_is_indeterminate() {
+        let sc = catalog("host-page-fault-vs-cpu-stall.page-fault");
+        let (bundle, keys) = SimBackend::default()
+            .record_with_keys(&sc, 0)
+            .expect("recorded");
+        let floor = 300_000.0;
+        let verdict_at = |lateness_ns: f64| {
+            let mut truth = bundle.ground_truth.clone();
+            truth.symptoms[0].lateness_ns = lateness_ns;
+            truth.symptoms[0].cause = sc.cause;
+            truth.symptoms[0].label = None;
+            check_and_apply(&sc, &mut truth, &keys, floor);
+            let symptom = &truth.symptoms[0];
+            (symptom.label.clone().unwrap(), symptom.cause)
+        };
+        let (quiet, cause) = verdict_at(0.3 * floor);
+        assert_eq!(quiet.verdict, LabelVerdict::RelabelledNone, "{}", quiet.reason);
+        assert_eq!(cause, CauseLabel::None);
+        let (between, cause) = verdict_at(0.6 * floor);
+        assert_eq!(between.verdict, LabelVerdict::Indeterminate, "{}", between.reason);
+        assert!(!between.verdict.is_scored());
+        assert_eq!(cause, sc.cause, "an indeterminate case keeps its declared label");
+        let (late, _) = verdict_at(1.5 * floor);
+        assert_eq!(late.verdict, LabelVerdict::Kept, "{}", late.reason);
+        // At the clock's granularity nothing is measurable: `none`.
+        let (tiny, _) = verdict_at(FAULT_END_TOLERANCE_NS as f64);
+        let mut truth = bundle.ground_truth.clone();
+        truth.symptoms[0].lateness_ns = FAULT_END_TOLERANCE_NS as f64;
+        truth.symptoms[0].label = None;
+        check_and_apply(&sc, &mut truth, &keys, 3.0 * FAULT_END_TOLERANCE_NS as f64);
+        assert_eq!(tiny.verdict, LabelVerdict::RelabelledNone);
         assert_eq!(
-            verdict_at(0.5 * label.noise_floor_ns).verdict,
-            LabelVerdict::Kept
+            truth.symptoms[0].label.as_ref().unwrap().verdict,
+            LabelVerdict::RelabelledNone
         );
     }
 }

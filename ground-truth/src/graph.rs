@@ -256,17 +256,28 @@ pub enum LabelVerdict {
     /// The symptom moved, but not through the injected mechanism (or a
     /// negative control moved it): no label holds, the case is not scored.
     Dropped,
+    /// The symptom moved more than the two quiet runs drifted apart, but not
+    /// by the noise margin: neither the declared label nor `none` is
+    /// established, so the case is not scored.
+    Indeterminate,
     /// Not a timing question (call site, operator, request identity, record
     /// loss): the declared label is kept unchecked.
     NotApplicable,
 }
 
 impl LabelVerdict {
+    /// Whether a case with this verdict is scored: dropped and indeterminate
+    /// cases have no label that holds.
+    pub fn is_scored(self) -> bool {
+        !matches!(self, LabelVerdict::Dropped | LabelVerdict::Indeterminate)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LabelVerdict::Kept => "kept",
             LabelVerdict::RelabelledNone => "relabelled_none",
             LabelVerdict::Dropped => "dropped",
+            LabelVerdict::Indeterminate => "indeterminate",
             LabelVerdict::NotApplicable => "not_applicable",
         }
     }
