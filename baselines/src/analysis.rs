@@ -134,13 +134,12 @@ pub struct DevPhases {
     pub execution: f64,
 }
 
-pub fn dev_phases(r: &Record) -> Option<DevPhases> {
-    let (q, s, st, e) = r.device_times()?;
-    Some(DevPhases {
+fn phases_of(q: Ns, s: Ns, st: Ns, e: Ns) -> DevPhases {
+    DevPhases {
         queued_to_submitted: (q > 0 && s >= q).then(|| (s - q) as f64),
         submitted_to_start: (s > 0 && st >= s).then(|| (st - s) as f64),
         execution: e.saturating_sub(st) as f64,
-    })
+    }
 }
 
 /// Own value minus the peers' median, clamped at 0; the own value minus
@@ -156,8 +155,8 @@ pub fn excess(own: Option<f64>, peer_vals: Vec<f64>, default_base: f64) -> f64 {
 /// start and submitted as the moment the previous op of the same stream ended.
 pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
     let r = ix.rec(p);
-    let mut d = dev_phases(r)?;
-    let (q, s, start, _) = r.device_times()?;
+    let (q, s, start, end) = ix.device_times(p)?;
+    let mut d = phases_of(q, s, start, end);
     let graph_node = matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0);
     if q == 0 && s == 0 && !graph_node {
         let Some(queued) = ix.launch_api(p).map(|a| ix.start(a)) else {
@@ -350,7 +349,7 @@ pub fn typical_latency(ix: &Index, peers: &[Pos]) -> f64 {
     median(
         peers
             .iter()
-            .filter_map(|&q| ix.rec(q).device_times())
+            .filter_map(|&q| ix.device_times(q))
             .map(|(q, _, s, e)| e.saturating_sub(if q > 0 { q } else { s }) as f64)
             .collect(),
     )

@@ -176,6 +176,28 @@ impl ViewBuilder {
         self.kernel_record(corr, stream, name, (graph_id, node), [0, 0, start, end])
     }
 
+    /// A graph node execution with a `queued` time, as the H200's CUPTI reports
+    /// some (earlier than the launch call: docs/gpu-facts.md).
+    #[allow(clippy::too_many_arguments)]
+    pub fn graph_kernel_queued(
+        &mut self,
+        corr: u32,
+        stream: u32,
+        name: &str,
+        (graph_id, node): (u32, u64),
+        queued: Ns,
+        start: Ns,
+        end: Ns,
+    ) -> Rid {
+        self.kernel_record(
+            corr,
+            stream,
+            name,
+            (graph_id, node),
+            [queued, 0, start, end],
+        )
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn memcpy(
         &mut self,

@@ -471,3 +471,65 @@ fn a_copy_whose_own_transfer_held_the_path_is_a_slow_copy() {
         "one-request-readback.copy-forced-fence",
     ]);
 }
+
+/// One request: a kernel on stream 1, then, after `host_gap` of host work, a
+/// three-node graph (a chain; its first node on stream 1, the others on a
+/// stream of the driver's) and a synchronize of stream 1, asked about. Each
+/// graph node carries a `queued` time from before its launch call, as the
+/// H200's CUPTI reports graph nodes.
+fn late_graph_launch(host_gap: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let t = MS;
+    b.marker(10, MarkerPhase::RequestBegin, "", "0", t);
+    b.marker(10, MarkerPhase::TaskBegin, "", "0", t + US);
+    let first = b.launch(10, t + 20 * US, 1, "prefill", 300 * US);
+    b.ext(first.corr, 0);
+    let at = t + 30 * US + host_gap;
+    let (_, corr) = b.api(10, "cudaGraphLaunch", at, at + 10 * US);
+    b.ext(corr, 0);
+    let stale = t + 25 * US;
+    let mut start = at + 10 * US;
+    for (node, (name, stream)) in [("embed", 1), ("attend", 7), ("project", 7)]
+        .iter()
+        .enumerate()
+    {
+        b.graph_kernel_queued(
+            corr,
+            *stream,
+            name,
+            (5, node as u64 + 1),
+            stale,
+            start,
+            start + 500 * US,
+        );
+        start += 502 * US;
+    }
+    let (_, sync_corr) = b.api(10, "cudaStreamSynchronize", at + 12 * US, start + 5 * US);
+    b.ext(sync_corr, 0);
+    let sync = b.sync(
+        sync_corr,
+        SyncType::StreamSynchronize,
+        1,
+        0,
+        0,
+        at + 12 * US,
+        start + 4 * US,
+    );
+    b.query("q", sync, Question::Cause);
+    b.build()
+}
+
+/// A graph node's `queued` earlier than its launch call is no queue time (the
+/// call gated the node), and a synchronize of the launch's stream waits for the
+/// whole launch, whichever stream its last node ran on: a graph launched 3 ms
+/// late by the host is host work, not the stream's earlier kernel.
+#[test]
+fn a_graph_launched_late_is_the_host_s_doing() {
+    let e = explain(&late_graph_launch(3 * MS));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    // Must not: after 50 µs of host work the launch did not hold the path.
+    let e = explain(&late_graph_launch(50 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_ne!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+}

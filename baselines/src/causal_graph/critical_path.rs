@@ -10,18 +10,28 @@ impl Graph<'_> {
     /// When a predecessor let `dst` proceed.
     pub(super) fn effective(&self, e: &E) -> Ns {
         if e.kind == EdgeType::Launch {
-            if let Some((q, _, _, _)) = self.ix.rec(e.dst).device_times() {
+            if let Some((q, _, _, _)) = self.ix.device_times(e.dst) {
                 if q > 0 {
                     return q;
                 }
             }
             // A call that returns after its op started was blocking (a pageable
             // copy): the op was enqueued when the call began, not when it returned.
+            // A graph launch is the exception: the driver submits the graph's
+            // nodes while the call runs, so a node that started before the call
+            // returned was let go by the launch when it started.
             let (call_start, call_end) = (self.ix.start(e.src), self.ix.end(e.src));
-            return if call_end > self.ix.start(e.dst) {
-                call_start
-            } else {
+            let op_start = self.ix.start(e.dst);
+            let graph_node = matches!(
+                self.ix.rec(e.dst),
+                Record::Kernel { detail, .. } if detail.graph_node_id != 0
+            );
+            return if call_end <= op_start {
                 call_end
+            } else if graph_node {
+                op_start
+            } else {
+                call_start
             };
         }
         self.done(e.src)

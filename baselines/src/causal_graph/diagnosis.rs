@@ -268,7 +268,7 @@ impl Graph<'_> {
             0 => out.extend(host_causes.iter().copied()),
             1 => out.extend(self.gating_causes(p, v, depth)),
             2 => {
-                let (q, s, st, _) = r.device_times().expect("device op");
+                let (q, s, st, _) = ix.device_times(p).expect("device op");
                 let from = if s > 0 { s } else { q };
                 if is_copy {
                     let o = analysis::overlap_by_others(ix, p, from, st, |o| {

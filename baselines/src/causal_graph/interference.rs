@@ -21,7 +21,7 @@ impl Graph<'_> {
         let mut waits: FastMap<analysis::PeerKey, Vec<f64>> = FastMap::default();
         for &p in &ix.device_ops {
             let r = ix.rec(p);
-            if let (Some(k), Some((_, s, st, _))) = (analysis::peer_key(r), r.device_times()) {
+            if let (Some(k), Some((_, s, st, _))) = (analysis::peer_key(r), ix.device_times(p)) {
                 if s > 0 && st >= s {
                     waits.entry(k).or_default().push((st - s) as f64);
                 }
@@ -36,7 +36,7 @@ impl Graph<'_> {
         let mut lost = Vec::new();
         for &x in &ix.device_ops {
             let r = ix.rec(x);
-            let Some((q, s, st, _)) = r.device_times() else {
+            let Some((q, s, st, _)) = ix.device_times(x) else {
                 continue;
             };
             if q == 0 || s == 0 || st < s || ((st - s) as f64) < NOISE_NS {

@@ -69,6 +69,23 @@ impl Graph<'_> {
             graph_preds.insert(b, ());
             graph_succs.insert(a, ());
         }
+        // Each graph launch's sinks (nodes nothing in it depends on), over every
+        // stream its nodes ran on: the launch completes through all of them,
+        // so a stream's next item or a synchronize on any of its streams waits
+        // for them, not only for the nodes CUPTI put on that stream.
+        let mut launch_sinks: FastMap<u32, Activities> = FastMap::default();
+        for &d in &self.ix.device_ops {
+            if let Record::Kernel {
+                correlation_id,
+                detail,
+                ..
+            } = self.ix.rec(d)
+            {
+                if detail.graph_node_id != 0 && !graph_succs.contains_key(&d) {
+                    launch_sinks.entry(*correlation_id).or_default().push(d);
+                }
+            }
+        }
         let mut streams: Vec<u32> = by_stream.keys().copied().collect();
         streams.sort_unstable();
         let base_conf = if self.loss_plausible { 0.9 } else { 1.0 };
@@ -191,11 +208,18 @@ impl Graph<'_> {
                 // Kept inline: one unit per launch, nearly all a single op.
                 let exits: Activities = match u {
                     Unit::One(p) => Activities::from_slice(&[*p]),
-                    Unit::Graph(v) => v
-                        .iter()
-                        .copied()
-                        .filter(|p| !graph_succs.contains_key(p))
-                        .collect(),
+                    Unit::Graph(v) => self
+                        .ix
+                        .rec(v[0])
+                        .correlation_id()
+                        .and_then(|c| launch_sinks.get(&c))
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            v.iter()
+                                .copied()
+                                .filter(|p| !graph_succs.contains_key(p))
+                                .collect()
+                        }),
                 };
                 prev_multi = matches!(u, Unit::Graph(v) if v.len() > 1);
                 prev = Some((*key, exits.clone()));
@@ -226,8 +250,7 @@ impl Graph<'_> {
 
     /// Was `x` held back (submitted well after queued) by something not visible?
     pub(super) fn unexplained_gating(&self, x: Pos, preds: &[Pos]) -> bool {
-        let r = self.ix.rec(x);
-        let Some((q, s, _, _)) = r.device_times() else {
+        let Some((q, s, _, _)) = self.ix.device_times(x) else {
             return false;
         };
         if q == 0 || s <= q {

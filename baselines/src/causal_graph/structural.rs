@@ -91,7 +91,7 @@ impl Graph<'_> {
         let own = self.token(d).is_some() && self.token(d) == symptom_token;
         // The first op waited to start after its launch while other streams'
         // work of its kind ran: it waited for the copy engine or the SMs.
-        if let Some((q, _, st, _)) = ix.rec(d).device_times() {
+        if let Some((q, _, st, _)) = ix.device_times(d) {
             let ready = ix.launch_api(d).map_or(q, |a| ix.end(a).max(q));
             let copy = matches!(ix.rec(d), Record::Memcpy { .. });
             if st > ready
@@ -111,16 +111,20 @@ impl Graph<'_> {
         }
         if own {
             // The path enters the symptom's own request at its first op: when it
-            // was launched late, the host chain's reading decides
-            // (`host_structural`, by the caller); otherwise the gate right after
-            // it names the delay.
+            // was launched late, the host chain's reading decides (as for a
+            // symptom that is that op itself, above); otherwise the gate right
+            // after it names the delay.
             let call = ix.launch_api(d)?;
-            if self
-                .host_measure(call)
-                .gap
-                .is_some_and(|g| g > 0.25 * device_work)
-            {
-                return None;
+            let typical_op = crate::index::median(
+                path[i..]
+                    .iter()
+                    .filter(|&&x| ix.rec(x).is_device_op())
+                    .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
+                    .collect(),
+            )
+            .unwrap_or(0.0);
+            if self.host_measure(call).gap.is_some_and(|g| g > typical_op) {
+                return Some(self.host_structural(call));
             }
         }
         Some(vec![
@@ -142,7 +146,7 @@ impl Graph<'_> {
         if !matches!(ix.rec(p), Record::Memcpy { .. }) {
             return None;
         }
-        let (_, _, start, end) = ix.rec(p).device_times()?;
+        let (_, _, start, end) = ix.device_times(p)?;
         let transfer = end.saturating_sub(start) as f64;
         let begin = path.first().map_or(start, |&x| ix.start(x));
         let share = transfer / (end.saturating_sub(begin) as f64).max(1.0);
