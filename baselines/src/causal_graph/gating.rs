@@ -88,7 +88,16 @@ impl Graph<'_> {
         if let Some(u) = up.filter(|&u| ix.rec(u).is_device_op() && depth < MAX_HOPS && !lost) {
             let upeers = self.device_peers(u);
             let ufloors = self.phase_floors(&upeers);
-            let (uph, uhost) = self.device_phases(u, &upeers);
+            let (mut uph, uhost) = self.device_phases(u, &upeers);
+            // A gate that waited in its stream or on an event after its launch
+            // was not held by the host: its launch came late, but it would have
+            // waited anyway, so only its device phases pass a reason on.
+            if self
+                .gating_edge(u)
+                .is_some_and(|e| e.kind != EdgeType::Launch)
+            {
+                uph.host_enqueue = 0.0;
+            }
             let (ud, uv) = dominant_late(&uph, &ufloors);
             if uv > 0.0 {
                 let ucopy = matches!(ix.rec(u), Record::Memcpy { .. });
