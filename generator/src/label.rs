@@ -531,7 +531,12 @@ mod tests {
         assert!(late.reason.contains("does not name"), "{}", late.reason);
         assert_eq!(verdict_at(0.2 * floor).verdict, LabelVerdict::Kept);
         let between = verdict_at(0.5 * floor);
-        assert_eq!(between.verdict, LabelVerdict::Indeterminate, "{}", between.reason);
+        assert_eq!(
+            between.verdict,
+            LabelVerdict::Indeterminate,
+            "{}",
+            between.reason
+        );
     }
 
     /// A lateness within the floor is `none` only up to the drift the quiet
@@ -554,12 +559,25 @@ mod tests {
             (symptom.label.clone().unwrap(), symptom.cause)
         };
         let (quiet, cause) = verdict_at(0.3 * floor);
-        assert_eq!(quiet.verdict, LabelVerdict::RelabelledNone, "{}", quiet.reason);
+        assert_eq!(
+            quiet.verdict,
+            LabelVerdict::RelabelledNone,
+            "{}",
+            quiet.reason
+        );
         assert_eq!(cause, CauseLabel::None);
         let (between, cause) = verdict_at(0.6 * floor);
-        assert_eq!(between.verdict, LabelVerdict::Indeterminate, "{}", between.reason);
+        assert_eq!(
+            between.verdict,
+            LabelVerdict::Indeterminate,
+            "{}",
+            between.reason
+        );
         assert!(!between.verdict.is_scored());
-        assert_eq!(cause, sc.cause, "an indeterminate case keeps its declared label");
+        assert_eq!(
+            cause, sc.cause,
+            "an indeterminate case keeps its declared label"
+        );
         let (late, _) = verdict_at(1.5 * floor);
         assert_eq!(late.verdict, LabelVerdict::Kept, "{}", late.reason);
         // At the clock's granularity nothing is measurable: `none`.
