@@ -152,7 +152,8 @@ pub fn excess(own: Option<f64>, peer_vals: Vec<f64>, default_base: f64) -> f64 {
 
 /// Device phases, filling in what CUPTI leaves out: copies and memsets carry no
 /// queued/submitted on real hardware, so queued is taken as the launching call's
-/// start and submitted as the moment the previous op of the same stream ended.
+/// start and submitted as the moment the stream let the op go: its previous op
+/// ended and the event of a stream wait ahead of it fired.
 pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
     let r = ix.rec(p);
     let (q, s, start, end) = ix.device_times(p)?;
@@ -172,7 +173,11 @@ pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
             .find(|&&o| o != p && ix.rec(o).stream() == stream)
             .map(|&o| ix.end(o))
             .unwrap_or(0);
-        let submitted = queued.max(prev_end).min(start);
+        // A stream wait enqueued ahead of it held it until its event fired:
+        // that wait is the gate, not the SMs (the H200's memsets and copies
+        // carry no submitted time of their own).
+        let fired = stream.map_or(0, |s| ix.wait_fired_before(s, queued));
+        let submitted = queued.max(prev_end).max(fired).min(start);
         d.queued_to_submitted = Some(submitted.saturating_sub(queued) as f64);
         d.submitted_to_start = Some(start.saturating_sub(submitted) as f64);
     }

@@ -4,7 +4,7 @@
 //! position in `view.records` (a `u32`), never by rid order, since rids carry no
 //! meaning beyond identity.
 
-use ground_truth::trace::{MarkerPhase, Record, Rid, SwitchReason};
+use ground_truth::trace::{MarkerPhase, Record, Rid, SwitchReason, SyncType};
 use ground_truth::{Ns, SharedStr, TraceView};
 
 /// Position of a record in `view.records`.
@@ -281,6 +281,9 @@ pub struct Index<'a> {
     pub markers: Vec<Pos>,
     /// Canonical host calls of every thread, sorted by start.
     pub all_calls: Vec<Pos>,
+    /// Each stream's stream waits: (when enqueued, when its event fired, 0 when
+    /// the event record is not in the view), sorted ([`Index::wait_fired_before`]).
+    stream_waits: FastMap<u32, Vec<(Ns, Ns)>>,
 }
 
 impl<'a> Index<'a> {
@@ -309,7 +312,10 @@ impl<'a> Index<'a> {
             nvtx: Vec::new(),
             markers: Vec::new(),
             all_calls: Vec::new(),
+            stream_waits: FastMap::default(),
         };
+        let mut fired: FastMap<u64, Ns> = FastMap::default();
+        let mut waits: Vec<(u32, Ns, u64)> = Vec::new();
         // One allocation per distinct token, however many launches carry it.
         let mut token_ix: FastMap<u64, u32> = FastMap::default();
         let mut token_ix_by_corr: Vec<(u64, u32)> = Vec::new();
@@ -319,6 +325,18 @@ impl<'a> Index<'a> {
                 Record::Api { tid, .. } => ix.threads.entry(*tid).or_default().apis.push(p),
                 Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
                     ix.device_ops.push(p)
+                }
+                Record::Sync {
+                    sync_type: SyncType::StreamWaitEvent,
+                    stream,
+                    event_sync_id,
+                    start,
+                    ..
+                } => waits.push((*stream, *start, *event_sync_id)),
+                Record::CudaEvent {
+                    event_sync_id, ts, ..
+                } if *event_sync_id != 0 => {
+                    fired.insert(*event_sync_id, *ts);
                 }
                 Record::Sync { .. } | Record::CudaEvent { .. } => {}
                 Record::ExternalCorrelation {
@@ -348,6 +366,21 @@ impl<'a> Index<'a> {
                 Record::PageFault { tid, .. } => ix.threads.entry(*tid).or_default().faults.push(p),
             }
         }
+        for (stream, enqueued, esid) in waits {
+            let at = if esid == 0 {
+                0
+            } else {
+                fired.get(&esid).copied().unwrap_or(0)
+            };
+            ix.stream_waits
+                .entry(stream)
+                .or_default()
+                .push((enqueued, at));
+        }
+        for v in ix.stream_waits.values_mut() {
+            v.sort_unstable();
+        }
+        drop(fired);
         // Token indices, stored as positions.
         ix.token_by_corr = Positions::of(|| token_ix_by_corr.iter().copied());
         drop(token_ix_by_corr);
@@ -530,6 +563,17 @@ impl<'a> Index<'a> {
             q = 0;
         }
         Some((q, s, st, e))
+    }
+
+    /// When the event of the last stream wait enqueued on `stream` before `t`
+    /// fired (0 when there is none or its event record is not in the view): an
+    /// op enqueued after the wait could not start before then.
+    pub fn wait_fired_before(&self, stream: u32, t: Ns) -> Ns {
+        let Some(v) = self.stream_waits.get(&stream) else {
+            return 0;
+        };
+        let k = v.partition_point(|w| w.0 < t);
+        k.checked_sub(1).map_or(0, |i| v[i].1)
     }
 
     /// The api record that created a CUPTI activity (by correlation id).

@@ -533,3 +533,71 @@ fn a_graph_launched_late_is_the_host_s_doing() {
     let causes = &diagnosis(&e).causes;
     assert_ne!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
 }
+
+/// Four requests: a 1 ms kernel on stream 1 and an event recorded after it; on
+/// stream 2 a wait for that event, then a copy (no queued or submitted times, as
+/// the H200 reports copies and memsets), asked about in the last request. The
+/// last request's kernel runs `longer`; the copy's own stream is otherwise idle.
+fn copy_behind_event(longer: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let tok = r.to_string();
+        let base = 10 * MS + r * 20 * MS;
+        let extra = if r == 3 { longer } else { 0 };
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        let k = b.launch(10, base + 20 * US, 1, "produce", MS + extra);
+        let done = base + 27 * US + MS + extra;
+        let (_, ev) = b.api(10, "cudaEventRecord", base + 30 * US, base + 32 * US);
+        b.cuda_event(ev, 1, 0xe1, 100 + r, done + US);
+        let (_, wait) = b.api(10, "cudaStreamWaitEvent", base + 34 * US, base + 36 * US);
+        b.sync(
+            wait,
+            SyncType::StreamWaitEvent,
+            2,
+            0xe1,
+            100 + r,
+            base + 34 * US,
+            base + 36 * US,
+        );
+        let (_, copy) = b.api(10, "cudaMemcpyAsync", base + 40 * US, base + 45 * US);
+        let start = done + 3 * US;
+        symptom = b.memcpy(
+            copy,
+            2,
+            CopyDirection::D2h,
+            HostMemory::Pinned,
+            1 << 20,
+            [0, 0, start, start + 80 * US],
+        );
+        for c in [k.corr, ev, wait, copy] {
+            b.ext(c, r);
+        }
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// A copy behind a stream wait that carries no submitted time of its own was
+/// let go when the wait's event fired: a kernel upstream running 400 µs long
+/// makes it late through the event wait, not through contention for the link.
+#[test]
+fn a_copy_behind_a_stream_wait_waits_for_the_event() {
+    let v = copy_behind_event(400 * US);
+    let e = explain(&v);
+    assert_eq!(
+        diagnosis(&e).causes[0].label,
+        CauseLabel::EventWait,
+        "{}",
+        baselines::why_late(&v, v.queries[0].rid)
+    );
+    // Must not: without the long kernel nothing is late.
+    let e = explain(&copy_behind_event(0));
+    assert_eq!(
+        diagnosis(&e).causes[0].label,
+        CauseLabel::None,
+        "{:?}",
+        diagnosis(&e).causes
+    );
+}
