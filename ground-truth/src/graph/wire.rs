@@ -135,3 +135,27 @@ impl JsonSchema for InMemory {
         Node::json_schema(generator)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-memory node reads and writes the on-disk field order, names and defaults.
+    #[test]
+    fn a_node_reads_and_writes_the_documented_json() {
+        let full = r#"{"id":3,"kind":"kernel","name":"k","request":"r1","step":"s","thread":4,"stream":13,"call_site":"app!site","operator":"mlp","generation":2,"start":10,"end":20,"queued":5,"submitted":7,"rids":[1,2,3]}"#;
+        let bare =
+            r#"{"id":0,"kind":"api_call","name":"cudaLaunchKernel","start":1,"end":2,"rids":[]}"#;
+        for text in [full, bare] {
+            let node: InMemory = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&node).unwrap(), text);
+        }
+        let node: InMemory = serde_json::from_str(full).unwrap();
+        assert_eq!(node.detail.thread, Some(4));
+        assert_eq!(node.detail.stream, Some(13));
+        assert_eq!(node.detail.call_site.as_deref(), Some("app!site"));
+        assert_eq!(node.detail.operator.as_deref(), Some("mlp"));
+        let unknown = r#"{"id":0,"kind":"kernel","name":"k","start":1,"end":2,"rids":[],"lane":1}"#;
+        assert!(serde_json::from_str::<InMemory>(unknown).is_err());
+    }
+}
