@@ -111,30 +111,7 @@ impl From<&InMemory> for Node {
     }
 }
 
-impl Serialize for InMemory {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Node::from(self).serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for InMemory {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Node::deserialize(deserializer).map(InMemory::from)
-    }
-}
-
-/// The schema is the on-disk form's, under the same name.
-impl JsonSchema for InMemory {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        Node::schema_name()
-    }
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        Node::schema_id()
-    }
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        Node::json_schema(generator)
-    }
-}
+crate::wire_form::through_wire_form!(InMemory => Node);
 
 #[cfg(test)]
 mod tests {
