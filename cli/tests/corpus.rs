@@ -79,7 +79,7 @@ fn recorded_stacks_name_every_kernels_call_site() {
             .map(|e| (e.dst, e.src))
             .collect();
         for n in &b.ground_truth.nodes {
-            let Some(site) = n.call_site.as_deref() else {
+            let Some(site) = n.detail.call_site.as_deref() else {
                 continue;
             };
             if n.kind != NodeKind::Kernel {

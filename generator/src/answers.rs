@@ -154,11 +154,11 @@ pub fn symptom(
         Question::Cause => None,
         Question::Request => n.request.as_deref().map(str::to_string),
         Question::CallSite => {
-            check_answer(sc, n.call_site.as_deref(), "call_site")?;
+            check_answer(sc, n.detail.call_site.as_deref(), "call_site")?;
             sc.symptom.answer.clone()
         }
         Question::Operator => {
-            check_answer(sc, n.operator.as_deref(), "operator")?;
+            check_answer(sc, n.detail.operator.as_deref(), "operator")?;
             sc.symptom.answer.clone()
         }
     };

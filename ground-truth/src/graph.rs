@@ -8,6 +8,11 @@ use crate::Ns;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod detail;
+pub mod wire;
+
+pub use detail::{NodeDetail, SharedNodeDetail};
+
 /// Index of a node in `GroundTruth::nodes`.
 pub type NodeId = u32;
 
@@ -99,58 +104,32 @@ impl EdgeType {
     }
 }
 
-/// One node of the true dependency graph.
-// Strings are shared: a ground truth repeats a few names millions of times.
-// Zero times and generations are left out of the file (readers fill them back
-// in, the schema says so with its `default`), which keeps large bundles smaller.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// One node of the true dependency graph, as it is held in memory: where it ran and
+/// what enclosed it (thread, stream, call site, operator) behind one shared pointer, so
+/// that a node is 104 bytes (docs/records.md "Memory of a large case"). On disk it is
+/// [`wire::Node`], every field at the top level.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub id: NodeId,
     pub kind: NodeKind,
     /// Human-readable name (kernel name, API name, queue name, fault kind).
     pub name: SharedStr,
     /// Request token this node belongs to, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<SharedStr>,
-    /// Scenario step id that produced it, if the step had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Scenario step id that produced it, if the step had one (often one per node, so
+    /// it is not shared with the rest of the detail).
     pub step: Option<SharedStr>,
-    /// Host thread (OS tid) for host nodes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread: Option<u32>,
-    /// Device stream (CUPTI stream id) for device nodes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_site: Option<SharedStr>,
-    /// NVTX range (operator) enclosing the launch call, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operator: Option<SharedStr>,
+    /// Host thread, device stream, call site and NVTX operator; reads as a [`NodeDetail`].
+    pub detail: SharedNodeDetail,
     /// Generation of the stream/event/graph object used (bumped on recreate).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    #[schemars(extend("default" = 0))]
     pub generation: u32,
     pub start: Ns,
     pub end: Ns,
     /// Device ops: when the op was queued and submitted (0 = not measured).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(extend("default" = 0))]
     pub queued: Ns,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(extend("default" = 0))]
     pub submitted: Ns,
     /// Records that observe this node (most nodes have one or two: kept inline).
-    #[schemars(with = "Vec<Rid>")]
     pub rids: NodeRids,
-}
-
-fn is_zero(v: &Ns) -> bool {
-    *v == 0
-}
-
-fn is_zero_u32(v: &u32) -> bool {
-    *v == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

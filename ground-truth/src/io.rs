@@ -736,10 +736,13 @@ mod tests {
                 name: s("k"),
                 request: (i % 2 == 0).then(|| s("1")),
                 step: Some(s("producer")),
-                thread: Some(4),
-                stream: (i % 3 == 0).then_some(13),
-                call_site: Some(s("app!site")),
-                operator: Some(s("mlp")),
+                detail: crate::graph::NodeDetail {
+                    thread: Some(4),
+                    stream: (i % 3 == 0).then_some(13),
+                    call_site: Some(s("app!site")),
+                    operator: Some(s("mlp")),
+                }
+                .into(),
                 generation: i % 2,
                 start: 1,
                 end: 2,

@@ -21,6 +21,7 @@ pub mod shared_str;
 pub mod submission;
 pub mod trace;
 pub mod view;
+mod wire_form;
 
 pub use bundle::{Bundle, CrossCheck, CuptiCapabilities, LossAccounting, Manifest, Unobservable};
 pub use explanation::{

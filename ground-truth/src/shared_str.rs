@@ -6,9 +6,9 @@
 //! traffic. On disk it is a plain JSON string, and its schema is `String`'s.
 //!
 //! The handle is one pointer (an `Arc<String>`, not the two words of an `Arc<str>`):
-//! a ground-truth node holds five of them and a large case holds tens of millions of
-//! nodes and records, so the word saved per string is most of a gigabyte at ten
-//! million operations (`causalbench measure large`); the extra hop to the bytes is
+//! a ground-truth node holds three of them (its shared detail two more) and a large case
+//! holds tens of millions of nodes and records, so the word saved per string is most of a
+//! gigabyte at ten million operations (`causalbench measure large`); the extra hop to the bytes is
 //! paid only when a string is read, never when it is shared.
 
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};

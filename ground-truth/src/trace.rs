@@ -397,7 +397,7 @@ mod size_tests {
     #[test]
     fn records_nodes_and_edges_keep_their_documented_sizes() {
         assert_eq!(std::mem::size_of::<super::Record>(), 64);
-        assert_eq!(std::mem::size_of::<crate::graph::Node>(), 128);
+        assert_eq!(std::mem::size_of::<crate::graph::Node>(), 104);
         assert_eq!(std::mem::size_of::<crate::graph::Edge>(), 12);
     }
 }

@@ -106,10 +106,7 @@ fn node(id: usize, kind: NodeKind, name: String, start: u64, end: u64) -> Node {
         name: name.into(),
         request: None,
         step: None,
-        thread: None,
-        stream: None,
-        call_site: None,
-        operator: None,
+        detail: Default::default(),
         generation: 0,
         start,
         end,
@@ -177,11 +174,11 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
         k.api_start,
         k.api_end,
     );
-    api.thread = Some(k.tid);
+    api.detail.edit(|d| d.thread = Some(k.tid));
     api.rids.push(rid_api);
     nodes.push(api);
     let mut kn = node(1, NodeKind::Kernel, "mk_persistent".into(), k.start, k.end);
-    kn.stream = Some(k.stream);
+    kn.detail.edit(|d| d.stream = Some(k.stream));
     kn.queued = k.queued;
     kn.submitted = k.submitted;
     kn.step = Some("megakernel".into());
@@ -223,10 +220,11 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
             map(tt.start),
             map(tt.end),
         );
-        n.operator = Some(class_name(t.class_id).into());
+        n.detail
+            .edit(|d| d.operator = Some(class_name(t.class_id).into()));
         n.generation = t.task_gen;
         n.request = Some(t.req_gen.to_string().into());
-        n.stream = Some(tt.worker);
+        n.detail.edit(|d| d.stream = Some(tt.worker));
         n.queued = map(tt.ready);
         n.submitted = map(if tt.wait_begin != 0 {
             tt.wait_begin
@@ -271,7 +269,8 @@ pub fn build(inp: CaseInputs<'_>) -> (Bundle, TaskTelemetry) {
         k.start,
         k.end,
     );
-    f.operator = Some(sc.injection.class.clone().into());
+    f.detail
+        .edit(|d| d.operator = Some(sc.injection.class.clone().into()));
     nodes.push(f);
     for &t in &s.injected_tasks {
         edges.push(Edge {

@@ -32,7 +32,7 @@ pub fn of_task_log(bundle: &Bundle, t: &TaskTelemetry) -> Option<Signature> {
         .nodes
         .iter()
         .filter(|n| n.kind == NodeKind::Task)
-        .map(|n| n.operator.as_deref().and_then(class_id).unwrap_or(0))
+        .map(|n| n.detail.operator.as_deref().and_then(class_id).unwrap_or(0))
         .collect();
     t.captures
         .iter()

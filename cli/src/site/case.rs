@@ -47,7 +47,7 @@ fn node_text(bundle: &Bundle, id: NodeId) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{:?}", n.kind));
-    let place = match (n.stream, n.thread) {
+    let place = match (n.detail.stream, n.detail.thread) {
         (Some(s), _) => format!(" (stream {s})"),
         (None, Some(t)) => format!(" (thread {t})"),
         (None, None) => String::new(),

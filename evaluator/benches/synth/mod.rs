@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use ground_truth::explanation::ExplanationMeta;
+use ground_truth::graph::NodeDetail;
 use ground_truth::trace::ApiDomain;
 use ground_truth::view::LossSpec;
 use ground_truth::{
@@ -59,10 +60,11 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
             name: Default::default(),
             request: None,
             step: None,
-            thread: None,
-            stream: kernel.then_some(((i / 2) % streams) as u32),
-            call_site: None,
-            operator: None,
+            detail: NodeDetail {
+                stream: kernel.then_some(((i / 2) % streams) as u32),
+                ..Default::default()
+            }
+            .into(),
             generation: 0,
             start: i * 1000,
             end: i * 1000 + 500,
@@ -130,7 +132,7 @@ pub fn build(n: usize, sparse: bool) -> Inputs {
         records.push(if node.kind == NodeKind::Kernel {
             Record::Kernel {
                 rid,
-                stream: node.stream.unwrap_or(0),
+                stream: node.detail.stream.unwrap_or(0),
                 correlation_id: (i / 2) as u32,
                 queued: t,
                 submitted: t,

@@ -139,7 +139,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns), clock_slack
                         });
                     }
                 }
-                if let (false, Some(tid)) = (any, n.thread) {
+                if let (false, Some(tid)) = (any, n.detail.thread) {
                     calls.entry(tid).or_default().push(Call {
                         start: n.start,
                         end: n.end,
@@ -154,7 +154,7 @@ pub fn attach(b: &mut RunBuilder, host: HostTrace, window: (Ns, Ns), clock_slack
                     "host_page_fault_minor" | "host_page_fault_major" => "fault",
                     _ => continue,
                 };
-                if let Some(tid) = n.thread {
+                if let Some(tid) = n.detail.thread {
                     stalls.push((n.id, kind, tid, n.start, n.end));
                 }
             }

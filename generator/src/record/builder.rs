@@ -2,7 +2,7 @@
 //! and their rids. What a step produces out of them is decided in
 //! [`super::steps`]; backends call that, not these, for scenario steps.
 
-use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeId, NodeKind};
+use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeDetail, NodeId, NodeKind};
 use ground_truth::trace::{Record, Rid};
 use ground_truth::{Ns, SharedStr};
 
@@ -65,10 +65,13 @@ impl RunBuilder {
             name: name.into(),
             request: info.request,
             step: info.step,
-            thread: info.thread,
-            stream: info.stream,
-            call_site: info.call_site,
-            operator: info.operator,
+            detail: NodeDetail {
+                thread: info.thread,
+                stream: info.stream,
+                call_site: info.call_site,
+                operator: info.operator,
+            }
+            .into(),
             generation: info.generation,
             start,
             end,

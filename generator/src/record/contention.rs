@@ -68,7 +68,7 @@ fn holder(truth: &GroundTruth, by_end: &[NodeId], waiting: NodeId) -> Option<Nod
         .copied()
         .find(|&o| {
             let h = &truth.nodes[o as usize];
-            o != waiting && h.stream != x.stream && h.start < x.start
+            o != waiting && h.detail.stream != x.detail.stream && h.start < x.start
         })
 }
 

@@ -201,7 +201,7 @@ fn without_kineto_the_truth_is_the_same() {
         let mut t = t.clone();
         for n in &mut t.nodes {
             n.rids.clear();
-            n.stream = None;
+            n.detail.edit(|d| d.stream = None);
         }
         t
     };

@@ -2,6 +2,7 @@
 //! of any kind is at most 64 bytes in memory (docs/records.md "Memory of a large case").
 //! A launch-bound trace repeats the same few kernels, copies and memsets millions of times:
 //! equal details made on one thread share one allocation, as `SharedStr` shares names.
+//! A ground-truth node's detail (`crate::graph::NodeDetail`) is shared the same way.
 
 use crate::SharedStr;
 use std::fmt;
@@ -70,7 +71,12 @@ macro_rules! shareable {
     )*};
 }
 
-shareable!(KernelDetail => KERNEL_DETAILS, CopyDetail => COPY_DETAILS, MemsetDetail => MEMSET_DETAILS);
+shareable!(
+    KernelDetail => KERNEL_DETAILS,
+    CopyDetail => COPY_DETAILS,
+    MemsetDetail => MEMSET_DETAILS,
+    crate::graph::NodeDetail => NODE_DETAILS
+);
 
 impl<T: Shareable> From<T> for SharedDetail<T> {
     /// `detail`, sharing the allocation of an equal one made earlier on this thread.

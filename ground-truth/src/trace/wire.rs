@@ -375,27 +375,4 @@ impl From<&InMemory> for Record {
     }
 }
 
-impl Serialize for super::Record {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Record::from(self).serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for super::Record {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Record::deserialize(deserializer).map(super::Record::from)
-    }
-}
-
-/// The schema is the on-disk form's, under the same name.
-impl JsonSchema for super::Record {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        Record::schema_name()
-    }
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        Record::schema_id()
-    }
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        Record::json_schema(generator)
-    }
-}
+crate::wire_form::through_wire_form!(super::Record => Record);

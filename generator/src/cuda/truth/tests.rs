@@ -314,7 +314,7 @@ fn event_edge_run_gets_the_simulators_graph() {
     assert_eq!(t.nodes[7].end, 2_103_500);
     assert_eq!(t.nodes[9].submitted, 2_103_600);
     assert_eq!(t.nodes[2].name, "cuLaunchKernel");
-    assert_eq!(t.nodes[3].stream, Some(13));
+    assert_eq!(t.nodes[3].detail.stream, Some(13));
     let consumer = out.keys[&StepKey {
         program: 0,
         request: 0,
