@@ -149,9 +149,14 @@ impl Session {
             if crate::label::applies(sc) {
                 // A second run without the injection, under the injected run's
                 // own conditions (host collector included): how far this
-                // scenario's ops move from everything but the injection.
-                let (quiet_log, _) =
-                    self.execute_host(sc, None, crate::mix(seed ^ 0x6e6f_6973), host_on)?;
+                // scenario's ops move from everything but the injection. Its
+                // seed is the injected run's and the twin's: on the GPU the seed
+                // only makes the scenario's choices (which pool member takes a
+                // randomized queue's work), and the noise is the machine's own,
+                // as the simulator draws its quiet run's noise independently
+                // but keeps its choices (sim/mod.rs). A seed of its own made
+                // other choices, and their timing counted as noise.
+                let (quiet_log, _) = self.execute_host(sc, None, seed, host_on)?;
                 fail("the second no-injection run", &quiet_log.errors)?;
                 quiet = Some(truth::build(sc, &quiet_log, None, &self.recorder, false));
             }
