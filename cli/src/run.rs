@@ -670,7 +670,7 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
             continue;
         };
         let verdict = verdict.trim().to_string();
-        if ["dropped", "indeterminate", "relabelled_none"].contains(&verdict.as_str()) {
+        if ground_truth::graph::LabelVerdict::parse(&verdict).is_some_and(|v| v.changed_label()) {
             changed
                 .entry(verdict.clone())
                 .or_default()
@@ -719,12 +719,7 @@ fn finished_scores(out: &Path, key: &str, fingerprint: &str) -> Option<Vec<CaseS
     // Only a case no label holds for (dropped or indeterminate,
     // docs/scenario-space.md) finishes with no scores.
     let dropped = std::fs::read_to_string(label_path(out, key)).is_ok_and(|v| {
-        [
-            ground_truth::graph::LabelVerdict::Dropped,
-            ground_truth::graph::LabelVerdict::Indeterminate,
-        ]
-        .iter()
-        .any(|d| v.trim() == d.as_str())
+        ground_truth::graph::LabelVerdict::parse(v.trim()).is_some_and(|v| !v.is_scored())
     });
     evaluator::read_scores(&path)
         .ok()

@@ -245,10 +245,29 @@ pub enum LabelVerdict {
 }
 
 impl LabelVerdict {
+    pub const ALL: [LabelVerdict; 5] = [
+        LabelVerdict::Kept,
+        LabelVerdict::RelabelledNone,
+        LabelVerdict::Dropped,
+        LabelVerdict::Indeterminate,
+        LabelVerdict::NotApplicable,
+    ];
+
     /// Whether a case with this verdict is scored: dropped and indeterminate
     /// cases have no label that holds.
     pub fn is_scored(self) -> bool {
         !matches!(self, LabelVerdict::Dropped | LabelVerdict::Indeterminate)
+    }
+
+    /// Whether the check took the declared label away (relabelled, dropped
+    /// or indeterminate).
+    pub fn changed_label(self) -> bool {
+        !matches!(self, LabelVerdict::Kept | LabelVerdict::NotApplicable)
+    }
+
+    /// The verdict `as_str` names, if any.
+    pub fn parse(name: &str) -> Option<LabelVerdict> {
+        Self::ALL.into_iter().find(|v| v.as_str() == name)
     }
 
     pub fn as_str(self) -> &'static str {

@@ -208,18 +208,15 @@ impl Graph<'_> {
                 // Kept inline: one unit per launch, nearly all a single op.
                 let exits: Activities = match u {
                     Unit::One(p) => Activities::from_slice(&[*p]),
+                    // A launch has no sinks only when every node of it has an
+                    // inferred successor; its unit then has no exits either.
                     Unit::Graph(v) => self
                         .ix
                         .rec(v[0])
                         .correlation_id()
                         .and_then(|c| launch_sinks.get(&c))
                         .cloned()
-                        .unwrap_or_else(|| {
-                            v.iter()
-                                .copied()
-                                .filter(|p| !graph_succs.contains_key(p))
-                                .collect()
-                        }),
+                        .unwrap_or_default(),
                 };
                 prev_multi = matches!(u, Unit::Graph(v) if v.len() > 1);
                 prev = Some((*key, exits.clone()));
