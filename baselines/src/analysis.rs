@@ -10,6 +10,11 @@ use std::collections::HashMap;
 /// Lateness below this is noise (ns).
 pub const NOISE_NS: f64 = 20_000.0;
 
+/// The clock agreement a device-timed difference is trusted to (ns): the
+/// GPU's CUPTI and `%globaltimer` agree within 2 µs (docs/gpu-facts.md), the
+/// label check's granularity too (docs/scenario-space.md, "Noise floor").
+pub const CLOCK_NS: f64 = 2_000.0;
+
 /// How far back before a call with no host predecessor on its thread (ns) that
 /// thread's scheduler and page-fault records still count as stalls of the call.
 pub const STALL_LOOKBACK_NS: ground_truth::Ns = 50_000_000;

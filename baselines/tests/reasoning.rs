@@ -601,3 +601,62 @@ fn a_copy_behind_a_stream_wait_waits_for_the_event() {
         diagnosis(&e).causes
     );
 }
+
+/// Four requests, each a 100 µs kernel and a 1 ms kernel behind it on one
+/// stream; the last request's first kernel waits `held` to start while a kernel
+/// of no request holds the SMs, and request `r` of the others launches `r ×
+/// jitter` later than the first. The query: the last request's 1 ms kernel.
+fn short_root_held(held: u64, jitter: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let tok = r.to_string();
+        let base = 10 * MS + r * 20 * MS;
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        let own_held = if r == 3 { held } else { 0 };
+        let t = base + 20 * US + if r == 3 { 0 } else { r * jitter };
+        if own_held > 0 {
+            b.launch(20, t - 50 * US, 2, "other_work", own_held + 57 * US);
+        }
+        let mut prev_end = 0;
+        for (k, (name, dur)) in [("embed", 100 * US), ("attend", MS)].iter().enumerate() {
+            let at = t + k as u64 * 10 * US;
+            let queued = at + 2 * US;
+            let submitted = if k == 0 { queued } else { prev_end.max(queued) };
+            let start = submitted + 5 * US + if k == 0 { own_held } else { 0 };
+            let l = b.launch_at(
+                10,
+                "cudaLaunchKernel",
+                at,
+                1,
+                name,
+                Some(submitted),
+                Some(start),
+                *dur,
+                "svc.py:40",
+            );
+            b.ext(l.corr, r);
+            prev_end = start + dur;
+            symptom = l.op;
+        }
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 7b: a symptom that finished later than its peers beyond their own spread
+/// is late even by less than a quarter of its execution, when an op upstream on
+/// its path was held by a delay the device timed: a 60 µs hold of a 100 µs root
+/// makes the 1 ms kernel behind it 60 µs late (0.06× its own latency, but 0.6× the
+/// root's). It was `none` while the finish had to pass the symptom's own floor.
+#[test]
+fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
+    let e = explain(&short_root_held(60 * US, 0));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    // Must not: when the peers' finishes stray by more than that, it is on time.
+    let e = explain(&short_root_held(60 * US, 40 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+}

@@ -254,10 +254,12 @@ impl Graph<'_> {
             } else {
                 0.7
             };
+            // An alternative's weight is capped: a gate passing on its own
+            // excess (nanoseconds, not a share) outranked `none` here.
             let mut out: Vec<(CauseLabel, f64)> = self
                 .gating_causes(p, 1.0, depth)
                 .into_iter()
-                .map(|(l, x)| (l, 0.6 * x))
+                .map(|(l, x)| (l, 0.6 * x.min(1.0)))
                 .collect();
             out.push((CauseLabel::None, none));
             // Not late: no lateness to split.
@@ -444,10 +446,22 @@ impl Graph<'_> {
             return None;
         }
         let ix = &self.ix;
-        let (late, _) = self.finish_since_request(p, peers)?;
-        if late <= self.phase_floors(peers)[3] {
+        // The finish stands against how far the peers' own finishes stray, not
+        // against a fixed noise level: a delay upstream shows at the symptom
+        // diminished by whatever slack the path had (a 186 µs late launch moved a
+        // symptom 14 µs on the simulator's dev split), and the walk below names
+        // only an op whose own phase is late beyond its peers' floors.
+        let (late, spread) = self.finish_since_request(p, peers)?;
+        let execution_floor = self.phase_floors(peers)[3];
+        let floor = if depth == 0 {
+            analysis::CLOCK_NS.max(spread.min(execution_floor))
+        } else {
+            execution_floor
+        };
+        if late <= floor {
             return None;
         }
+        let weak = late <= analysis::NOISE_NS.max(analysis::SPREAD_MARGIN * spread);
         let (path, _) = self.critical_path(p);
         if let Some((label, size)) = (0..path.len())
             .filter_map(|i| self.path_stall(&path, i))
@@ -473,7 +487,12 @@ impl Graph<'_> {
                 continue;
             }
             let (causes, phases, _) = self.device_causes(x, depth + 1);
-            if dominant(&phases).1 > 0.0 {
+            let (phase, excess) = dominant(&phases);
+            // A finish within the margin over the peers' spread is weak evidence
+            // of lateness: only a delay the device timed upstream explains it. A
+            // late launch upstream carries the threads' wake-up jitter, like the
+            // symptom's own host phase (`analysis::SPREAD_MARGIN`).
+            if excess > 0.0 && (phase != 0 || !weak) {
                 if self.ran_long(x, &phases) {
                     return Some((vec![(self.gate_after(&path, i), late)], late));
                 }
