@@ -203,30 +203,47 @@ fn chain(twist: Twist) -> TraceView {
         if tw.root_held > 0 {
             b.launch(20, t - 50 * US, 2, "other_work", tw.root_held + 57 * US);
         }
-        let mut prev_end = 0;
-        for (k, name) in ["embed", "attend", "project", "sample"].iter().enumerate() {
-            let at = t + k as u64 * 10 * US;
-            let queued = at + 2 * US;
-            let submitted = if k == 0 { queued } else { prev_end.max(queued) };
-            let start = submitted + 5 * US + if k == 0 { tw.root_held } else { 0 };
-            let l = b.launch_at(
-                10,
-                "cudaLaunchKernel",
-                at,
-                1,
-                name,
-                Some(submitted),
-                Some(start),
-                MS + tw.slower,
-                "svc.py:40",
-            );
-            b.ext(l.corr, r);
-            prev_end = start + MS + tw.slower;
-            symptom = l.op;
-        }
+        let d = MS + tw.slower;
+        let kernels = [("embed", d), ("attend", d), ("project", d), ("sample", d)];
+        symptom = kernels_in_a_row(&mut b, r, t, &kernels, tw.root_held);
     }
     b.query("q", symptom, Question::Cause);
     b.build()
+}
+
+/// Request `r`'s kernels launched 10 µs apart from `t` by thread 10 into stream
+/// 1, each behind the one before; the first waits `root_held` more to start.
+/// Returns the last kernel's rid.
+fn kernels_in_a_row(
+    b: &mut ViewBuilder,
+    r: u64,
+    t: u64,
+    kernels: &[(&str, u64)],
+    root_held: u64,
+) -> u64 {
+    let mut prev_end = 0;
+    let mut last = 0;
+    for (k, &(name, dur)) in kernels.iter().enumerate() {
+        let at = t + k as u64 * 10 * US;
+        let queued = at + 2 * US;
+        let submitted = if k == 0 { queued } else { prev_end.max(queued) };
+        let start = submitted + 5 * US + if k == 0 { root_held } else { 0 };
+        let l = b.launch_at(
+            10,
+            "cudaLaunchKernel",
+            at,
+            1,
+            name,
+            Some(submitted),
+            Some(start),
+            dur,
+            "svc.py:40",
+        );
+        b.ext(l.corr, r);
+        prev_end = start + dur;
+        last = l.op;
+    }
+    last
 }
 
 /// The top cause `causal-graph` names for the query of [`chain`], and its whole
@@ -619,27 +636,8 @@ fn short_root_held(held: u64, jitter: u64) -> TraceView {
         if own_held > 0 {
             b.launch(20, t - 50 * US, 2, "other_work", own_held + 57 * US);
         }
-        let mut prev_end = 0;
-        for (k, (name, dur)) in [("embed", 100 * US), ("attend", MS)].iter().enumerate() {
-            let at = t + k as u64 * 10 * US;
-            let queued = at + 2 * US;
-            let submitted = if k == 0 { queued } else { prev_end.max(queued) };
-            let start = submitted + 5 * US + if k == 0 { own_held } else { 0 };
-            let l = b.launch_at(
-                10,
-                "cudaLaunchKernel",
-                at,
-                1,
-                name,
-                Some(submitted),
-                Some(start),
-                *dur,
-                "svc.py:40",
-            );
-            b.ext(l.corr, r);
-            prev_end = start + dur;
-            symptom = l.op;
-        }
+        let kernels = [("embed", 100 * US), ("attend", MS)];
+        symptom = kernels_in_a_row(&mut b, r, t, &kernels, own_held);
     }
     b.query("q", symptom, Question::Cause);
     b.build()
