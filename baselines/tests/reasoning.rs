@@ -619,11 +619,11 @@ fn a_copy_behind_a_stream_wait_waits_for_the_event() {
     );
 }
 
-/// Four requests, each a 100 µs kernel and a 1 ms kernel behind it on one
+/// Four requests, each a `root` kernel and an `asked` kernel behind it on one
 /// stream; the last request's first kernel waits `held` to start while a kernel
 /// of no request holds the SMs, and request `r` of the others launches `r ×
-/// jitter` later than the first. The query: the last request's 1 ms kernel.
-fn short_root_held(held: u64, jitter: u64) -> TraceView {
+/// jitter` later than the first. The query: the last request's second kernel.
+fn root_held(held: u64, jitter: u64, root: u64, asked: u64) -> TraceView {
     let mut b = ViewBuilder::new();
     let mut symptom = 0;
     for r in 0..4u64 {
@@ -636,7 +636,7 @@ fn short_root_held(held: u64, jitter: u64) -> TraceView {
         if own_held > 0 {
             b.launch(20, t - 50 * US, 2, "other_work", own_held + 57 * US);
         }
-        let kernels = [("embed", 100 * US), ("attend", MS)];
+        let kernels = [("embed", root), ("attend", asked)];
         symptom = kernels_in_a_row(&mut b, r, t, &kernels, own_held);
     }
     b.query("q", symptom, Question::Cause);
@@ -650,11 +650,27 @@ fn short_root_held(held: u64, jitter: u64) -> TraceView {
 /// root's). It was `none` while the finish had to pass the symptom's own floor.
 #[test]
 fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
-    let e = explain(&short_root_held(60 * US, 0));
+    let e = explain(&root_held(60 * US, 0, 100 * US, MS));
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
     // Must not: when the peers' finishes stray by more than that, it is on time.
-    let e = explain(&short_root_held(60 * US, 40 * US));
+    let e = explain(&root_held(60 * US, 40 * US, 100 * US, MS));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+}
+
+/// Rule 4 for the op asked about: an upstream op's device delay counts from a
+/// quarter of the shorter of its own and the asked op's latency. A 100 µs hold
+/// of a 1 ms root (0.1× the root) makes the 100 µs kernel behind it 100 µs late
+/// (1× its latency); it read `none` while the root was judged by its own
+/// latency alone.
+#[test]
+fn an_upstream_delay_counts_against_the_latency_of_the_op_asked_about() {
+    let e = explain(&root_held(100 * US, 0, MS, 100 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    // Must not: a hold below the noise level is no delay, whatever the latencies.
+    let e = explain(&root_held(15 * US, 0, MS, 100 * US));
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
 }

@@ -31,7 +31,17 @@ impl Graph<'_> {
             };
         };
         let (mut path, mut unresolved) = self.critical_path(p);
+        let asked = self.device_peers(p);
+        let executions: Vec<f64> = asked
+            .iter()
+            .chain(std::iter::once(&p))
+            .filter_map(|&k| analysis::dev_phases_in(ix, k))
+            .map(|d| d.execution)
+            .collect();
+        self.asked_execution
+            .set(crate::index::median(executions).unwrap_or(f64::INFINITY));
         let (mut causes, phases, npeers) = self.causes(p, 0);
+        self.asked_execution.set(f64::INFINITY);
         let call = self.call_of(p);
         // The launch call was late and nothing visible on the host explains it:
         // without the eBPF collector (or with host records lost) the stall that

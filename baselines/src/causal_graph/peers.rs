@@ -265,7 +265,12 @@ impl Graph<'_> {
         // wait would hide a delay of the chain's root however large it is beside
         // the op itself.
         let typical_execution = median(pp.iter().map(|d| d.execution).collect()).unwrap_or(0.0);
-        let base = NOISE_NS.max(DEVICE_SHARE * typical_execution);
+        // Judged for the op asked about, an upstream op's delay counts from a
+        // quarter of the shorter of the two latencies: docs/design.md scores the
+        // asked op's lateness against its own latency, and a hold of a long root
+        // that is small beside the root can be most of a short symptom's.
+        let scale = typical_execution.min(self.asked_execution.get());
+        let base = NOISE_NS.max(DEVICE_SHARE * scale);
         [
             NOISE_NS,
             base.max(spread(
