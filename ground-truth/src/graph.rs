@@ -322,13 +322,20 @@ impl GroundTruth {
     /// When `src`'s completion gated `dst` through an edge of `kind`. A launch
     /// hands work over at the op's queue time, even when the call itself blocks
     /// until later (a pageable copy), so it gates at the earlier of the two.
+    /// A graph launch hands its nodes over while the call runs: a node that
+    /// started only after the call returned was held by the call until then
+    /// (on the H200 a graph's first node waits for the whole `cuGraphLaunch`,
+    /// its queue time being the call's start, docs/gpu-facts.md), one that
+    /// started during the call was let go at its queue time.
     pub fn gating_time(&self, src: NodeId, dst: NodeId, kind: EdgeType) -> Ns {
         let (s, d) = (&self.nodes[src as usize], &self.nodes[dst as usize]);
-        if kind == EdgeType::Launch && d.queued > 0 {
-            s.end.min(d.queued)
-        } else {
-            s.end
+        if kind != EdgeType::Launch || d.queued == 0 {
+            return s.end;
         }
+        if d.kind == NodeKind::GraphNode && d.start >= s.end {
+            return s.end;
+        }
+        s.end.min(d.queued)
     }
 
     /// Predecessors of every node in one flat array (edge order kept within a
