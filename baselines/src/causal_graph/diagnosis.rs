@@ -31,15 +31,7 @@ impl Graph<'_> {
             };
         };
         let (mut path, mut unresolved) = self.critical_path(p);
-        let asked = self.device_peers(p);
-        let executions: Vec<f64> = asked
-            .iter()
-            .chain(std::iter::once(&p))
-            .filter_map(|&k| analysis::dev_phases_in(ix, k))
-            .map(|d| d.execution)
-            .collect();
-        self.asked_execution
-            .set(crate::index::median(executions).unwrap_or(f64::INFINITY));
+        self.asked_execution.set(self.typical_execution_of(p));
         let (mut causes, phases, npeers) = self.causes(p, 0);
         self.asked_execution.set(f64::INFINITY);
         let call = self.call_of(p);
@@ -457,10 +449,11 @@ impl Graph<'_> {
         }
         let ix = &self.ix;
         // The finish stands against how far the peers' own finishes stray, not
-        // against a fixed noise level: a delay upstream shows at the symptom
-        // diminished by whatever slack the path had (a 186 µs late launch moved a
-        // symptom 14 µs on the simulator's dev split), and the walk below names
-        // only an op whose own phase is late beyond its peers' floors.
+        // against the symptom's own floor: a delay upstream shows at the symptom
+        // diminished by whatever slack the path had (a 60 µs hold of a 100 µs
+        // root makes the 1 ms kernel behind it 60 µs late, rule 7b), and the
+        // walk below names only an op whose own phase is late beyond its peers'
+        // floors.
         let (late, spread) = self.finish_since_request(p, peers)?;
         let execution_floor = self.phase_floors(peers)[3];
         let floor = if depth == 0 {

@@ -264,7 +264,7 @@ impl Graph<'_> {
         // queue for the whole chain ahead of it, and a floor proportional to that
         // wait would hide a delay of the chain's root however large it is beside
         // the op itself.
-        let typical_execution = median(pp.iter().map(|d| d.execution).collect()).unwrap_or(0.0);
+        let typical_execution = median_execution(&pp).unwrap_or(0.0);
         // Judged for the op asked about, an upstream op's delay counts from a
         // quarter of the shorter of the two latencies: docs/design.md scores the
         // asked op's lateness against its own latency, and a hold of a long root
@@ -281,6 +281,18 @@ impl Graph<'_> {
             )),
             base.max(spread(pp.iter().map(|d| d.execution).collect())),
         ]
+    }
+
+    /// The typical execution (ns) of `p`'s operation: the median over `p` and
+    /// its peers; infinite for what is no device op.
+    pub(super) fn typical_execution_of(&self, p: Pos) -> f64 {
+        let pp: Vec<analysis::DevPhases> = self
+            .device_peers(p)
+            .into_iter()
+            .chain([p])
+            .filter_map(|k| analysis::dev_phases_in(&self.ix, k))
+            .collect();
+        median_execution(&pp).unwrap_or(f64::INFINITY)
     }
 
     /// Per-phase excess of a device op over its peers, host side included.
@@ -324,4 +336,9 @@ pub(super) struct HostMeasure {
     pub(super) gap_inferred: bool,
     /// When the call's host predecessor finished.
     pub(super) ready: Ns,
+}
+
+/// The median execution of device ops' phases (`None` without any).
+fn median_execution(pp: &[analysis::DevPhases]) -> Option<f64> {
+    median(pp.iter().map(|d| d.execution).collect())
 }
