@@ -106,6 +106,44 @@ fn hta_adapter_explains_and_is_scored() {
     assert!(!baselines::reads_view(hta::NAME, &host));
 }
 
+/// The `combined` and `cupti` views of a bundle export the same Kineto events, so HTA
+/// analyses them once: the second view gets the first's answer (the same `wall_ms`,
+/// which two analyses would not give), under its own view spec.
+#[test]
+fn hta_analyses_one_export_once() {
+    if !available() {
+        return;
+    }
+    let b = bundle("dependency-vs-overlap.event-edge");
+    let p = HtaCriticalPath::default();
+    let spec = |collectors| ViewSpec {
+        collectors,
+        mode: Mode::Instrumented,
+        loss: LossSpec::None,
+    };
+    let cupti = p.explain(&views::derive(&b, spec(Collectors::Cupti)).view);
+    let combined = p.explain(&views::derive(&b, spec(Collectors::Combined)).view);
+    assert!(cupti.meta.failure.is_none(), "{:?}", cupti.meta.failure);
+    assert_eq!(combined.meta.view, spec(Collectors::Combined));
+    assert_eq!(cupti.meta.view, spec(Collectors::Cupti));
+    assert_eq!(combined.meta.wall_ms, cupti.meta.wall_ms, "analysed twice");
+    assert_eq!(
+        serde_json::to_value(&combined.diagnoses).unwrap(),
+        serde_json::to_value(&cupti.diagnoses).unwrap()
+    );
+    assert_eq!(
+        serde_json::to_value(&combined.edges).unwrap(),
+        serde_json::to_value(&cupti.edges).unwrap()
+    );
+    // A view that exports other events (no NVTX ranges) is analysed on its own.
+    let closed = ViewSpec {
+        mode: Mode::Closed,
+        ..spec(Collectors::Cupti)
+    };
+    let closed = p.explain(&views::derive(&b, closed).view);
+    assert_ne!(closed.meta.wall_ms, cupti.meta.wall_ms);
+}
+
 #[test]
 fn hta_abstains_when_not_installed() {
     // A view of nothing installed: the abstaining explanation is valid and claims nothing.
