@@ -26,6 +26,12 @@ pub struct QuietRun<'a> {
 /// keeps a noise-only lateness below the floor in most runs.
 pub const NOISE_MARGIN: f64 = 3.0;
 
+/// How many times the quiet runs' drift an injection on the symptom's path must
+/// exceed before a symptom that moved by no more than that drift is `none`: the
+/// injected run and its twin each carry noise up to the drift, so a symptom the
+/// injection moved by up to twice the drift can read as not late.
+pub const RESOLVABLE: f64 = 2.0;
+
 /// The share of a symptom's lateness a CPU deschedule's measured off-CPU
 /// time must cover for the deschedule to be its cause.
 pub const DESCHEDULE_SHARE: f64 = 0.5;
@@ -254,6 +260,19 @@ fn check(
             LabelVerdict::Indeterminate,
             Some(on_path),
             format!("{lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", noise_floor_ns / NOISE_MARGIN / 1e3),
+        );
+    }
+    // On the path and no later than the quiet runs drifted, but the twin could not
+    // have told: each run's noise may reach that drift, so a symptom that moved by
+    // the whole injection (up to twice the drift) can still read as not late. Only an
+    // injection larger than that, absorbed by slack, establishes `none`.
+    let drift_ns = noise_floor_ns / NOISE_MARGIN;
+    let injected_ns = injection.magnitude_us * 1e3;
+    if !late && on_path && injected_ns > 0.0 && injected_ns <= RESOLVABLE * drift_ns {
+        return verdict(
+            LabelVerdict::Indeterminate,
+            Some(true),
+            format!("{lateness_us:.1} µs late with the injected `{}` on the true path, but the quiet runs drifted {:.1} µs apart, as much as half the injected {:.1} µs: the twin cannot say whether the symptom moved", injection.kind.as_str(), drift_ns / 1e3, injected_ns / 1e3),
         );
     }
     match (late, on_path) {
@@ -580,6 +599,24 @@ mod tests {
         );
         let (late, _) = verdict_at(1.5 * floor);
         assert_eq!(late.verdict, LabelVerdict::Kept, "{}", late.reason);
+        // On the path, no later than the drift, but the injection is no more than
+        // twice the drift: the twin cannot tell, so nothing is established.
+        let mut small = sc.clone();
+        small.injection.as_mut().unwrap().magnitude_us = 2.0 * floor / NOISE_MARGIN / 1e3;
+        let mut truth = bundle.ground_truth.clone();
+        truth.symptoms[0].lateness_ns = 0.3 * floor;
+        truth.symptoms[0].cause = sc.cause;
+        truth.symptoms[0].label = None;
+        check_and_apply(&small, &mut truth, &keys, floor);
+        let unresolved = truth.symptoms[0].label.clone().unwrap();
+        assert_eq!(quiet.mechanism_on_path, Some(true), "{}", quiet.reason);
+        assert_eq!(
+            unresolved.verdict,
+            LabelVerdict::Indeterminate,
+            "{}",
+            unresolved.reason
+        );
+        assert_eq!(truth.symptoms[0].cause, sc.cause);
         // At the clock's granularity nothing is measurable: `none`.
         let (tiny, _) = verdict_at(FAULT_END_TOLERANCE_NS as f64);
         let mut truth = bundle.ground_truth.clone();
