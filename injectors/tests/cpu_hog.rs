@@ -154,11 +154,11 @@ fn nice_fallback_deschedules_the_victim() {
 
 /// The nice fallback's mechanism, not its magnitude: the hog ran on the
 /// victim's CPU, and the victim, runnable, lost the CPU to it at least once
-/// (a clock gap of its own inside the spin, and a run delay the kernel
-/// counted). How much of the spin the victim loses is the scheduler's choice:
-/// under EEVDF the victim finishes the slice it holds, and on a loaded CI
-/// machine other tasks share the CPU too (it was off 2.4 ms of a 6.4 ms spin,
-/// 5 ms asked, there), so a fraction asserted here fails a busy machine.
+/// (a clock gap of its own inside the spin). How much of the spin the victim
+/// loses is the scheduler's choice: under EEVDF the victim finishes the slice
+/// it holds, and on a loaded CI machine other tasks share the CPU too (it was
+/// off 2.4 ms of a 6.4 ms spin, 5 ms asked, there), so a fraction asserted
+/// here fails a busy machine.
 fn assert_kept_off(gaps: &[Gap], r: &HogReport) {
     let cpu = *allowed_cpus().last().expect("some CPU");
     assert_eq!(r.cpu, cpu, "the hog ran on the victim's CPU");
@@ -168,12 +168,9 @@ fn assert_kept_off(gaps: &[Gap], r: &HogReport) {
         "the victim never left its CPU during the hog's {:?} spin ({REQUESTED:?} asked)",
         r.hog_spin()
     );
-    if let Some(delay) = r.victim_run_delay {
-        assert!(
-            delay > Duration::ZERO,
-            "the kernel counted no run delay for the victim"
-        );
-    }
+    // No check of `victim_run_delay`: the kernel adds a wait to it only when the
+    // task runs again, which may be after the hog's report was taken (CI saw a
+    // 5.4 ms gap with a run delay of 0).
 }
 
 #[test]
