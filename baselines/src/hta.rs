@@ -222,6 +222,34 @@ impl Drop for TempDir {
     }
 }
 
+/// The files of one request: the view written for the adapter, and where it writes
+/// its explanation, in a private temp dir.
+struct ViewDir {
+    dir: TempDir,
+    view: PathBuf,
+    out: PathBuf,
+}
+
+impl ViewDir {
+    fn new(view: &TraceView) -> Result<ViewDir, String> {
+        let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
+        let (vpath, out) = (
+            dir.path().join("view.json"),
+            dir.path().join("explanation.json"),
+        );
+        ground_truth::Readable::write(view, &vpath)
+            .map_err(|e| format!("cannot write {}: {e}", vpath.display()))?;
+        Ok(ViewDir {
+            dir,
+            view: vpath,
+            out,
+        })
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
 /// An adapter process of a run (`hta_adapter.py --serve`, in its own process
 /// group): HTA is imported once and the views sent to it go through it, one at a
 /// time (importing pandas, networkx and plotly costs far more than one analysis).
@@ -333,49 +361,58 @@ impl Drop for Server {
 impl HtaCriticalPath {
     /// Runs HTA on one view through the run's adapter process; errors are messages.
     pub fn run(&self, view: &TraceView) -> Result<Explanation, String> {
-        let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
-        let d = dir.path();
-        let (vpath, opath) = (d.join("view.json"), d.join("explanation.json"));
-        ground_truth::Readable::write(view, &vpath)
-            .map_err(|e| format!("cannot write {}: {e}", vpath.display()))?;
-        let request = if view.spec.collectors == Collectors::Kineto {
-            let trace = self.native_trace.as_ref().ok_or(
-                "no native Kineto trace beside this bundle: on kineto views HTA reads \
-                 Kineto's own trace file, never an export",
-            )?;
-            let activities = kineto::read_activities(trace).map_err(|e| e.to_string())?;
-            let events: serde_json::Map<String, serde_json::Value> =
-                crate::hta_native::rids_of_events(&activities, view)
-                    .into_iter()
-                    .map(|(index, rid)| (index.to_string(), rid.into()))
-                    .collect();
-            let rpath = d.join("rids.json");
-            std::fs::write(&rpath, serde_json::json!({ "events": events }).to_string())
-                .map_err(|e| format!("cannot write {}: {e}", rpath.display()))?;
-            serde_json::json!({ "kineto": trace, "view": vpath, "out": opath, "rids": rpath })
+        if view.spec.collectors == Collectors::Kineto {
+            self.run_native(view)
         } else {
-            let (trace, _) =
-                exporters::kineto::to_kineto(view, &exporters::kineto::KinetoOptions::default());
-            let key = ExportKey::of(&trace, view);
-            let slot = export_slot(key);
-            // Held while HTA analyses this export: a second view with the same export
-            // (the `combined` and `cupti` views of a bundle) waits for the answer.
-            let mut answer = slot.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(x) = answer.as_ref() {
-                let mut x = x.clone();
-                x.meta.view = view.spec;
-                return Ok(x);
-            }
-            let kpath = d.join("kineto.json");
-            std::fs::write(&kpath, trace.to_string())
-                .map_err(|e| format!("cannot write {}: {e}", kpath.display()))?;
-            let request = serde_json::json!({ "kineto": kpath, "view": vpath, "out": opath });
-            let x = self.ask(&request.to_string(), None, &opath, view)?;
-            *answer = Some(x.clone());
+            self.run_export(view)
+        }
+    }
+
+    /// A `kineto` view: HTA reads the native trace beside the bundle, its events
+    /// named by the view's rids.
+    fn run_native(&self, view: &TraceView) -> Result<Explanation, String> {
+        let trace = self.native_trace.as_ref().ok_or(
+            "no native Kineto trace beside this bundle: on kineto views HTA reads \
+             Kineto's own trace file, never an export",
+        )?;
+        let dir = ViewDir::new(view)?;
+        let activities = kineto::read_activities(trace).map_err(|e| e.to_string())?;
+        let events: serde_json::Map<String, serde_json::Value> =
+            crate::hta_native::rids_of_events(&activities, view)
+                .into_iter()
+                .map(|(index, rid)| (index.to_string(), rid.into()))
+                .collect();
+        let rpath = dir.path().join("rids.json");
+        std::fs::write(&rpath, serde_json::json!({ "events": events }).to_string())
+            .map_err(|e| format!("cannot write {}: {e}", rpath.display()))?;
+        let request = serde_json::json!({
+            "kineto": trace, "view": dir.view, "out": dir.out, "rids": rpath
+        });
+        self.ask(&request.to_string(), Some(trace), &dir.out, view)
+    }
+
+    /// Any other view: HTA reads its Kineto export, once per distinct export
+    /// ([`ExportKey`]).
+    fn run_export(&self, view: &TraceView) -> Result<Explanation, String> {
+        let (trace, _) =
+            exporters::kineto::to_kineto(view, &exporters::kineto::KinetoOptions::default());
+        let slot = export_slot(ExportKey::of(&trace, view));
+        // Held while HTA analyses this export: a second view with the same export
+        // (the `combined` and `cupti` views of a bundle) waits for the answer.
+        let mut answer = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = answer.as_ref() {
+            let mut x = x.clone();
+            x.meta.view = view.spec;
             return Ok(x);
         }
-        .to_string();
-        self.ask(&request, self.native_trace.as_deref(), &opath, view)
+        let dir = ViewDir::new(view)?;
+        let kpath = dir.path().join("kineto.json");
+        std::fs::write(&kpath, trace.to_string())
+            .map_err(|e| format!("cannot write {}: {e}", kpath.display()))?;
+        let request = serde_json::json!({ "kineto": kpath, "view": dir.view, "out": dir.out });
+        let x = self.ask(&request.to_string(), None, &dir.out, view)?;
+        *answer = Some(x.clone());
+        Ok(x)
     }
 
     /// Sends one request to an adapter process and reads the explanation it wrote

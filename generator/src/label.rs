@@ -202,6 +202,8 @@ fn check(
     let on_path = mechanism_on_path(sc, truth, keys, injection.kind, path);
     let late = lateness_ns > noise_floor_ns;
     let (lateness_us, floor_us) = (lateness_ns / 1e3, noise_floor_ns / 1e3);
+    // What the two quiet runs drifted apart (the floor without its margin).
+    let drift_ns = noise_floor_ns / NOISE_MARGIN;
     if declared == CauseLabel::None {
         return if on_path {
             verdict(
@@ -221,7 +223,7 @@ fn check(
             verdict(
                 LabelVerdict::Indeterminate,
                 Some(false),
-                format!("declared `none` with the injected work off the symptom's true path, but {lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", noise_floor_ns / NOISE_MARGIN / 1e3),
+                format!("declared `none` with the injected work off the symptom's true path, but {lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", drift_ns / 1e3),
             )
         } else {
             verdict(
@@ -259,14 +261,13 @@ fn check(
         return verdict(
             LabelVerdict::Indeterminate,
             Some(on_path),
-            format!("{lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", noise_floor_ns / NOISE_MARGIN / 1e3),
+            format!("{lateness_us:.1} µs late: more than the quiet runs drifted ({:.1} µs), within the noise floor of {floor_us:.1} µs: not established either way", drift_ns / 1e3),
         );
     }
     // On the path and no later than the quiet runs drifted, but the twin could not
     // have told: each run's noise may reach that drift, so a symptom that moved by
     // the whole injection (up to twice the drift) can still read as not late. Only an
     // injection larger than that, absorbed by slack, establishes `none`.
-    let drift_ns = noise_floor_ns / NOISE_MARGIN;
     let injected_ns = injection.magnitude_us * 1e3;
     if !late && on_path && injected_ns > 0.0 && injected_ns <= RESOLVABLE * drift_ns {
         return verdict(
@@ -568,15 +569,16 @@ mod tests {
             .record_with_keys(&sc, 0)
             .expect("recorded");
         let floor = 300_000.0;
-        let verdict_at = |lateness_ns: f64| {
+        let verdict_for = |sc: &Scenario, lateness_ns: f64| {
             let mut truth = bundle.ground_truth.clone();
             truth.symptoms[0].lateness_ns = lateness_ns;
             truth.symptoms[0].cause = sc.cause;
             truth.symptoms[0].label = None;
-            check_and_apply(&sc, &mut truth, &keys, floor);
+            check_and_apply(sc, &mut truth, &keys, floor);
             let symptom = &truth.symptoms[0];
             (symptom.label.clone().unwrap(), symptom.cause)
         };
+        let verdict_at = |lateness_ns: f64| verdict_for(&sc, lateness_ns);
         let (quiet, cause) = verdict_at(0.3 * floor);
         assert_eq!(
             quiet.verdict,
@@ -603,12 +605,7 @@ mod tests {
         // twice the drift: the twin cannot tell, so nothing is established.
         let mut small = sc.clone();
         small.injection.as_mut().unwrap().magnitude_us = 2.0 * floor / NOISE_MARGIN / 1e3;
-        let mut truth = bundle.ground_truth.clone();
-        truth.symptoms[0].lateness_ns = 0.3 * floor;
-        truth.symptoms[0].cause = sc.cause;
-        truth.symptoms[0].label = None;
-        check_and_apply(&small, &mut truth, &keys, floor);
-        let unresolved = truth.symptoms[0].label.clone().unwrap();
+        let (unresolved, cause) = verdict_for(&small, 0.3 * floor);
         assert_eq!(quiet.mechanism_on_path, Some(true), "{}", quiet.reason);
         assert_eq!(
             unresolved.verdict,
@@ -616,7 +613,7 @@ mod tests {
             "{}",
             unresolved.reason
         );
-        assert_eq!(truth.symptoms[0].cause, sc.cause);
+        assert_eq!(cause, sc.cause);
         // At the clock's granularity nothing is measurable: `none`.
         let (tiny, _) = verdict_at(FAULT_END_TOLERANCE_NS as f64);
         let mut truth = bundle.ground_truth.clone();
