@@ -674,3 +674,64 @@ fn an_upstream_delay_counts_against_the_latency_of_the_op_asked_about() {
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
 }
+
+/// Four requests, each launching three kernels in a row on one stream from one
+/// thread: a `first`-long one, then two of 1 ms. Request `r` of the first three
+/// launches `r` × 400 µs later after its request began (their finishes stray by
+/// 400 µs); the last request's thread is busy `gap` between its first and second
+/// launch (the others: 10 µs). The query: the last request's last kernel.
+fn busy_before_launch(gap: u64, first: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let tok = r.to_string();
+        let base = 10 * MS + r * 20 * MS;
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        let mut at = base + 20 * US + if r == 3 { 0 } else { r * 400 * US };
+        let mut prev_end = 0;
+        for (k, (name, dur)) in [("embed", first), ("attend", MS), ("sample", MS)]
+            .into_iter()
+            .enumerate()
+        {
+            if k > 0 {
+                // After the previous launch call (5 µs) and the thread's own work.
+                at += 5 * US + if k == 1 && r == 3 { gap } else { 10 * US };
+            }
+            let submitted = prev_end.max(at + 2 * US);
+            let l = b.launch_at(
+                10,
+                "cudaLaunchKernel",
+                at,
+                1,
+                name,
+                Some(submitted),
+                Some(submitted + 5 * US),
+                dur,
+                "svc.py:40",
+            );
+            b.ext(l.corr, r);
+            prev_end = submitted + 5 * US + dur;
+            symptom = l.op;
+        }
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 7c: a host gap far beyond the same gap in the peers holds the chain even
+/// when the symptom finished within three times the peers' spread of finishes. A
+/// 1.2 ms busy gap (peers: 10 µs) before the second launch makes the last kernel
+/// 700 µs later than the median peer, whose finishes stray by 400 µs; it read
+/// `none` (baselines/README.md, rule 7c; an H200 `dependency-vs-overlap` case).
+#[test]
+fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
+    let e = explain(&busy_before_launch(1200 * US, 100 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    // Must not: the same gap absorbed by a 2 ms first kernel leaves the symptom
+    // on time, and no gap is lateness by itself.
+    let e = explain(&busy_before_launch(1200 * US, 2 * MS));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+}

@@ -195,8 +195,15 @@ impl Graph<'_> {
         // (`analysis::SPREAD_MARGIN`). Device phases are timed by the device and
         // stand against the spread itself.
         let margin = if d == 0 { analysis::SPREAD_MARGIN } else { 1.0 };
+        // Unless the op's own launch gap stands out against its peers' and
+        // explains half the lateness (rule 7c): then the peers' finishes stray
+        // for reasons of their own.
+        let held_by_gap = || {
+            d == 0 && finish_late.is_some_and(|(late, spread)| self.held_by_gap(p, late, spread))
+        };
         let on_time = finish_late
-            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(margin * spread));
+            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(margin * spread))
+            && !held_by_gap();
         // A late phase of the op's own that explains less than half of how much
         // later it finished than its peers is not what made it late (a cause
         // must explain the lateness, docs/scenario-space.md, "Labels from the
@@ -494,8 +501,14 @@ impl Graph<'_> {
             // A finish within the margin over the peers' spread is weak evidence
             // of lateness: only a delay the device timed upstream explains it. A
             // late launch upstream carries the threads' wake-up jitter, like the
-            // symptom's own host phase (`analysis::SPREAD_MARGIN`).
-            if excess > 0.0 && (phase != 0 || !weak) {
+            // symptom's own host phase (`analysis::SPREAD_MARGIN`) — unless the
+            // launch's own host gap stands out against the same gap in the
+            // peers by that margin and explains half the lateness: the peers'
+            // finishes then stray for reasons of their own (a pool member taking
+            // another path), while this one gap held the symptom's chain
+            // (baselines/README.md, rule 7c).
+            let held_by_gap = || phase == 0 && self.held_by_gap(x, late, spread);
+            if excess > 0.0 && (phase != 0 || !weak || held_by_gap()) {
                 if self.ran_long(x, &phases) {
                     return Some((vec![(self.gate_after(&path, i), late)], late));
                 }
@@ -503,6 +516,44 @@ impl Graph<'_> {
             }
         }
         None
+    }
+
+    /// Whether `x`'s launch gap held the op that finished `late` after its
+    /// request began against its peers' `spread` (rule 7c): the symptom finished
+    /// later than its peers beyond their spread (and [`analysis::NOISE_NS`]), and
+    /// the gap's outlying part explains at least half of that.
+    fn held_by_gap(&self, x: Pos, late: f64, spread: f64) -> bool {
+        late > analysis::NOISE_NS.max(spread)
+            && self
+                .host_gap_outlier(x)
+                .is_some_and(|gap| gap >= 0.5 * late)
+    }
+
+    /// How much longer the host gap before `x`'s launch call was than the same
+    /// gap in `x`'s peers (ns), when that excess passes both [`analysis::NOISE_NS`]
+    /// and [`analysis::SPREAD_MARGIN`] times the peers' own spread of the gap;
+    /// `None` otherwise, and for a gap to an inferred predecessor (closed mode:
+    /// maybe another task's call). What held the gap (a stall record or the
+    /// thread's own work) is for `host_excess` to say.
+    pub(super) fn host_gap_outlier(&self, x: Pos) -> Option<f64> {
+        let ix = &self.ix;
+        let call = ix.launch_api(x)?;
+        let own = self.host_measure(call);
+        if own.gap_inferred {
+            return None;
+        }
+        let peer_gaps: Vec<f64> = self
+            .device_peers(x)
+            .iter()
+            .filter_map(|&k| ix.launch_api(k))
+            .filter_map(|c| self.host_measure(c).gap)
+            .collect();
+        if peer_gaps.is_empty() {
+            return None;
+        }
+        let spread = analysis::peer_spread(&peer_gaps);
+        let excess = analysis::excess(own.gap, peer_gaps, 0.0);
+        (excess > analysis::NOISE_NS.max(analysis::SPREAD_MARGIN * spread)).then_some(excess)
     }
 
     /// How much later after its request began `p` finished than its peers did, and
