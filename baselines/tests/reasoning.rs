@@ -679,8 +679,9 @@ fn an_upstream_delay_counts_against_the_latency_of_the_op_asked_about() {
 /// thread: a `first`-long one, then two of 1 ms. Request `r` of the first three
 /// launches `r` × 400 µs later after its request began (their finishes stray by
 /// 400 µs); the last request's thread is busy `gap` between its first and second
-/// launch (the others: 10 µs). The query: the last request's last kernel.
-fn busy_before_launch(gap: u64, first: u64) -> TraceView {
+/// launch (the others: 10 µs), and its first kernel runs `longer` more. The
+/// query: the last request's last kernel.
+fn busy_before_launch(gap: u64, first: u64, longer: u64) -> TraceView {
     let mut b = ViewBuilder::new();
     let mut symptom = 0;
     for r in 0..4u64 {
@@ -690,6 +691,7 @@ fn busy_before_launch(gap: u64, first: u64) -> TraceView {
         b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
         let mut at = base + 20 * US + if r == 3 { 0 } else { r * 400 * US };
         let mut prev_end = 0;
+        let first = first + if r == 3 { longer } else { 0 };
         for (k, (name, dur)) in [("embed", first), ("attend", MS), ("sample", MS)]
             .into_iter()
             .enumerate()
@@ -726,12 +728,31 @@ fn busy_before_launch(gap: u64, first: u64) -> TraceView {
 /// `none` (baselines/README.md, rule 7c; an H200 `dependency-vs-overlap` case).
 #[test]
 fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
-    let e = explain(&busy_before_launch(1200 * US, 100 * US));
+    let e = explain(&busy_before_launch(1200 * US, 100 * US, 0));
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
     // Must not: the same gap absorbed by a 2 ms first kernel leaves the symptom
     // on time, and no gap is lateness by itself.
-    let e = explain(&busy_before_launch(1200 * US, 2 * MS));
+    let e = explain(&busy_before_launch(1200 * US, 2 * MS, 0));
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+}
+
+/// Rule 7d: an upstream kernel of the request that ran longer than its peers
+/// delays the symptom by as much of that as the path's slack lets through, even
+/// when the symptom's finish lies within the peers' spread of finishes. The first
+/// kernel running 700 µs longer makes the last one finish 300 µs after the median
+/// peer (spread 400 µs); the stream passed the delay on (baselines/README.md,
+/// rule 7d; an H200 `slow-copy-vs-blocked-consumer` case read `none`).
+#[test]
+fn an_upstream_kernel_that_ran_long_delays_what_its_slack_lets_through() {
+    let e = explain(&busy_before_launch(10 * US, 100 * US, 700 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::StreamBacklog, "{causes:?}");
+    // Must not: when the thread launched the next kernel only after the long one
+    // ended anyway (a 1.2 ms busy gap), the kernel's excess had slack to spare
+    // and the host gap is what held the path.
+    let e = explain(&busy_before_launch(1200 * US, 100 * US, 700 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
 }

@@ -468,6 +468,11 @@ impl Graph<'_> {
         } else {
             execution_floor
         };
+        if depth == 0 {
+            if let Some(found) = self.ran_long_upstream(p, late, execution_floor) {
+                return Some(found);
+            }
+        }
         if late <= floor {
             return None;
         }
@@ -516,6 +521,120 @@ impl Graph<'_> {
             }
         }
         None
+    }
+
+    /// Rule 7d: an op of `p`'s own request upstream on its critical path that
+    /// ran longer than its peers (a phase the device timed) and delayed `p` by
+    /// more than `p`'s execution floor, as far as the path's slack lets the
+    /// excess through ([`Graph::slack_after`]): the cause, named by the gate it
+    /// passed the delay through (a copy: its own transfer). The peers' finishes
+    /// are no reference then: on the H200 the handoff chains before the op make
+    /// them stray by hundreds of µs, which hid a 690 µs longer side kernel
+    /// behind a 918 µs late symptom.
+    fn ran_long_upstream(
+        &self,
+        p: Pos,
+        late: f64,
+        floor: f64,
+    ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
+        let ix = &self.ix;
+        let (path, unresolved) = self.critical_path(p);
+        if unresolved.is_some() {
+            return None;
+        }
+        let own_token = self.token(p)?;
+        let mut best: Option<(usize, f64)> = None;
+        for (i, &x) in path.iter().enumerate() {
+            if x == p || !ix.rec(x).is_device_op() || self.token(x).as_ref() != Some(&own_token) {
+                continue;
+            }
+            let peers = self.device_peers(x);
+            let Some(own) = analysis::dev_phases_in(ix, x) else {
+                continue;
+            };
+            let peer_runs: Vec<f64> = peers
+                .iter()
+                .filter_map(|&k| analysis::dev_phases_in(ix, k))
+                .map(|d| d.execution)
+                .collect();
+            if peer_runs.is_empty() {
+                continue;
+            }
+            let excess = analysis::excess(Some(own.execution), peer_runs, 0.0);
+            if excess <= self.phase_floors(&peers)[3] {
+                continue;
+            }
+            let reached = self.slack_after(&path, i, excess);
+            if best.is_none_or(|(_, r)| reached > r) {
+                best = Some((i, reached));
+            }
+        }
+        let (i, reached) = best?;
+        if reached <= floor.max(analysis::NOISE_NS) || reached < 0.5 * late {
+            return None;
+        }
+        let x = path[i];
+        let label = match ix.rec(x) {
+            Record::Memcpy { .. } => {
+                let (start, end) = (ix.start(x), ix.end(x));
+                let shared = analysis::overlap_by_others(ix, x, start, end, |o| {
+                    matches!(o, Record::Memcpy { .. })
+                });
+                if shared > 0.0 {
+                    CauseLabel::PcieContention
+                } else {
+                    CauseLabel::SlowCopy
+                }
+            }
+            _ => self.gate_after(&path, i),
+        };
+        Some((vec![(label, reached)], reached))
+    }
+
+    /// How much of an `excess` at `path[i]` (it finished that much later than it
+    /// would have) reaches the path's end: at each later step the excess passes
+    /// only as far as the step's other gates were released before the gate on
+    /// the path (its slack); a step with no other gate passes it whole, and so
+    /// does a gate that itself waited for the delayed part of the path (it would
+    /// have been released earlier too).
+    pub(super) fn slack_after(&self, path: &[Pos], i: usize, excess: f64) -> f64 {
+        let delayed: std::collections::HashSet<Pos> = path[i..].iter().copied().collect();
+        let mut reached = excess;
+        for w in path[i..].windows(2) {
+            let (from, to) = (w[0], w[1]);
+            let incoming = self.incoming(to);
+            let Some(on_path) = incoming.iter().find(|e| e.src == from) else {
+                return 0.0;
+            };
+            let released = self.effective(on_path);
+            if let Some(other) = incoming
+                .iter()
+                .filter(|e| e.src != from && !self.waited_for_any(e.src, &delayed))
+                .map(|e| self.effective(e))
+                .max()
+            {
+                reached = reached.min(released.saturating_sub(other) as f64);
+            }
+            if reached <= 0.0 {
+                return 0.0;
+            }
+        }
+        reached
+    }
+
+    /// Whether `src`'s own critical path passes through one of `delayed`.
+    fn waited_for_any(&self, src: Pos, delayed: &std::collections::HashSet<Pos>) -> bool {
+        let mut cur = src;
+        for _ in 0..256 {
+            if delayed.contains(&cur) {
+                return true;
+            }
+            match self.gating_edge(cur) {
+                Some(e) => cur = e.src,
+                None => return false,
+            }
+        }
+        false
     }
 
     /// Whether `x`'s launch gap held the op that finished `late` after its
