@@ -756,3 +756,64 @@ fn an_upstream_kernel_that_ran_long_delays_what_its_slack_lets_through() {
     let causes = &diagnosis(&e).causes;
     assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
 }
+
+/// Four identical requests, each launching a 1 ms kernel and a 200 µs one behind
+/// it on one stream from one thread, 10 µs apart; in the last request the thread
+/// is busy `gap` before the second launch and the first kernel runs `longer`
+/// more. The query: the last request's second kernel.
+fn launched_behind_own_stream(gap: u64, longer: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let tok = r.to_string();
+        let base = 10 * MS + r * 20 * MS;
+        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        let (gap, longer) = if r == 3 { (gap, longer) } else { (10 * US, 0) };
+        let t = base + 20 * US;
+        let first = b.launch_at(
+            10,
+            "cudaLaunchKernel",
+            t,
+            1,
+            "embed",
+            Some(t + 2 * US),
+            Some(t + 7 * US),
+            MS + longer,
+            "svc.py:40",
+        );
+        b.ext(first.corr, r);
+        let at = t + 5 * US + gap;
+        let submitted = (t + 7 * US + MS + longer).max(at + 2 * US);
+        let second = b.launch_at(
+            10,
+            "cudaLaunchKernel",
+            at,
+            1,
+            "fill",
+            Some(submitted),
+            Some(submitted + 5 * US),
+            200 * US,
+            "svc.py:41",
+        );
+        b.ext(second.corr, r);
+        symptom = second.op;
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 7e: a launch 390 µs late that still came 1.2 ms before its stream let the
+/// op go did not delay it; the kernel ahead of it, 600 µs longer than its peers,
+/// did. The late launch read `host_compute` (baselines/README.md, rule 7e; H200
+/// `late-launch-vs-device-queueing` and `concurrent-work` cases).
+#[test]
+fn a_late_launch_that_still_waited_for_its_stream_is_no_lateness() {
+    let e = explain(&launched_behind_own_stream(400 * US, 600 * US));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::StreamBacklog, "{causes:?}");
+    // Must not: a launch that came after its stream was free is the host's doing.
+    let e = explain(&launched_behind_own_stream(1500 * US, 0));
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+}

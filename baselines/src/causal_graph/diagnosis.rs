@@ -183,7 +183,13 @@ impl Graph<'_> {
         let r = ix.rec(p);
         let peers = self.device_peers(p);
         let floors = self.phase_floors(&peers);
-        let (ph, host_causes) = self.device_phases(p, &peers);
+        let (mut ph, host_causes) = self.device_phases(p, &peers);
+        // Rule 7e: a launch that came late still before the op's stream or event
+        // let it go by more than the noise did not delay it: launched earlier, it
+        // would have started just as late. Its host excess is no lateness.
+        if ph.host_enqueue > 0.0 && self.waited_after_launch(p) > analysis::NOISE_NS {
+            ph.host_enqueue = 0.0;
+        }
         let is_copy = matches!(r, Record::Memcpy { .. });
         let (d, v) = dominant_late(&ph, &floors);
         // A phase's excess is lateness only if the op itself finished late: an op
@@ -635,6 +641,23 @@ impl Graph<'_> {
             }
         }
         false
+    }
+
+    /// How long after its launch let it go `p` still waited for the gate that
+    /// released it last (its stream predecessor, an event): 0 when the launch was
+    /// that gate, or without a launch edge.
+    pub(super) fn waited_after_launch(&self, p: Pos) -> f64 {
+        let incoming = self.incoming(p);
+        let Some(launch) = incoming.iter().find(|e| e.kind == EdgeType::Launch) else {
+            return 0.0;
+        };
+        let launched = self.effective(launch);
+        incoming
+            .iter()
+            .filter(|e| e.kind != EdgeType::Launch)
+            .map(|e| self.effective(e))
+            .max()
+            .map_or(0.0, |released| released.saturating_sub(launched) as f64)
     }
 
     /// Whether `x`'s launch gap held the op that finished `late` after its
