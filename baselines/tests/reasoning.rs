@@ -171,6 +171,51 @@ fn diagnosis(e: &Explanation) -> &Diagnosis {
     &e.diagnoses[0]
 }
 
+/// Asserts `causal-graph`'s top cause for the view's query (its whole ranking in
+/// the failure message).
+#[track_caller]
+fn assert_top_cause(v: &TraceView, want: CauseLabel) {
+    let e = explain(v);
+    let causes = &diagnosis(&e).causes;
+    assert_eq!(causes[0].label, want, "{causes:?}");
+}
+
+/// Request `r`'s begin and first task on thread 10 at `base`.
+fn begin_request(b: &mut ViewBuilder, r: u64, base: u64) {
+    let tok = r.to_string();
+    b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
+    b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+}
+
+/// A `dur`-long kernel of request `r`, launched by thread `tid` at `at` into
+/// stream 1 from `site`, let go by its stream at `submitted` and started 5 µs
+/// later. Returns its rid.
+#[allow(clippy::too_many_arguments)]
+fn request_kernel(
+    b: &mut ViewBuilder,
+    r: u64,
+    tid: u32,
+    at: u64,
+    name: &str,
+    submitted: u64,
+    dur: u64,
+    site: &str,
+) -> u64 {
+    let l = b.launch_at(
+        tid,
+        "cudaLaunchKernel",
+        at,
+        1,
+        name,
+        Some(submitted),
+        Some(submitted + 5 * US),
+        dur,
+        site,
+    );
+    b.ext(l.corr, r);
+    l.op
+}
+
 /// What one request of [`chain`] does differently from the others.
 #[derive(Clone, Copy, Default)]
 struct Twist {
@@ -415,13 +460,12 @@ fn handed_off(own_wait: u64, root_held: u64) -> TraceView {
 /// peers' ±0.6 ms) is no queueing delay; the 400 µs hold at the SMs is the cause.
 #[test]
 fn a_queue_wait_within_the_peers_spread_is_no_queueing_delay() {
-    let e = explain(&handed_off(1250 * US, 400 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    assert_top_cause(
+        &handed_off(1250 * US, 400 * US),
+        CauseLabel::OccupancyPressure,
+    );
     // Must not: a wait far beyond the peers' spread is queueing.
-    let e = explain(&handed_off(3 * MS, 0));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::HandoffQueueing, "{causes:?}");
+    assert_top_cause(&handed_off(3 * MS, 0), CauseLabel::HandoffQueueing);
 }
 
 /// A graph launched into stream 1 behind 900 µs of work no request launched; the
@@ -542,9 +586,7 @@ fn late_graph_launch(host_gap: u64) -> TraceView {
 /// late by the host is host work, not the stream's earlier kernel.
 #[test]
 fn a_graph_launched_late_is_the_host_s_doing() {
-    let e = explain(&late_graph_launch(3 * MS));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    assert_top_cause(&late_graph_launch(3 * MS), CauseLabel::HostCompute);
     // Must not: after 50 µs of host work the launch did not hold the path.
     let e = explain(&late_graph_launch(50 * US));
     let causes = &diagnosis(&e).causes;
@@ -650,13 +692,12 @@ fn root_held(held: u64, jitter: u64, root: u64, asked: u64) -> TraceView {
 /// root's). It was `none` while the finish had to pass the symptom's own floor.
 #[test]
 fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
-    let e = explain(&root_held(60 * US, 0, 100 * US, MS));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    assert_top_cause(
+        &root_held(60 * US, 0, 100 * US, MS),
+        CauseLabel::OccupancyPressure,
+    );
     // Must not: when the peers' finishes stray by more than that, it is on time.
-    let e = explain(&root_held(60 * US, 40 * US, 100 * US, MS));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+    assert_top_cause(&root_held(60 * US, 40 * US, 100 * US, MS), CauseLabel::None);
 }
 
 /// Rule 4 for the op asked about: an upstream op's device delay counts from a
@@ -666,13 +707,12 @@ fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
 /// latency alone.
 #[test]
 fn an_upstream_delay_counts_against_the_latency_of_the_op_asked_about() {
-    let e = explain(&root_held(100 * US, 0, MS, 100 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::OccupancyPressure, "{causes:?}");
+    assert_top_cause(
+        &root_held(100 * US, 0, MS, 100 * US),
+        CauseLabel::OccupancyPressure,
+    );
     // Must not: a hold below the noise level is no delay, whatever the latencies.
-    let e = explain(&root_held(15 * US, 0, MS, 100 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+    assert_top_cause(&root_held(15 * US, 0, MS, 100 * US), CauseLabel::None);
 }
 
 /// Four requests, each launching three kernels in a row on one stream from one
@@ -685,10 +725,8 @@ fn busy_before_launch(gap: u64, first: u64, longer: u64) -> TraceView {
     let mut b = ViewBuilder::new();
     let mut symptom = 0;
     for r in 0..4u64 {
-        let tok = r.to_string();
         let base = 10 * MS + r * 20 * MS;
-        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
-        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        begin_request(&mut b, r, base);
         let mut at = base + 20 * US + if r == 3 { 0 } else { r * 400 * US };
         let mut prev_end = 0;
         let first = first + if r == 3 { longer } else { 0 };
@@ -701,20 +739,8 @@ fn busy_before_launch(gap: u64, first: u64, longer: u64) -> TraceView {
                 at += 5 * US + if k == 1 && r == 3 { gap } else { 10 * US };
             }
             let submitted = prev_end.max(at + 2 * US);
-            let l = b.launch_at(
-                10,
-                "cudaLaunchKernel",
-                at,
-                1,
-                name,
-                Some(submitted),
-                Some(submitted + 5 * US),
-                dur,
-                "svc.py:40",
-            );
-            b.ext(l.corr, r);
+            symptom = request_kernel(&mut b, r, 10, at, name, submitted, dur, "svc.py:40");
             prev_end = submitted + 5 * US + dur;
-            symptom = l.op;
         }
     }
     b.query("q", symptom, Question::Cause);
@@ -728,14 +754,13 @@ fn busy_before_launch(gap: u64, first: u64, longer: u64) -> TraceView {
 /// `none` (baselines/README.md, rule 7c; an H200 `dependency-vs-overlap` case).
 #[test]
 fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
-    let e = explain(&busy_before_launch(1200 * US, 100 * US, 0));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    assert_top_cause(
+        &busy_before_launch(1200 * US, 100 * US, 0),
+        CauseLabel::HostCompute,
+    );
     // Must not: the same gap absorbed by a 2 ms first kernel leaves the symptom
     // on time, and no gap is lateness by itself.
-    let e = explain(&busy_before_launch(1200 * US, 2 * MS, 0));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::None, "{causes:?}");
+    assert_top_cause(&busy_before_launch(1200 * US, 2 * MS, 0), CauseLabel::None);
 }
 
 /// Rule 7d: an upstream kernel of the request that ran longer than its peers
@@ -746,15 +771,17 @@ fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
 /// rule 7d; an H200 `slow-copy-vs-blocked-consumer` case read `none`).
 #[test]
 fn an_upstream_kernel_that_ran_long_delays_what_its_slack_lets_through() {
-    let e = explain(&busy_before_launch(10 * US, 100 * US, 700 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::StreamBacklog, "{causes:?}");
+    assert_top_cause(
+        &busy_before_launch(10 * US, 100 * US, 700 * US),
+        CauseLabel::StreamBacklog,
+    );
     // Must not: when the thread launched the next kernel only after the long one
     // ended anyway (a 1.2 ms busy gap), the kernel's excess had slack to spare
     // and the host gap is what held the path.
-    let e = explain(&busy_before_launch(1200 * US, 100 * US, 700 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    assert_top_cause(
+        &busy_before_launch(1200 * US, 100 * US, 700 * US),
+        CauseLabel::HostCompute,
+    );
 }
 
 /// Four identical requests, each launching a 1 ms kernel and a 200 µs one behind
@@ -765,39 +792,23 @@ fn launched_behind_own_stream(gap: u64, longer: u64) -> TraceView {
     let mut b = ViewBuilder::new();
     let mut symptom = 0;
     for r in 0..4u64 {
-        let tok = r.to_string();
         let base = 10 * MS + r * 20 * MS;
-        b.marker(10, MarkerPhase::RequestBegin, "", &tok, base);
-        b.marker(10, MarkerPhase::TaskBegin, "", &tok, base + US);
+        begin_request(&mut b, r, base);
         let (gap, longer) = if r == 3 { (gap, longer) } else { (10 * US, 0) };
         let t = base + 20 * US;
-        let first = b.launch_at(
+        request_kernel(
+            &mut b,
+            r,
             10,
-            "cudaLaunchKernel",
             t,
-            1,
             "embed",
-            Some(t + 2 * US),
-            Some(t + 7 * US),
+            t + 2 * US,
             MS + longer,
             "svc.py:40",
         );
-        b.ext(first.corr, r);
         let at = t + 5 * US + gap;
         let submitted = (t + 7 * US + MS + longer).max(at + 2 * US);
-        let second = b.launch_at(
-            10,
-            "cudaLaunchKernel",
-            at,
-            1,
-            "fill",
-            Some(submitted),
-            Some(submitted + 5 * US),
-            200 * US,
-            "svc.py:41",
-        );
-        b.ext(second.corr, r);
-        symptom = second.op;
+        symptom = request_kernel(&mut b, r, 10, at, "fill", submitted, 200 * US, "svc.py:41");
     }
     b.query("q", symptom, Question::Cause);
     b.build()
@@ -809,11 +820,13 @@ fn launched_behind_own_stream(gap: u64, longer: u64) -> TraceView {
 /// `late-launch-vs-device-queueing` and `concurrent-work` cases).
 #[test]
 fn a_late_launch_that_still_waited_for_its_stream_is_no_lateness() {
-    let e = explain(&launched_behind_own_stream(400 * US, 600 * US));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::StreamBacklog, "{causes:?}");
+    assert_top_cause(
+        &launched_behind_own_stream(400 * US, 600 * US),
+        CauseLabel::StreamBacklog,
+    );
     // Must not: a launch that came after its stream was free is the host's doing.
-    let e = explain(&launched_behind_own_stream(1500 * US, 0));
-    let causes = &diagnosis(&e).causes;
-    assert_eq!(causes[0].label, CauseLabel::HostCompute, "{causes:?}");
+    assert_top_cause(
+        &launched_behind_own_stream(1500 * US, 0),
+        CauseLabel::HostCompute,
+    );
 }
