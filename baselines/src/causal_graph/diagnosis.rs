@@ -202,14 +202,12 @@ impl Graph<'_> {
         // stand against the spread itself.
         let margin = if d == 0 { analysis::SPREAD_MARGIN } else { 1.0 };
         // Unless the op's own launch gap stands out against its peers' and
-        // explains half the lateness (rule 7c): then the peers' finishes stray
+        // accounts for the lateness (rule 7c): then the peers' finishes stray
         // for reasons of their own.
-        let held_by_gap = || {
-            d == 0 && finish_late.is_some_and(|(late, spread)| self.held_by_gap(p, late, spread))
-        };
-        let on_time = finish_late
-            .is_some_and(|(late, spread)| late <= analysis::NOISE_NS.max(margin * spread))
-            && !held_by_gap();
+        let on_time = finish_late.is_some_and(|(late, spread)| {
+            late <= analysis::NOISE_NS.max(margin * spread)
+                && !(d == 0 && self.held_by_gap(p, late, spread))
+        });
         // A late phase of the op's own that explains less than half of how much
         // later it finished than its peers is not what made it late (a cause
         // must explain the lateness, docs/scenario-space.md, "Labels from the
@@ -514,12 +512,11 @@ impl Graph<'_> {
             // late launch upstream carries the threads' wake-up jitter, like the
             // symptom's own host phase (`analysis::SPREAD_MARGIN`) — unless the
             // launch's own host gap stands out against the same gap in the
-            // peers by that margin and explains half the lateness: the peers'
+            // peers by that margin and accounts for the lateness: the peers'
             // finishes then stray for reasons of their own (a pool member taking
             // another path), while this one gap held the symptom's chain
             // (baselines/README.md, rule 7c).
-            let held_by_gap = || phase == 0 && self.held_by_gap(x, late, spread);
-            if excess > 0.0 && (phase != 0 || !weak || held_by_gap()) {
+            if excess > 0.0 && (phase != 0 || !weak || self.held_by_gap(x, late, spread)) {
                 if self.ran_long(x, &phases) {
                     return Some((vec![(self.gate_after(&path, i), late)], late));
                 }
@@ -603,7 +600,7 @@ impl Graph<'_> {
     /// the path (its slack); a step with no other gate passes it whole, and so
     /// does a gate that itself waited for the delayed part of the path (it would
     /// have been released earlier too).
-    pub(super) fn slack_after(&self, path: &[Pos], i: usize, excess: f64) -> f64 {
+    fn slack_after(&self, path: &[Pos], i: usize, excess: f64) -> f64 {
         let delayed: std::collections::HashSet<Pos> = path[i..].iter().copied().collect();
         let mut reached = excess;
         for w in path[i..].windows(2) {
@@ -646,7 +643,7 @@ impl Graph<'_> {
     /// How long after its launch let it go `p` still waited for the gate that
     /// released it last (its stream predecessor, an event): 0 when the launch was
     /// that gate, or without a launch edge.
-    pub(super) fn waited_after_launch(&self, p: Pos) -> f64 {
+    fn waited_after_launch(&self, p: Pos) -> f64 {
         let incoming = self.incoming(p);
         let Some(launch) = incoming.iter().find(|e| e.kind == EdgeType::Launch) else {
             return 0.0;
@@ -676,9 +673,10 @@ impl Graph<'_> {
     /// gap in `x`'s peers (ns), when that excess passes both [`analysis::NOISE_NS`]
     /// and [`analysis::SPREAD_MARGIN`] times the peers' own spread of the gap;
     /// `None` otherwise, for a gap to an inferred predecessor (closed mode:
-    /// maybe another task's call) and outside a task whose begin the view shows. What held the gap (a stall record or the
-    /// thread's own work) is for `host_excess` to say.
-    pub(super) fn host_gap_outlier(&self, x: Pos) -> Option<f64> {
+    /// maybe another task's call) and outside a task whose begin the view
+    /// shows. What held the gap (a stall record or the thread's own work) is
+    /// for `host_excess` to say.
+    fn host_gap_outlier(&self, x: Pos) -> Option<f64> {
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
         let own = self.host_measure(call);
