@@ -10,6 +10,7 @@ use ebpf_recorder::{current_exe, HostTrace, Recorder, RecorderConfig, RecorderEr
 use ground_truth::trace::{Record, SwitchReason};
 use ground_truth::SharedStr;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -532,19 +533,44 @@ fn preemption_and_blocking_show_as_sched_intervals() {
 #[test]
 fn ptrace_stop_shows_as_traced() {
     let _g = serial();
+    // The recorder emits a switch interval when the thread is switched back
+    // in, so each hold is only recorded once the child has run again after
+    // PTRACE_CONT. On a busy machine that can take longer than any fixed
+    // sleep: the child counts its spins in shared memory and the parent waits
+    // for the count to move.
+    // SAFETY: a fresh shared anonymous mapping of one counter.
+    let shared = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            std::mem::size_of::<AtomicU64>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(shared, libc::MAP_FAILED, "mmap failed");
+    // SAFETY: the mapping is zeroed, aligned and lives until the munmap below.
+    let spins = unsafe { &*(shared as *const AtomicU64) };
     // A child process that spins; this process seizes it and holds it stopped.
     // SAFETY: the child only spins and exits without touching locks or the heap.
     let child = unsafe { libc::fork() };
     assert!(child >= 0, "fork failed");
     if child == 0 {
-        let mut x = 0u64;
-        let end = mono() + 3_000 * MS;
+        let end = mono() + 10_000 * MS;
         while mono() < end {
-            x = black_box(x.wrapping_add(1));
+            spins.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: leave without running the parent's atexit handlers.
         unsafe { libc::_exit(0) };
     }
+    let ran_again = |since: u64| {
+        let deadline = mono() + 5_000 * MS;
+        while spins.load(Ordering::Relaxed) == since {
+            assert!(mono() < deadline, "the child did not run for 5 s after PTRACE_CONT");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
     let pid = child as u32;
     let kill_child = || {
         // SAFETY: our own child.
@@ -576,14 +602,17 @@ fn ptrace_stop_shows_as_traced() {
             libc::waitpid(child, &mut status, libc::__WALL);
             std::thread::sleep(Duration::from_millis(5));
             let t1 = mono();
+            let held_at = spins.load(Ordering::Relaxed);
             assert_eq!(libc::ptrace(libc::PTRACE_CONT, child, 0, 0), 0);
             holds.push((t0, t1));
+            ran_again(held_at);
         }
         libc::ptrace(libc::PTRACE_DETACH, child, 0, 0);
     }
-    std::thread::sleep(Duration::from_millis(10));
     let trace = rec.stop();
     kill_child();
+    // SAFETY: mapped above with this length; the child is gone.
+    unsafe { libc::munmap(shared, std::mem::size_of::<AtomicU64>()) };
     eprintln!("ptrace: {}", summary(&trace));
     for (t0, t1) in holds {
         let hit = trace.records.iter().find_map(|r| match r {
