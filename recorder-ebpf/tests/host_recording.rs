@@ -567,7 +567,10 @@ fn ptrace_stop_shows_as_traced() {
     let ran_again = |since: u64| {
         let deadline = mono() + 5_000 * MS;
         while spins.load(Ordering::Relaxed) == since {
-            assert!(mono() < deadline, "the child did not run for 5 s after PTRACE_CONT");
+            assert!(
+                mono() < deadline,
+                "the child did not run for 5 s after PTRACE_CONT"
+            );
             std::thread::sleep(Duration::from_micros(200));
         }
     };
