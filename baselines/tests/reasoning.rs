@@ -830,3 +830,73 @@ fn a_late_launch_that_still_waited_for_its_stream_is_no_lateness() {
         CauseLabel::HostCompute,
     );
 }
+
+/// [`root_held`] with a stream synchronize on thread 10 after each request's
+/// launches, returning when the asked kernel ends; the query is the last
+/// request's synchronize (its CUPTI record). Returns the view and the rids of
+/// that request's asked kernel and synchronize record.
+fn root_held_then_synchronize(held: u64, root: u64, asked: u64) -> (TraceView, u64, u64) {
+    let mut b = ViewBuilder::new();
+    let (mut kernel, mut wait) = (0, 0);
+    for r in 0..4u64 {
+        let base = 10 * MS + r * 20 * MS;
+        begin_request(&mut b, r, base);
+        let own_held = if r == 3 { held } else { 0 };
+        let t = base + 20 * US;
+        if own_held > 0 {
+            b.launch(20, t - 50 * US, 2, "other_work", own_held + 57 * US);
+        }
+        kernel = kernels_in_a_row(
+            &mut b,
+            r,
+            t,
+            &[("embed", root), ("attend", asked)],
+            own_held,
+        );
+        // Launched at t and t + 10 µs (5 µs calls); the second ends after the
+        // first, 2 µs after its queueing and 5 µs after its submission.
+        let asked_end = t + 2 * US + 5 * US + own_held + root + 5 * US + asked;
+        let (_, c) = b.api(10, "cudaStreamSynchronize", t + 20 * US, asked_end + 2 * US);
+        wait = b.sync(
+            c,
+            SyncType::StreamSynchronize,
+            1,
+            0,
+            0,
+            t + 20 * US,
+            asked_end + US,
+        );
+    }
+    b.query("q", wait, Question::Cause);
+    (b.build(), kernel, wait)
+}
+
+/// A blocking call asked about: its critical path goes through its API call to
+/// the device work it waited for (the CUPTI record of the wait has no edges of
+/// its own; the path was that record alone, path fidelity 0.06 on the H200 dev
+/// corpus's host-call symptoms), and its normal latency is that of the op it
+/// waited for (docs/scenario-space.md, `magnitude_ratio`): a 100 µs hold of a
+/// 1 ms root delays a wait on a 100 µs kernel by its whole normal latency. It
+/// read `stream_backlog` while the wait's latency counted as unbounded and
+/// the hold was judged against a quarter of the root.
+#[test]
+fn a_wait_is_late_by_what_it_waited_for() {
+    let (v, kernel, wait) = root_held_then_synchronize(100 * US, MS, 100 * US);
+    let e = explain(&v);
+    let d = diagnosis(&e);
+    assert_eq!(
+        d.causes[0].label,
+        CauseLabel::OccupancyPressure,
+        "{:?}",
+        d.causes
+    );
+    assert_eq!(d.critical_path.last(), Some(&wait), "{:?}", d.critical_path);
+    assert!(
+        d.critical_path.contains(&kernel),
+        "the waited-for kernel {kernel} is on the path {:?}",
+        d.critical_path
+    );
+    // Must not: a hold below the noise level is no delay, whatever the latencies.
+    let (v, _, _) = root_held_then_synchronize(15 * US, MS, 100 * US);
+    assert_top_cause(&v, CauseLabel::None);
+}

@@ -3,7 +3,7 @@
 
 use super::graph::{Graph, E};
 use crate::index::Pos;
-use ground_truth::trace::Record;
+use ground_truth::trace::{Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
 
 impl Graph<'_> {
@@ -50,6 +50,23 @@ impl Graph<'_> {
 
     /// Walks back from `p` along gating predecessors: (path root first, first unresolved).
     pub fn critical_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>) {
+        // A blocking call's CUPTI record has no edges of its own: what the wait
+        // waited for, and the host work before it, gate its API call, which
+        // the record's correlation id names.
+        if let Record::Sync {
+            sync_type,
+            correlation_id,
+            ..
+        } = self.ix.rec(p)
+        {
+            if *sync_type != SyncType::StreamWaitEvent && self.incoming(p).is_empty() {
+                if let Some(call) = self.ix.api_of_corr(*correlation_id).filter(|&c| c != p) {
+                    let (mut path, unresolved) = self.critical_path(call);
+                    path.push(p);
+                    return (path, unresolved);
+                }
+            }
+        }
         let mut path = vec![p];
         let mut cur = p;
         let mut unresolved = None;

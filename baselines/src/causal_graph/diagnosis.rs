@@ -31,7 +31,7 @@ impl Graph<'_> {
             };
         };
         let (mut path, mut unresolved) = self.critical_path(p);
-        self.asked_execution.set(self.typical_execution_of(p));
+        self.asked_execution.set(self.normal_latency_of(p));
         let (mut causes, phases, npeers) = self.causes(p, 0);
         self.asked_execution.set(f64::INFINITY);
         let call = self.call_of(p);

@@ -295,6 +295,22 @@ impl Graph<'_> {
         median_execution(&pp).unwrap_or(f64::INFINITY)
     }
 
+    /// The normal latency of the op asked about, as docs/scenario-space.md
+    /// defines it for `magnitude_ratio`: a device op's typical execution; a
+    /// blocking host call's, that of the device op it waited for (its wait
+    /// normally lasts as long as that op runs); infinite for anything else.
+    pub(super) fn normal_latency_of(&self, p: Pos) -> f64 {
+        let ix = &self.ix;
+        let call = match ix.rec(p) {
+            Record::Sync { correlation_id, .. } => ix.api_of_corr(*correlation_id),
+            Record::Api { .. } | Record::Uprobe { .. } => Some(ix.canonical_call(p)),
+            _ => return self.typical_execution_of(p),
+        };
+        call.and_then(|c| self.incoming_of(c, EdgeType::Sync))
+            .filter(|e| ix.rec(e.src).is_device_op())
+            .map_or(f64::INFINITY, |e| self.typical_execution_of(e.src))
+    }
+
     /// Per-phase excess of a device op over its peers, host side included.
     pub(super) fn device_phases(&self, p: Pos, peers: &[Pos]) -> (Phases, Vec<(CauseLabel, f64)>) {
         let ix = &self.ix;
