@@ -679,10 +679,12 @@ impl<'a> Index<'a> {
             // Recorders that cannot time faults (no fexit) leave duration 0: a thread
             // faulting back to back spends the gap to its next fault in the handler,
             // so take that gap, capped so isolated faults don't absorb ordinary work.
+            // The thread's last fault in the trace is bounded the same way by the
+            // end of the asked interval: it took no time at all only because no
+            // later fault was recorded.
             if e == s {
-                if let Some(&next) = th.faults.get(k0 + i + 1) {
-                    e = s + (self.start(next).saturating_sub(s)).min(UNTIMED_FAULT_CAP_NS);
-                }
+                let next = th.faults.get(k0 + i + 1).map_or(to, |&n| self.start(n));
+                e = s + next.saturating_sub(s).min(UNTIMED_FAULT_CAP_NS);
             }
             let lo = s.max(from);
             let hi = e.min(to);

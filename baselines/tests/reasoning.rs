@@ -900,3 +900,54 @@ fn a_wait_is_late_by_what_it_waited_for() {
     let (v, _, _) = root_held_then_synchronize(15 * US, MS, 100 * US);
     assert_top_cause(&v, CauseLabel::None);
 }
+
+/// Four requests, each one 100 µs kernel launched by thread 10 after its
+/// request began; the last request's thread first takes `faults` untimed page
+/// faults 2 µs apart (a recorder without fexit times none of them) and then
+/// `after` more before its launch. The query: that request's kernel.
+fn untimed_faults_before_launch(faults: u64, after: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let base = 10 * MS + r * 20 * MS;
+        begin_request(&mut b, r, base);
+        let mut at = base + 20 * US;
+        if r == 3 {
+            for i in 0..faults {
+                b.fault(10, at + i * 2 * US, 0, false);
+            }
+            at += faults * 2 * US + after;
+        }
+        symptom = request_kernel(
+            &mut b,
+            r,
+            10,
+            at,
+            "embed",
+            at + 2 * US,
+            100 * US,
+            "svc.py:40",
+        );
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// An untimed page fault lasts until the thread's next fault, capped
+/// (`Index::host_stalls`); the thread's last fault in the trace is bounded by
+/// the call it delayed the same way. It counted as no time at all, so after a
+/// run of 40 faults (80 µs) the 300 µs its last fault held the thread read as
+/// host compute (an H200 `host-page-fault-vs-cpu-stall` case: 72 faults in
+/// 180 µs, then 395 µs in the last).
+#[test]
+fn the_last_untimed_fault_lasts_until_the_thread_goes_on() {
+    assert_top_cause(
+        &untimed_faults_before_launch(40, 300 * US),
+        CauseLabel::HostPageFault,
+    );
+    // Must not: the cap keeps a single fault from absorbing long host work.
+    assert_top_cause(
+        &untimed_faults_before_launch(1, 900 * US),
+        CauseLabel::HostCompute,
+    );
+}
