@@ -81,19 +81,35 @@ fn calibration_gives_a_per_fault_cost() {
     assert!(c.fault_ratio >= 0.9);
 }
 
+/// The calling thread's involuntary context switches so far.
+fn involuntary_switches() -> i64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage of this thread.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+    u.ru_nivcsw
+}
+
 /// Faulting until a deadline lasts the requested time (to within a few
 /// faults) and every page it touched faulted.
 #[test]
 fn faults_until_a_deadline_stop_at_the_deadline() {
     let mut pf = PageFaults::prepare(1 << 16, FaultKind::Minor).unwrap();
+    let preempted_before = involuntary_switches();
     let start = injectors::monotonic_ns();
     let r = pf.trigger_until(start + 1_000_000).unwrap();
-    eprintln!("until: {r:?}");
+    let preempted = involuntary_switches() - preempted_before;
+    eprintln!("until: {r:?}, {preempted} involuntary switches");
     assert!(r.pages_touched > 0 && r.pages_touched < 1 << 16, "{r:?}");
     let overshoot = r.end_ns.saturating_sub(start + 1_000_000);
+    assert!(r.end_ns >= start + 1_000_000, "ended before the deadline");
+    // The deadline is checked before every page, so past it the loop stops
+    // within a fault or two, unless the scheduler took the CPU meanwhile (a
+    // busy machine's choice, not the loop's: then only the page count says
+    // it stopped).
     assert!(
-        r.end_ns >= start + 1_000_000 && overshoot < 50_000,
-        "ended {overshoot} ns after the deadline"
+        overshoot < 50_000 || preempted > 0,
+        "ended {overshoot} ns after the deadline without being preempted"
     );
     assert!(
         r.minor_faults as f64 >= 0.9 * r.pages_touched as f64,
