@@ -31,9 +31,9 @@ impl Graph<'_> {
             };
         };
         let (mut path, mut unresolved) = self.critical_path(p);
-        self.asked_execution.set(self.normal_latency_of(p));
+        self.asked_latency.set(self.normal_latency_of(p));
         let (mut causes, phases, npeers) = self.causes(p, 0);
-        self.asked_execution.set(f64::INFINITY);
+        self.asked_latency.set(f64::INFINITY);
         let call = self.call_of(p);
         // The launch call was late and nothing visible on the host explains it:
         // without the eBPF collector (or with host records lost) the stall that

@@ -50,10 +50,10 @@ pub(crate) struct Graph<'a> {
     pub(super) wait_satisfied: FastMap<Pos, Ns>,
     /// Each device op's position among its operation's instances in its request.
     pub(super) position: Vec<u32>,
-    /// The typical execution (ns) of the op the diagnosis in progress asks
-    /// about; infinite between diagnoses. Device phases of the ops upstream are
+    /// The normal latency (ns) of the op the diagnosis in progress asks about
+    /// (`Graph::normal_latency_of`); infinite between diagnoses. Device phases of the ops upstream are
     /// judged against it too (`Graph::phase_floors`).
-    pub(super) asked_execution: std::cell::Cell<f64>,
+    pub(super) asked_latency: std::cell::Cell<f64>,
 }
 
 impl<'a> Graph<'a> {
@@ -76,7 +76,7 @@ impl<'a> Graph<'a> {
             has_cupti: view.records.iter().any(|r| r.source() == Source::Cupti),
             has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
             graph_lost: Default::default(),
-            asked_execution: std::cell::Cell::new(f64::INFINITY),
+            asked_latency: std::cell::Cell::new(f64::INFINITY),
             wait_satisfied: FastMap::default(),
             position: Vec::new(),
         };

@@ -269,7 +269,7 @@ impl Graph<'_> {
         // quarter of the shorter of the two latencies: docs/design.md scores the
         // asked op's lateness against its own latency, and a hold of a long root
         // that is small beside the root can be most of a short symptom's.
-        let scale = typical_execution.min(self.asked_execution.get());
+        let scale = typical_execution.min(self.asked_latency.get());
         let base = NOISE_NS.max(DEVICE_SHARE * scale);
         [
             NOISE_NS,
@@ -301,12 +301,11 @@ impl Graph<'_> {
     /// normally lasts as long as that op runs); infinite for anything else.
     pub(super) fn normal_latency_of(&self, p: Pos) -> f64 {
         let ix = &self.ix;
-        let call = match ix.rec(p) {
-            Record::Sync { correlation_id, .. } => ix.api_of_corr(*correlation_id),
-            Record::Api { .. } | Record::Uprobe { .. } => Some(ix.canonical_call(p)),
-            _ => return self.typical_execution_of(p),
-        };
-        call.and_then(|c| self.incoming_of(c, EdgeType::Sync))
+        if ix.rec(p).is_device_op() {
+            return self.typical_execution_of(p);
+        }
+        self.call_of(p)
+            .and_then(|c| self.incoming_of(c, EdgeType::Sync))
             .filter(|e| ix.rec(e.src).is_device_op())
             .map_or(f64::INFINITY, |e| self.typical_execution_of(e.src))
     }
