@@ -3,8 +3,11 @@
 # clang, libelf and zlib headers and pkg-config for the eBPF recorder's BPF
 # programs, bpftool (vmlinux.h), python3 with pip, Chromium (the headless browser
 # the HTML leaderboard's test loads pages in, cli/tests/html.rs) and NVRTC (CUDA 13.0,
-# from PyPI) so kernels compile to PTX without a CUDA toolkit. Idempotent; installs
-# system packages only when run as root and something is missing.
+# from PyPI) so kernels compile to PTX without a CUDA toolkit, and Meta's Holistic
+# Trace Analysis (pinned, from PyPI: baselines/hta/setup-hta.sh) so that the default
+# `causalbench run` scores the third-party `hta-critical-path` beside the built-ins.
+# Idempotent (a second run checks, installs nothing, and takes about a second);
+# installs system packages only when run as root and something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,4 +33,7 @@ fi
 
 # NVRTC into a per-user cache that the kernels crate searches by itself.
 bash kernels/setup-nvrtc.sh >/dev/null
+# HTA and its pinned pandas/perfetto into a per-user cache that causalbench and the
+# adapter search by themselves (baselines/hta/setup-hta.sh says where and why pinned).
+bash baselines/hta/setup-hta.sh >/dev/null
 echo "setup: ready" >&2
