@@ -6,21 +6,24 @@
 //! (quotes, backslashes) *before* `{view}` and `{out}` are substituted, and the
 //! program is executed directly: no shell ever reads a path. The program gets a
 //! private copy of the view and a private output directory, runs in its own
-//! process group under a Landlock ruleset ([`crate::sandbox`]) with stdin closed,
-//! stdout discarded and stderr written to a log file (never a pipe, so a
-//! background child it leaves behind cannot hold the harness). On exit or
-//! timeout the whole group is killed. Its output is checked against a size
+//! process group, in its own namespaces, under resource limits and a Landlock
+//! ruleset ([`crate::sandbox`]), with a clean environment (`PATH`, `HOME`,
+//! `TMPDIR`), stdin closed, stdout discarded and stderr written to a log file
+//! (never a pipe, so a background child it leaves behind cannot hold the
+//! harness), cut to [`DEFAULT_MAX_LOG`] afterwards. On exit or timeout the whole
+//! group is killed, and with it its PID namespace. The harness measures its wall
+//! time, CPU time and peak memory ([`Cost`]). Its output is checked against a size
 //! limit, copied to the requested path and validated with [`Explanation::read`]
 //! and against the view ([`Explanation::check_against`]).
 
-use crate::sandbox::{self, Isolation, Sandbox, SandboxError};
+use crate::sandbox::{self, Isolation, Limits, Sandbox, SandboxError};
 use ground_truth::{Explanation, FormatError, Readable, TraceView};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use wait_timeout::ChildExt;
 
 /// Default wall-clock limit for one external profiler run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -28,6 +31,22 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_OUTPUT: u64 = 256 * 1024 * 1024;
 /// How much of the program's stderr is kept for error messages.
 const STDERR_TAIL: usize = 2048;
+/// Default limit on the stderr log kept of one invocation: the rest is cut.
+pub const DEFAULT_MAX_LOG: u64 = 1024 * 1024;
+/// Processes and threads one invocation may have at once (`RLIMIT_NPROC`).
+pub const MAX_TASKS: u64 = 4096;
+
+/// What the harness measured of one invocation: the process it started, and every
+/// process that one waited for (`wait4(2)`'s rusage; in namespaces, the program).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    /// From spawn to exit (or to the kill on timeout), in milliseconds.
+    pub wall_ms: f64,
+    /// User plus system CPU time, in milliseconds.
+    pub cpu_ms: f64,
+    /// The largest resident set of any of those processes, in KiB (`ru_maxrss`).
+    pub max_rss_kib: u64,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExternalError {
@@ -62,6 +81,11 @@ pub enum ExternalError {
     },
     #[error("invalid explanation: {0}")]
     Invalid(#[from] FormatError),
+    #[error("external profiler `{command}`: its explanation cannot be read: {source}")]
+    Unreadable {
+        command: String,
+        source: std::io::Error,
+    },
     #[error("command template `{template}`: {reason}")]
     Template { template: String, reason: String },
     #[error("external profiler `{command}`: {source}")]
@@ -75,6 +99,75 @@ pub enum ExternalError {
         what: String,
         source: std::io::Error,
     },
+}
+
+impl ExternalError {
+    /// Whether the program is to blame (its failure on this view), not the harness:
+    /// it ran and failed, hung, or wrote no valid explanation of this view.
+    pub fn is_the_programs(&self) -> bool {
+        matches!(
+            self,
+            ExternalError::Timeout { .. }
+                | ExternalError::Failed { .. }
+                | ExternalError::NoOutput { .. }
+                | ExternalError::TooLarge { .. }
+                | ExternalError::Invalid(_)
+                | ExternalError::Unreadable { .. }
+        )
+    }
+
+    /// The program's failure in one line without paths of this invocation, so that
+    /// the same failure reads the same in every run (`meta.failure` of the explanation
+    /// the harness writes for it, [`failure_explanation`]).
+    pub fn summary(&self, out_path: &Path) -> String {
+        match self {
+            ExternalError::Timeout { timeout, .. } => {
+                format!("timed out after {:.1} s", timeout.as_secs_f64())
+            }
+            ExternalError::Failed { status, .. } => format!("failed ({status})"),
+            ExternalError::NoOutput { .. } => "exited 0 but wrote no explanation".into(),
+            ExternalError::TooLarge { size, limit, .. } => {
+                format!("wrote an explanation of {size} bytes, over the limit of {limit}")
+            }
+            ExternalError::Invalid(e) => format!(
+                "invalid explanation: {}",
+                e.to_string()
+                    .replace(&out_path.display().to_string(), "explanation.json")
+            ),
+            ExternalError::Unreadable { .. } => "its explanation cannot be read".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The explanation the harness keeps for `profiler` when it failed on `view` with
+/// `message`: it claims nothing and carries the message in `meta.failure`, so the
+/// case counts as that profiler's crash (evaluator/METRICS.md, "Crashes") and no
+/// other profiler's scores change.
+pub fn failure_explanation(
+    view: &TraceView,
+    profiler: &str,
+    message: &str,
+    wall_ms: f64,
+) -> Explanation {
+    let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut end = line.len().min(ground_truth::io::MAX_FAILURE_MESSAGE);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    Explanation {
+        schema_version: ground_truth::SCHEMA_VERSION,
+        meta: ground_truth::ExplanationMeta {
+            profiler: profiler.to_string(),
+            version: "failed".to_string(),
+            view: view.spec,
+            wall_ms,
+            failure: Some(line[..end].to_string()),
+        },
+        edges: Vec::new(),
+        attribution: Vec::new(),
+        diagnoses: Vec::new(),
+    }
 }
 
 fn tail_suffix(t: &str) -> String {
@@ -109,6 +202,8 @@ pub struct ExternalCommand {
     pub protected: Vec<PathBuf>,
     /// Where the program's stderr is kept (default: a temporary file).
     pub stderr_log: Option<PathBuf>,
+    /// The stderr log is cut to this many bytes once the invocation has ended.
+    pub max_log_bytes: u64,
 }
 
 /// File names inside an invocation's private directory.
@@ -126,7 +221,13 @@ impl ExternalCommand {
             confinement: Confinement::Isolated,
             protected: Vec::new(),
             stderr_log: None,
+            max_log_bytes: DEFAULT_MAX_LOG,
         }
+    }
+
+    pub fn with_max_log(mut self, bytes: u64) -> Self {
+        self.max_log_bytes = bytes;
+        self
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
@@ -189,7 +290,7 @@ impl ExternalCommand {
     /// explanation to `out_path` and reads and validates it there, against the
     /// view read from `view_path` (an answer to another view is invalid).
     pub fn run(&self, view_path: &Path, out_path: &Path) -> Result<Explanation, ExternalError> {
-        let explanation = self.run_unchecked(view_path, out_path)?;
+        let explanation = self.run_unchecked(view_path, out_path, &mut None)?;
         let view = TraceView::read(view_path)?;
         explanation.check_against(out_path, &view)?;
         Ok(explanation)
@@ -202,9 +303,25 @@ impl ExternalCommand {
         view_path: &Path,
         out_path: &Path,
     ) -> Result<Explanation, ExternalError> {
-        let explanation = self.run_unchecked(view_path, out_path)?;
-        explanation.check_against(out_path, view)?;
-        Ok(explanation)
+        self.run_measured(view, view_path, out_path).0
+    }
+
+    /// [`ExternalCommand::run_on`], with what the harness measured of the invocation
+    /// (`None` when the program never started).
+    pub fn run_measured(
+        &self,
+        view: &TraceView,
+        view_path: &Path,
+        out_path: &Path,
+    ) -> (Result<Explanation, ExternalError>, Option<Cost>) {
+        let mut cost = None;
+        let result = self
+            .run_unchecked(view_path, out_path, &mut cost)
+            .and_then(|explanation| {
+                explanation.check_against(out_path, view)?;
+                Ok(explanation)
+            });
+        (result, cost)
     }
 
     /// Runs the profiler and reads its explanation, checked on its own only.
@@ -212,6 +329,7 @@ impl ExternalCommand {
         &self,
         view_path: &Path,
         out_path: &Path,
+        cost: &mut Option<Cost>,
     ) -> Result<Explanation, ExternalError> {
         // A stale file from an earlier run must not pass for this run's output.
         let _ = std::fs::remove_file(out_path);
@@ -243,9 +361,19 @@ impl ExternalCommand {
         let args = self.arguments(&pview, &pout)?;
         let mut cmd = Command::new(&args[0]);
         cmd.args(&args[1..])
-            .env("TMPDIR", &pout_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null());
+        if self.confinement != Confinement::Trusted {
+            // Only what baselines/PROTOCOL.md lists: nothing of the harness's own
+            // environment (a seed, a token, a path to the results) reaches the program.
+            cmd.env_clear()
+                .env(
+                    "PATH",
+                    std::env::var_os("PATH").unwrap_or(DEFAULT_PATH.into()),
+                )
+                .env("HOME", &pout_dir);
+        }
+        cmd.env("TMPDIR", &pout_dir);
         let log_path = self
             .stderr_log
             .clone()
@@ -265,28 +393,22 @@ impl ExternalCommand {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
+        let started = Instant::now();
         let mut child = cmd.spawn().map_err(|source| ExternalError::Spawn {
             command: line.clone(),
             source,
         })?;
-        let started = Instant::now();
-        let status: Option<ExitStatus> = match child.wait_timeout(self.timeout) {
-            Ok(s) => s,
-            Err(source) => {
-                kill_group(&mut child);
-                return Err(ExternalError::Spawn {
-                    command: line,
-                    source,
-                });
-            }
-        };
-        // Whatever the program left running dies with it.
-        kill_group(&mut child);
+        let ended = wait_measured(&mut child, self.timeout, started);
+        cut_log(&log_path, self.max_log_bytes);
+        let (status, measured) = ended.map_err(|source| ExternalError::Spawn {
+            command: line.clone(),
+            source,
+        })?;
+        *cost = Some(measured);
         let Some(status) = status else {
-            let _ = child.wait();
             return Err(ExternalError::Timeout {
                 command: line,
-                timeout: self.timeout.max(started.elapsed().min(self.timeout)),
+                timeout: self.timeout,
             });
         };
         let stderr_tail = tail_of_file(&log_path, STDERR_TAIL);
@@ -319,17 +441,18 @@ impl ExternalCommand {
         if let Some(dir) = out_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
         }
-        std::fs::copy(&pout, out_path).map_err(io(format!(
-            "cannot copy its explanation to {}",
-            out_path.display()
-        )))?;
+        std::fs::copy(&pout, out_path).map_err(|source| ExternalError::Unreadable {
+            command: line.clone(),
+            source,
+        })?;
         // The limit holds for the decompressed size too: a small gzip stream
         // may expand to any size.
         let limits = ground_truth::io::InputLimits::DEFAULT.at_most(self.max_output_bytes);
         Ok(Explanation::read_within(out_path, &limits)?)
     }
 
-    /// Puts `cmd` under the Landlock ruleset of this invocation, as its confinement asks.
+    /// Puts `cmd` under the confinement of this invocation: namespaces and limits,
+    /// and the Landlock ruleset as its confinement asks.
     fn confine(
         &self,
         cmd: &mut Command,
@@ -344,22 +467,150 @@ impl ExternalCommand {
             Confinement::Isolated => sandbox::detect(false)?,
             Confinement::IsolatedIfAvailable => sandbox::detect(true)?,
         };
-        if isolation == Isolation::Unisolated {
-            return Ok(());
-        }
-        // Whatever lies beside the view and the output (a bundle, say) stays out of
-        // reach, and so do the private directories of other invocations.
-        let temp = std::env::temp_dir().join("causalbench-profiler-");
-        let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
-            .iter()
-            .map(|p| {
-                let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-                dir.unwrap_or(Path::new(".")).to_path_buf()
-            })
-            .collect();
-        let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
-        Sandbox::new(&grants)?.apply_to(cmd);
+        let limits = Limits {
+            // The explanation is refused over the limit anyway; the log is cut after.
+            max_file_bytes: self.max_output_bytes.max(self.max_log_bytes),
+            max_tasks: MAX_TASKS,
+        };
+        let sandbox = if isolation == Isolation::Unisolated {
+            Sandbox::default()
+        } else {
+            // Whatever lies beside the view and the output (a bundle, say) stays out of
+            // reach, and so do the private directories of other invocations.
+            let temp = std::env::temp_dir().join("causalbench-profiler-");
+            let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
+                .iter()
+                .map(|p| {
+                    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    dir.unwrap_or(Path::new(".")).to_path_buf()
+                })
+                .collect();
+            let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
+            Sandbox::new(&grants)?
+        };
+        sandbox.in_namespaces().with_limits(limits).apply_to(cmd);
         Ok(())
+    }
+}
+
+/// `PATH` for a harness that has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Waits for `child` until `timeout` has passed since `started`, then kills its
+/// process group (whatever it left running dies with it; in namespaces, its whole
+/// PID namespace) and reaps it with `wait4(2)`. `None` as status: timed out.
+fn wait_measured(
+    child: &mut std::process::Child,
+    timeout: Duration,
+    started: Instant,
+) -> std::io::Result<(Option<ExitStatus>, Cost)> {
+    let pid = child.id() as libc::pid_t;
+    let exited = wait_for_exit(pid, started + timeout)?;
+    // The child is not reaped yet, so its process group id still names its group.
+    kill_group(pid);
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes into the two locals it is given.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let wall = if exited {
+        started.elapsed()
+    } else {
+        started.elapsed().min(timeout)
+    };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    let cost = Cost {
+        wall_ms: wall.as_secs_f64() * 1000.0,
+        cpu_ms: ms(usage.ru_utime) + ms(usage.ru_stime),
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    };
+    let _ = child; // reaped above: `Child` must not be waited for or killed again
+    Ok((exited.then(|| ExitStatus::from_raw(status)), cost))
+}
+
+/// Whether process `pid` exited before `deadline` (it is left unreaped).
+fn wait_for_exit(pid: libc::pid_t, deadline: Instant) -> std::io::Result<bool> {
+    // SAFETY: pidfd_open(2) takes two integers.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
+    if pidfd >= 0 {
+        // SAFETY: the kernel just returned this descriptor to us alone.
+        let pidfd =
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd as i32) };
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let mut pfd = libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: poll reads and writes the one pollfd it is given.
+            match unsafe { libc::poll(&mut pfd, 1, ms) } {
+                n if n > 0 => return Ok(true),
+                0 => continue,
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    // A kernel without pidfds (before 5.3): look every few milliseconds.
+    loop {
+        // SAFETY: waitid writes into the zeroed siginfo it is given.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else if unsafe { info.si_pid() } == pid {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Cuts the log at `max` bytes, saying so at its end.
+fn cut_log(path: &Path, max: u64) {
+    let Ok(len) = std::fs::metadata(path).map(|m| m.len()) else {
+        return;
+    };
+    if len <= max {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(path) {
+        let _ = f.set_len(max);
+        let _ = f.seek(SeekFrom::End(0));
+        let _ = writeln!(
+            f,
+            "\n[causalbench: stderr cut at {max} bytes of the {len} the profiler wrote]"
+        );
     }
 }
 
@@ -397,15 +648,12 @@ fn tail_of_file(path: &Path, keep: usize) -> String {
     String::from_utf8_lossy(&tail).into_owned()
 }
 
-/// Kills the child's process group (the child leads it): programs it started die too.
-fn kill_group(child: &mut std::process::Child) {
-    if let Ok(pgid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
+/// Kills the process group `pgid` leads: programs it started die too.
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
     }
-    let _ = child.kill();
 }
 
 /// Quotes a string for `sh` (and for the template's own splitting).

@@ -37,6 +37,7 @@ pub mod hta_native;
 pub mod index;
 pub mod kineto_flows;
 pub mod megakernel;
+mod namespaces;
 pub mod nvtx_enclosure;
 pub mod probes;
 pub mod sandbox;

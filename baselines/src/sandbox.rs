@@ -42,13 +42,21 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// How results record it (`manifest.json`, leaderboard note).
+    /// How results record it (`manifest.json`, leaderboard note), with the
+    /// namespaces each invocation gets on this kernel.
     pub fn describe(&self) -> String {
+        let namespaces = match namespaces_available() {
+            Ok(()) => "; namespaces: user, pid, net, mount, ipc, uts".to_string(),
+            Err(why) => format!("; NO namespaces ({why}): network and processes not confined"),
+        };
         match self {
-            Isolation::Landlock { abi } => format!("landlock (ABI {abi})"),
-            Isolation::Unisolated => "UNISOLATED: external profilers could read bundles and \
+            Isolation::Landlock { abi } => format!("landlock (ABI {abi}){namespaces}"),
+            Isolation::Unisolated => {
+                "UNISOLATED: external profilers could read bundles and \
                                       other views (kernel without Landlock, --allow-unisolated)"
-                .to_string(),
+                    .to_string()
+                    + &namespaces
+            }
         }
     }
 }
@@ -229,12 +237,29 @@ fn resolve_program(program: &str) -> Option<PathBuf> {
     })
 }
 
-/// A built ruleset, applied to a child between fork and exec by [`Sandbox::apply_to`].
+/// Resource limits of one invocation, set with `setrlimit(2)` between fork and exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest file any of its processes may write (`RLIMIT_FSIZE`): its
+    /// explanation and its stderr log included.
+    pub max_file_bytes: u64,
+    /// Processes and threads of the invocation (`RLIMIT_NPROC`, counted in its own
+    /// user namespace, so only its own tasks count).
+    pub max_tasks: u64,
+}
+
+/// An invocation's confinement: a Landlock ruleset, namespaces and resource limits,
+/// each optional, applied to a child between fork and exec by [`Sandbox::apply_to`].
+#[derive(Default)]
 pub struct Sandbox {
-    ruleset: OwnedFd,
+    ruleset: Option<OwnedFd>,
+    namespaces: Option<crate::namespaces::IdMaps>,
+    limits: Option<Limits>,
 }
 
 impl Sandbox {
+    /// The Landlock ruleset of these grants (namespaces and limits are added with
+    /// [`Sandbox::in_namespaces`] and [`Sandbox::with_limits`]).
     pub fn new(grants: &Grants) -> Result<Sandbox, SandboxError> {
         let err = |e: &dyn std::fmt::Display| SandboxError::Ruleset(e.to_string());
         let read = AccessFs::from_read(TARGET_ABI);
@@ -273,27 +298,130 @@ impl Sandbox {
         let ruleset: Option<OwnedFd> = ruleset.into();
         let ruleset =
             ruleset.ok_or_else(|| SandboxError::Ruleset("the kernel created no ruleset".into()))?;
-        Ok(Sandbox { ruleset })
+        Ok(Sandbox {
+            ruleset: Some(ruleset),
+            ..Sandbox::default()
+        })
     }
 
-    /// Makes `cmd`'s child restrict itself to this ruleset before it executes the program.
+    /// Also runs the invocation in new user, PID, network, mount, IPC and UTS
+    /// namespaces ([`crate::namespaces`]), when this kernel gives them
+    /// ([`namespaces_available`]); unchanged otherwise.
+    pub fn in_namespaces(mut self) -> Sandbox {
+        if namespaces_available().is_ok() {
+            self.namespaces = Some(crate::namespaces::IdMaps::of_this_process());
+        }
+        self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Sandbox {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// Whether the invocation runs in its own namespaces.
+    pub fn has_namespaces(&self) -> bool {
+        self.namespaces.is_some()
+    }
+
+    /// Makes `cmd`'s child confine itself before it executes the program: it dies
+    /// with the harness's thread that started it (`PR_SET_PDEATHSIG`), enters its
+    /// namespaces, sets its limits, then restricts itself to the ruleset.
     pub fn apply_to(self, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
-        let ruleset = self.ruleset;
-        // SAFETY: the closure makes two system calls and reads errno; it allocates
-        // nothing and takes no lock, as code between fork and exec must.
+        let Sandbox {
+            ruleset,
+            namespaces,
+            limits,
+        } = self;
+        let harness = nix::unistd::getpid();
+        let proc_access = AccessFs::from_read(TARGET_ABI).bits();
+        // SAFETY: the closure makes system calls only (through nix's thin wrappers, whose
+        // paths are short enough for their stack buffers); it allocates nothing and takes
+        // no lock, as code between fork and exec must.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                use nix::sys::prctl;
+                use nix::sys::resource::{setrlimit, Resource};
+                prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+                if nix::unistd::getppid() != harness {
+                    // The harness died before the line above: nothing may run unwatched.
+                    crate::namespaces::exit_now(1);
                 }
-                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                if let Some(maps) = &namespaces {
+                    crate::namespaces::enter(maps)?;
+                    // The ruleset names the harness's /proc; the namespace's own
+                    // /proc, mounted over it, shows only the invocation's processes.
+                    if let Some(ruleset) = &ruleset {
+                        grant_new_proc(ruleset, proc_access)?;
+                    }
+                }
+                if let Some(l) = limits {
+                    setrlimit(Resource::RLIMIT_FSIZE, l.max_file_bytes, l.max_file_bytes)?;
+                    setrlimit(Resource::RLIMIT_NPROC, l.max_tasks, l.max_tasks)?;
+                    setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+                }
+                if let Some(ruleset) = &ruleset {
+                    prctl::set_no_new_privs()?;
+                    if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
+                        != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
     }
+}
+
+/// `struct landlock_path_beneath_attr` (linux/landlock.h): packed.
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Adds read access to the `/proc` mounted now to `ruleset`, between fork and exec.
+fn grant_new_proc(ruleset: &OwnedFd, access: u64) -> std::io::Result<()> {
+    use nix::fcntl::OFlag;
+    let proc = nix::fcntl::open(
+        "/proc",
+        OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: proc.as_raw_fd(),
+    };
+    // SAFETY: landlock_add_rule(2) reads the attribute struct it is given.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            1u32, // LANDLOCK_RULE_PATH_BENEATH
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set (to anything) to behave as on a kernel without user namespaces: how the
+/// fallback is tested on kernels that have them.
+pub const PRETEND_NO_NAMESPACES: &str = "CAUSALBENCH_PRETEND_NO_NAMESPACES";
+
+/// Whether this kernel lets the harness give each invocation its own namespaces
+/// (tried once, in a child process), and why not.
+pub fn namespaces_available() -> Result<(), String> {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    if std::env::var_os(PRETEND_NO_NAMESPACES).is_some() {
+        return Err(format!("{PRETEND_NO_NAMESPACES} is set"));
+    }
+    PROBE.get_or_init(crate::namespaces::probe).clone()
 }
 
 #[cfg(test)]
