@@ -225,6 +225,7 @@ pub(crate) fn type_index(t: EdgeType) -> usize {
         EdgeType::Sync => 6,
         EdgeType::Fault => 7,
         EdgeType::HostOrder => 8,
+        EdgeType::Busy => 9,
     }
 }
 const NTYPES: usize = EdgeType::ALL.len();

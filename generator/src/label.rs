@@ -199,7 +199,7 @@ fn check(
             )
         }
     };
-    let on_path = mechanism_on_path(sc, truth, keys, injection.kind, path);
+    let on_path = mechanism_on_path(sc, truth, keys, injection.kind, declared, path);
     let late = lateness_ns > noise_floor_ns;
     let (lateness_us, floor_us) = (lateness_ns / 1e3, noise_floor_ns / 1e3);
     // What the two quiet runs drifted apart (the floor without its margin).
@@ -316,6 +316,7 @@ fn mechanism_on_path(
     truth: &GroundTruth,
     keys: &Keys,
     kind: InjectionKind,
+    declared: CauseLabel,
     path: &[NodeId],
 ) -> bool {
     let fault_on_path = truth
@@ -369,6 +370,12 @@ fn mechanism_on_path(
     match kind {
         // The application's own host work grew: no fault node on the
         // simulator, so the late launch call itself is the mechanism.
+        // Another request's host work grew and the symptom's request waited
+        // for the thread it held (`handoff_queueing`): a `busy` edge follows
+        // the late call on the way to the symptom.
+        InjectionKind::HostDelay if declared == CauseLabel::HandoffQueueing => target_call
+            .and_then(position)
+            .is_some_and(|i| gates_after(i).contains(&EdgeType::Busy)),
         InjectionKind::HostDelay => {
             fault_on_path || target_call.is_some_and(|c| position(c).is_some())
         }

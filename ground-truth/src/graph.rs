@@ -75,10 +75,15 @@ pub enum EdgeType {
     Fault,
     /// Previous host operation → next one on the same host task (program order).
     HostOrder,
+    /// The last operation of work that kept a host thread (or pool member) busy →
+    /// the next task that thread took up, when that task's work was ready before
+    /// the thread was free: how one request waits behind another's work on a
+    /// single-thread stage or a saturated pool (docs/records.md).
+    Busy,
 }
 
 impl EdgeType {
-    pub const ALL: [EdgeType; 9] = [
+    pub const ALL: [EdgeType; 10] = [
         EdgeType::Launch,
         EdgeType::StreamOrder,
         EdgeType::Event,
@@ -88,6 +93,7 @@ impl EdgeType {
         EdgeType::Sync,
         EdgeType::Fault,
         EdgeType::HostOrder,
+        EdgeType::Busy,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -100,6 +106,7 @@ impl EdgeType {
             EdgeType::Sync => "sync",
             EdgeType::Fault => "fault",
             EdgeType::HostOrder => "host_order",
+            EdgeType::Busy => "busy",
         }
     }
 }
@@ -327,8 +334,19 @@ impl GroundTruth {
     /// (on the H200 a graph's first node waits for the whole `cuGraphLaunch`,
     /// its queue time being the call's start, docs/gpu-facts.md), one that
     /// started during the call was let go at its queue time.
+    ///
+    /// A queue handoff lasts until its consumer's task begins, but it let the
+    /// task go when the item was pushed (its start): whatever held the task
+    /// after that was the consumer thread. A `busy` edge is recorded only when
+    /// the thread was still busy once the task's work was ready, so it held the
+    /// task until the task began.
     pub fn gating_time(&self, src: NodeId, dst: NodeId, kind: EdgeType) -> Ns {
         let (s, d) = (&self.nodes[src as usize], &self.nodes[dst as usize]);
+        match kind {
+            EdgeType::Busy => return d.start,
+            EdgeType::Handoff if s.kind == NodeKind::QueueHandoff => return s.start,
+            _ => {}
+        }
         if kind != EdgeType::Launch || d.queued == 0 {
             return s.end;
         }
@@ -367,11 +385,29 @@ impl GroundTruth {
         let mut path = vec![late];
         let mut cur = late;
         // A path can't be longer than the node count; guards against malformed cycles.
+        let of = |n: NodeId| &preds[starts[n as usize]..starts[n as usize + 1]];
         for _ in 0..self.nodes.len() {
-            let best = preds[starts[cur as usize]..starts[cur as usize + 1]]
+            let here = of(cur);
+            let best = here
                 .iter()
                 .max_by_key(|&&(p, k)| (self.gating_time(p, cur, k), std::cmp::Reverse(p)))
-                .map(|&(p, _)| p);
+                .map(|&(p, k)| {
+                    // A blocking call (a pageable copy) returned when its own device op
+                    // completed, so what held the thread after it was that op: the walk
+                    // goes through the op (its `sync` edge to this node) rather than
+                    // back along the host calls (docs/records.md).
+                    let own_op = matches!(k, EdgeType::HostOrder | EdgeType::Busy)
+                        .then(|| {
+                            here.iter().find(|&&(s, sk)| {
+                                sk == EdgeType::Sync
+                                    && of(s)
+                                        .iter()
+                                        .any(|&(c, ck)| c == p && ck == EdgeType::Launch)
+                            })
+                        })
+                        .flatten();
+                    own_op.map_or(p, |&(s, _)| s)
+                });
             match best {
                 Some(p) => {
                     path.push(p);

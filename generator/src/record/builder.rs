@@ -27,6 +27,10 @@ pub struct RunBuilder {
     /// Whether records are kept (the twin run only needs times).
     pub keep_records: bool,
     next_rid: Rid,
+    /// Each application thread's last host operation (task, call or handoff):
+    /// what kept the thread busy when its next task had to wait for it
+    /// (`steps::host_task`, the `busy` edge).
+    pub(super) last_on_thread: std::collections::HashMap<u32, NodeId>,
 }
 
 impl RunBuilder {

@@ -21,4 +21,4 @@ pub mod faults;
 pub mod steps;
 
 pub use builder::{NodeInfo, RidScramble, RunBuilder};
-pub use steps::{DeviceOp, DeviceTimes};
+pub use steps::{DeviceOp, DeviceTimes, Pickup};

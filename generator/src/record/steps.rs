@@ -36,6 +36,23 @@ impl DeviceTimes {
     }
 }
 
+/// When a host task's work was ready for its thread, and when the thread was
+/// free of its earlier work to take it up (both CLOCK_MONOTONIC ns): a task
+/// whose thread was free only after its work was ready waited for the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pickup {
+    /// The request's arrival, or for a handed-off task when the item reached
+    /// the consumer's queue.
+    pub ready: Ns,
+    /// When the thread finished its previous task (0: it had none).
+    pub thread_free: Ns,
+    /// The blocking copy (a pageable readback) that ended the thread's previous
+    /// task: its call returned only when the copy finished, so this task, the
+    /// thread's next host operation, waited for it (`sync`, as any next
+    /// operation after a blocking copy does).
+    pub blocked_by: Option<NodeId>,
+}
+
 /// One device-side node: a kernel, copy, memset, event record, stream wait
 /// or graph node.
 pub struct DeviceOp<'p> {
@@ -95,7 +112,9 @@ impl RunBuilder {
     /// A host task beginning at `at` on thread `tid` for request `token`, after a
     /// handoff through `queue` (empty for the request's first task): the node, its
     /// task-begin marker (instrumented runs), and its `request` and `handoff` edges.
-    /// The handoff node ends when the task begins.
+    /// The handoff node ends when the task begins. When the thread was still busy
+    /// with earlier work once this task's work was ready (`pickup`), the thread's
+    /// last host operation held the task: a `busy` edge from it (docs/records.md).
     #[allow(clippy::too_many_arguments)]
     pub fn host_task(
         &mut self,
@@ -106,6 +125,7 @@ impl RunBuilder {
         instrumented: bool,
         request: Option<NodeId>,
         handoff: Option<NodeId>,
+        pickup: Option<Pickup>,
     ) -> NodeId {
         let queue = queue.into();
         let name = if queue.is_empty() {
@@ -137,6 +157,14 @@ impl RunBuilder {
             self.truth.nodes[h as usize].end = at;
             self.edge(h, task, EdgeType::Handoff);
         }
+        let held = pickup.filter(|p| p.thread_free > p.ready);
+        if let Some(&busy) = held.and(self.last_on_thread.get(&tid)) {
+            self.edge(busy, task, EdgeType::Busy);
+        }
+        if let Some(copy) = pickup.and_then(|p| p.blocked_by) {
+            self.edge(copy, task, EdgeType::Sync);
+        }
+        self.last_on_thread.insert(tid, task);
         task
     }
 
@@ -184,6 +212,7 @@ impl RunBuilder {
         if let Some(copy) = blocked_by {
             self.edge(copy, node, EdgeType::Sync);
         }
+        self.last_on_thread.insert(tid, node);
         node
     }
 
@@ -200,12 +229,16 @@ impl RunBuilder {
         (start, end): (Ns, Ns),
         prev: Option<&mut Option<NodeId>>,
     ) -> NodeId {
+        let thread = info.thread;
         let node = self.node(kind, name, info, start, end);
         if let Some(prev) = prev {
             if let Some(p) = *prev {
                 self.edge(p, node, EdgeType::HostOrder);
             }
             *prev = Some(node);
+            if let Some(tid) = thread {
+                self.last_on_thread.insert(tid, node);
+            }
         }
         node
     }

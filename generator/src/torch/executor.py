@@ -620,6 +620,7 @@ class Run:
     def worker(self, ti, barrier):
         self.logs[ti]["tid"] = threading.get_native_id()
         barrier.wait()
+        thread_free = 0
         while True:
             item = self.inboxes[ti].get()
             if item is None:
@@ -628,17 +629,18 @@ class Run:
             with self.lock:
                 self.pending_items[ti] -= 1
             try:
-                self.run_item(ti, item)
+                self.run_item(ti, item, thread_free)
             except Exception as e:  # the run's errors end up in its log
                 self.errors.append("thread %d: %r" % (ti, e))
                 self.finished()
+            thread_free = now()
             self.busy[ti] = False
 
-    def run_item(self, ti, item):
+    def run_item(self, ti, item, thread_free):
         r = self.requests[item["request"]]
         steps = self.sc["programs"][r["program"]]["steps"]
         self.logs[ti]["events"].append({"task": [now(), item["request"], item.get("handoff"),
-                                                 item.get("queue", "")]})
+                                                 item.get("queue", ""), thread_free]})
         si = item["step"]
         while si < len(steps):
             step = steps[si]

@@ -80,8 +80,9 @@ pub struct ThreadLog {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HostEvent {
-    /// [t, request, handoff id, queue].
-    Task(Ns, usize, Option<u64>, String),
+    /// [t, request, handoff id, queue, when the thread finished its previous
+    /// task (0: none)].
+    Task(Ns, usize, Option<u64>, String, #[serde(default)] Ns),
     /// [t, handoff id, queue, request].
     Handoff(Ns, u64, String, usize),
     /// The op of this id was called.

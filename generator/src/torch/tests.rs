@@ -36,7 +36,7 @@ const LOG: &str = r#"{
  "arrivals": [{"request": 0, "t": 1000000, "tid": 42}],
  "requests": [{"program": 0, "index": 0, "at_rel": 0, "token": 1000}],
  "threads": [{"tid": 42, "events": [
-    {"task": [1000100, 0, null, ""]}, {"api": 1}, {"api": 2}, {"api": 3}, {"api": 4}, {"api": 5}],
+    {"task": [1000100, 0, null, "", 0]}, {"api": 1}, {"api": 2}, {"api": 3}, {"api": 4}, {"api": 5}],
   "ops": [
    {"id": 1, "thread": 0, "request": 0, "step": 0, "what": {"kind": "kernel", "name": "producer", "dur_ns": 100000, "extra_ns": 0},
     "t0": 1001000, "t1": 1005000, "stream": 0, "stream_id": 3, "generation": 0, "prev": [], "tid": 42, "slot": 0},

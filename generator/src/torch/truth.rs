@@ -13,7 +13,7 @@ use crate::keys::{remember, skey_step_id, Keys, StepKey};
 use crate::plan::Plan;
 use crate::record::contention::{contention_edges, memcpy_node_name};
 use crate::record::faults::{finish_plan, FAULT_END_TOLERANCE_NS};
-use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
+use crate::record::{DeviceOp, DeviceTimes, NodeInfo, Pickup, RunBuilder};
 use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::Scenario;
 use ground_truth::trace::{HostMemory, Record};
@@ -217,13 +217,30 @@ impl<'a> Builder<'a> {
     fn host_event(&mut self, ti: usize, ev: HostEvent) {
         let tid = self.log.threads[ti].tid;
         match ev {
-            HostEvent::Task(t, request, handoff, queue) => {
+            HostEvent::Task(t, request, handoff, queue, thread_free) => {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let handoff = handoff.and_then(|h| self.handoffs.get(&h).copied());
                 let req = self.requests.get(request).copied().flatten();
-                let task = self
-                    .b
-                    .host_task(&token, tid, queue, t, self.instrumented, req, handoff);
+                // The work was ready when it was pushed, or when the request arrived.
+                let ready = handoff
+                    .or(req)
+                    .map(|n| self.b.truth.nodes[n as usize].start);
+                let blocked_by = self.blocking_copy(ti);
+                let pickup = ready.map(|ready| Pickup {
+                    ready,
+                    thread_free,
+                    blocked_by,
+                });
+                let task = self.b.host_task(
+                    &token,
+                    tid,
+                    queue,
+                    t,
+                    self.instrumented,
+                    req,
+                    handoff,
+                    pickup,
+                );
                 self.task[ti] = Some(task);
                 self.prev[ti] = Some(task);
                 self.pending[ti] = None;

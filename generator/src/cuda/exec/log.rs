@@ -147,6 +147,12 @@ pub struct Stall {
 pub enum HostEv {
     TaskBegin {
         t: Ns,
+        /// When the thread finished its previous task and turned to its queue
+        /// (0 for its first task): the truth's `busy` edge compares it with
+        /// when the task's work was ready.
+        thread_free: Ns,
+        /// The blocking copy the thread's previous task ended on (its op id).
+        pending: Option<u64>,
         request: usize,
         handoff: Option<u64>,
         queue: String,

@@ -295,6 +295,7 @@ impl<'a> Exec<'a> {
         // sleeping: a futex wake-up on this VM costs 50 µs to over 1 ms, noise
         // the twin comparison would otherwise measure.
         let poll = self.poll_queues();
+        let mut thread_free = 0;
         loop {
             let msg = if poll {
                 let until = now() + 50_000_000;
@@ -312,22 +313,24 @@ impl<'a> Exec<'a> {
             let Some(Msg::Item(item)) = msg else { break };
             self.busy[ti].store(true, Ordering::Release);
             self.queued[ti].fetch_sub(1, Ordering::AcqRel);
-            self.run_item(ti, &mut log, item);
+            self.run_item(ti, &mut log, item, thread_free);
+            thread_free = now();
             self.busy[ti].store(false, Ordering::Release);
         }
         log
     }
 
-    pub(super) fn run_item(&self, ti: usize, log: &mut ThreadLog, item: Item) {
+    pub(super) fn run_item(&self, ti: usize, log: &mut ThreadLog, item: Item, thread_free: Ns) {
         let r = &self.requests[item.request];
         let prog = &self.sc.programs[r.program];
         let (queue, handoff) = match item.handoff {
             Some((id, q)) => (q, Some(id)),
             None => (String::new(), None),
         };
-        log.pending = None;
         log.events.push(HostEv::TaskBegin {
             t: now(),
+            thread_free,
+            pending: log.pending.take(),
             request: item.request,
             handoff,
             queue,

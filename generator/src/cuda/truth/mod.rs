@@ -19,7 +19,7 @@ use crate::keys::{skey_step_id, Keys, StepKey};
 use crate::record::contention::contention_edges;
 use crate::record::faults::{finish_plan, FAULT_END_TOLERANCE_NS};
 use crate::record::steps::Observed;
-use crate::record::{DeviceOp, DeviceTimes, NodeInfo, RunBuilder};
+use crate::record::{DeviceOp, DeviceTimes, NodeInfo, Pickup, RunBuilder};
 use ground_truth::bundle::LossAccounting;
 use ground_truth::graph::{InjectionRecord, NodeId, NodeKind};
 use ground_truth::scenario::{InjectionKind, KernelKind, Scenario, SyncTarget};
@@ -269,12 +269,24 @@ impl<'a> Builder<'a> {
         match ev {
             HostEv::TaskBegin {
                 t,
+                thread_free,
+                pending,
                 request,
                 handoff,
                 queue,
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let handoff = handoff.and_then(|h| self.handoffs.get(&h).copied());
+                // The work was ready when it was pushed, or when the request arrived.
+                let ready = handoff
+                    .or(self.requests[request])
+                    .map(|n| self.b.truth.nodes[n as usize].start);
+                let blocked_by = self.blocking_copy(pending);
+                let pickup = ready.map(|ready| Pickup {
+                    ready,
+                    thread_free,
+                    blocked_by,
+                });
                 let task = self.b.host_task(
                     &token,
                     tid,
@@ -283,6 +295,7 @@ impl<'a> Builder<'a> {
                     self.instrumented,
                     self.requests[request],
                     handoff,
+                    pickup,
                 );
                 self.threads[ti] = ThreadState {
                     task: Some(task),

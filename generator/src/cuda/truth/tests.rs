@@ -153,6 +153,8 @@ fn event_edge_run() -> (Scenario, RunLog) {
     let events = vec![
         HostEv::TaskBegin {
             t: 90_000,
+            thread_free: 0,
+            pending: None,
             request: 0,
             handoff: None,
             queue: String::new(),

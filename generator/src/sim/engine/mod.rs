@@ -145,6 +145,8 @@ struct Thread {
     scheduled: bool,
     task: Option<NodeId>,
     prev: Option<NodeId>,
+    /// The blocking copy the thread's previous task ended on: its next task waited for it.
+    left_blocked_by: Option<NodeId>,
     nvtx: Vec<(SharedStr, Ns)>,
     /// The injector's work to come, each with when it is issued.
     actions: VecDeque<(Ns, InjectorWork)>,
@@ -321,6 +323,7 @@ impl<'a> Engine<'a> {
                     scheduled: false,
                     task: None,
                     prev: None,
+                    left_blocked_by: None,
                     nvtx: Vec::new(),
                     actions: VecDeque::new(),
                 });
@@ -597,6 +600,11 @@ impl<'a> Engine<'a> {
     }
 
     fn begin_task(&mut self, th: usize, item: Item) {
+        let pickup = crate::record::Pickup {
+            ready: item.arrival,
+            thread_free: self.threads[th].clock,
+            blocked_by: self.threads[th].left_blocked_by.take(),
+        };
         let start = self.threads[th].clock.max(item.arrival);
         self.threads[th].clock = start;
         let req = &self.requests[item.request];
@@ -616,6 +624,7 @@ impl<'a> Engine<'a> {
             self.instrumented,
             Some(req_node),
             handoff,
+            Some(pickup),
         );
         let t = &mut self.threads[th];
         t.task = Some(task);
@@ -626,6 +635,12 @@ impl<'a> Engine<'a> {
     /// Host tasks and requests are instants (when work began), so that as
     /// predecessors they gate by their beginning, not by whatever they did later.
     fn end_task(&mut self, th: usize) {
+        // A blocking copy the task ended on holds the thread's next operation.
+        let pending = self.threads[th]
+            .current
+            .as_ref()
+            .and_then(|c| c.pending_sync);
+        self.threads[th].left_blocked_by = pending;
         self.threads[th].task = None;
         self.threads[th].current = None;
         self.threads[th].prev = None;
