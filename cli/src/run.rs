@@ -467,7 +467,7 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     crate::manifest::mark_leaderboard(out)?;
     crate::commands::write_site(out, &out.join("html"), &report.leaderboard)?;
     if !args.quiet {
-        println!("{}", report.leaderboard.to_markdown());
+        println!("{}", report.leaderboard.summary(out));
         if let Some(rows) = &track {
             println!("{}", crate::track::section(rows));
         }

@@ -62,6 +62,75 @@ fn ranking(dom: &str, view: &str) -> Vec<String> {
         .collect()
 }
 
+/// The rank cells of the ranking table of `view`, in order.
+fn ranks(dom: &str, view: &str) -> Vec<usize> {
+    let start = dom.find(&format!("data-view=\"{view}\"")).unwrap();
+    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+    table
+        .split("<td class=\"num rank\">")
+        .skip(1)
+        .map(|cell| cell[..cell.find("</td>").unwrap()].parse().unwrap())
+        .collect()
+}
+
+/// The ranks the index must show for rows in `expected_ranking`'s order: profilers whose
+/// pair-accuracy intervals overlap, directly or through a chain, share a rank (one more
+/// than the number of profilers above them); undefined last. Written out here on its own
+/// so that the test does not trust `evaluator::rank_rows`.
+fn expected_ranks(
+    leaderboard: &serde_json::Value,
+    ordered: &[String],
+    view: (&str, &str),
+) -> Vec<usize> {
+    let row = |p: &str| {
+        leaderboard["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["profiler"] == p && r["collectors"] == view.0 && r["mode"] == view.1)
+            .unwrap()
+            .clone()
+    };
+    let span = |r: &serde_json::Value| {
+        let v = r["pair_accuracy"].as_f64()?;
+        let ci = &r["ci"]["pair_accuracy"];
+        Some(match (ci["low"].as_f64(), ci["high"].as_f64()) {
+            (Some(l), Some(h)) => (l.min(v), h.max(v)),
+            _ => (v, v),
+        })
+    };
+    let spans: Vec<Option<(f64, f64)>> = ordered.iter().map(|p| span(&row(p))).collect();
+    // Two rows are in one group when a chain of overlapping intervals joins them.
+    let n = spans.len();
+    let mut group: Vec<usize> = (0..n).collect();
+    let find = |g: &Vec<usize>, mut i: usize| {
+        while g[i] != i {
+            i = g[i];
+        }
+        i
+    };
+    for i in 0..n {
+        for j in 0..n {
+            let joined = match (spans[i], spans[j]) {
+                (Some(a), Some(b)) => a.0 <= b.1 && b.0 <= a.1,
+                (None, None) => true,
+                _ => false,
+            };
+            if joined {
+                let (a, b) = (find(&group, i), find(&group, j));
+                group[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    (0..n)
+        .map(|i| {
+            1 + (0..n)
+                .filter(|&j| find(&group, j) != find(&group, i) && j < i)
+                .count()
+        })
+        .collect()
+}
+
 /// The order the index must show: pair accuracy, then root-cause accuracy, then name
 /// (higher first, undefined last), probes apart.
 fn expected_ranking(leaderboard: &serde_json::Value, collectors: &str, mode: &str) -> Vec<String> {
@@ -180,10 +249,42 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
     let leaderboard: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("leaderboard.json")).unwrap()).unwrap();
     for (collectors, mode) in [("combined", "instrumented"), ("host", "closed")] {
-        let shown = ranking(&dom, &format!("{collectors}/{mode}"));
+        let view = format!("{collectors}/{mode}");
+        let shown = ranking(&dom, &view);
         assert_eq!(shown, expected_ranking(&leaderboard, collectors, mode));
         assert!(shown.len() >= 5, "{shown:?}");
+        // Ties share a rank: overlapping intervals, equal values above all.
+        let got = ranks(&dom, &view);
+        assert_eq!(
+            got,
+            expected_ranks(&leaderboard, &shown, (collectors, mode)),
+            "{view}"
+        );
+        let value = |p: &str| {
+            leaderboard["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["profiler"] == p && r["collectors"] == collectors && r["mode"] == mode)
+                .unwrap()["pair_accuracy"]
+                .clone()
+        };
+        for i in 1..shown.len() {
+            if value(&shown[i]) == value(&shown[i - 1]) {
+                assert_eq!(
+                    got[i],
+                    got[i - 1],
+                    "{view}: {} and {} tie",
+                    shown[i - 1],
+                    shown[i]
+                );
+            }
+        }
     }
+    assert!(
+        dom.contains("share a rank"),
+        "the index states the ranking rule"
+    );
 
     // A drill-down link of the index leads to its case's page.
     let drill = links(&dom)

@@ -23,8 +23,10 @@ mod output;
 mod pairs;
 pub mod palette;
 mod plots;
+mod ranking;
 mod score;
 mod shortfall;
+mod summary;
 
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
@@ -39,6 +41,7 @@ pub use output::{
     LEADERBOARD_JSON, LEADERBOARD_MD, SCORES_FILE,
 };
 pub use plots::{write_plots, PLOTS};
+pub use ranking::{rank_rows, Ranked, HEADLINE_VIEWS, RANK_RULE};
 pub use score::{
     overblamed_phase, path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore,
     RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,

@@ -270,12 +270,19 @@ impl Leaderboard {
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
         // Probes are the floor, not contestants: they have their own appendix.
-        let ranked: Vec<&LeaderboardRow> = self
+        let mut ranked: Vec<&LeaderboardRow> = self
             .rows
             .iter()
             .filter(|r| !is_probe(&r.profiler))
             .collect();
         let cases: u64 = ranked.iter().map(|r| r.cases + r.lossy_cases).sum();
+        // Rows in ranking order (each profiler's rank in the headline view), then view.
+        let order: Vec<String> = self
+            .ranked_profilers()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        ranked.sort_by_key(|r| order.iter().position(|p| *p == r.profiler));
         let _ = writeln!(md, "# causalbench leaderboard\n");
         let _ = writeln!(
             md,
@@ -284,6 +291,11 @@ impl Leaderboard {
              Definitions: `evaluator/METRICS.md`. `n/a`: undefined (nothing to measure).\n",
             ranked.len(),
             cases
+        );
+        let _ = writeln!(md, "## Ranking\n\n{}", self.ranking_markdown());
+        let _ = writeln!(
+            md,
+            "## Every view\n\nProfilers in ranking order, each with its every view.\n"
         );
         let cols = &CSV_COLUMNS[..19];
         let _ = writeln!(md, "| {} |", cols.join(" | "));
@@ -321,8 +333,12 @@ impl Leaderboard {
                 .join(", ")
         );
 
-        let (probes, profilers): (Vec<String>, Vec<String>) =
-            self.profilers().into_iter().partition(|p| is_probe(p));
+        let probes: Vec<String> = self
+            .profilers()
+            .into_iter()
+            .filter(|p| is_probe(p))
+            .collect();
+        let profilers = order;
         self.headline_markdown(&mut md, &profilers);
         let _ = writeln!(md, "\n## Pair accuracy by family\n");
         let _ = writeln!(

@@ -71,15 +71,20 @@ pub struct Site {
 }
 
 impl Site {
-    /// The views of the leaderboard, in collectors × mode order.
+    /// The views of the leaderboard: the headline view (the one profilers are ranked
+    /// by, `Leaderboard::headline_view`) first, then collectors × mode order.
     pub fn views(&self) -> Vec<ViewKey> {
-        self.leaderboard
+        let headline = self.leaderboard.headline_view();
+        let mut views: Vec<ViewKey> = self
+            .leaderboard
             .rows
             .iter()
             .map(|r| (r.collectors, r.mode))
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .collect()
+            .collect();
+        views.sort_by_key(|v| Some(*v) != headline);
+        views
     }
 
     /// The link to a case's page from a page one directory below the root, if it has one.

@@ -4,7 +4,7 @@
 use super::html::{esc, page, profiler, rate, rate_cell, slug};
 use super::svg::{rate_bars, Bar};
 use super::{view_name, Site, ViewKey};
-use evaluator::{is_probe, question_name, LeaderboardRow, Shortfall, Tally};
+use evaluator::{is_probe, question_name, LeaderboardRow, Ranked, Shortfall, Tally, RANK_RULE};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -22,21 +22,11 @@ fn by_rate_desc(a: Option<f64>, b: Option<f64>) -> Ordering {
     }
 }
 
-/// The leaderboard rows of one view, probes left out, ranked: pair accuracy, then
-/// root-cause accuracy (top-1), then name.
-pub fn ranked(site: &Site, view: ViewKey) -> Vec<&LeaderboardRow> {
-    let mut rows: Vec<&LeaderboardRow> = site
-        .leaderboard
-        .rows
-        .iter()
-        .filter(|r| (r.collectors, r.mode) == view && !is_probe(&r.profiler))
-        .collect();
-    rows.sort_by(|a, b| {
-        by_rate_desc(a.pair_accuracy, b.pair_accuracy)
-            .then(by_rate_desc(a.root_cause_top1, b.root_cause_top1))
-            .then(a.profiler.cmp(&b.profiler))
-    });
-    rows
+/// The leaderboard rows of one view, probes left out, ranked by `evaluator::RANK_RULE`:
+/// pair accuracy, then root-cause accuracy (top-1), then name; overlapping intervals
+/// share a rank.
+pub fn ranked(site: &Site, view: ViewKey) -> Vec<Ranked<'_>> {
+    site.leaderboard.ranked_view(view.0, view.1)
 }
 
 fn shortfall<'a>(site: &'a Site, profiler: &str, view: ViewKey) -> Option<&'a Shortfall> {
@@ -161,11 +151,13 @@ pub fn index(site: &Site) -> String {
          pair accuracy (every variant of a family instance right), then root-cause accuracy \
          (top-1); 95&nbsp;% cluster-bootstrap intervals beneath each rate \
          (evaluator/METRICS.md). Each view is ranked and plotted on its own: a view is what \
-         a profiler was shown (collectors × mode), never pooled with another.</p>",
+         a profiler was shown (collectors × mode), never pooled with another; the headline \
+         view comes first.</p><p class=\"rank-rule\">{}</p>",
         site.scores.len(),
         site.cases.len(),
         esc(&backends.into_iter().collect::<Vec<_>>().join(", ")),
-        site.shown.len()
+        site.shown.len(),
+        esc(RANK_RULE)
     );
     let _ = write!(b, "<p>Views: ");
     for view in site.views() {
@@ -178,19 +170,24 @@ pub fn index(site: &Site) -> String {
         let rows = ranked(site, view);
         let _ = write!(
             b,
-            "<h2 id=\"{}\">View {}</h2>\n<table class=\"ranking\" data-view=\"{}\"><tr><th>rank</th>\
+            "<h2 id=\"{}\">View {}{}</h2>\n<table class=\"ranking\" data-view=\"{}\"><tr><th>rank</th>\
              <th>profiler</th><th>pair accuracy</th><th>root cause top-1</th><th>symptom accuracy</th>\
              <th>critical-path fidelity</th><th>cases</th><th>analyzer crashes</th><th>where it loses</th></tr>\n",
             slug(&name),
             esc(&name),
+            if Some(view) == site.leaderboard.headline_view() {
+                " (headline: the ranking of leaderboard.md)"
+            } else {
+                ""
+            },
             esc(&name)
         );
-        for (i, r) in rows.iter().enumerate() {
+        for Ranked { rank, row: r } in &rows {
             let ci = |m: &str| r.ci.get(m);
             let _ = writeln!(
                 b,
-                "<tr><td class=\"num\">{}</td><td class=\"profiler\">{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                i + 1,
+                "<tr><td class=\"num rank\">{}</td><td class=\"profiler\">{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                rank,
                 profiler(&r.profiler),
                 reproduced_mark(site, &r.profiler),
                 rate_cell(r.pair_accuracy, ci("pair_accuracy")),
@@ -206,9 +203,9 @@ pub fn index(site: &Site) -> String {
         let bars: Vec<Bar> = rows
             .iter()
             .map(|r| Bar {
-                profiler: &r.profiler,
-                value: r.pair_accuracy,
-                ci: r.ci.get("pair_accuracy"),
+                profiler: &r.row.profiler,
+                value: r.row.pair_accuracy,
+                ci: r.row.ci.get("pair_accuracy"),
             })
             .collect();
         b.push_str(&rate_bars(&format!("Pair accuracy, view {name}"), &bars));
@@ -284,7 +281,7 @@ fn per_view_tables<'a>(
              <th>symptoms right</th></tr>",
             esc(&view_name(view))
         );
-        for r in ranked(site, view) {
+        for Ranked { row: r, .. } in ranked(site, view) {
             let (value, tally) = cells(r, view);
             let _ = write!(
                 b,
