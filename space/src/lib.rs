@@ -12,11 +12,13 @@
 mod build;
 mod families;
 mod sample;
+mod shapes;
 
 pub use families::{Family, Target, Variant, FAMILIES};
 pub use sample::{
     Decoy, Link, Peers, Structure, SymptomOp, KERNEL_NAMES, MAX_DEPTH, MAX_GRAPH_NODES,
 };
+pub use shapes::{Role, ShapeFamily, ShapeVariant, SHAPES};
 
 use ground_truth::labels::Mode;
 use ground_truth::scenario::{AxisValue, Scenario, SpacePoint};
@@ -75,12 +77,76 @@ pub const AXES: [&str; 11] = [
 pub fn generate(split: Split, seed: u64, cases: usize) -> Vec<Scenario> {
     let mut out = Vec::with_capacity(cases + 3);
     let mut index = 0u64;
+    let kinds = FAMILIES.len() + SHAPES.len();
     while out.len() < cases {
-        let family = &FAMILIES[index as usize % FAMILIES.len()];
-        out.extend(instance(split, seed, index, family));
+        let i = index as usize % kinds;
+        match FAMILIES.get(i) {
+            Some(family) => out.extend(instance(split, seed, index, family)),
+            None => out.extend(shape_instance(
+                split,
+                seed,
+                index,
+                &SHAPES[i - FAMILIES.len()],
+            )),
+        }
         index += 1;
     }
     out
+}
+
+/// The variants of one instance of a real-program-shape family
+/// (docs/scenario-space.md, "Real program shapes").
+pub fn shape_instance(split: Split, seed: u64, index: u64, family: &ShapeFamily) -> Vec<Scenario> {
+    use rand::SeedableRng;
+    let instance_seed = ground_truth::seed::mix(seed ^ ground_truth::seed::mix(index + 1));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(instance_seed);
+    let w = (family.build)(&mut rng);
+    let magnitude_us = (w.magnitude_ratio * w.symptom_latency_us)
+        .max(MIN_MAGNITUDE_US)
+        .round();
+    let mut axes = w.axes.clone();
+    axes.insert(
+        "magnitude_ratio".into(),
+        AxisValue::Number(w.magnitude_ratio),
+    );
+    family
+        .variants
+        .iter()
+        .map(|variant| Scenario {
+            schema_version: ground_truth::SCHEMA_VERSION,
+            name: format!(
+                "{}.{}{index:05}.{}",
+                family.name,
+                split.as_str(),
+                variant.name
+            ),
+            family: family.name.into(),
+            variant: variant.name.into(),
+            cause: variant.cause,
+            description: format!(
+                "generated: {} instance {index} of the {} split",
+                family.name,
+                split.as_str()
+            ),
+            mode: Mode::Instrumented,
+            seed: instance_seed,
+            repetitions: 1,
+            threads: w.threads.clone(),
+            queues: w.queues.clone(),
+            streams: w.streams.clone(),
+            events: w.events.clone(),
+            graphs: Vec::new(),
+            programs: w.programs.clone(),
+            injection: Some(w.injection(variant, magnitude_us)),
+            symptom: w.symptom.clone(),
+            names: KERNEL_NAMES.iter().map(|n| n.to_string()).collect(),
+            space: Some(SpacePoint {
+                suite: split.as_str().into(),
+                instance: instance_seed,
+                axes: axes.clone(),
+            }),
+        })
+        .collect()
 }
 
 /// The variants of one family instance.
