@@ -10,22 +10,9 @@ use std::collections::HashMap;
 /// Lateness below this is noise (ns).
 pub const NOISE_NS: f64 = 20_000.0;
 
-/// The clock agreement a device-timed difference is trusted to (ns): the
-/// GPU's CUPTI and `%globaltimer` agree within 2 µs (docs/gpu-facts.md), the
-/// label check's granularity too (docs/scenario-space.md, "Noise floor").
-pub const CLOCK_NS: f64 = 2_000.0;
-
 /// How far back before a call with no host predecessor on its thread (ns) that
 /// thread's scheduler and page-fault records still count as stalls of the call.
 pub const STALL_LOOKBACK_NS: ground_truth::Ns = 50_000_000;
-
-/// How many times the peers' own spread a host-side lateness must pass. The
-/// label check calls a symptom late only beyond three times the drift between
-/// two quiet runs (docs/scenario-space.md, "Labels from the truth"); a
-/// profiler's only sample of that noise is how far the peers stray from each
-/// other, so it asks the same margin of it where the noise is the threads'
-/// wake-up jitter (`causal_graph`'s finish test).
-pub const SPREAD_MARGIN: f64 = 3.0;
 
 /// How far the peers stray: the largest distance of a value from their median
 /// (0 without values).
@@ -160,8 +147,14 @@ pub fn excess(own: Option<f64>, peer_vals: Vec<f64>, default_base: f64) -> f64 {
 /// start and submitted as the moment the stream let the op go: its previous op
 /// ended and the event of a stream wait ahead of it fired.
 pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
+    dev_phases_from(ix, p, ix.device_times(p)?)
+}
+
+/// [`dev_phases_in`] from the (queued, submitted, start, end) a profiler read
+/// for `p` (the record's own, or as the profiler corrects them).
+pub fn dev_phases_from(ix: &Index, p: Pos, times: (Ns, Ns, Ns, Ns)) -> Option<DevPhases> {
     let r = ix.rec(p);
-    let (q, s, start, end) = ix.device_times(p)?;
+    let (q, s, start, end) = times;
     let mut d = phases_of(q, s, start, end);
     let graph_node = matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0);
     if q == 0 && s == 0 && !graph_node {
@@ -191,10 +184,19 @@ pub fn dev_phases_in(ix: &Index, p: Pos) -> Option<DevPhases> {
 
 /// Per-phase excess of a device op over its peers, from device timestamps only.
 pub fn device_excess(ix: &Index, peers: &[Pos], p: Pos) -> Phases {
-    let Some(own) = dev_phases_in(ix, p) else {
+    device_excess_by(peers, p, |k| dev_phases_in(ix, k))
+}
+
+/// [`device_excess`] with each op's phases as `phases_of` reads them.
+pub fn device_excess_by(
+    peers: &[Pos],
+    p: Pos,
+    phases_of: impl Fn(Pos) -> Option<DevPhases>,
+) -> Phases {
+    let Some(own) = phases_of(p) else {
         return Phases::default();
     };
-    let pp: Vec<DevPhases> = peers.iter().filter_map(|&q| dev_phases_in(ix, q)).collect();
+    let pp: Vec<DevPhases> = peers.iter().filter_map(|&q| phases_of(q)).collect();
     let has_peers = !pp.is_empty();
     Phases {
         host_enqueue: 0.0,
@@ -293,8 +295,45 @@ pub fn ranked(v: Vec<(CauseLabel, f64)>) -> Vec<RankedCause> {
         .collect()
 }
 
+/// The phases of [`Phases::as_array`], by index.
+pub const HOST_PHASE: usize = 0;
+pub const QUEUE_PHASE: usize = 1;
+pub const START_PHASE: usize = 2;
+pub const EXECUTION_PHASE: usize = 3;
+
+/// What a late device phase names, for a copy (`copy`) or another device op:
+/// the cause first (weight 1), then the alternatives with their weight beside
+/// it. The one phase-to-cause table of every profiler (it existed twice, in
+/// `common`'s CUPTI reading and in the reference's diagnosis, and had
+/// diverged; the reference's alternatives were kept, see baselines/README.md,
+/// "One phase-to-cause table"). The host phase names nothing here: the host
+/// collector's records do.
+/// - queued→submitted: the op waited for its stream (a stream wait's event is
+///   the alternative);
+/// - submitted→start: it waited for the resource other work held, the copy
+///   engine or the SMs (a slow copy, a backlog behind it, the alternatives);
+/// - execution: a copy's transfer was slow (the link shared, the
+///   alternative); a kernel ran long, sharing the SMs (a graph node's
+///   dependents wait for it: `graph_dependency`, the alternative).
+pub fn phase_causes(phase: usize, copy: bool) -> &'static [(CauseLabel, f64)] {
+    use CauseLabel::*;
+    match (phase, copy) {
+        (QUEUE_PHASE, _) => &[(StreamBacklog, 1.0), (EventWait, 0.5)],
+        (START_PHASE, true) => &[(PcieContention, 1.0), (SlowCopy, 0.2)],
+        (START_PHASE, false) => &[(OccupancyPressure, 1.0), (StreamBacklog, 0.3)],
+        (EXECUTION_PHASE, true) => &[(SlowCopy, 1.0), (PcieContention, 0.3)],
+        (EXECUTION_PHASE, false) => &[(OccupancyPressure, 1.0), (GraphDependency, 0.1)],
+        _ => &[],
+    }
+}
+
+/// The cause a late device phase names ([`phase_causes`]'s first).
+pub fn phase_cause(phase: usize, copy: bool) -> Option<CauseLabel> {
+    phase_causes(phase, copy).first().map(|c| c.0)
+}
+
 /// Device-side cause ranking used by the CUPTI-only baselines: the dominant
-/// device phase decides (no host evidence).
+/// device phase decides (no host evidence), through [`phase_causes`].
 pub fn device_phase_causes(
     ix: &Index,
     p: Pos,
@@ -308,47 +347,32 @@ pub fn device_phase_causes(
         return vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)];
     }
     let mut out = Vec::new();
-    match d {
-        1 => {
-            if matches!(
-                r,
-                Record::Memcpy {
-                    memory: HostMemory::Pageable,
-                    ..
-                }
-            ) {
-                out.push((CauseLabel::ImplicitSync, v));
+    // A pageable copy waiting in its queue: its call held the host until the
+    // stream drained (docs/gpu-facts.md), an implicit fence.
+    if d == QUEUE_PHASE
+        && matches!(
+            r,
+            Record::Memcpy {
+                memory: HostMemory::Pageable,
+                ..
             }
-            out.push((CauseLabel::StreamBacklog, v));
-            out.push((CauseLabel::EventWait, v * 0.5));
-        }
-        2 => {
-            if is_copy {
-                out.push((CauseLabel::PcieContention, v));
-            } else {
-                out.push((CauseLabel::OccupancyPressure, v));
-            }
-            out.push((CauseLabel::StreamBacklog, v * 0.3));
-        }
-        _ => {
-            if is_copy {
-                out.push((CauseLabel::SlowCopy, v));
-                out.push((CauseLabel::PcieContention, v * 0.3));
-            } else {
-                out.push((CauseLabel::OccupancyPressure, v));
-            }
-        }
+        )
+    {
+        out.push((CauseLabel::ImplicitSync, v));
     }
+    // The host phase is never dominant here (the callers zero it): the
+    // execution's causes stand for it as they always did.
+    let phase = if d == HOST_PHASE { EXECUTION_PHASE } else { d };
+    out.extend(
+        phase_causes(phase, is_copy)
+            .iter()
+            .map(|&(l, w)| (l, v * w)),
+    );
     for (i, &x) in ex.as_array().iter().enumerate() {
         if i != d && significant(x, typical) {
-            let l = match (i, is_copy) {
-                (1, _) => CauseLabel::StreamBacklog,
-                (2, true) => CauseLabel::PcieContention,
-                (2, false) | (3, false) => CauseLabel::OccupancyPressure,
-                (3, true) => CauseLabel::SlowCopy,
-                _ => continue,
-            };
-            out.push((l, x * 0.5));
+            if let Some(l) = phase_cause(i, is_copy) {
+                out.push((l, x * 0.5));
+            }
         }
     }
     out

@@ -553,16 +553,11 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// A device op's (queued, submitted, start, end), a `queued` earlier than
-    /// its launching call began read as not measured (0): nothing is queued
-    /// before it is launched, yet the H200's CUPTI gives graph-node kernels
-    /// such a time (docs/gpu-facts.md). Without the call it is kept as it is.
+    /// A device op's (queued, submitted, start, end) as its record gives them
+    /// (0: not measured). How to read a time a recorder got wrong is for each
+    /// profiler to say (the reference: `causal_graph::readings`).
     pub fn device_times(&self, p: Pos) -> Option<(Ns, Ns, Ns, Ns)> {
-        let (mut q, s, st, e) = self.rec(p).device_times()?;
-        if q > 0 && self.launch_api(p).is_some_and(|a| q < self.start(a)) {
-            q = 0;
-        }
-        Some((q, s, st, e))
+        self.rec(p).device_times()
     }
 
     /// When the event of the last stream wait enqueued on `stream` before `t`
@@ -645,9 +640,13 @@ impl<'a> Index<'a> {
 
     /// Preempted/traced scheduler intervals and page faults of the calling thread
     /// in `[from, to]`: (total descheduled ns, total fault ns, last sched, last fault).
+    ///
+    /// A fault the recorder could not time (duration 0, no `fexit`) lasts until
+    /// the thread's next fault, capped at [`UNTIMED_FAULT_CAP_NS`]: a thread
+    /// faulting back to back spends that gap in the handler. The thread's last
+    /// fault has no next one to bound it: it counts no time here, and is
+    /// reported as [`HostStalls::last_untimed_fault`] for a profiler to read.
     pub fn host_stalls(&self, tid: u32, from: Ns, to: Ns) -> HostStalls {
-        /// Longest gap attributed to one untimed page fault (a major fault's order of magnitude).
-        const UNTIMED_FAULT_CAP_NS: Ns = 200_000;
         let mut out = HostStalls::default();
         let Some(th) = self.thread(tid) else {
             return out;
@@ -679,12 +678,13 @@ impl<'a> Index<'a> {
             // Recorders that cannot time faults (no fexit) leave duration 0: a thread
             // faulting back to back spends the gap to its next fault in the handler,
             // so take that gap, capped so isolated faults don't absorb ordinary work.
-            // The thread's last fault in the trace is bounded the same way by the
-            // end of the asked interval: it took no time at all only because no
-            // later fault was recorded.
             if e == s {
-                let next = th.faults.get(k0 + i + 1).map_or(to, |&n| self.start(n));
-                e = s + next.saturating_sub(s).min(UNTIMED_FAULT_CAP_NS);
+                match th.faults.get(k0 + i + 1) {
+                    Some(&next) => {
+                        e = s + self.start(next).saturating_sub(s).min(UNTIMED_FAULT_CAP_NS);
+                    }
+                    None => out.last_untimed_fault = Some(f),
+                }
             }
             let lo = s.max(from);
             let hi = e.min(to);
@@ -701,6 +701,10 @@ impl<'a> Index<'a> {
     }
 }
 
+/// Longest gap attributed to one untimed page fault (a major fault's order of
+/// magnitude), [`Index::host_stalls`].
+pub const UNTIMED_FAULT_CAP_NS: Ns = 200_000;
+
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostStalls {
     pub desched_ns: f64,
@@ -709,6 +713,11 @@ pub struct HostStalls {
     pub major: u32,
     pub last_sched: Option<Pos>,
     pub last_fault: Option<Pos>,
+    /// The thread's last page fault in the view, when the walk reached it (it
+    /// started by the interval's end) and its recorder could not time it: no
+    /// later fault bounds it, so it counted no time (a fact; how long it held
+    /// the thread is not in the records).
+    pub last_untimed_fault: Option<Pos>,
 }
 
 fn innermost_enclosing(ix: &Index, sorted: &[Pos], t: Ns) -> Option<Pos> {

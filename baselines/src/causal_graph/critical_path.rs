@@ -10,7 +10,7 @@ impl Graph<'_> {
     /// When a predecessor let `dst` proceed.
     pub(super) fn effective(&self, e: &E) -> Ns {
         if e.kind == EdgeType::Launch {
-            if let Some((q, _, _, _)) = self.ix.device_times(e.dst) {
+            if let Some((q, _, _, _)) = super::readings::device_times(&self.ix, e.dst) {
                 if q > 0 {
                     return q;
                 }

@@ -2,7 +2,11 @@
 //! unresolved boundary.
 
 use super::graph::Graph;
-use crate::analysis::{self, dominant, ranked, significant};
+use super::thresholds::{
+    CLOCK_NS, NOISE_NS, SPREAD_MARGIN, UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_LINK_CONTENTION,
+    UNSEEN_SM_CONTENTION,
+};
+use crate::analysis::{self, dominant, ranked, HOST_PHASE, QUEUE_PHASE, START_PHASE};
 use crate::index::{call_site_frame, Pos};
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
@@ -40,7 +44,7 @@ impl Graph<'_> {
         // delayed it is not in this view.
         let (d, v) = dominant(&phases);
         let host_late = d == 0
-            && significant(v, 0.0)
+            && v > NOISE_NS
             && causes
                 .first()
                 .is_some_and(|c| c.0 == CauseLabel::HostCompute);
@@ -164,7 +168,7 @@ impl Graph<'_> {
         let (host, v) = self.host_excess(call, &peers);
         let mut ph = Phases::default();
         ph.host_enqueue = host;
-        if !significant(host, 0.0) {
+        if host <= NOISE_NS {
             return (
                 vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)],
                 Phases::default(),
@@ -187,7 +191,7 @@ impl Graph<'_> {
         // Rule 7e: a launch that came late still before the op's stream or event
         // let it go by more than the noise did not delay it: launched earlier, it
         // would have started just as late. Its host excess is no lateness.
-        if ph.host_enqueue > 0.0 && self.waited_after_launch(p) > analysis::NOISE_NS {
+        if ph.host_enqueue > 0.0 && self.waited_after_launch(p) > NOISE_NS {
             ph.host_enqueue = 0.0;
         }
         let is_copy = matches!(r, Record::Memcpy { .. });
@@ -198,15 +202,14 @@ impl Graph<'_> {
         // A host-side excess (the op launched later than its peers) carries the
         // threads' wake-up jitter, of which the peers' spread is one sample: like
         // the label check, the op must finish later than that by the margin
-        // (`analysis::SPREAD_MARGIN`). Device phases are timed by the device and
+        // (`SPREAD_MARGIN`). Device phases are timed by the device and
         // stand against the spread itself.
-        let margin = if d == 0 { analysis::SPREAD_MARGIN } else { 1.0 };
+        let margin = if d == 0 { SPREAD_MARGIN } else { 1.0 };
         // Unless the op's own launch gap stands out against its peers' and
         // accounts for the lateness (rule 7c): then the peers' finishes stray
         // for reasons of their own.
         let on_time = finish_late.is_some_and(|(late, spread)| {
-            late <= analysis::NOISE_NS.max(margin * spread)
-                && !(d == 0 && self.held_by_gap(p, late, spread))
+            late <= NOISE_NS.max(margin * spread) && !(d == 0 && self.held_by_gap(p, late, spread))
         });
         // A late phase of the op's own that explains less than half of how much
         // later it finished than its peers is not what made it late (a cause
@@ -280,39 +283,19 @@ impl Graph<'_> {
         }
         let mut out: Vec<(CauseLabel, f64)> = Vec::new();
         match d {
-            0 => out.extend(host_causes.iter().copied()),
-            1 => out.extend(self.gating_causes(p, v, depth)),
-            2 => {
-                let (q, s, st, _) = ix.device_times(p).expect("device op");
-                let from = if s > 0 { s } else { q };
-                if is_copy {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
-                        matches!(o, Record::Memcpy { .. })
-                    });
-                    out.push((
-                        CauseLabel::PcieContention,
-                        v * if o > 0.0 { 1.0 } else { 0.5 },
-                    ));
-                    out.push((CauseLabel::SlowCopy, v * if o > 0.0 { 0.2 } else { 0.4 }));
-                } else {
-                    let o = analysis::overlap_by_others(ix, p, from, st, |o| {
-                        matches!(o, Record::Kernel { .. })
-                    });
-                    out.push((
-                        CauseLabel::OccupancyPressure,
-                        v * if o > 0.0 { 1.0 } else { 0.6 },
-                    ));
-                    out.push((CauseLabel::StreamBacklog, v * 0.3));
-                }
-            }
-            _ => {
-                if is_copy {
-                    out.push((CauseLabel::SlowCopy, v));
-                    out.push((CauseLabel::PcieContention, v * 0.3));
-                } else {
-                    out.push((CauseLabel::OccupancyPressure, v));
-                    out.push((CauseLabel::GraphDependency, v * 0.1));
-                }
+            HOST_PHASE => out.extend(host_causes.iter().copied()),
+            QUEUE_PHASE => out.extend(self.gating_causes(p, v, depth)),
+            phase => {
+                // Waiting to start names contention only as strongly as other
+                // work was seen holding the resource meanwhile.
+                let unseen = phase == START_PHASE && !self.held_by_other_work(p, is_copy);
+                out.extend(
+                    analysis::phase_causes(phase, is_copy)
+                        .iter()
+                        .map(|&(l, w)| {
+                            (l, v * w * if unseen { unseen_contention(l) } else { 1.0 })
+                        }),
+                );
             }
         }
         // Secondary significant phases as lower-ranked alternatives.
@@ -323,6 +306,24 @@ impl Graph<'_> {
             out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
         }
         (out, ph, peers.len())
+    }
+
+    /// Whether other streams' work of `p`'s kind (copies for a copy, kernels
+    /// otherwise) ran while `p` waited to start after its stream let it go.
+    fn held_by_other_work(&self, p: Pos, copy: bool) -> bool {
+        let ix = &self.ix;
+        let Some((q, s, st, _)) = super::readings::device_times(ix, p) else {
+            return false;
+        };
+        let from = if s > 0 { s } else { q };
+        let held = analysis::overlap_by_others(ix, p, from, st, |o| {
+            if copy {
+                matches!(o, Record::Memcpy { .. })
+            } else {
+                matches!(o, Record::Kernel { .. })
+            }
+        });
+        held > 0.0
     }
 
     /// When the host-order predecessor of `p`'s launch call is a blocking call
@@ -353,7 +354,7 @@ impl Graph<'_> {
             .map(|(c, _)| wait(c))
             .collect();
         let excess = analysis::excess(Some(wait(pred)), peer_waits, 0.0);
-        if excess <= analysis::NOISE_NS {
+        if excess <= NOISE_NS {
             return None;
         }
         let (causes, phases, _) = self.device_causes(waited, depth + 1);
@@ -468,7 +469,7 @@ impl Graph<'_> {
         let (late, spread) = self.finish_since_request(p, peers)?;
         let execution_floor = self.phase_floors(peers)[3];
         let floor = if depth == 0 {
-            analysis::CLOCK_NS.max(spread.min(execution_floor))
+            CLOCK_NS.max(spread.min(execution_floor))
         } else {
             execution_floor
         };
@@ -480,7 +481,7 @@ impl Graph<'_> {
         if late <= floor {
             return None;
         }
-        let weak = late <= analysis::NOISE_NS.max(analysis::SPREAD_MARGIN * spread);
+        let weak = late <= NOISE_NS.max(SPREAD_MARGIN * spread);
         let (path, _) = self.critical_path(p);
         if let Some((label, size)) = (0..path.len())
             .filter_map(|i| self.path_stall(&path, i))
@@ -510,7 +511,7 @@ impl Graph<'_> {
             // A finish within the margin over the peers' spread is weak evidence
             // of lateness: only a delay the device timed upstream explains it. A
             // late launch upstream carries the threads' wake-up jitter, like the
-            // symptom's own host phase (`analysis::SPREAD_MARGIN`) — unless the
+            // symptom's own host phase (`SPREAD_MARGIN`) — unless the
             // launch's own host gap stands out against the same gap in the
             // peers by that margin and accounts for the lateness: the peers'
             // finishes then stray for reasons of their own (a pool member taking
@@ -552,12 +553,12 @@ impl Graph<'_> {
                 continue;
             }
             let peers = self.device_peers(x);
-            let Some(own) = analysis::dev_phases_in(ix, x) else {
+            let Some(own) = super::readings::dev_phases(ix, x) else {
                 continue;
             };
             let peer_runs: Vec<f64> = peers
                 .iter()
-                .filter_map(|&k| analysis::dev_phases_in(ix, k))
+                .filter_map(|&k| super::readings::dev_phases(ix, k))
                 .map(|d| d.execution)
                 .collect();
             if peer_runs.is_empty() {
@@ -573,7 +574,7 @@ impl Graph<'_> {
             }
         }
         let (i, reached) = best?;
-        if reached <= floor.max(analysis::NOISE_NS) || reached < 0.5 * late {
+        if reached <= floor.max(NOISE_NS) || reached < 0.5 * late {
             return None;
         }
         let x = path[i];
@@ -659,19 +660,18 @@ impl Graph<'_> {
 
     /// Whether `x`'s launch gap held the op that finished `late` after its
     /// request began against its peers' `spread` (rule 7c): the symptom finished
-    /// later than its peers beyond their spread (and [`analysis::NOISE_NS`]), and
+    /// later than its peers beyond their spread (and [`NOISE_NS`]), and
     /// the gap's outlying part accounts for all of that: the finish lies within
     /// the host margin, so the gap must explain the whole lateness, not half as
     /// elsewhere (a 63 µs gap behind a 76 µs lateness, with peers straying by
     /// 41 µs, is the jitter the margin is for).
     fn held_by_gap(&self, x: Pos, late: f64, spread: f64) -> bool {
-        late > analysis::NOISE_NS.max(spread)
-            && self.host_gap_outlier(x).is_some_and(|gap| gap >= late)
+        late > NOISE_NS.max(spread) && self.host_gap_outlier(x).is_some_and(|gap| gap >= late)
     }
 
     /// How much longer the host gap before `x`'s launch call was than the same
-    /// gap in `x`'s peers (ns), when that excess passes both [`analysis::NOISE_NS`]
-    /// and [`analysis::SPREAD_MARGIN`] times the peers' own spread of the gap;
+    /// gap in `x`'s peers (ns), when that excess passes both [`NOISE_NS`]
+    /// and [`SPREAD_MARGIN`] times the peers' own spread of the gap;
     /// `None` otherwise, for a gap to an inferred predecessor (closed mode:
     /// maybe another task's call) and outside a task whose begin the view
     /// shows. What held the gap (a stall record or the thread's own work) is
@@ -696,7 +696,7 @@ impl Graph<'_> {
         }
         let spread = analysis::peer_spread(&peer_gaps);
         let excess = analysis::excess(own.gap, peer_gaps, 0.0);
-        (excess > analysis::NOISE_NS.max(analysis::SPREAD_MARGIN * spread)).then_some(excess)
+        (excess > NOISE_NS.max(SPREAD_MARGIN * spread)).then_some(excess)
     }
 
     /// How much later after its request began `p` finished than its peers did, and
@@ -786,4 +786,15 @@ pub(super) fn dominant_late(ph: &Phases, floors: &[f64; 4]) -> (usize, f64) {
             (0, 0.0),
             |best, (i, (v, _))| if *v > best.1 { (i, *v) } else { best },
         )
+}
+
+/// The weight of a cause of a late start when no other work was seen holding
+/// the resource meanwhile: contention reads weaker, a slow copy stronger.
+fn unseen_contention(label: CauseLabel) -> f64 {
+    match label {
+        CauseLabel::PcieContention => UNSEEN_LINK_CONTENTION,
+        CauseLabel::OccupancyPressure => UNSEEN_SM_CONTENTION,
+        CauseLabel::SlowCopy => UNSEEN_CONTENTION_SLOW_COPY,
+        _ => 1.0,
+    }
 }

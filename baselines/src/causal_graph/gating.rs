@@ -126,7 +126,7 @@ impl Graph<'_> {
         let ix = &self.ix;
         let m = self.host_measure(call);
         let tid = ix.rec(call).tid().unwrap_or(0);
-        let st = ix.host_stalls(tid, m.ready.min(ix.start(call)), ix.start(call));
+        let st = super::readings::host_stalls(ix, tid, m.ready.min(ix.start(call)), ix.start(call));
         let wait = m.queue_wait.unwrap_or(0.0);
         let since = m.since_request.unwrap_or(0.0);
         let in_task = (since - wait).max(m.gap.unwrap_or(0.0)).max(0.0);

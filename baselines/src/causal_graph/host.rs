@@ -2,7 +2,7 @@
 //! records of the calling thread).
 
 use super::graph::{Graph, E};
-use crate::analysis::{NOISE_NS, STALL_LOOKBACK_NS};
+use super::thresholds::{NOISE_NS, STALL_LOOKBACK_NS};
 use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{MarkerPhase, Record};
@@ -231,7 +231,7 @@ impl Graph<'_> {
                     let from = prev
                         .map(|pp| ix.end(pp))
                         .unwrap_or(ix.start(p).saturating_sub(STALL_LOOKBACK_NS));
-                    let st = ix.host_stalls(tid, from, ix.start(p));
+                    let st = super::readings::host_stalls(ix, tid, from, ix.start(p));
                     if st.desched_ns >= NOISE_NS {
                         if let Some(s) = st.last_sched {
                             add.push(E {

@@ -2,7 +2,9 @@
 //! engine while an op waited to start (inferred `fault`).
 
 use super::graph::Graph;
-use crate::analysis::{self, NOISE_NS};
+use super::readings;
+use super::thresholds::NOISE_NS;
+use crate::analysis;
 use crate::index::FastMap;
 use crate::index::{median, Pos};
 use ground_truth::trace::Record;
@@ -21,7 +23,9 @@ impl Graph<'_> {
         let mut waits: FastMap<analysis::PeerKey, Vec<f64>> = FastMap::default();
         for &p in &ix.device_ops {
             let r = ix.rec(p);
-            if let (Some(k), Some((_, s, st, _))) = (analysis::peer_key(r), ix.device_times(p)) {
+            if let (Some(k), Some((_, s, st, _))) =
+                (analysis::peer_key(r), readings::device_times(ix, p))
+            {
                 if s > 0 && st >= s {
                     waits.entry(k).or_default().push((st - s) as f64);
                 }
@@ -36,7 +40,7 @@ impl Graph<'_> {
         let mut lost = Vec::new();
         for &x in &ix.device_ops {
             let r = ix.rec(x);
-            let Some((q, s, st, _)) = ix.device_times(x) else {
+            let Some((q, s, st, _)) = readings::device_times(ix, x) else {
                 continue;
             };
             if q == 0 || s == 0 || st < s || ((st - s) as f64) < NOISE_NS {

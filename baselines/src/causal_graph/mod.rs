@@ -56,7 +56,7 @@
 //! excess over the peers' median is lateness above its noise floor (the peers'
 //! own spread, and for device phases a quarter of the op's typical latency; an
 //! op launched late must finish later than its peers by three times their
-//! spread, the label check's margin, `analysis::SPREAD_MARGIN`); a
+//! spread, the label check's margin, `thresholds::SPREAD_MARGIN`); a
 //! host stall that the thread's scheduler or page-fault records show is
 //! lateness whatever the device op's length. Without peers only what the
 //! records explain is lateness: stall records, and absolute waits on a gate.
@@ -98,9 +98,11 @@ mod host;
 mod interference;
 mod launch;
 mod peers;
+mod readings;
 mod stream_order;
 mod structural;
 mod text;
+pub mod thresholds;
 
 pub use text::why_late;
 

@@ -2,7 +2,9 @@
 //! each phase's excess over the peers' median.
 
 use super::graph::Graph;
-use crate::analysis::{self, NOISE_NS};
+use super::readings;
+use super::thresholds::NOISE_NS;
+use crate::analysis;
 use crate::index::FastMap;
 use crate::index::{call_site_frame_memo, median, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -116,7 +118,7 @@ impl Graph<'_> {
             0.0,
         );
         let tid = ix.rec(call).tid().unwrap_or(0);
-        let st = ix.host_stalls(tid, own.ready.min(ix.start(call)), ix.start(call));
+        let st = readings::host_stalls(ix, tid, own.ready.min(ix.start(call)), ix.start(call));
         // Without peers there is no normal gap or queue wait to compare with: only
         // what the thread's stall records explain is lateness (the structural
         // reading of the host chain, `host_structural`, names the rest). A gap to
@@ -255,7 +257,7 @@ impl Graph<'_> {
         let ix = &self.ix;
         let pp: Vec<analysis::DevPhases> = peers
             .iter()
-            .filter_map(|&q| analysis::dev_phases_in(ix, q))
+            .filter_map(|&q| readings::dev_phases(ix, q))
             .collect();
         let spread = |v: Vec<f64>| analysis::peer_spread(&v);
         // The op's normal latency is its own execution (docs/scenario-space.md,
@@ -290,7 +292,7 @@ impl Graph<'_> {
             .device_peers(p)
             .into_iter()
             .chain([p])
-            .filter_map(|k| analysis::dev_phases_in(&self.ix, k))
+            .filter_map(|k| readings::dev_phases(&self.ix, k))
             .collect();
         median_execution(&pp).unwrap_or(f64::INFINITY)
     }
@@ -314,7 +316,7 @@ impl Graph<'_> {
     pub(super) fn device_phases(&self, p: Pos, peers: &[Pos]) -> (Phases, Vec<(CauseLabel, f64)>) {
         let ix = &self.ix;
         let r = ix.rec(p);
-        let mut ph = analysis::device_excess(ix, peers, p);
+        let mut ph = readings::device_excess(ix, peers, p);
         // Graph nodes have no queued/submitted: the wait after the launch call is
         // the dependency wait.
         if matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0) {

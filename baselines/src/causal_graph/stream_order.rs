@@ -2,7 +2,7 @@
 //! launches as one unit, and the stream predecessors that are missing.
 
 use super::graph::Graph;
-use crate::analysis::NOISE_NS;
+use super::thresholds::NOISE_NS;
 use crate::index::FastMap;
 use crate::index::{Activities, CallKind, Pos};
 use ground_truth::trace::{HostMemory, Record, SyncType};
@@ -247,7 +247,7 @@ impl Graph<'_> {
 
     /// Was `x` held back (submitted well after queued) by something not visible?
     pub(super) fn unexplained_gating(&self, x: Pos, preds: &[Pos]) -> bool {
-        let Some((q, s, _, _)) = self.ix.device_times(x) else {
+        let Some((q, s, _, _)) = super::readings::device_times(&self.ix, x) else {
             return false;
         };
         if q == 0 || s <= q {

@@ -18,6 +18,8 @@
 //!   path itself (slow, or sharing the link with other streams' copies).
 
 use super::graph::Graph;
+use super::readings;
+use super::thresholds::{NOISE_NS, STALL_LOOKBACK_NS};
 use crate::index::Pos;
 use ground_truth::trace::Record;
 use ground_truth::CauseLabel;
@@ -67,7 +69,7 @@ impl Graph<'_> {
                 .checked_sub(1)
                 .map(|j| ix.end(path[j]))
                 .unwrap_or_else(|| ix.start(x).saturating_sub(1));
-            let st = ix.host_stalls(tid, from.min(ix.start(x)), ix.start(x));
+            let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
             keep((CauseLabel::CpuDeschedule, st.desched_ns));
             keep((CauseLabel::HostPageFault, st.fault_ns));
         }
@@ -91,12 +93,10 @@ impl Graph<'_> {
         let own = self.token(d).is_some() && self.token(d) == symptom_token;
         // The first op waited to start after its launch while other streams'
         // work of its kind ran: it waited for the copy engine or the SMs.
-        if let Some((q, _, st, _)) = ix.device_times(d) {
+        if let Some((q, _, st, _)) = readings::device_times(ix, d) {
             let ready = ix.launch_api(d).map_or(q, |a| ix.end(a).max(q));
             let copy = matches!(ix.rec(d), Record::Memcpy { .. });
-            if st > ready
-                && (st - ready) as f64 >= crate::analysis::NOISE_NS.max(0.25 * device_work)
-            {
+            if st > ready && (st - ready) as f64 >= NOISE_NS.max(0.25 * device_work) {
                 let o = crate::analysis::overlap_by_others(ix, d, ready, st, |o| {
                     matches!(o, Record::Memcpy { .. }) == copy && o.is_device_op()
                 });
@@ -146,7 +146,7 @@ impl Graph<'_> {
         if !matches!(ix.rec(p), Record::Memcpy { .. }) {
             return None;
         }
-        let (_, _, start, end) = ix.device_times(p)?;
+        let (_, _, start, end) = readings::device_times(ix, p)?;
         let transfer = end.saturating_sub(start) as f64;
         let begin = path.first().map_or(start, |&x| ix.start(x));
         let share = transfer / (end.saturating_sub(begin) as f64).max(1.0);
@@ -194,11 +194,8 @@ impl Graph<'_> {
         let from = self
             .incoming_of(call, ground_truth::EdgeType::HostOrder)
             .map(|e| ix.end(e.src))
-            .unwrap_or_else(|| {
-                ix.start(call)
-                    .saturating_sub(crate::analysis::STALL_LOOKBACK_NS)
-            });
-        let st = ix.host_stalls(tid, from.min(ix.start(call)), ix.start(call));
+            .unwrap_or_else(|| ix.start(call).saturating_sub(STALL_LOOKBACK_NS));
+        let st = readings::host_stalls(ix, tid, from.min(ix.start(call)), ix.start(call));
         let total = match label {
             CauseLabel::CpuDeschedule => st.desched_ns,
             _ => st.fault_ns,
