@@ -129,10 +129,12 @@ impl ExternalError {
             ExternalError::TooLarge { size, limit, .. } => {
                 format!("wrote an explanation of {size} bytes, over the limit of {limit}")
             }
+            // One line: a list of valid values, wrapped in the error, joins up again.
             ExternalError::Invalid(e) => format!(
                 "invalid explanation: {}",
                 e.to_string()
                     .replace(&out_path.display().to_string(), "explanation.json")
+                    .replace("\n  ", " ")
             ),
             ExternalError::Unreadable { .. } => "its explanation cannot be read".into(),
             other => other.to_string(),

@@ -170,7 +170,12 @@ pub fn profile(
             let ext = baselines::ExternalCommand::new(&cmd)
                 .with_timeout(std::time::Duration::from_secs(timeout))
                 .with_confinement(baselines::Confinement::IsolatedIfAvailable);
-            ext.run(view, out).map_err(Failure::failed)?
+            // An explanation that is not one (bad format, too large) is bad input: exit 2.
+            ext.run(view, out).map_err(|e| match e {
+                baselines::ExternalError::Invalid(_)
+                | baselines::ExternalError::TooLarge { .. } => Failure::input(e),
+                other => Failure::failed(other),
+            })?
         }
         (None, None) => {
             return Err(Failure::input(

@@ -228,7 +228,51 @@ pub fn parser_message(msg: &str) -> String {
         Some(i) => &msg[..i],
         None => msg,
     };
-    bounded_echo(msg.to_string())
+    with_valid_values(msg)
+}
+
+/// serde's words before the valid values of an unknown variant or field.
+const EXPECTED_ONE_OF: &str = ", expected one of ";
+
+/// `msg` with the value it quotes cut short but every valid value it lists kept,
+/// wrapped onto indented lines: an author who wrote a wrong label needs the whole
+/// list, and it comes from our types, not from the input.
+fn with_valid_values(msg: &str) -> String {
+    // The list follows the quoted value, which may itself contain the words.
+    let Some(at) = msg.rfind(EXPECTED_ONE_OF) else {
+        return bounded_echo(msg.to_string());
+    };
+    let head = bounded_echo(msg[..at].to_string());
+    let values: Vec<&str> = msg[at + EXPECTED_ONE_OF.len()..].split(", ").collect();
+    format!(
+        "{head}; expected one of these {}:{}",
+        values.len(),
+        wrapped(&values, 80)
+    )
+}
+
+/// `items` joined with ", " on lines of at most `width` characters, each line
+/// starting with a newline and two spaces.
+fn wrapped(items: &[&str], width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for (i, item) in items.iter().enumerate() {
+        let text = if i + 1 < items.len() {
+            format!("{item},")
+        } else {
+            item.to_string()
+        };
+        if line == 0 || line + 1 + text.chars().count() > width {
+            out.push_str("\n  ");
+            line = 2;
+        } else {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(&text);
+        line += text.chars().count();
+    }
+    out
 }
 
 fn version_problem(v: u32) -> Option<(String, String)> {
@@ -566,6 +610,36 @@ impl Explanation {
 mod tests {
     use super::chunked::CHUNK;
     use super::*;
+
+    #[test]
+    fn an_unknown_variant_lists_every_valid_value_wrapped_and_cuts_only_the_value() {
+        let value = "x".repeat(10_000);
+        let valid: Vec<String> = (0..40).map(|i| format!("`label_number_{i}`")).collect();
+        let msg = format!(
+            "unknown variant `{value}`, expected one of {} at line 1 column 9",
+            valid.join(", ")
+        );
+        let m = parser_message(&msg);
+        for v in &valid {
+            assert!(m.contains(v.as_str()), "{v} missing: {m}");
+        }
+        assert!(m.contains("expected one of these 40:"), "{m}");
+        assert!(m.chars().count() < 2_000, "the value is cut: {m}");
+        assert!(!m.contains("at line"), "{m}");
+        let lines: Vec<&str> = m.lines().skip(1).collect();
+        assert!(lines.len() > 1, "{m}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("  ") && l.chars().count() <= 80),
+            "{m}"
+        );
+        // A short message without a list is unchanged.
+        assert_eq!(
+            parser_message("expected `a` or `b` at line 1 column 2"),
+            "expected `a` or `b`"
+        );
+    }
 
     #[test]
     fn large_outputs_are_written_whole_and_in_order() {
