@@ -16,7 +16,7 @@
 use crate::keys::{target_key, Keys, StepKey};
 use ground_truth::graph::{Node, NodeKind};
 use ground_truth::scenario::{Injection, InjectionKind, Scenario, Step};
-use ground_truth::trace::HostMemory;
+use ground_truth::trace::{CopyDirection, HostMemory};
 use ground_truth::Ns;
 
 /// How a target op is lengthened.
@@ -124,6 +124,23 @@ impl Twin<'_> {
     fn rel(&self, t: Ns) -> Ns {
         t.saturating_sub(self.origin)
     }
+
+    /// When the last work on the SMs that started before `t` ended (twin
+    /// time): from then until `t` the twin's SMs were idle, if it is before
+    /// `t`. Every copy counts, as a node does not say its direction.
+    fn sm_work_ends_before(&self, t: Ns) -> Ns {
+        self.nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.kind,
+                    NodeKind::Kernel | NodeKind::GraphNode | NodeKind::Memset | NodeKind::Memcpy
+                ) && self.rel(n.start) < t
+            })
+            .map(|n| self.rel(n.end))
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// What the plan needs to know of the device.
@@ -136,8 +153,11 @@ pub struct DeviceFacts {
     pub copy_setup_ns: Ns,
 }
 
-/// Default pinned bandwidth when the twin has no copy to measure (bytes/ns).
-const PINNED_BYTES_PER_NS: f64 = 52.0;
+/// Default pinned bandwidth when the twin has no copy to measure (bytes/ns):
+/// 256 MiB in 4.84 ms on the H200 (docs/gpu-facts.md, "Host↔device copy engines").
+const PINNED_BYTES_PER_NS: f64 = 55.5;
+/// SMs harmless work holds at most beside its target.
+const UNRELATED_SMS: u32 = 8;
 /// How long before the target's call the injected work is issued.
 const ISSUE_LEAD_NS: Ns = 40_000;
 /// From issuing injected work to it holding its resource.
@@ -262,8 +282,14 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
             p.device_target = Some(key);
         }
         InjectionKind::PcieContention => {
+            // Nothing gates the injected copies: they hold the engine from
+            // when they are issued, also when the target copy waits for its
+            // stream long after that (an event, earlier work). Sized from
+            // `holds_from` instead, they would be done before a gated target
+            // could move, and delay it only when the magnitude passes its gate
+            // (issue 40 item 4).
             let copies = Action::Copies {
-                from: holds_from,
+                from: call_at + ISSUE_TO_HOLD_NS,
                 until,
                 bytes_per_ns: bw(true),
             };
@@ -272,17 +298,30 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
             p.device_target = Some(key);
         }
         InjectionKind::UnrelatedWork => {
-            let from = match dev {
-                Some(_) => dev_start.saturating_sub(UNRELATED_LEAD_NS),
-                None => issue_at,
+            // On SMs the target leaves free: the work runs beside it, never
+            // ahead of it. Beside a kernel that needs every SM none is free, so
+            // the work runs while the twin's SMs were idle before it, done
+            // before it starts (issue 40 item 7: 8 SMs held beside a full
+            // kernel delayed it on the H200).
+            let spare = device.sms.saturating_sub(sms_needed(sc, step));
+            let (from, until) = match dev {
+                Some(_) if spare == 0 => {
+                    let until = dev_start.saturating_sub(UNRELATED_LEAD_NS);
+                    let idle_from = twin.sm_work_ends_before(until) + UNRELATED_LEAD_NS;
+                    (until.saturating_sub(mag).max(idle_from.min(until)), until)
+                }
+                Some(_) => {
+                    let from = dev_start.saturating_sub(UNRELATED_LEAD_NS);
+                    (from, from + mag)
+                }
+                None => (issue_at, issue_at + mag),
             };
-            // On SMs the target leaves free: the work runs beside it, never ahead of it.
             let unrelated = Action::Kernel {
                 on_target_stream: None,
                 kernel: InjectedKernel::Spin,
-                grid: Some(8),
+                grid: Some(spare.clamp(1, UNRELATED_SMS)),
                 from,
-                until: from + mag,
+                until,
                 delays_target: false,
             };
             p.actions.push((from, unrelated));
@@ -291,4 +330,23 @@ pub fn plan(sc: &Scenario, inj: &Injection, twin: &Twin, device: DeviceFacts) ->
         }
     }
     p
+}
+
+/// The SMs the device work of `step` needs at once: a kernel's grid, the
+/// largest grid of a launched graph, one for a memset or device-to-device
+/// copy (docs/gpu-facts.md), none for a host copy.
+fn sms_needed(sc: &Scenario, step: &Step) -> u32 {
+    match step {
+        Step::Kernel { grid, .. } => *grid,
+        Step::GraphLaunch { graph, .. } => sc
+            .graphs
+            .iter()
+            .filter(|g| &g.name == graph)
+            .flat_map(|g| g.nodes.iter().map(|n| n.kernel.grid))
+            .max()
+            .unwrap_or(0),
+        Step::Memset { .. } => 1,
+        Step::Copy { direction, .. } if *direction == CopyDirection::D2d => 1,
+        _ => 0,
+    }
 }

@@ -2,6 +2,7 @@
 //! SMs and the copy engine, and the record CUPTI makes of it.
 
 use super::*;
+use crate::sim::device::PlacedCopy;
 
 /// SMs a device-to-device copy or a memset needs to start: its blocks are
 /// dispatched to whatever SMs free up, so one free SM lets it begin.
@@ -73,6 +74,7 @@ impl Engine<'_> {
     /// time, so the stream's last op can no longer move (`place_on_sms`).
     pub(super) fn stream_ready(&mut self, si: usize) -> Ns {
         self.streams[si].waiting = None;
+        self.copies.pin(si);
         self.streams[si].tail_end
     }
 
@@ -271,7 +273,8 @@ impl Engine<'_> {
         let bw = match (direction, memory) {
             (CopyDirection::D2d, _) => d.d2d_bytes_per_ns,
             (_, HostMemory::Pinned) => d.pinned_bytes_per_ns,
-            (_, HostMemory::Pageable) => d.pageable_bytes_per_ns,
+            (CopyDirection::H2d, HostMemory::Pageable) => d.pageable_h2d_bytes_per_ns,
+            (CopyDirection::D2h, HostMemory::Pageable) => d.pageable_d2h_bytes_per_ns,
         };
         let setup = d.copy_setup_ns;
         let dur = self.jitter(key ^ 0xC, setup + (bytes as f64 / bw) as Ns) + self.stretch(skey);
@@ -283,7 +286,11 @@ impl Engine<'_> {
         let start = if direction == CopyDirection::D2d {
             self.place_on_sms(si, ready + setup, SM_COPY_BLOCKS, dur)
         } else {
-            self.copies.place(ready + setup, dur)
+            let (start, moved) = self.copies.place(direction, ready + setup, dur, self.now);
+            for later in moved {
+                self.move_copy(later);
+            }
+            start
         };
         let end = start + dur;
         let stream_id = self.streams[si].cupti_id;
@@ -317,8 +324,37 @@ impl Engine<'_> {
         let dev = self.enqueue(at, NodeKind::Memcpy, name, times, None, observed);
         if direction == CopyDirection::D2d {
             self.note_waiting(si, dev, ready + setup, SM_COPY_BLOCKS, dur, start);
+        } else {
+            let placed = PlacedCopy {
+                node: dev,
+                stream: si,
+                ready: ready + setup,
+                start,
+                dur,
+            };
+            // A pageable copy's call returns when it is done: its end is read at once.
+            let movable = memory == HostMemory::Pinned;
+            self.copies.insert(direction, placed, movable);
         }
         dev
+    }
+
+    /// Moves a copy that a copy ready before it displaced on its engine: its
+    /// node, its record and its stream's end (nothing has read them yet).
+    fn move_copy(&mut self, copy: PlacedCopy) {
+        let end = copy.end();
+        let node = &mut self.b.truth.nodes[copy.node as usize];
+        node.start = copy.start;
+        node.end = end;
+        if self.b.keep_records {
+            for &rid in &node.rids {
+                if let Record::Memcpy { start, end: e, .. } = &mut self.b.trace[rid as usize] {
+                    *start = copy.start;
+                    *e = end;
+                }
+            }
+        }
+        self.streams[copy.stream].tail_end = end;
     }
 
     pub(super) fn memset(&mut self, at: Enqueued, bytes: u64, skey: &StepKey, key: u64) -> NodeId {

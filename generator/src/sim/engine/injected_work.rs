@@ -11,11 +11,14 @@ use crate::record::faults::finish_plan;
 use crate::record::NodeInfo;
 use crate::sim::names::Api;
 use ground_truth::graph::NodeKind;
+use ground_truth::scenario::Step;
 use ground_truth::trace::{CopyDirection, HostMemory};
 use ground_truth::{Ns, SharedStr};
 
 /// At most this many kernels (or copies) make up one injected action.
 const MAX_PIECES: usize = 64;
+/// The shortest hold of an injected kernel.
+const MIN_HOLD_NS: Ns = 1_000;
 
 /// What the injector thread does next: a plan action, or one call of an
 /// action it has expanded. Each call is an engine step of its own, so the
@@ -38,6 +41,7 @@ pub(super) enum InjectedCall {
         latency: Ns,
     },
     Copy {
+        direction: CopyDirection,
         bytes: u64,
         latency: Ns,
     },
@@ -115,10 +119,11 @@ impl Engine<'_> {
                 let block = self.disguise.block(start, 128);
                 let dispatch = self.be.device.dispatch_ns;
                 let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end);
-                let sms = self.be.device.sms;
-                let begin = self.sms.free_from(ready + dispatch, grid, 1, sms);
-                // Injected kernels run exactly until `until` and are never lost.
-                let busy = until.saturating_sub(begin).max(1_000);
+                // Injected kernels run exactly until `until` and are never lost:
+                // sized from when their SMs are free until then, not from when
+                // they are issued (issue 33 item 4).
+                let begin = self.sm_hold_start(ready + dispatch, grid, until);
+                let busy = until.saturating_sub(begin).max(MIN_HOLD_NS);
                 for duration in self.disguise.kernel_pieces(busy, dispatch, MAX_PIECES) {
                     let latency = latency(self.be.host.launch_ns);
                     calls.push((
@@ -138,10 +143,14 @@ impl Engine<'_> {
             Action::Copies { until, .. } => {
                 let d = &self.be.device;
                 let si = self.injector_stream();
+                let direction = self.contended_direction();
                 let (setup, bw) = (d.copy_setup_ns, d.pinned_bytes_per_ns);
                 let ready = (start + QUEUE_OFFSET_NS).max(self.streams[si].tail_end) + setup;
-                let busy = until.saturating_sub(ready.max(self.copies.free_at));
+                let begin = self.copy_hold_start(direction, ready, until);
+                let busy = until.saturating_sub(begin);
                 let ns_of = |bytes: u64| setup + (bytes as f64 / bw) as Ns;
+                // Whole copies of the application's sizes (a view must not tell
+                // them apart), so the hold grows in steps of those sizes.
                 // Without application copies to imitate: two equal MiB-rounded copies.
                 let sizes = self
                     .disguise
@@ -152,12 +161,65 @@ impl Engine<'_> {
                     });
                 for bytes in sizes {
                     let latency = latency(self.be.host.copy_call_ns);
-                    calls.push((t, InjectedCall::Copy { bytes, latency }));
+                    calls.push((
+                        t,
+                        InjectedCall::Copy {
+                            direction,
+                            bytes,
+                            latency,
+                        },
+                    ));
                     t += latency;
                 }
             }
         }
         calls
+    }
+
+    /// The earliest start ≥ `ready` from which `grid` SMs stay free until
+    /// `until` (or for the shortest hold, when they never do): where an
+    /// injected kernel that must hold them until `until` can run. A time at
+    /// which they are free for an instant only would size a kernel that
+    /// cannot start there, and it would run that much longer than asked.
+    fn sm_hold_start(&self, ready: Ns, grid: u32, until: Ns) -> Ns {
+        let sms = self.be.device.sms;
+        let mut begin = self.sms.free_from(ready, grid, 1, sms);
+        loop {
+            let hold = until.saturating_sub(begin).max(MIN_HOLD_NS);
+            // A shorter hold never starts later, so this only moves forward.
+            let next = self.sms.free_from(ready, grid, hold, sms);
+            if next <= begin {
+                return begin;
+            }
+            begin = next;
+        }
+    }
+
+    /// As `sm_hold_start`, for `direction`'s copy engine.
+    fn copy_hold_start(&self, direction: CopyDirection, ready: Ns, until: Ns) -> Ns {
+        let mut begin = self.copies.free_from(direction, ready, 1);
+        loop {
+            let hold = until.saturating_sub(begin).max(1);
+            let next = self.copies.free_from(direction, ready, hold);
+            if next <= begin {
+                return begin;
+            }
+            begin = next;
+        }
+    }
+
+    /// The direction of the copy the plan's PCIe contention delays: each
+    /// direction has its own copy engine (docs/gpu-facts.md), so injected
+    /// copies go the target's way.
+    fn contended_direction(&self) -> CopyDirection {
+        let target = self.plan.and_then(|p| p.device_target.as_ref());
+        match target.map(|k| &self.sc.programs[k.program].steps[k.step]) {
+            Some(Step::Copy {
+                direction: CopyDirection::D2h,
+                ..
+            }) => CopyDirection::D2h,
+            _ => CopyDirection::H2d,
+        }
     }
 
     /// Runs one step of the injector: an action is expanded into its calls,
@@ -182,7 +244,9 @@ impl Engine<'_> {
     fn injected_call(&mut self, th: usize, call: InjectedCall, at: Ns) {
         let (api, si) = match call {
             InjectedCall::Kernel { stream, .. } => (Api::LaunchKernel, stream),
-            InjectedCall::Copy { .. } => (Api::MemcpyAsyncH2d, self.injector_stream()),
+            InjectedCall::Copy { direction, .. } => {
+                (Api::memcpy(direction), self.injector_stream())
+            }
         };
         let draw = self.b.truth.nodes.len() as u64;
         let info = NodeInfo {
@@ -230,9 +294,11 @@ impl Engine<'_> {
                     self.pending_fault_edges.push(dev);
                 }
             }
-            InjectedCall::Copy { bytes, .. } => {
+            InjectedCall::Copy {
+                direction, bytes, ..
+            } => {
                 let copy = Transfer {
-                    direction: CopyDirection::H2d,
+                    direction,
                     bytes,
                     memory: HostMemory::Pinned,
                 };
