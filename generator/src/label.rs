@@ -345,10 +345,22 @@ fn mechanism_on_path(
                 .collect()
         })
         .unwrap_or_default();
-    // The target's own API call (the launch a host-side delay makes late).
-    let target_call = target.clone().and_then(|mut key| {
-        key.api = true;
-        keys.get(&key).copied()
+    // The target's own API call (the launch a host-side delay makes late);
+    // for a step that makes no call (host work), the request's next call
+    // after it, the host operation its delay made late.
+    let steps = target
+        .as_ref()
+        .and_then(|k| sc.programs.get(k.program))
+        .map_or(0, |p| p.steps.len());
+    let target_call = target.clone().and_then(|key| {
+        (key.step..steps.max(key.step + 1)).find_map(|step| {
+            keys.get(&StepKey {
+                step,
+                api: true,
+                ..key.clone()
+            })
+            .copied()
+        })
     });
     let position = |n: NodeId| path.iter().position(|&p| p == n);
     // The earliest of the target's nodes on the path.

@@ -163,6 +163,9 @@ pub enum HostEv {
         queue: String,
         request: usize,
         pending: Option<u64>,
+        /// An injected host stall (index into the stalls) before the host work
+        /// that preceded this push.
+        fault: Option<usize>,
     },
     Api {
         op: u64,

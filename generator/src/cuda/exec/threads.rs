@@ -342,6 +342,9 @@ impl<'a> Exec<'a> {
             cupti::push_token(t);
         }
         let mut si = item.step;
+        // An injected host stall before a step that makes no call (host work)
+        // delayed the thread's next host operation: it carries the fault.
+        let mut carried_fault = None;
         while si < prog.steps.len() {
             let step = &prog.steps[si];
             let skey = StepKey {
@@ -362,6 +365,7 @@ impl<'a> Exec<'a> {
             }
             match step {
                 Step::HostWork { duration_us, .. } => {
+                    carried_fault = fault.or(carried_fault);
                     spin_until(now() + (duration_us * 1000.0).round() as u64);
                 }
                 Step::Handoff { queue } => {
@@ -372,6 +376,7 @@ impl<'a> Exec<'a> {
                         queue: queue.clone(),
                         request: item.request,
                         pending: log.pending.take(),
+                        fault: fault.or(carried_fault.take()),
                     });
                     let decl = self.sc.queues.iter().find(|q| &q.name == queue);
                     let Some(decl) = decl else {
@@ -416,7 +421,7 @@ impl<'a> Exec<'a> {
                     );
                     log.events.push(HostEv::Api {
                         op: op.id,
-                        fault,
+                        fault: fault.or(carried_fault.take()),
                         pending: log.pending.take(),
                     });
                     if blocking {

@@ -308,9 +308,11 @@ impl<'a> Builder<'a> {
                 queue,
                 request,
                 pending,
+                fault,
             } => {
                 let token = self.token(Some(request)).unwrap_or_default();
                 let (task, blocked_by) = (self.threads[ti].task, self.blocking_copy(pending));
+                let fault = fault.and_then(|f| self.faults.get(&f).copied());
                 let prev = self.threads[ti].prev;
                 let h = self.b.handoff(
                     queue.into(),
@@ -322,6 +324,7 @@ impl<'a> Builder<'a> {
                     prev,
                     blocked_by,
                 );
+                self.b.call_waited(h, fault, None);
                 self.handoffs.insert(id, h);
                 self.threads[ti] = ThreadState::default();
             }

@@ -201,8 +201,10 @@ impl Engine<'_> {
         skey: StepKey,
         key: u64,
     ) {
-        let fault = item.stalled.flatten();
-        self.threads[th].current.as_mut().unwrap().stalled = None;
+        let fault = item.stalled.flatten().or(item.pending_fault);
+        let current = self.threads[th].current.as_mut().unwrap();
+        current.stalled = None;
+        current.pending_fault = None;
         let request = &self.requests[item.request];
         let (token, external_id) = (request.token.clone(), Some(request.external_id));
         let tid = self.threads[th].tid;

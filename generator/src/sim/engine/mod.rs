@@ -131,6 +131,9 @@ struct Item {
     handoff: Option<(NodeId, SharedStr)>,
     /// A device op the next host operation waited for (blocking copy).
     pending_sync: Option<NodeId>,
+    /// An injected host stall before host work: the thread's next host
+    /// operation (call or push) is what it delayed.
+    pending_fault: Option<NodeId>,
     /// What comes before the current step (an injected or background stall, the
     /// injector's trigger) already happened (the injected stall's fault node, if any).
     stalled: Option<Option<NodeId>>,
@@ -506,6 +509,7 @@ impl<'a> Engine<'a> {
                 arrival: at,
                 handoff: None,
                 pending_sync: None,
+                pending_fault: None,
                 stalled: None,
             });
             let clock = self.threads[th].clock;
@@ -697,6 +701,9 @@ impl<'a> Engine<'a> {
         current.stalled = None;
         match step {
             Step::HostWork { duration_us, .. } => {
+                if let Some(Some(f)) = item.stalled {
+                    current.pending_fault = Some(f);
+                }
                 let d = self.jitter(key, (duration_us * 1000.0) as Ns);
                 self.threads[th].clock += d;
             }
@@ -787,6 +794,8 @@ impl<'a> Engine<'a> {
             prev,
             item.pending_sync,
         );
+        let fault = item.stalled.flatten().or(item.pending_fault);
+        self.b.call_waited(h, fault, None);
         self.threads[th].clock += self.jitter(key ^ 1, self.be.host.enqueue_ns);
         let decl = self.queues[&*queue];
         let arrival = self.threads[th].clock + self.jitter(key ^ 2, self.be.host.wakeup_ns);
@@ -796,6 +805,7 @@ impl<'a> Engine<'a> {
             arrival,
             handoff: Some((h, queue)),
             pending_sync: None,
+            pending_fault: None,
             stalled: None,
         };
         // This thread's part of the request ends here.
