@@ -400,24 +400,46 @@ fn mechanism_on_path(
         InjectionKind::StreamBacklog => target_at.is_some_and(|i| {
             i > 0 && edge_kind(truth, path[i - 1], path[i]) == Some(EdgeType::StreamOrder)
         }),
-        InjectionKind::EventWait => {
-            target_at.is_some_and(|i| gates_after(i).contains(&EdgeType::Event))
+        // A lengthened device op: on the path, and named by the gate it works
+        // through, which must be the declared label (one rule for every
+        // lengthening injection, `lengthened_op_label`).
+        InjectionKind::EventWait
+        | InjectionKind::GraphDependency
+        | InjectionKind::SyncWait
+        | InjectionKind::KernelSlowdown => {
+            target_at.is_some_and(|i| lengthened_op_label(&gates_after(i), truth, path) == declared)
         }
-        InjectionKind::GraphDependency => {
-            target_at.is_some_and(|i| gates_after(i).contains(&EdgeType::Graph))
-        }
-        // The lengthened op a blocking host call waits for: a `sync` edge
-        // follows it on the way to the symptom, or the symptom is the copy
-        // whose own call blocks (a readback behind it in its stream).
-        InjectionKind::SyncWait => target_at.is_some_and(|i| {
-            gates_after(i).contains(&EdgeType::Sync)
-                || path.last().is_some_and(|&s| {
-                    truth.nodes[s as usize].kind == ground_truth::graph::NodeKind::Memcpy
-                })
-        }),
-        InjectionKind::DelayedMemcpy | InjectionKind::KernelSlowdown => target_at.is_some(),
+        InjectionKind::DelayedMemcpy => target_at.is_some(),
         InjectionKind::RecordLoss => false,
     }
+}
+
+/// The label a lengthened device op earns at the symptom (docs/scenario-space.md,
+/// "Labelling convention"), from the gates on the true path after it
+/// (`gates`, towards the symptom): the first gate other than stream order —
+/// an event (`event_wait`), a graph edge (`graph_dependency`), a blocking
+/// host call (`sync`: `implicit_sync`) — or, when stream order alone carries
+/// the delay, `stream_backlog`, except that a symptom which is a copy whose
+/// own call blocked behind the op is `implicit_sync` (a readback forced the
+/// fence). Stream order first and an event after it is `event_wait`: the
+/// event is the gate that crossed to the symptom's stream.
+fn lengthened_op_label(gates: &[EdgeType], truth: &GroundTruth, path: &[NodeId]) -> CauseLabel {
+    let crossing = gates.iter().find_map(|g| match g {
+        EdgeType::Event => Some(CauseLabel::EventWait),
+        EdgeType::Graph => Some(CauseLabel::GraphDependency),
+        EdgeType::Sync => Some(CauseLabel::ImplicitSync),
+        _ => None,
+    });
+    crossing.unwrap_or_else(|| {
+        let readback = path.last().is_some_and(|&s| {
+            truth.nodes[s as usize].kind == ground_truth::graph::NodeKind::Memcpy
+        });
+        if readback {
+            CauseLabel::ImplicitSync
+        } else {
+            CauseLabel::StreamBacklog
+        }
+    })
 }
 
 fn edge_kind(truth: &GroundTruth, src: NodeId, dst: NodeId) -> Option<EdgeType> {
