@@ -300,6 +300,8 @@ pub const HOST_PHASE: usize = 0;
 pub const QUEUE_PHASE: usize = 1;
 pub const START_PHASE: usize = 2;
 pub const EXECUTION_PHASE: usize = 3;
+/// How many phases [`Phases::as_array`] has.
+pub const PHASE_COUNT: usize = 4;
 
 /// What a late device phase names, for a copy (`copy`) or another device op:
 /// the cause first (weight 1), then the alternatives with their weight beside

@@ -3,10 +3,15 @@
 
 use super::graph::Graph;
 use super::thresholds::{
-    CLOCK_NS, NOISE_NS, SPREAD_MARGIN, UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_LINK_CONTENTION,
-    UNSEEN_SM_CONTENTION,
+    CLOCK_NS, FENCED_COPY_CAUSE, HOST_COMPUTE_ALTERNATIVE, LATENESS_SHARE, MAX_BLOCKING_DEPTH,
+    MAX_HOPS, MAX_PATH_STEPS, NOISE_NS, NONE_WHEN_CLEAN, NONE_WHEN_UNSURE, NOT_LATE_GATE,
+    SECONDARY_PHASE, SPREAD_MARGIN, UNGATED_RECORD_BACKLOG, UNGATED_RECORD_NONE, UNGATED_SYNC,
+    UNKNOWN_GATE, UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_HOST_DESCHEDULE, UNSEEN_HOST_PAGE_FAULT,
+    UNSEEN_LINK_CONTENTION, UNSEEN_SM_CONTENTION, WAIT_RECORD_BACKLOG, WAIT_RECORD_EVENT,
 };
-use crate::analysis::{self, dominant, ranked, HOST_PHASE, QUEUE_PHASE, START_PHASE};
+use crate::analysis::{
+    self, dominant, ranked, EXECUTION_PHASE, HOST_PHASE, PHASE_COUNT, QUEUE_PHASE, START_PHASE,
+};
 use crate::index::{call_site_frame, Pos};
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
@@ -57,8 +62,8 @@ impl Graph<'_> {
                     }
                 }
                 if !self.has_ebpf {
-                    causes.push((CauseLabel::CpuDeschedule, v * 0.5));
-                    causes.push((CauseLabel::HostPageFault, v * 0.4));
+                    causes.push((CauseLabel::CpuDeschedule, v * UNSEEN_HOST_DESCHEDULE));
+                    causes.push((CauseLabel::HostPageFault, v * UNSEEN_HOST_PAGE_FAULT));
                 }
             }
         }
@@ -144,15 +149,18 @@ impl Graph<'_> {
                 if inc.iter().any(|e| e.kind == EdgeType::Event) {
                     (
                         vec![
-                            (CauseLabel::EventWait, 0.6),
-                            (CauseLabel::StreamBacklog, 0.2),
+                            (CauseLabel::EventWait, WAIT_RECORD_EVENT),
+                            (CauseLabel::StreamBacklog, WAIT_RECORD_BACKLOG),
                         ],
                         Phases::default(),
                         0,
                     )
                 } else {
                     (
-                        vec![(CauseLabel::StreamBacklog, 0.5), (CauseLabel::None, 0.3)],
+                        vec![
+                            (CauseLabel::StreamBacklog, UNGATED_RECORD_BACKLOG),
+                            (CauseLabel::None, UNGATED_RECORD_NONE),
+                        ],
                         Phases::default(),
                         0,
                     )
@@ -170,7 +178,10 @@ impl Graph<'_> {
         ph.host_enqueue = host;
         if host <= NOISE_NS {
             return (
-                vec![(CauseLabel::None, 1.0), (CauseLabel::HostCompute, 0.2)],
+                vec![
+                    (CauseLabel::None, 1.0),
+                    (CauseLabel::HostCompute, HOST_COMPUTE_ALTERNATIVE),
+                ],
                 Phases::default(),
                 peers.len(),
             );
@@ -219,7 +230,7 @@ impl Graph<'_> {
         // lies upstream on its critical path. Only for the op asked about: the
         // ops that walk visits upstream are judged by their own phases.
         if depth == 0 && v > 0.0 && !on_time {
-            if let Some((late, _)) = finish_late.filter(|&(late, _)| v < 0.5 * late) {
+            if let Some((late, _)) = finish_late.filter(|&(late, _)| v < LATENESS_SHARE * late) {
                 if let Some((causes, _)) = self.late_since_request(p, &peers, depth) {
                     let ph = Phases {
                         host_enqueue: late,
@@ -266,16 +277,16 @@ impl Graph<'_> {
                 .launch_api(p)
                 .is_some_and(|a| self.host_measure(a).gap_inferred);
             let none = if peers.is_empty() || self.loss_plausible || host_unmeasured {
-                0.45
+                NONE_WHEN_UNSURE
             } else {
-                0.7
+                NONE_WHEN_CLEAN
             };
             // An alternative's weight is capped: a gate passing on its own
             // excess (nanoseconds, not a share) outranked `none` here.
             let mut out: Vec<(CauseLabel, f64)> = self
                 .gating_causes(p, 1.0, depth)
                 .into_iter()
-                .map(|(l, x)| (l, 0.6 * x.min(1.0)))
+                .map(|(l, x)| (l, NOT_LATE_GATE * x.min(1.0)))
                 .collect();
             out.push((CauseLabel::None, none));
             // Not late: no lateness to split.
@@ -300,10 +311,10 @@ impl Graph<'_> {
         }
         // Secondary significant phases as lower-ranked alternatives.
         if d != 0 && ph.host_enqueue > floors[0] {
-            out.extend(host_causes.iter().map(|&(l, s)| (l, s * 0.3)));
+            out.extend(host_causes.iter().map(|&(l, s)| (l, s * SECONDARY_PHASE)));
         }
         if d != 1 && ph.queued_to_submitted > floors[1] {
-            out.extend(self.gating_causes(p, ph.queued_to_submitted * 0.3, depth));
+            out.extend(self.gating_causes(p, ph.queued_to_submitted * SECONDARY_PHASE, depth));
         }
         (out, ph, peers.len())
     }
@@ -336,7 +347,7 @@ impl Graph<'_> {
         peers: &[Pos],
         depth: u32,
     ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
-        if depth >= super::gating::MAX_HOPS {
+        if depth >= MAX_HOPS {
             return None;
         }
         let ix = &self.ix;
@@ -375,7 +386,7 @@ impl Graph<'_> {
     /// (not waiting for SMs, its launch or its gate): what delays the work after
     /// it is then named by the gate it passes the delay through.
     pub(super) fn ran_long(&self, x: Pos, phases: &Phases) -> bool {
-        matches!(self.ix.rec(x), Record::Kernel { .. }) && dominant(phases).0 == 3
+        matches!(self.ix.rec(x), Record::Kernel { .. }) && dominant(phases).0 == EXECUTION_PHASE
     }
 
     /// The label of a kernel on `path` (at `i`) that ran long and so delayed
@@ -456,7 +467,7 @@ impl Graph<'_> {
         peers: &[Pos],
         depth: u32,
     ) -> Option<(Vec<(CauseLabel, f64)>, f64)> {
-        if depth >= super::gating::MAX_HOPS || peers.is_empty() {
+        if depth >= MAX_HOPS || peers.is_empty() {
             return None;
         }
         let ix = &self.ix;
@@ -467,7 +478,7 @@ impl Graph<'_> {
         // walk below names only an op whose own phase is late beyond its peers'
         // floors.
         let (late, spread) = self.finish_since_request(p, peers)?;
-        let execution_floor = self.phase_floors(peers)[3];
+        let execution_floor = self.phase_floors(peers)[EXECUTION_PHASE];
         let floor = if depth == 0 {
             CLOCK_NS.max(spread.min(execution_floor))
         } else {
@@ -487,9 +498,12 @@ impl Graph<'_> {
             .filter_map(|i| self.path_stall(&path, i))
             .max_by(|a, b| a.1.total_cmp(&b.1))
         {
-            if size >= 0.5 * late {
+            if size >= LATENESS_SHARE * late {
                 return Some((
-                    vec![(label, late), (CauseLabel::HostCompute, late * 0.2)],
+                    vec![
+                        (label, late),
+                        (CauseLabel::HostCompute, late * HOST_COMPUTE_ALTERNATIVE),
+                    ],
                     late,
                 ));
             }
@@ -565,7 +579,7 @@ impl Graph<'_> {
                 continue;
             }
             let excess = analysis::excess(Some(own.execution), peer_runs, 0.0);
-            if excess <= self.phase_floors(&peers)[3] {
+            if excess <= self.phase_floors(&peers)[EXECUTION_PHASE] {
                 continue;
             }
             let reached = self.slack_after(&path, i, excess);
@@ -574,7 +588,7 @@ impl Graph<'_> {
             }
         }
         let (i, reached) = best?;
-        if reached <= floor.max(NOISE_NS) || reached < 0.5 * late {
+        if reached <= floor.max(NOISE_NS) || reached < LATENESS_SHARE * late {
             return None;
         }
         let x = path[i];
@@ -629,7 +643,7 @@ impl Graph<'_> {
     /// Whether `src`'s own critical path passes through one of `delayed`.
     fn waited_for_any(&self, src: Pos, delayed: &std::collections::HashSet<Pos>) -> bool {
         let mut cur = src;
-        for _ in 0..256 {
+        for _ in 0..MAX_PATH_STEPS {
             if delayed.contains(&cur) {
                 return true;
             }
@@ -745,7 +759,7 @@ impl Graph<'_> {
                 v.extend(
                     cv.into_iter()
                         .filter(|x| x.0 != CauseLabel::ImplicitSync)
-                        .map(|(l, x)| (l, x.min(1.0) * 0.3)),
+                        .map(|(l, x)| (l, x.min(1.0) * FENCED_COPY_CAUSE)),
                 );
             }
             return (v, ph, n);
@@ -754,20 +768,23 @@ impl Graph<'_> {
         let host_call = ix.api_of_corr(*correlation_id).unwrap_or(s);
         let gating = self.incoming_of(host_call, EdgeType::Sync);
         match gating {
-            Some(e) if depth < 2 && ix.rec(e.src).is_device_op() => {
+            Some(e) if depth < MAX_BLOCKING_DEPTH && ix.rec(e.src).is_device_op() => {
                 let (v, ph, n) = self.causes(e.src, depth + 1);
                 (v, ph, n)
             }
             Some(_) => (
                 vec![
-                    (CauseLabel::EventWait, 0.5),
-                    (CauseLabel::StreamBacklog, 0.5),
+                    (CauseLabel::EventWait, UNKNOWN_GATE),
+                    (CauseLabel::StreamBacklog, UNKNOWN_GATE),
                 ],
                 Phases::default(),
                 0,
             ),
             None => (
-                vec![(CauseLabel::None, 0.5), (CauseLabel::ImplicitSync, 0.5)],
+                vec![
+                    (CauseLabel::None, UNGATED_SYNC),
+                    (CauseLabel::ImplicitSync, UNGATED_SYNC),
+                ],
                 Phases::default(),
                 0,
             ),
@@ -776,7 +793,7 @@ impl Graph<'_> {
 }
 
 /// The largest phase above its noise floor: (index, excess), or (0, 0) when none is.
-pub(super) fn dominant_late(ph: &Phases, floors: &[f64; 4]) -> (usize, f64) {
+pub(super) fn dominant_late(ph: &Phases, floors: &[f64; PHASE_COUNT]) -> (usize, f64) {
     ph.as_array()
         .iter()
         .zip(floors)

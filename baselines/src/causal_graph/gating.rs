@@ -3,12 +3,14 @@
 
 use super::diagnosis::dominant_late;
 use super::graph::Graph;
+use super::thresholds::{
+    CLOSED_MODE_QUEUEING, LOST_GATE_ALTERNATIVE, MAX_GATE_LINKS, MAX_HOPS, PASSED_ON_REASON,
+    UNKNOWN_GATE,
+};
+use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE, QUEUE_PHASE};
 use crate::index::Pos;
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, EdgeType};
-
-/// Bound on the gating hops followed (a guard, far above any real chain).
-pub(super) const MAX_HOPS: u32 = 256;
 
 impl Graph<'_> {
     /// Walks the gating chain back from a device op through waits and event
@@ -18,7 +20,7 @@ impl Graph<'_> {
         let ix = &self.ix;
         let mut kinds = Vec::new();
         let mut cur = p;
-        for _ in 0..64 {
+        for _ in 0..MAX_GATE_LINKS {
             if cur != p && self.missing_at.contains_key(&cur) {
                 return (Some(cur), kinds, true);
             }
@@ -62,8 +64,8 @@ impl Graph<'_> {
                     .map(|(l, x)| (l, x * v.max(1.0)))
                     .collect(),
                 None => vec![
-                    (CauseLabel::StreamBacklog, v * 0.5),
-                    (CauseLabel::EventWait, v * 0.5),
+                    (CauseLabel::StreamBacklog, v * UNKNOWN_GATE),
+                    (CauseLabel::EventWait, v * UNKNOWN_GATE),
                 ],
             };
         } else if self.is_fenced_copy(p) {
@@ -79,7 +81,7 @@ impl Graph<'_> {
             } else {
                 CauseLabel::EventWait
             };
-            out.push((alt, v * 0.4));
+            out.push((alt, v * LOST_GATE_ALTERNATIVE));
         }
         // A gate that was itself late for a reason of its own passes that reason on.
         // The chain is followed to its root, however many hops: each step goes to a
@@ -102,18 +104,19 @@ impl Graph<'_> {
             if uv > 0.0 {
                 let ucopy = matches!(ix.rec(u), Record::Memcpy { .. });
                 let passed: Vec<(CauseLabel, f64)> = match ud {
-                    0 => uhost,
-                    2 if ucopy => vec![(CauseLabel::PcieContention, 1.0)],
-                    2 => vec![(CauseLabel::OccupancyPressure, 1.0)],
-                    3 if ucopy => vec![(CauseLabel::SlowCopy, 1.0)],
-                    1 => self.gating_causes(u, 1.0, depth + 1),
-                    _ => vec![],
+                    HOST_PHASE => uhost,
+                    QUEUE_PHASE => self.gating_causes(u, 1.0, depth + 1),
+                    // A kernel that ran long upstream passes nothing on: the
+                    // gate it delayed the rest through names it (rule 5a).
+                    EXECUTION_PHASE if !ucopy => vec![],
+                    phase => analysis::phase_cause(phase, ucopy)
+                        .map(|l| (l, 1.0))
+                        .into_iter()
+                        .collect(),
                 };
-                let total: f64 = passed.iter().map(|x| x.1).sum::<f64>().max(1e-9);
                 if let Some(&(l, _)) = passed.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
                     if l != base {
-                        out.insert(0, (l, v * 1.2));
-                        let _ = total;
+                        out.insert(0, (l, v * PASSED_ON_REASON));
                     }
                 }
             }
@@ -148,7 +151,7 @@ impl Graph<'_> {
         };
         if ix.view.spec.mode == ground_truth::Mode::Closed {
             // Queues are invisible without markers: queueing stays a candidate.
-            out.push((CauseLabel::HandoffQueueing, 0.4));
+            out.push((CauseLabel::HandoffQueueing, CLOSED_MODE_QUEUEING));
         }
         out
     }

@@ -3,8 +3,10 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::NOISE_NS;
-use crate::analysis;
+use super::thresholds::{
+    DEVICE_SHARE, MAX_HANDOFF_LINKS, MAX_HOST_PEERS, MAX_TASK_STEPS, NOISE_NS,
+};
+use crate::analysis::{self, PHASE_COUNT};
 use crate::index::FastMap;
 use crate::index::{call_site_frame_memo, median, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -15,9 +17,6 @@ pub(super) const NO_POSITION: u32 = u32::MAX;
 
 /// An op in enqueue order: (enqueue time, rid, position in the view).
 type Placed = (Ns, u64, Pos);
-
-/// Share of an op's typical latency below which a device-side delay is not lateness.
-const DEVICE_SHARE: f64 = 0.25;
 
 impl Graph<'_> {
     /// Host-side lateness of a call: (gap since its host predecessor, queue waits
@@ -35,7 +34,7 @@ impl Graph<'_> {
         }
         // Follow the handoff chain back through task_begin markers.
         let mut cur = call;
-        for _ in 0..64 {
+        for _ in 0..MAX_HANDOFF_LINKS {
             let Some(t) = self.task_of(cur) else { break };
             if let Some(e) = self.incoming_of(t, EdgeType::Handoff) {
                 m.queue_wait = Some(
@@ -60,7 +59,7 @@ impl Graph<'_> {
 
     /// The task_begin marker of the host task a host operation belongs to.
     pub(super) fn task_of(&self, mut x: Pos) -> Option<Pos> {
-        for _ in 0..100_000 {
+        for _ in 0..MAX_TASK_STEPS {
             match self.ix.rec(x) {
                 Record::Marker {
                     phase: MarkerPhase::TaskBegin,
@@ -108,7 +107,7 @@ impl Graph<'_> {
         let own = self.host_measure(call);
         let pm: Vec<HostMeasure> = peer_calls
             .iter()
-            .take(512)
+            .take(MAX_HOST_PEERS)
             .map(|&c| self.host_measure(c))
             .collect();
         let gap_x = analysis::excess(own.gap, pm.iter().filter_map(|m| m.gap).collect(), 0.0);
@@ -253,7 +252,7 @@ impl Graph<'_> {
     /// the thread's scheduler or page-fault records show, or a host gap longer than
     /// the peers'. Without peers every floor is [`NOISE_NS`] (the phases are then
     /// absolute waits and stall times, which the records explain).
-    pub(super) fn phase_floors(&self, peers: &[Pos]) -> [f64; 4] {
+    pub(super) fn phase_floors(&self, peers: &[Pos]) -> [f64; PHASE_COUNT] {
         let ix = &self.ix;
         let pp: Vec<analysis::DevPhases> = peers
             .iter()

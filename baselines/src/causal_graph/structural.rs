@@ -19,21 +19,14 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{NOISE_NS, STALL_LOOKBACK_NS};
+use super::thresholds::{
+    HOST_COMPUTE_ALTERNATIVE, LINK_SHARED_SHARE, NOISE_NS, STALL_LOOKBACK_NS, STALL_NS,
+    STALL_WORK_SHARE, START_WAIT_WORK_SHARE, STRUCTURAL_NONE, TRANSFER_MARGIN, TRANSFER_SHARE,
+    TRANSFER_SHARE_CLEARLY_LONGEST,
+};
 use crate::index::Pos;
 use ground_truth::trace::Record;
 use ground_truth::CauseLabel;
-
-/// A stall shorter than this (ns) and than a quarter of the device work after
-/// it is what any host has: natural preemptions and faults last tens of µs
-/// (docs/records.md, "Background noise").
-const STALL_NS: f64 = 50_000.0;
-
-/// The share of its path's time a copy's own transfer must take to be what
-/// held the path (`own_transfer_held`); half of it is enough when the
-/// transfer is `TRANSFER_MARGIN` times the longest other op on the path.
-const TRANSFER_SHARE: f64 = 0.5;
-const TRANSFER_MARGIN: f64 = 1.5;
 
 impl Graph<'_> {
     /// The root cause of `p`'s timing read from its critical path; `None` when
@@ -74,12 +67,15 @@ impl Graph<'_> {
             keep((CauseLabel::HostPageFault, st.fault_ns));
         }
         if let Some((label, size)) = stall {
-            if size >= STALL_NS || size >= 0.25 * device_work {
-                return Some(vec![(label, 1.0), (CauseLabel::HostCompute, 0.2)]);
+            if size >= STALL_NS || size >= STALL_WORK_SHARE * device_work {
+                return Some(vec![
+                    (label, 1.0),
+                    (CauseLabel::HostCompute, HOST_COMPUTE_ALTERNATIVE),
+                ]);
             }
         }
         if let Some(label) = self.own_transfer_held(p, &path) {
-            return Some(vec![(label, 1.0), (CauseLabel::None, 0.3)]);
+            return Some(vec![(label, 1.0), (CauseLabel::None, STRUCTURAL_NONE)]);
         }
         let symptom_token = self.token(p);
         let Some(i) = first_device else {
@@ -96,7 +92,9 @@ impl Graph<'_> {
         if let Some((q, _, st, _)) = readings::device_times(ix, d) {
             let ready = ix.launch_api(d).map_or(q, |a| ix.end(a).max(q));
             let copy = matches!(ix.rec(d), Record::Memcpy { .. });
-            if st > ready && (st - ready) as f64 >= NOISE_NS.max(0.25 * device_work) {
+            if st > ready
+                && (st - ready) as f64 >= NOISE_NS.max(START_WAIT_WORK_SHARE * device_work)
+            {
                 let o = crate::analysis::overlap_by_others(ix, d, ready, st, |o| {
                     matches!(o, Record::Memcpy { .. }) == copy && o.is_device_op()
                 });
@@ -105,7 +103,10 @@ impl Graph<'_> {
                         .incoming_of(d, ground_truth::EdgeType::StreamOrder)
                         .is_none_or(|e| ix.end(e.src) < ready)
                 {
-                    return Some(vec![(contention(copy), 1.0), (CauseLabel::None, 0.3)]);
+                    return Some(vec![
+                        (contention(copy), 1.0),
+                        (CauseLabel::None, STRUCTURAL_NONE),
+                    ]);
                 }
             }
         }
@@ -129,7 +130,7 @@ impl Graph<'_> {
         }
         Some(vec![
             (self.gate_after(&path, i), 1.0),
-            (CauseLabel::None, 0.3),
+            (CauseLabel::None, STRUCTURAL_NONE),
         ])
     }
 }
@@ -159,14 +160,15 @@ impl Graph<'_> {
         // than any other op on it (a copy about as long as the kernel before
         // it says nothing about which of them held the path).
         let held = (share >= TRANSFER_SHARE && transfer > longest_other)
-            || (share >= 0.5 * TRANSFER_SHARE && transfer >= TRANSFER_MARGIN * longest_other);
+            || (share >= TRANSFER_SHARE_CLEARLY_LONGEST
+                && transfer >= TRANSFER_MARGIN * longest_other);
         if !held {
             return None;
         }
         let shared = crate::analysis::overlap_by_others(ix, p, start, end, |o| {
             matches!(o, Record::Memcpy { .. })
         });
-        Some(if shared >= 0.25 * transfer {
+        Some(if shared >= LINK_SHARED_SHARE * transfer {
             CauseLabel::PcieContention
         } else {
             CauseLabel::SlowCopy

@@ -73,3 +73,164 @@ pub const UNSEEN_SM_CONTENTION: f64 = 0.6;
 /// (`analysis::phase_causes`). Why: without contention seen, the copy itself
 /// is the likelier culprit.
 pub const UNSEEN_CONTENTION_SLOW_COPY: f64 = 2.0;
+
+/// Weight of `cpu_deschedule` beside `host_compute` for a launch that came
+/// late with no host record in the view to say why (no eBPF collector, or
+/// records lost). Unit: times the host excess. Why: the stall that delayed it
+/// may be a deschedule or a page fault the view cannot show; both stay ranked.
+pub const UNSEEN_HOST_DESCHEDULE: f64 = 0.5;
+
+/// Weight of `host_page_fault` in the same case. Unit: times the host excess.
+/// Why: as [`UNSEEN_HOST_DESCHEDULE`], a little below it (faults are the rarer
+/// stall in the scenarios' background noise, docs/records.md).
+pub const UNSEEN_HOST_PAGE_FAULT: f64 = 0.4;
+
+/// Weight of `host_compute` as the alternative beside `none` (nothing late)
+/// or beside a host stall the records show. Unit: share of the ranking. Why:
+/// a host cause the records cannot show is always possible; it stays ranked,
+/// well below.
+pub const HOST_COMPUTE_ALTERNATIVE: f64 = 0.2;
+
+/// A wait or event record asked about with an `event` edge in: `event_wait`,
+/// and `stream_backlog` as the alternative. Unit: share of the ranking.
+pub const WAIT_RECORD_EVENT: f64 = 0.6;
+pub const WAIT_RECORD_BACKLOG: f64 = 0.2;
+
+/// A wait or event record asked about with no `event` edge in:
+/// `stream_backlog`, and `none` as the alternative. Unit: share of the ranking.
+pub const UNGATED_RECORD_BACKLOG: f64 = 0.5;
+pub const UNGATED_RECORD_NONE: f64 = 0.3;
+
+/// Weight of `none` when nothing is late against clean peers. Unit: share of
+/// the ranking. Why: with peers, no lost records and every phase measured,
+/// `none` is a finding (rule 8); the gates stay ranked below it.
+pub const NONE_WHEN_CLEAN: f64 = 0.7;
+
+/// Weight of `none` when nothing is late but there is no norm to be late
+/// against (no peers, records plausibly lost, the host gap unmeasured in
+/// closed mode). Unit: share of the ranking. Why: the op's timing is then
+/// explained by what gated it, `none` the close second (rule 8).
+pub const NONE_WHEN_UNSURE: f64 = 0.45;
+
+/// Weight of a gate's causes beside `none` when nothing is late. Unit: times
+/// the gate's weight, itself capped at 1. Why: a gate passing on its own
+/// excess (nanoseconds, not a share) outranked `none` (rule 8).
+pub const NOT_LATE_GATE: f64 = 0.6;
+
+/// Weight of the causes of a late phase that is not the dominant one. Unit:
+/// times that phase's excess. Why: secondary phases stay ranked, below the
+/// dominant phase's causes.
+pub const SECONDARY_PHASE: f64 = 0.3;
+
+/// Weight of the causes of the copy behind an implicit fence, beside
+/// `implicit_sync`. Unit: times the copy's cause weight, itself capped at 1.
+pub const FENCED_COPY_CAUSE: f64 = 0.3;
+
+/// A gate of unknown kind (a blocking call's wait on something that is no
+/// device op; a device op launched with no visible launch call): `event_wait`
+/// and `stream_backlog` weigh the same. Unit: times the lateness (or share).
+pub const UNKNOWN_GATE: f64 = 0.5;
+
+/// A blocking call with no `sync` edge in: `none` and `implicit_sync` weigh
+/// the same. Unit: share of the ranking.
+pub const UNGATED_SYNC: f64 = 0.5;
+
+/// Weight of the other gate kind when the gate is behind a lost record (its
+/// kind is a guess). Unit: times the lateness.
+pub const LOST_GATE_ALTERNATIVE: f64 = 0.4;
+
+/// Weight of an upstream gate's own reason passed on, against the gate's
+/// kind. Unit: times the lateness. Why: a gate late for a reason of its own
+/// names the root (rule 6b), so its reason must outrank the gate's kind.
+pub const PASSED_ON_REASON: f64 = 1.2;
+
+/// Weight of `handoff_queueing` added in closed mode. Unit: share of the
+/// ranking. Why: queues are invisible without markers, so queueing stays a
+/// candidate however the host chain reads.
+pub const CLOSED_MODE_QUEUEING: f64 = 0.4;
+
+/// Weight of `none` beside the structural reading of an op without peers.
+/// Unit: share of the ranking. Why: without peers nothing says the op was
+/// late at all (rule 5a).
+pub const STRUCTURAL_NONE: f64 = 0.3;
+
+// ---- Lateness ----
+
+/// The share of a lateness a cause must explain. Unit: fraction. Why: a cause
+/// must explain the lateness (docs/scenario-space.md, "Labels from the
+/// truth"): a late phase of the op's own under half of how much later it
+/// finished than its peers is not what made it late (rule 7a); a stall record
+/// or an upstream op's excess passed along the path must explain half of it
+/// (rules 7, 7d).
+pub const LATENESS_SHARE: f64 = 0.5;
+
+/// Share of an op's typical execution below which a device-side delay is not
+/// lateness. Unit: fraction. Why: smaller device-side delays are what the
+/// application's own concurrent work causes, and the benchmark scores
+/// lateness from 0.3× the normal latency up (docs/design.md, rule 4).
+pub const DEVICE_SHARE: f64 = 0.25;
+
+// ---- The structural reading (no peers, rule 5a) ----
+
+/// A stall shorter than this and than [`STALL_WORK_SHARE`] of the device
+/// work after it is what any host has. Unit: ns (50 µs). Why: natural
+/// preemptions and faults last tens of µs (docs/records.md, "Background
+/// noise").
+pub const STALL_NS: f64 = 50_000.0;
+
+/// The share of the device work after it a stall must reach to name a host
+/// cause when it is under [`STALL_NS`]. Unit: fraction. Why: as
+/// [`DEVICE_SHARE`].
+pub const STALL_WORK_SHARE: f64 = 0.25;
+
+/// The share of its own work a path's first op must wait to start, while
+/// other streams' work of its kind ran, to name contention. Unit: fraction.
+/// Why: as [`DEVICE_SHARE`].
+pub const START_WAIT_WORK_SHARE: f64 = 0.25;
+
+/// The share of its path's time a copy's own transfer must take to be what
+/// held the path, when it is also longer than any other op on the path. Unit:
+/// fraction. Why: most of the path's time (rule 5a).
+pub const TRANSFER_SHARE: f64 = 0.5;
+
+/// The share that is enough when the transfer is [`TRANSFER_MARGIN`] times the
+/// longest other op on the path. Unit: fraction. Why: half of
+/// [`TRANSFER_SHARE`]; a copy about as long as the kernel before it says
+/// nothing about which of them held the path.
+pub const TRANSFER_SHARE_CLEARLY_LONGEST: f64 = 0.25;
+
+/// How much longer than the longest other op on its path a transfer must be
+/// to hold the path with [`TRANSFER_SHARE_CLEARLY_LONGEST`]. Unit: times.
+pub const TRANSFER_MARGIN: f64 = 1.5;
+
+/// The share of a copy's transfer other streams' copies must share the link
+/// for to name `pcie_contention` rather than `slow_copy`. Unit: fraction.
+pub const LINK_SHARED_SHARE: f64 = 0.25;
+
+// ---- Walk bounds (guards against a malformed view, far above any real chain) ----
+
+/// Gating hops a cause is passed along (rule 6b). Unit: hops.
+pub const MAX_HOPS: u32 = 256;
+
+/// Links of one gating chain through waits and event records. Unit: links.
+pub const MAX_GATE_LINKS: usize = 64;
+
+/// Handoffs followed back from a call to its request. Unit: handoffs.
+pub const MAX_HANDOFF_LINKS: usize = 64;
+
+/// Host-order steps followed back from a host operation to its task's begin
+/// marker. Unit: steps.
+pub const MAX_TASK_STEPS: usize = 100_000;
+
+/// Gating edges followed back to see whether a gate waited for the delayed
+/// part of a path (rule 7d). Unit: steps.
+pub const MAX_PATH_STEPS: usize = 256;
+
+/// Peer calls measured for a host call's excess. Unit: calls. Why: their
+/// median and spread are stable long before, and a name called millions of
+/// times would make each measure quadratic.
+pub const MAX_HOST_PEERS: usize = 512;
+
+/// Blocking calls followed through the device work they waited for (a
+/// synchronize waiting on a copy behind a fence). Unit: calls.
+pub const MAX_BLOCKING_DEPTH: u32 = 2;
