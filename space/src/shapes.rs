@@ -491,9 +491,9 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
     }
 }
 
-/// A training step: a data-loader thread prepares each batch, copies it to
-/// the device on its own stream and hands it to the main thread through a
-/// queue; the main thread waits for the copy, runs forward, backward, a
+/// A training step: a data-loader thread decodes each batch (pure host work)
+/// and hands it to the main thread through a queue; the main thread copies it
+/// to the device (pinned, asynchronous), runs forward, backward, a
 /// gradient all-reduce on a communication stream and the optimizer, then
 /// reads the loss back (`.item()`, a blocking pageable copy) before it takes
 /// the next batch. Steps are issued as fast as the loader goes, and the loader
@@ -511,28 +511,16 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
         // The loader keeps pace with the main thread (a step's kernels take
         // about 3.9 forwards), so neither has slack to absorb a delay.
         host("decode_batch", fwd_us * 3.9 * loader_pace),
+        Step::Handoff {
+            queue: "batches".into(),
+        },
         n.copy(
             "load",
-            "s2",
+            "s0",
             CopyDirection::H2d,
             batch_bytes,
             HostMemory::Pinned,
         ),
-        Step::EventRecord {
-            id: Some("batch_ready".into()),
-            event: "batch_ready".into(),
-            stream: "s2".into(),
-            api: EventApi::Runtime,
-        },
-        Step::Handoff {
-            queue: "batches".into(),
-        },
-        Step::StreamWait {
-            id: Some("wait_batch".into()),
-            stream: "s0".into(),
-            event: "batch_ready".into(),
-            api: EventApi::Runtime,
-        },
         n.kernel("forward", "s0", fwd, fwd_us, FULL_GRID),
         n.kernel("backward", "s0", bwd, fwd_us * 2.0, FULL_GRID),
         Step::EventRecord {
@@ -572,8 +560,8 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             consumer: "main".into(),
             randomized: false,
         }],
-        streams: vec![stream("s0"), stream("s1"), stream("s2")],
-        events: ["batch_ready", "grads_ready", "comm_done"]
+        streams: vec![stream("s0"), stream("s1")],
+        events: ["grads_ready", "comm_done"]
             .into_iter()
             .map(|e| EventDecl { name: e.into() })
             .collect(),
@@ -600,7 +588,7 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
                 Some(InjectionKind::CpuDeschedule),
                 "train".into(),
                 asked,
-                "load".into(),
+                "decode_batch".into(),
             ),
             (Role::Own, None, "train".into(), asked, "forward".into()),
             (
