@@ -200,7 +200,7 @@ pub fn grants(
 }
 
 /// The interpreter a `#!` script names (through `env NAME`: NAME on `PATH`).
-fn interpreter_of(script: &Path) -> Option<PathBuf> {
+pub fn interpreter_of(script: &Path) -> Option<PathBuf> {
     use std::io::{BufRead, Read};
     let mut line = String::new();
     std::io::BufReader::new(std::fs::File::open(script).ok()?.take(256))
@@ -225,7 +225,7 @@ fn install_prefix(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Where `program` is found: itself when it names a path, else the first match on `PATH`.
-fn resolve_program(program: &str) -> Option<PathBuf> {
+pub fn resolve_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         let p = PathBuf::from(program);
         return p.is_file().then(|| std::path::absolute(&p).unwrap_or(p));

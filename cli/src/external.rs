@@ -56,6 +56,8 @@ pub struct Externals {
     pub timeout: Duration,
     /// The collectors whose views they are run on (all when empty).
     pub collectors: Vec<ground_truth::Collectors>,
+    /// [`Externals::programs`], computed once per run.
+    programs: std::sync::OnceLock<BTreeMap<String, serde_json::Value>>,
 }
 
 impl Externals {
@@ -67,6 +69,7 @@ impl Externals {
             isolation: None,
             timeout: baselines::external::DEFAULT_TIMEOUT,
             collectors: Vec::new(),
+            programs: std::sync::OnceLock::new(),
         }
     }
 
@@ -103,6 +106,7 @@ impl Externals {
             isolation,
             timeout,
             collectors: Vec::new(),
+            programs: std::sync::OnceLock::new(),
         })
     }
 
@@ -119,9 +123,32 @@ impl Externals {
             .collect()
     }
 
+    /// What a finished case's scores depend on, per profiler: its template and the
+    /// content (sha256) of every file and directory its command names — the program
+    /// as found on `PATH`, a `#!` script's interpreter, a script, a directory of code
+    /// given as an argument — so that a rerun after the program changed scores again
+    /// (`run`'s resume fingerprint).
+    pub fn programs(&self) -> &BTreeMap<String, serde_json::Value> {
+        self.programs.get_or_init(|| {
+            self.profilers
+                .iter()
+                .map(|p| (p.name.clone(), program_identity(&p.template)))
+                .collect()
+        })
+    }
+
     /// Runs `profiler` on `view`, kept in the file `view_path`, keeping its explanation at
-    /// `explanation` and its stderr at `log`; the results directory `results` stays out of
-    /// its reach. An explanation that does not answer `view` fails like a crashed profiler.
+    /// `explanation`, its stderr at `log` and what the harness measured of the
+    /// invocation beside the log ([`cost_path`]); the results directory `results` stays
+    /// out of its reach.
+    ///
+    /// A failure of the program on this view (it failed, hung, or wrote no valid
+    /// explanation of it) is its own crash on this case: the explanation returned claims
+    /// nothing and says why in `meta.failure` (evaluator/METRICS.md, "Crashes"), so it is
+    /// scored, counted and shown as that profiler's, and no other profiler's case
+    /// changes. `Err` is a failure of the harness only (it could not start or confine
+    /// the program). The explanation's `meta.wall_ms` is the harness's measurement; the
+    /// program's own figure is kept in the cost file, labelled as its claim.
     pub fn explain(
         &self,
         profiler: &ExternalProfiler,
@@ -135,17 +162,164 @@ impl Externals {
             Some(Isolation::Unisolated) => Confinement::IsolatedIfAvailable,
             _ => Confinement::Isolated,
         };
-        let mut e = ExternalCommand::new(&profiler.template)
+        let (result, cost) = ExternalCommand::new(&profiler.template)
             .with_timeout(self.timeout)
             .with_confinement(confinement)
             .protecting(results)
             .with_stderr_log(&log)
-            .run_on(view, view_path, explanation)
-            .map_err(|e| format!("{e} (its stderr is in {})", log.display()))?;
-        // The harness names the row: a profiler cannot pass for another.
+            .run_measured(view, view_path, explanation);
+        let wall_ms = cost.map_or(0.0, |c| c.wall_ms);
+        let (mut e, reported_wall_ms) = match result {
+            Ok(e) => {
+                let reported = e.meta.wall_ms;
+                (e, Some(reported))
+            }
+            Err(err) if err.is_the_programs() => {
+                eprintln!(
+                    "causalbench: {}: {}: {err} (its stderr is in {}); counted as its crash on this case",
+                    profiler.name,
+                    view.spec.label(),
+                    log.display()
+                );
+                let summary = err.summary(explanation);
+                let failed = baselines::external::failure_explanation(
+                    view,
+                    &profiler.name,
+                    &summary,
+                    wall_ms,
+                );
+                (failed, None)
+            }
+            Err(err) => return Err(format!("{err} (its stderr is in {})", log.display())),
+        };
+        // The harness names the row and times it: a profiler can pass for no other,
+        // nor claim another cost.
         e.meta.profiler = profiler.name.clone();
+        e.meta.wall_ms = wall_ms;
+        if let Some(cost) = cost {
+            let path = cost_path(&log);
+            let text = serde_json::to_string_pretty(&InvocationCost {
+                schema_version: COST_SCHEMA_VERSION,
+                measured_by_harness: MeasuredCost {
+                    wall_ms: cost.wall_ms,
+                    cpu_ms: cost.cpu_ms,
+                    max_rss_kib: cost.max_rss_kib,
+                },
+                reported_by_profiler_wall_ms: reported_wall_ms.filter(|m| m.is_finite()),
+            })
+            .expect("costs serialize");
+            ground_truth::io::write_atomic(&path, text.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
         Ok(e)
     }
+}
+
+/// A template and the content of what it names ([`Externals::programs`]).
+fn program_identity(template: &str) -> serde_json::Value {
+    let args = ExternalCommand::new(template)
+        .arguments(Path::new("{view}"), Path::new("{out}"))
+        .unwrap_or_default();
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
+    let program = args.first().and_then(|p| sandbox::resolve_program(p));
+    let interpreter = program.as_deref().and_then(sandbox::interpreter_of);
+    let paths = program
+        .into_iter()
+        .chain(interpreter)
+        .chain(args.iter().skip(1).map(PathBuf::from));
+    for path in paths {
+        let key = path.display().to_string();
+        if named.contains_key(&key) {
+            continue;
+        }
+        if path.is_file() {
+            named.insert(
+                key,
+                crate::manifest::sha256_file(&path).unwrap_or_else(|e| e),
+            );
+        } else if path.is_dir() {
+            named.insert(key, tree_sha256(&path));
+        }
+    }
+    serde_json::json!({ "template": template, "content_sha256": named })
+}
+
+/// Most files of a directory of code that are hashed; beyond, the count stands for them.
+const MAX_TREE_FILES: usize = 100_000;
+
+/// One sha256 over a directory's regular files (relative path and content, in order;
+/// links are not followed).
+fn tree_sha256(dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                Ok(t) if t.is_file() => files.push(entry.path()),
+                _ => {}
+            }
+        }
+        if files.len() > MAX_TREE_FILES {
+            break;
+        }
+    }
+    files.sort();
+    let mut h = Sha256::new();
+    h.update(files.len().to_le_bytes());
+    for f in files.iter().take(MAX_TREE_FILES) {
+        h.update(
+            f.strip_prefix(dir)
+                .unwrap_or(f)
+                .as_os_str()
+                .as_encoded_bytes(),
+        );
+        h.update([0]);
+        if let Ok(mut file) = std::fs::File::open(f) {
+            let _ = std::io::copy(&mut file, &mut h);
+        }
+        h.update([0]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Version of the cost file ([`InvocationCost`]).
+pub const COST_SCHEMA_VERSION: u32 = 1;
+
+/// What one invocation of an external profiler cost, kept beside its stderr log as
+/// `NAME.cost.json` (baselines/PROTOCOL.md, "Cost").
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvocationCost {
+    pub schema_version: u32,
+    /// Measured by the harness (`wait4(2)` of the invocation): what the leaderboard shows.
+    pub measured_by_harness: MeasuredCost,
+    /// The program's own `meta.wall_ms`, a claim shown beside the measurement only;
+    /// absent when it wrote no valid explanation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_by_profiler_wall_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredCost {
+    /// From its start to its end (or to its kill on timeout), in milliseconds.
+    pub wall_ms: f64,
+    /// User and system CPU time of the program and the processes it waited for, in ms.
+    pub cpu_ms: f64,
+    /// Peak resident memory of any of them, in KiB.
+    pub max_rss_kib: u64,
+}
+
+/// Where the cost of the invocation whose stderr is `log` is kept: beside it.
+pub fn cost_path(log: &Path) -> PathBuf {
+    let name = log.file_name().unwrap_or_default().to_string_lossy();
+    let stem = name.strip_suffix(".stderr.log").unwrap_or(&name);
+    log.with_file_name(format!("{stem}.cost.json"))
 }
 
 #[cfg(test)]

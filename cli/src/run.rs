@@ -227,7 +227,8 @@ fn case_fingerprint(
         "backend": backend,
         "work": work,
         "profilers": profilers,
-        "external_profilers": externals.templates(),
+        // The programs' content too: changed code is scored again.
+        "external_profilers": externals.programs(),
     });
     let digest = Sha256::digest(identity.to_string().as_bytes());
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())

@@ -91,7 +91,7 @@ fn run_scores_an_external_profiler_isolated_from_the_results() {
         30
     );
     // Its attempt to reach the results was denied by the kernel, and the log shows it.
-    let logs: Vec<String> = walk(&out.join("logs"))
+    let logs: Vec<String> = stderr_logs(&out.join("logs"))
         .into_iter()
         .map(|p| std::fs::read_to_string(p).unwrap())
         .collect();
@@ -150,7 +150,7 @@ fn without_landlock_run_refuses_unless_allowed_and_then_says_so() {
     let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
     assert!(csv.lines().any(|l| l.starts_with("mine,")), "{csv}");
     // Unconfined, the profiler could list the results: exactly what the warning says.
-    let logs = walk(&out.join("logs"));
+    let logs = stderr_logs(&out.join("logs"));
     assert!(std::fs::read_to_string(&logs[0])
         .unwrap()
         .contains("listed the results"));
@@ -171,6 +171,13 @@ fn run_refuses_a_bad_profiler_argument() {
     let (code, _, err) = run_one(dir.path(), &out, &["--profiler", "no-equals-sign"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("NAME=CMD"), "{err}");
+}
+
+/// The profilers' stderr logs (their cost files lie beside them).
+fn stderr_logs(dir: &Path) -> Vec<PathBuf> {
+    let mut logs = walk(dir);
+    logs.retain(|p| p.to_string_lossy().ends_with(".stderr.log"));
+    logs
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
