@@ -4,7 +4,7 @@
 //! compared at once (docs/cupti-versions.md).
 
 use crate::Failure;
-use evaluator::{Diff, Leaderboard, LEADERBOARD_JSON};
+use evaluator::{CaseKey, Diff, Leaderboard, LEADERBOARD_JSON};
 use ground_truth::io::Readable;
 use ground_truth::Bundle;
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +19,10 @@ pub struct DiffArgs {
     /// Where the full diff goes (default: `diff-details.md` in B).
     #[arg(long, value_name = "FILE")]
     pub details: Option<PathBuf>,
+    /// Also list metric changes within their 95 % interval and of the analysis time
+    /// (hidden by default as noise).
+    #[arg(long)]
+    pub all: bool,
     /// Corpora of one suite recorded under different CUPTI versions (the first is
     /// the reference): each is replayed into --out, and the versions compared.
     #[arg(long, value_name = "DIR", num_args = 2.., conflicts_with = "dirs")]
@@ -37,7 +41,10 @@ pub fn diff(args: DiffArgs) -> Result<(), Failure> {
             "diff needs two results directories (A B), or --versions DIR DIR…",
         ));
     };
-    let d = diff_with_causes(a, b)?;
+    let mut d = diff_with_causes(a, b)?;
+    if !args.all {
+        d.hide_noise();
+    }
     let details = args
         .details
         .clone()
@@ -59,41 +66,118 @@ fn write(path: &Path, text: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }
 
-/// The bundle files a results directory scored, by bundle id: the paths its
-/// manifest recorded (a replay's corpus, or the run's own `bundles/`).
-fn bundle_files(results: &Path) -> HashMap<String, PathBuf> {
-    let mut files = HashMap::new();
-    let Ok(manifest) = crate::manifest::Manifest::read(results) else {
-        return files;
-    };
-    for entry in manifest.bundles.values() {
-        // Inside the results directory: relative to it; a replayed corpus
-        // elsewhere: as the run was given it (relative to where it ran).
-        let inside = results.join(&entry.path);
-        let path = if entry.path.is_absolute() || !inside.exists() {
-            entry.path.clone()
-        } else {
-            inside
-        };
-        if let Some(id) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.split(".bundle.json").next())
-        {
-            files.insert(id.to_string(), path);
-        }
-    }
-    files
+/// The bundle files a results directory scored: by file name stem (`sim-NAME.r0`
+/// for its own recordings, `NAME.r0` for a replayed corpus's) and by the manifest's
+/// job key, each where it is now (`None`: no longer there) and with the sha256 the
+/// run read or wrote it with (`None` when found in `bundles/` without a manifest entry).
+#[derive(Default)]
+struct BundleFiles {
+    by_name: HashMap<String, (Option<PathBuf>, Option<String>)>,
 }
 
-/// The diff of two results directories, each flip explained by its bundles.
+impl BundleFiles {
+    fn of(results: &Path) -> BundleFiles {
+        let mut files = BundleFiles::default();
+        // The run's own recordings, wherever the manifest says they are.
+        if let Ok(entries) = std::fs::read_dir(results.join("bundles")) {
+            for path in entries.flatten().map(|e| e.path()) {
+                if let Some(stem) = bundle_stem(&path) {
+                    files.by_name.insert(stem, (Some(path), None));
+                }
+            }
+        }
+        let Ok(manifest) = crate::manifest::Manifest::read(results) else {
+            return files;
+        };
+        for (key, entry) in &manifest.bundles {
+            let path = resolve(results, &entry.path);
+            let hash = Some(entry.sha256.clone());
+            if let Some(stem) = bundle_stem(&entry.path) {
+                files.by_name.insert(stem, (path.clone(), hash.clone()));
+            }
+            files.by_name.insert(key.clone(), (path, hash));
+        }
+        files
+    }
+
+    /// The candidates for a case's bundle, most specific first.
+    fn find(&self, case: &CaseKey) -> Vec<&(Option<PathBuf>, Option<String>)> {
+        [
+            format!("{}-{}", case.backend, case.bundle),
+            format!("corpus-{}", case.bundle),
+            case.bundle.clone(),
+        ]
+        .iter()
+        .filter_map(|name| self.by_name.get(name))
+        .collect()
+    }
+}
+
+/// `NAME` of `NAME.bundle.json[.gz]`.
+fn bundle_stem(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    ground_truth::io::is_bundle_file(path)
+        .then(|| name.split(".bundle.json").next().map(str::to_string))
+        .flatten()
+}
+
+/// Where a manifest's bundle path is now: inside the results directory (relative to
+/// it), absolute, or a replayed corpus given relative to where the run ran: this
+/// directory or one above the results directory (a repository's root).
+fn resolve(results: &Path, path: &Path) -> Option<PathBuf> {
+    if path.is_absolute() {
+        return path.is_file().then(|| path.to_path_buf());
+    }
+    let mut bases: Vec<PathBuf> = vec![results.to_path_buf(), PathBuf::from(".")];
+    if let Ok(abs) = results.canonicalize() {
+        bases.extend(abs.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    bases
+        .into_iter()
+        .map(|b| b.join(path))
+        .find(|p| p.is_file())
+}
+
+/// A case's bundle from `files`: the first candidate that reads and is that case's
+/// bundle (its id and backend).
+fn bundle_in(files: &BundleFiles, case: &CaseKey) -> Option<(Bundle, Option<String>)> {
+    files.find(case).into_iter().find_map(|(path, hash)| {
+        Bundle::read(path.as_ref()?)
+            .ok()
+            .filter(|b| b.id() == case.bundle && b.manifest.backend == case.backend)
+            .map(|b| (b, hash.clone()))
+    })
+}
+
+/// The diff of two results directories, each flip explained by its bundles. A bundle
+/// found in either directory stands for the other side's too when both manifests
+/// record the same bytes (a corpus replayed by both, kept by one).
 fn diff_with_causes(a: &Path, b: &Path) -> Result<Diff, Failure> {
     let mut d = evaluator::diff(a, b)?;
-    let (fa, fb) = (bundle_files(a), bundle_files(b));
-    let read = |files: &HashMap<String, PathBuf>, id: &str| -> Option<Bundle> {
-        files.get(id).and_then(|p| Bundle::read(p).ok())
+    let (fa, fb) = (BundleFiles::of(a), BundleFiles::of(b));
+    let hashes = |files: &BundleFiles, case: &CaseKey| -> Vec<String> {
+        files
+            .find(case)
+            .into_iter()
+            .filter_map(|(_, h)| h.clone())
+            .collect()
     };
-    d.attach_causes(|id| read(&fa, id), |id| read(&fb, id));
+    let side = |mine: &BundleFiles, other: &BundleFiles, case: &CaseKey| -> Option<Bundle> {
+        if let Some((bundle, _)) = bundle_in(mine, case) {
+            return Some(bundle);
+        }
+        let wanted = hashes(mine, case);
+        bundle_in(other, case)
+            .filter(|(_, hash)| hash.as_ref().is_some_and(|h| wanted.contains(h)))
+            .map(|(bundle, _)| bundle)
+    };
+    d.attach_causes(|case| side(&fa, &fb, case), |case| side(&fb, &fa, case));
+    let commands = |dir: &Path| {
+        crate::manifest::Manifest::read(dir)
+            .map(|m| m.external_profilers)
+            .unwrap_or_default()
+    };
+    d.attach_commands(&commands(a), &commands(b));
     Ok(d)
 }
 

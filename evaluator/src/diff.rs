@@ -81,6 +81,42 @@ pub struct MetricChange {
     /// Each side's value lies outside the other side's 95 % interval.
     #[serde(default)]
     pub beyond_interval: bool,
+    /// Noise, hidden unless asked for (`diff --all`): a rate that moved within the
+    /// intervals (each side's value inside the other's 95 % interval, or one inside),
+    /// or the analysis time, which has no interval and follows the machine's load.
+    /// A count (cases, pairs, ...) or a rate that became defined or undefined is
+    /// never noise.
+    #[serde(default)]
+    pub noise: bool,
+}
+
+/// One profiler's versions and command on each side; listed first, since a changed
+/// profiler explains the rest of a diff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilerChange {
+    pub profiler: String,
+    /// The `explanation.meta.version`s of the side's case scores; empty: the
+    /// profiler is not on that side.
+    pub before_versions: Vec<String>,
+    pub after_versions: Vec<String>,
+    /// The external command template (the result set's `manifest.json`); `null` for
+    /// a built-in profiler or where the result set does not say.
+    pub before_command: Option<String>,
+    pub after_command: Option<String>,
+}
+
+impl ProfilerChange {
+    /// Whether its version or command differs between the sides.
+    pub fn changed(&self) -> bool {
+        self.before_versions != self.after_versions || self.before_command != self.after_command
+    }
+}
+
+/// The key of a bundle in [`Diff::causes`]: backend and bundle id (a simulated and a
+/// recorded bundle of one scenario share the id).
+pub fn bundle_key(case: &CaseKey) -> String {
+    format!("{}/{}", case.backend, case.bundle)
 }
 
 /// Leaderboard row identity.
@@ -108,10 +144,35 @@ pub struct Diff {
     pub rows_only_in_b: Vec<RowKey>,
     /// Case keys that appear more than once on one side (the first occurrence is used).
     pub duplicate_keys: Vec<CaseKey>,
-    /// Per bundle with a changed verdict: how its records differ between the
-    /// two sides (filled by [`Diff::attach_causes`] when both bundles are at hand).
+    /// Per bundle with a changed verdict, by [`bundle_key`]: how its records differ
+    /// between the two sides (filled by [`Diff::attach_causes`] when both bundles are
+    /// at hand).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub causes: BTreeMap<String, Vec<RecordChange>>,
+    /// Every profiler of either side, its versions and command on each
+    /// ([`Diff::attach_commands`] adds the commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profilers: Vec<ProfilerChange>,
+    /// Metric changes left out as noise ([`Diff::hide_noise`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_metrics: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Each profiler's versions in `scores`, sorted.
+fn versions(scores: &[CaseScore]) -> BTreeMap<String, Vec<String>> {
+    let mut v: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for s in scores {
+        v.entry(s.profiler.clone())
+            .or_default()
+            .insert(s.profiler_version.clone());
+    }
+    v.into_iter()
+        .map(|(p, set)| (p, set.into_iter().collect()))
+        .collect()
 }
 
 fn by_key<'a>(
@@ -204,8 +265,14 @@ impl Diff {
                         v.zip(row.ci.get(col))
                             .is_some_and(|(v, i)| v < i.low - EPSILON || v > i.high + EPSILON)
                     };
+                    let beyond_interval = outside(after, x) && outside(before, y);
+                    let has_interval = x.ci.contains_key(col) && y.ci.contains_key(col);
+                    let noise = before.is_some()
+                        && after.is_some()
+                        && ((has_interval && !beyond_interval) || col == "analysis_ms");
                     d.metrics.push(MetricChange {
-                        beyond_interval: outside(after, x) && outside(before, y),
+                        beyond_interval,
+                        noise,
                         profiler: k.profiler.clone(),
                         collectors: k.collectors,
                         mode: k.mode,
@@ -224,26 +291,72 @@ impl Diff {
             .filter(|k| !ra.contains_key(*k))
             .cloned()
             .collect();
+        let (va, vb) = (versions(a), versions(b));
+        let names: std::collections::BTreeSet<&String> = va.keys().chain(vb.keys()).collect();
+        d.profilers = names
+            .into_iter()
+            .map(|p| ProfilerChange {
+                profiler: p.clone(),
+                before_versions: va.get(p).cloned().unwrap_or_default(),
+                after_versions: vb.get(p).cloned().unwrap_or_default(),
+                before_command: None,
+                after_command: None,
+            })
+            .collect();
         d
     }
 
+    /// Adds each side's external commands (profiler → command template).
+    pub fn attach_commands(&mut self, a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) {
+        for name in a.keys().chain(b.keys()) {
+            if !self.profilers.iter().any(|p| p.profiler == *name) {
+                self.profilers.push(ProfilerChange {
+                    profiler: name.clone(),
+                    before_versions: Vec::new(),
+                    after_versions: Vec::new(),
+                    before_command: None,
+                    after_command: None,
+                });
+            }
+        }
+        self.profilers.sort_by(|x, y| x.profiler.cmp(&y.profiler));
+        for p in &mut self.profilers {
+            p.before_command = a.get(&p.profiler).cloned();
+            p.after_command = b.get(&p.profiler).cloned();
+        }
+    }
+
+    /// The profilers whose version or command differs between the sides.
+    pub fn changed_profilers(&self) -> Vec<&ProfilerChange> {
+        self.profilers.iter().filter(|p| p.changed()).collect()
+    }
+
+    /// Leaves out the metric changes that are noise ([`MetricChange::noise`]),
+    /// counting them in [`Diff::hidden_metrics`].
+    pub fn hide_noise(&mut self) {
+        let before = self.metrics.len();
+        self.metrics.retain(|m| !m.noise);
+        self.hidden_metrics += (before - self.metrics.len()) as u64;
+    }
+
     /// Explains each changed verdict by the differences between the records
-    /// of its bundle on the two sides; `a_bundle` / `b_bundle` give a bundle
-    /// by id, `None` when that side's bundle is not at hand.
+    /// of its bundle on the two sides; `a_bundle` / `b_bundle` give the bundle of
+    /// a case (its `bundle` and `backend`), `None` when that side's is not at hand.
     pub fn attach_causes(
         &mut self,
-        mut a_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
-        mut b_bundle: impl FnMut(&str) -> Option<ground_truth::Bundle>,
+        mut a_bundle: impl FnMut(&CaseKey) -> Option<ground_truth::Bundle>,
+        mut b_bundle: impl FnMut(&CaseKey) -> Option<ground_truth::Bundle>,
     ) {
-        let bundles: std::collections::BTreeSet<String> = self
-            .verdicts
-            .iter()
-            .map(|v| v.case.bundle.clone())
-            .collect();
-        for id in bundles {
-            if let (Some(a), Some(b)) = (a_bundle(&id), b_bundle(&id)) {
+        let mut cases: BTreeMap<String, CaseKey> = BTreeMap::new();
+        for v in &self.verdicts {
+            cases
+                .entry(bundle_key(&v.case))
+                .or_insert_with(|| v.case.clone());
+        }
+        for (key, case) in cases {
+            if let (Some(a), Some(b)) = (a_bundle(&case), b_bundle(&case)) {
                 self.causes
-                    .insert(id, changes(&Evidence::of(&a), &Evidence::of(&b)));
+                    .insert(key, changes(&Evidence::of(&a), &Evidence::of(&b)));
             }
         }
     }
@@ -256,6 +369,7 @@ impl Diff {
             && self.only_in_b.is_empty()
             && self.rows_only_in_a.is_empty()
             && self.rows_only_in_b.is_empty()
+            && self.changed_profilers().is_empty()
     }
 
     pub fn regressions(&self) -> usize {
@@ -274,12 +388,13 @@ impl Diff {
         let _ = writeln!(
             md,
             "- {} cases compared; {} verdicts correct→wrong, {} wrong→correct, {} other verdict changes; \
-             {} leaderboard metrics moved; {} cases only in A, {} only in B.\n",
+             {} leaderboard metrics moved{}; {} cases only in A, {} only in B.\n",
             self.cases_compared,
             self.regressions(),
             self.fixes(),
             self.verdicts.len() - self.regressions() - self.fixes(),
             self.metrics.len(),
+            self.hidden_note(),
             self.only_in_a.len(),
             self.only_in_b.len()
         );
@@ -287,6 +402,7 @@ impl Diff {
             let _ = writeln!(md, "No differences.");
             return md;
         }
+        self.profilers_markdown(&mut md);
         let verdict = |v: Option<bool>| match v {
             Some(true) => "correct",
             Some(false) => "wrong",
@@ -313,7 +429,7 @@ impl Diff {
                     verdict(v.after),
                     cause(v.before_cause),
                     cause(v.after_cause),
-                    self.cause_text(&v.case.bundle, usize::MAX)
+                    self.cause_text(&v.case, usize::MAX)
                 );
             }
             md.push('\n');

@@ -2,7 +2,7 @@
 //! metrics that moved beyond their interval, and for each flip what differs in
 //! the records it was scored on. The full tables go to a details file.
 
-use crate::diff::Diff;
+use crate::diff::{bundle_key, CaseKey, Diff};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -37,7 +37,7 @@ impl Diff {
             } else {
                 g.other += 1;
             }
-            match self.causes.get(&v.case.bundle) {
+            match self.causes.get(&bundle_key(&v.case)) {
                 Some(c) if c.is_empty() => g.unexplained += 1,
                 Some(c) => {
                     for change in c {
@@ -50,9 +50,63 @@ impl Diff {
         groups
     }
 
-    /// What differs in the records of `bundle`, at most `n` differences.
-    pub fn cause_text(&self, bundle: &str, n: usize) -> String {
-        match self.causes.get(bundle) {
+    /// ` (N changes within their interval or of analysis time hidden; --all lists
+    /// them)` when [`Diff::hide_noise`] left some out, else nothing.
+    pub fn hidden_note(&self) -> String {
+        if self.hidden_metrics == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} more within their 95 % interval or of analysis time, hidden; `diff --all` lists them)",
+                self.hidden_metrics
+            )
+        }
+    }
+
+    /// The profilers whose version or command changed, as a table (nothing when none).
+    pub fn profilers_markdown(&self, md: &mut String) {
+        let changed = self.changed_profilers();
+        if changed.is_empty() {
+            return;
+        }
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "absent".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let command = |c: &Option<String>| {
+            c.as_ref()
+                .map_or("-".to_string(), |c| format!("`{}`", c.replace('|', "\\|")))
+        };
+        let _ = writeln!(md, "## Profilers that changed\n");
+        let _ = writeln!(
+            md,
+            "A changed version or command explains what follows before the records do.\n"
+        );
+        let _ = writeln!(
+            md,
+            "| profiler | A version | B version | A command | B command |"
+        );
+        let _ = writeln!(md, "| --- | --- | --- | --- | --- |");
+        for p in changed {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} |",
+                p.profiler,
+                list(&p.before_versions),
+                list(&p.after_versions),
+                command(&p.before_command),
+                command(&p.after_command)
+            );
+        }
+        md.push('\n');
+    }
+
+    /// What differs in the records of a case's bundle, at most `n` differences.
+    pub fn cause_text(&self, case: &CaseKey, n: usize) -> String {
+        match self.causes.get(&bundle_key(case)) {
             None => "bundles not at hand".into(),
             Some(c) if c.is_empty() => "no record kind or field differs".into(),
             Some(c) => {
@@ -74,13 +128,14 @@ impl Diff {
         let _ = writeln!(
             md,
             "{} cases compared: {} verdicts correct→wrong, {} wrong→correct, {} scored on one side; \
-             {} leaderboard metrics moved, {} beyond their 95 % interval; {} cases only in A, {} only in B.\n",
+             {} leaderboard metrics moved, {} beyond their 95 % interval{}; {} cases only in A, {} only in B.\n",
             self.cases_compared,
             self.regressions(),
             self.fixes(),
             self.verdicts.len() - self.regressions() - self.fixes(),
             self.metrics.len(),
             beyond.len(),
+            self.hidden_note(),
             self.only_in_a.len(),
             self.only_in_b.len()
         );
@@ -88,6 +143,7 @@ impl Diff {
             let _ = writeln!(md, "No differences.");
             return md;
         }
+        self.profilers_markdown(&mut md);
         let groups = self.flip_groups();
         if !groups.is_empty() {
             let mut rows: Vec<_> = groups.iter().collect();

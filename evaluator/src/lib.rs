@@ -30,7 +30,9 @@ mod summary;
 
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
-pub use diff::{diff, CaseKey, Diff, MetricChange, RowKey, VerdictChange};
+pub use diff::{
+    bundle_key, diff, CaseKey, Diff, MetricChange, ProfilerChange, RowKey, VerdictChange,
+};
 pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
     csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
