@@ -26,6 +26,7 @@ mod plots;
 mod ranking;
 mod score;
 mod shortfall;
+mod subset;
 mod summary;
 
 pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
@@ -49,6 +50,7 @@ pub use score::{
     RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,
 };
 pub use shortfall::{question_name, shortfalls, Shortfall, Tally};
+pub use subset::{part_rates, PartRates};
 
 use ground_truth::FormatError;
 use std::path::{Path, PathBuf};
