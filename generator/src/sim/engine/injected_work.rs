@@ -149,16 +149,11 @@ impl Engine<'_> {
                 let begin = self.copy_hold_start(direction, ready, until);
                 let busy = until.saturating_sub(begin);
                 let ns_of = |bytes: u64| setup + (bytes as f64 / bw) as Ns;
-                // Whole copies of the application's sizes (a view must not tell
-                // them apart), so the hold grows in steps of those sizes.
                 // Without application copies to imitate: two equal MiB-rounded copies.
-                let sizes = self
-                    .disguise
-                    .copy_sizes(busy, ns_of, MAX_PIECES)
-                    .unwrap_or_else(|| {
-                        let each = (busy.saturating_sub(2 * setup) as f64 / 2.0 * bw) as u64;
-                        vec![each.next_multiple_of(1 << 20); 2]
-                    });
+                let sizes = self.whole_copies(busy, ns_of).unwrap_or_else(|| {
+                    let each = (busy.saturating_sub(2 * setup) as f64 / 2.0 * bw) as u64;
+                    vec![each.next_multiple_of(1 << 20); 2]
+                });
                 for bytes in sizes {
                     let latency = latency(self.be.host.copy_call_ns);
                     calls.push((
@@ -206,6 +201,35 @@ impl Engine<'_> {
             }
             begin = next;
         }
+    }
+
+    /// Whole copies of the application's sizes (a view must not tell them
+    /// apart) whose engine time (`ns_of`) comes within half the smallest of
+    /// them of `busy`: the largest size as often as it fits, then the
+    /// smallest. Their total never shrinks as `busy` grows, so neither does
+    /// the lateness they cause (issue 40 item 4: sizes drawn one by one made
+    /// it jump by whole large copies). `None` when the application copies
+    /// nothing.
+    fn whole_copies(&self, busy: Ns, ns_of: impl Fn(u64) -> Ns) -> Option<Vec<u64>> {
+        let mut sizes: Vec<u64> = (0..MAX_PIECES as u64)
+            .map_while(|draw| self.disguise.copy_bytes(draw))
+            .collect();
+        sizes.sort_unstable();
+        let (&small, &large) = (sizes.first()?, sizes.last()?);
+        let (small_ns, large_ns) = (ns_of(small).max(1), ns_of(large).max(1));
+        // Rounded to the nearest multiple of the smallest copy.
+        let target = busy + small_ns / 2;
+        let larges = (target / large_ns) as usize;
+        let smalls = ((target - larges as Ns * large_ns) / small_ns) as usize;
+        let mut copies = vec![large; larges.min(MAX_PIECES)];
+        copies.extend(std::iter::repeat_n(
+            small,
+            smalls.min(MAX_PIECES - copies.len()),
+        ));
+        if copies.is_empty() {
+            copies.push(small);
+        }
+        Some(copies)
     }
 
     /// The direction of the copy the plan's PCIe contention delays: each
