@@ -68,6 +68,8 @@ fn assert_right(names: &[&str]) {
 
 #[test]
 fn a_cause_propagates_along_the_whole_gating_chain() {
+    // Rule 6b: gates that waited in their stream pass on only a device reason.
+    cov_mark::check!(gate_waited_after_its_launch);
     assert_right(&["pipeline-depth.hops-5", "pipeline-depth.hops-8"]);
 }
 
@@ -122,6 +124,8 @@ fn a_graph_with_fan_in_keeps_every_predecessor_and_labels_them_inferred() {
 /// One request: no peers, so the diagnosis reasons from the run's own records.
 #[test]
 fn a_single_request_is_diagnosed_from_its_own_records() {
+    // Rule 5a: a stall of a launching thread on the path names a host cause.
+    cov_mark::check!(structural_host_stall);
     let names = [
         "late-launch-vs-device-queueing.host-deschedule",
         "late-launch-vs-device-queueing.occupancy-hog",
@@ -323,13 +327,17 @@ fn a_delay_at_the_root_of_a_queue_counts_against_the_op_own_latency() {
 /// ahead of it each ran 100 µs long, under their floor) is not the cause.
 #[test]
 fn a_phase_that_explains_little_of_the_lateness_is_not_its_cause() {
-    let (top, all) = chain_cause(Twist {
-        preempted: 2 * MS,
-        slower: 100 * US,
-        ..Twist::default()
-    });
-    assert_eq!(top, CauseLabel::CpuDeschedule, "{all}");
+    {
+        cov_mark::check!(own_phase_explains_too_little);
+        let (top, all) = chain_cause(Twist {
+            preempted: 2 * MS,
+            slower: 100 * US,
+            ..Twist::default()
+        });
+        assert_eq!(top, CauseLabel::CpuDeschedule, "{all}");
+    }
     // Must not: when the op's own queue excess is most of its lateness, it names it.
+    cov_mark::check_count!(own_phase_explains_too_little, 0);
     let (top, all) = chain_cause(Twist {
         slower: 100 * US,
         ..Twist::default()
@@ -460,11 +468,15 @@ fn handed_off(own_wait: u64, root_held: u64) -> TraceView {
 /// peers' ±0.6 ms) is no queueing delay; the 400 µs hold at the SMs is the cause.
 #[test]
 fn a_queue_wait_within_the_peers_spread_is_no_queueing_delay() {
-    assert_top_cause(
-        &handed_off(1250 * US, 400 * US),
-        CauseLabel::OccupancyPressure,
-    );
+    {
+        cov_mark::check!(queue_wait_within_spread);
+        assert_top_cause(
+            &handed_off(1250 * US, 400 * US),
+            CauseLabel::OccupancyPressure,
+        );
+    }
     // Must not: a wait far beyond the peers' spread is queueing.
+    cov_mark::check_count!(queue_wait_within_spread, 0);
     assert_top_cause(&handed_off(3 * MS, 0), CauseLabel::HandoffQueueing);
 }
 
@@ -518,6 +530,7 @@ fn a_graph_launch_enters_its_stream_as_one_unit() {
 /// peers: the records alone must say it).
 #[test]
 fn a_run_of_page_faults_is_one_stall() {
+    cov_mark::check!(stall_run_is_one_stall);
     assert_right(&["one-request-fault-run.page-fault"]);
 }
 
@@ -527,10 +540,12 @@ fn a_run_of_page_faults_is_one_stall() {
 /// peers: a copy's duration is its bytes over the link, the records say which).
 #[test]
 fn a_copy_whose_own_transfer_held_the_path_is_a_slow_copy() {
-    assert_right(&[
-        "one-request-readback.slow-transfer",
-        "one-request-readback.copy-forced-fence",
-    ]);
+    {
+        cov_mark::check!(own_transfer_held_the_path);
+        assert_right(&["one-request-readback.slow-transfer"]);
+    }
+    cov_mark::check_count!(own_transfer_held_the_path, 0);
+    assert_right(&["one-request-readback.copy-forced-fence"]);
 }
 
 /// One request: a kernel on stream 1, then, after `host_gap` of host work, a
@@ -586,6 +601,9 @@ fn late_graph_launch(host_gap: u64) -> TraceView {
 /// late by the host is host work, not the stream's earlier kernel.
 #[test]
 fn a_graph_launched_late_is_the_host_s_doing() {
+    // Rule 6c: the nodes' queued times before their launch call are read as
+    // not measured.
+    cov_mark::check!(queued_before_launch);
     assert_top_cause(&late_graph_launch(3 * MS), CauseLabel::HostCompute);
     // Must not: after 50 µs of host work the launch did not hold the path.
     let e = explain(&late_graph_launch(50 * US));
@@ -692,11 +710,15 @@ fn root_held(held: u64, jitter: u64, root: u64, asked: u64) -> TraceView {
 /// root's). It was `none` while the finish had to pass the symptom's own floor.
 #[test]
 fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
-    assert_top_cause(
-        &root_held(60 * US, 0, 100 * US, MS),
-        CauseLabel::OccupancyPressure,
-    );
+    {
+        cov_mark::check!(small_lateness_beyond_spread);
+        assert_top_cause(
+            &root_held(60 * US, 0, 100 * US, MS),
+            CauseLabel::OccupancyPressure,
+        );
+    }
     // Must not: when the peers' finishes stray by more than that, it is on time.
+    cov_mark::check_count!(small_lateness_beyond_spread, 0);
     assert_top_cause(&root_held(60 * US, 40 * US, 100 * US, MS), CauseLabel::None);
 }
 
@@ -707,6 +729,7 @@ fn a_small_lateness_beyond_the_peers_spread_is_traced_upstream() {
 /// latency alone.
 #[test]
 fn an_upstream_delay_counts_against_the_latency_of_the_op_asked_about() {
+    cov_mark::check!(floor_from_the_asked_latency);
     assert_top_cause(
         &root_held(100 * US, 0, MS, 100 * US),
         CauseLabel::OccupancyPressure,
@@ -754,12 +777,16 @@ fn busy_before_launch(gap: u64, first: u64, longer: u64) -> TraceView {
 /// `none` (baselines/README.md, rule 7c; an H200 `dependency-vs-overlap` case).
 #[test]
 fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
-    assert_top_cause(
-        &busy_before_launch(1200 * US, 100 * US, 0),
-        CauseLabel::HostCompute,
-    );
+    {
+        cov_mark::check!(host_gap_holds_the_chain);
+        assert_top_cause(
+            &busy_before_launch(1200 * US, 100 * US, 0),
+            CauseLabel::HostCompute,
+        );
+    }
     // Must not: the same gap absorbed by a 2 ms first kernel leaves the symptom
     // on time, and no gap is lateness by itself.
+    cov_mark::check_count!(host_gap_holds_the_chain, 0);
     assert_top_cause(&busy_before_launch(1200 * US, 2 * MS, 0), CauseLabel::None);
 }
 
@@ -771,13 +798,17 @@ fn a_host_gap_far_beyond_its_peers_holds_the_chain() {
 /// rule 7d; an H200 `slow-copy-vs-blocked-consumer` case read `none`).
 #[test]
 fn an_upstream_kernel_that_ran_long_delays_what_its_slack_lets_through() {
-    assert_top_cause(
-        &busy_before_launch(10 * US, 100 * US, 700 * US),
-        CauseLabel::StreamBacklog,
-    );
+    {
+        cov_mark::check!(upstream_op_ran_long);
+        assert_top_cause(
+            &busy_before_launch(10 * US, 100 * US, 700 * US),
+            CauseLabel::StreamBacklog,
+        );
+    }
     // Must not: when the thread launched the next kernel only after the long one
     // ended anyway (a 1.2 ms busy gap), the kernel's excess had slack to spare
     // and the host gap is what held the path.
+    cov_mark::check_count!(upstream_op_ran_long, 0);
     assert_top_cause(
         &busy_before_launch(1200 * US, 100 * US, 700 * US),
         CauseLabel::HostCompute,
@@ -820,11 +851,15 @@ fn launched_behind_own_stream(gap: u64, longer: u64) -> TraceView {
 /// `late-launch-vs-device-queueing` and `concurrent-work` cases).
 #[test]
 fn a_late_launch_that_still_waited_for_its_stream_is_no_lateness() {
-    assert_top_cause(
-        &launched_behind_own_stream(400 * US, 600 * US),
-        CauseLabel::StreamBacklog,
-    );
+    {
+        cov_mark::check!(late_launch_delayed_nothing);
+        assert_top_cause(
+            &launched_behind_own_stream(400 * US, 600 * US),
+            CauseLabel::StreamBacklog,
+        );
+    }
     // Must not: a launch that came after its stream was free is the host's doing.
+    cov_mark::check_count!(late_launch_delayed_nothing, 0);
     assert_top_cause(
         &launched_behind_own_stream(1500 * US, 0),
         CauseLabel::HostCompute,
@@ -881,6 +916,7 @@ fn root_held_then_synchronize(held: u64, root: u64, asked: u64) -> (TraceView, u
 /// the hold was judged against a quarter of the root.
 #[test]
 fn a_wait_is_late_by_what_it_waited_for() {
+    cov_mark::check!(wait_latency_is_the_waited_op);
     let (v, kernel, wait) = root_held_then_synchronize(100 * US, MS, 100 * US);
     let e = explain(&v);
     let d = diagnosis(&e);
@@ -935,17 +971,21 @@ fn untimed_faults_before_launch(faults: u64, after: u64) -> TraceView {
 
 /// An untimed page fault lasts until the thread's next fault, capped
 /// (`Index::host_stalls`); the thread's last fault in the trace is bounded by
-/// the call it delayed the same way. It counted as no time at all, so after a
+/// the call it delayed the same way (rule 7g, `causal_graph::readings`). It counted as no time at all, so after a
 /// run of 40 faults (80 µs) the 300 µs its last fault held the thread read as
 /// host compute (an H200 `host-page-fault-vs-cpu-stall` case: 72 faults in
 /// 180 µs, then 395 µs in the last).
 #[test]
 fn the_last_untimed_fault_lasts_until_the_thread_goes_on() {
-    assert_top_cause(
-        &untimed_faults_before_launch(40, 300 * US),
-        CauseLabel::HostPageFault,
-    );
+    {
+        cov_mark::check!(last_untimed_fault_lasts);
+        assert_top_cause(
+            &untimed_faults_before_launch(40, 300 * US),
+            CauseLabel::HostPageFault,
+        );
+    }
     // Must not: the cap keeps a single fault from absorbing long host work.
+    cov_mark::check!(last_untimed_fault_capped);
     assert_top_cause(
         &untimed_faults_before_launch(1, 900 * US),
         CauseLabel::HostCompute,

@@ -55,6 +55,8 @@ impl Graph<'_> {
                 .is_some_and(|c| c.0 == CauseLabel::HostCompute);
         if host_late && (!self.has_ebpf || self.loss_plausible) {
             if let Some(c) = call {
+                // Rule 9: the stall that delayed the launch is not in this view.
+                cov_mark::hit!(host_stall_not_in_view);
                 if unresolved.is_none() {
                     unresolved = Some(c);
                     if let Some(i) = path.iter().position(|&x| x == c) {
@@ -199,10 +201,7 @@ impl Graph<'_> {
         let peers = self.device_peers(p);
         let floors = self.phase_floors(&peers);
         let (mut ph, host_causes) = self.device_phases(p, &peers);
-        // Rule 7e: a launch that came late still before the op's stream or event
-        // let it go by more than the noise did not delay it: launched earlier, it
-        // would have started just as late. Its host excess is no lateness.
-        if ph.host_enqueue > 0.0 && self.waited_after_launch(p) > NOISE_NS {
+        if self.late_launch_delayed_nothing(p, &ph) {
             ph.host_enqueue = 0.0;
         }
         let is_copy = matches!(r, Record::Memcpy { .. });
@@ -210,34 +209,10 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let finish_late = self.finish_since_request(p, &peers);
-        // A host-side excess (the op launched later than its peers) carries the
-        // threads' wake-up jitter, of which the peers' spread is one sample: like
-        // the label check, the op must finish later than that by the margin
-        // (`SPREAD_MARGIN`). Device phases are timed by the device and
-        // stand against the spread itself.
-        let margin = if d == 0 { SPREAD_MARGIN } else { 1.0 };
-        // Unless the op's own launch gap stands out against its peers' and
-        // accounts for the lateness (rule 7c): then the peers' finishes stray
-        // for reasons of their own.
-        let on_time = finish_late.is_some_and(|(late, spread)| {
-            late <= NOISE_NS.max(margin * spread) && !(d == 0 && self.held_by_gap(p, late, spread))
-        });
-        // A late phase of the op's own that explains less than half of how much
-        // later it finished than its peers is not what made it late (a cause
-        // must explain the lateness, docs/scenario-space.md, "Labels from the
-        // truth"): an op deep in a chain whose root was held waits in its queue
-        // for the chain, and that wait's jitter is no delay of its own. The rest
-        // lies upstream on its critical path. Only for the op asked about: the
-        // ops that walk visits upstream are judged by their own phases.
+        let on_time = self.finished_on_time(p, d, finish_late);
         if depth == 0 && v > 0.0 && !on_time {
-            if let Some((late, _)) = finish_late.filter(|&(late, _)| v < LATENESS_SHARE * late) {
-                if let Some((causes, _)) = self.late_since_request(p, &peers, depth) {
-                    let ph = Phases {
-                        host_enqueue: late,
-                        ..Phases::default()
-                    };
-                    return (causes, ph, peers.len());
-                }
+            if let Some(found) = self.own_phase_explains_too_little(p, &peers, v, finish_late) {
+                return found;
             }
         }
         // Without peers nothing is late against a norm: the records of this one
@@ -337,6 +312,64 @@ impl Graph<'_> {
         held > 0.0
     }
 
+    /// Rule 7e, a late launch that still waited for its stream delayed
+    /// nothing: the op's stream predecessor or event let it go more than
+    /// [`NOISE_NS`] after its launch did, so launched earlier it would have
+    /// started just as late, and its host excess is no lateness. Failure it
+    /// handles: on the H200 an injected backlog also slows the launching
+    /// thread's driver calls, so a memset queued behind the backlog, launched
+    /// 240 µs later than its peers, read `handoff_queueing`.
+    fn late_launch_delayed_nothing(&self, p: Pos, ph: &Phases) -> bool {
+        let delayed_nothing = ph.host_enqueue > 0.0 && self.waited_after_launch(p) > NOISE_NS;
+        if delayed_nothing {
+            cov_mark::hit!(late_launch_delayed_nothing);
+        }
+        delayed_nothing
+    }
+
+    /// Rules 7 and 7c, a phase's excess is lateness only if the op finished
+    /// late: whether `p`, whose dominant late phase is `d`, finished within
+    /// its peers' spread of finishes (`finish_late`: its lateness and that
+    /// spread, [`Graph::finish_since_request`]). A host-side excess carries
+    /// the threads' wake-up jitter, of which the peers' spread is one sample:
+    /// like the label check, the op must then finish later by
+    /// [`SPREAD_MARGIN`] times that spread; device phases are timed by the
+    /// device and stand against the spread itself. Failure it handles: an op
+    /// launched late that still waited for its gate ran on time. Unless the
+    /// op's own launch gap holds the chain ([`Graph::held_by_gap`], rule 7c).
+    fn finished_on_time(&self, p: Pos, d: usize, finish_late: Option<(f64, f64)>) -> bool {
+        let margin = if d == HOST_PHASE { SPREAD_MARGIN } else { 1.0 };
+        finish_late.is_some_and(|(late, spread)| {
+            late <= NOISE_NS.max(margin * spread)
+                && !(d == HOST_PHASE && self.held_by_gap(p, late, spread))
+        })
+    }
+
+    /// Rule 7a, a cause must explain the lateness: a late phase of the op's own
+    /// (`v`) under [`LATENESS_SHARE`] of how much later it finished than its
+    /// peers is not what made it late, and the cause lies upstream on its
+    /// critical path ([`Graph::late_since_request`]). Only for the op asked
+    /// about: the ops the walk visits upstream are judged by their own phases.
+    /// Failure it handles: an op at the end of an eight-link chain whose root
+    /// launch was preempted for 9 ms waits 45 µs longer in its queue from the
+    /// jitter of the ops ahead; that read `event_wait`.
+    fn own_phase_explains_too_little(
+        &self,
+        p: Pos,
+        peers: &[Pos],
+        v: f64,
+        finish_late: Option<(f64, f64)>,
+    ) -> Option<(Vec<(CauseLabel, f64)>, Phases, usize)> {
+        let (late, _) = finish_late.filter(|&(late, _)| v < LATENESS_SHARE * late)?;
+        let (causes, _) = self.late_since_request(p, peers, 0)?;
+        cov_mark::hit!(own_phase_explains_too_little);
+        let ph = Phases {
+            host_enqueue: late,
+            ..Phases::default()
+        };
+        Some((causes, ph, peers.len()))
+    }
+
     /// When the host-order predecessor of `p`'s launch call is a blocking call
     /// (it has a `sync` edge from the device work it waited for) that waited longer
     /// than the same call before `p`'s peers (or, without peers, at all), and the
@@ -379,6 +412,7 @@ impl Graph<'_> {
         } else {
             causes
         };
+        cov_mark::hit!(late_blocking_predecessor);
         Some((causes, excess))
     }
 
@@ -492,6 +526,11 @@ impl Graph<'_> {
         if late <= floor {
             return None;
         }
+        if depth == 0 && late <= execution_floor {
+            // Rule 7b: late only beyond the peers' spread, under the symptom's
+            // own execution floor.
+            cov_mark::hit!(small_lateness_beyond_spread);
+        }
         let weak = late <= NOISE_NS.max(SPREAD_MARGIN * spread);
         let (path, _) = self.critical_path(p);
         if let Some((label, size)) = (0..path.len())
@@ -591,6 +630,7 @@ impl Graph<'_> {
         if reached <= floor.max(NOISE_NS) || reached < LATENESS_SHARE * late {
             return None;
         }
+        cov_mark::hit!(upstream_op_ran_long);
         let x = path[i];
         let label = match ix.rec(x) {
             Record::Memcpy { .. } => {
@@ -680,7 +720,12 @@ impl Graph<'_> {
     /// elsewhere (a 63 µs gap behind a 76 µs lateness, with peers straying by
     /// 41 µs, is the jitter the margin is for).
     fn held_by_gap(&self, x: Pos, late: f64, spread: f64) -> bool {
-        late > NOISE_NS.max(spread) && self.host_gap_outlier(x).is_some_and(|gap| gap >= late)
+        let held =
+            late > NOISE_NS.max(spread) && self.host_gap_outlier(x).is_some_and(|gap| gap >= late);
+        if held {
+            cov_mark::hit!(host_gap_holds_the_chain);
+        }
+        held
     }
 
     /// How much longer the host gap before `x`'s launch call was than the same

@@ -98,6 +98,10 @@ impl Graph<'_> {
                 .gating_edge(u)
                 .is_some_and(|e| e.kind != EdgeType::Launch)
             {
+                if uph.host_enqueue > 0.0 {
+                    // Rule 6b: its late launch passes nothing on.
+                    cov_mark::hit!(gate_waited_after_its_launch);
+                }
                 uph.host_enqueue = 0.0;
             }
             let (ud, uv) = dominant_late(&uph, &ufloors);

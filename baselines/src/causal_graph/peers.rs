@@ -136,7 +136,15 @@ impl Graph<'_> {
         } else {
             let gap_spread = spread(pm.iter().filter_map(|m| m.gap).collect());
             let wait_spread = spread(pm.iter().filter_map(|m| m.queue_wait).collect());
-            let wait_x = if wait_x > wait_spread { wait_x } else { 0.0 };
+            let wait_x = if wait_x > wait_spread {
+                wait_x
+            } else {
+                if wait_x > 0.0 {
+                    // Rule 4: a handoff's wake-up varies from request to request.
+                    cov_mark::hit!(queue_wait_within_spread);
+                }
+                0.0
+            };
             let unexplained = (gap_x - stalled).max(0.0);
             if unexplained > gap_spread {
                 (gap_x, wait_x)
@@ -271,6 +279,10 @@ impl Graph<'_> {
         // asked op's lateness against its own latency, and a hold of a long root
         // that is small beside the root can be most of a short symptom's.
         let scale = typical_execution.min(self.asked_latency.get());
+        if self.asked_latency.get() < typical_execution {
+            // Rule 4: an upstream op judged for a shorter op asked about.
+            cov_mark::hit!(floor_from_the_asked_latency);
+        }
         let base = NOISE_NS.max(DEVICE_SHARE * scale);
         [
             NOISE_NS,
@@ -308,7 +320,11 @@ impl Graph<'_> {
         self.call_of(p)
             .and_then(|c| self.incoming_of(c, EdgeType::Sync))
             .filter(|e| ix.rec(e.src).is_device_op())
-            .map_or(f64::INFINITY, |e| self.typical_execution_of(e.src))
+            .map_or(f64::INFINITY, |e| {
+                // Rule 7f: a wait is late by what it waited for.
+                cov_mark::hit!(wait_latency_is_the_waited_op);
+                self.typical_execution_of(e.src)
+            })
     }
 
     /// Per-phase excess of a device op over its peers, host side included.

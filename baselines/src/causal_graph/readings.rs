@@ -48,6 +48,9 @@ pub(crate) fn host_stalls(ix: &Index, tid: u32, from: Ns, to: Ns) -> HostStalls 
         return st;
     };
     let start = ix.start(f);
+    if to.saturating_sub(start) > LAST_UNTIMED_FAULT_CAP_NS {
+        cov_mark::hit!(last_untimed_fault_capped);
+    }
     let end = start + to.saturating_sub(start).min(LAST_UNTIMED_FAULT_CAP_NS);
     let (lo, hi) = (start.max(from), end.min(to));
     if hi >= lo {

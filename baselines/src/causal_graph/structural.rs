@@ -68,6 +68,7 @@ impl Graph<'_> {
         }
         if let Some((label, size)) = stall {
             if size >= STALL_NS || size >= STALL_WORK_SHARE * device_work {
+                cov_mark::hit!(structural_host_stall);
                 return Some(vec![
                     (label, 1.0),
                     (CauseLabel::HostCompute, HOST_COMPUTE_ALTERNATIVE),
@@ -165,6 +166,7 @@ impl Graph<'_> {
         if !held {
             return None;
         }
+        cov_mark::hit!(own_transfer_held_the_path);
         let shared = crate::analysis::overlap_by_others(ix, p, start, end, |o| {
             matches!(o, Record::Memcpy { .. })
         });
@@ -202,6 +204,10 @@ impl Graph<'_> {
             CauseLabel::CpuDeschedule => st.desched_ns,
             _ => st.fault_ns,
         };
+        if total > own {
+            // A run of stall records before the call is one stall of their sum.
+            cov_mark::hit!(stall_run_is_one_stall);
+        }
         Some((label, own.max(total)))
     }
 }
