@@ -17,17 +17,15 @@ pub struct ExternalProfiler {
     pub template: String,
 }
 
-/// Reads `NAME=CMD`: a name of letters, digits, `.`, `_` and `-` that no built-in profiler has.
+/// Reads `NAME=CMD`: an identifier (ground_truth::identifier) no built-in profiler has.
 pub fn parse(arg: &str) -> Result<ExternalProfiler, Failure> {
     let bad = |why: &str| Failure::input(format!("--profiler `{arg}`: {why} (expected NAME=CMD)"));
     let (name, template) = arg.split_once('=').ok_or_else(|| bad("no `=`"))?;
     let name = name.trim();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        return Err(bad("NAME must be letters, digits, `.`, `_` or `-`"));
+    // The name names files (explanations/…/NAME.json, logs/…/NAME.stderr.log):
+    // never `.`, `..` or a hidden file.
+    if let Some(problem) = ground_truth::identifier::identifier_problem(name) {
+        return Err(bad(&format!("NAME: {problem}")));
     }
     if baselines::builtin(name).is_some() || baselines::optional_names().contains(&name) {
         return Err(bad("NAME is taken by a built-in profiler"));
@@ -338,6 +336,10 @@ mod tests {
             "causal-graph=x",
             "mine=",
             "mine=x 'open",
+            ".=x",
+            "..=x",
+            ".hidden=x",
+            "-opt=x",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -240,8 +240,12 @@ struct Explained {
 
 pub fn check(args: CheckArgs) -> Result<(), Failure> {
     let dir = &args.dir;
-    let metadata = Submission::read(&dir.join(METADATA_FILE))?;
-    let key_path = dir.join(VIEW_KEY_FILE);
+    let metadata = entry_file(dir, METADATA_FILE, SMALL_FILE).map_err(|why| reject(dir, why))?;
+    let metadata = Submission::read(&metadata).map_err(|e| reject(dir, e))?;
+    if let Some(problem) = ground_truth::identifier::identifier_problem(&metadata.name) {
+        return Err(reject(dir, format!("{METADATA_FILE}: name: {problem}")));
+    }
+    let key_path = entry_file(dir, VIEW_KEY_FILE, SMALL_FILE).map_err(|why| reject(dir, why))?;
     let view_key = std::fs::read_to_string(&key_path)
         .map_err(|e| e.to_string())
         .and_then(|text| views::ViewKey::from_hex(&text))
@@ -259,19 +263,20 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
                 continue;
             }
             let view = views::derive_with_key(bundle, spec, &view_key).view;
-            let path = dir
-                .join("explanations")
+            let relative = Path::new("explanations")
                 .join(key)
                 .join(&label)
                 .join(format!("{}.json", metadata.name));
-            if !path.is_file() {
-                return Err(reject(
-                    dir,
-                    format!("{key}: {label}: no explanation at {}", path.display()),
-                ));
-            }
-            let explanation =
-                Explanation::read(&path).map_err(|e| reject(dir, format!("{key}: {e}")))?;
+            let path = entry_file(dir, &relative, baselines::external::DEFAULT_MAX_OUTPUT)
+                .map_err(|why| match why.strip_prefix("no file at ") {
+                    Some(at) => reject(dir, format!("{key}: {label}: no explanation at {at}")),
+                    None => reject(dir, format!("{key}: {label}: {why}")),
+                })?;
+            // The limit `run` holds an explanation to, for its decompressed size too.
+            let limits = ground_truth::io::InputLimits::DEFAULT
+                .at_most(baselines::external::DEFAULT_MAX_OUTPUT);
+            let explanation = Explanation::read_within(&path, &limits)
+                .map_err(|e| reject(dir, format!("{key}: {e}")))?;
             explanation
                 .check_against(&path, &view)
                 .map_err(|e| reject(dir, format!("{key}: {e}")))?;
@@ -350,7 +355,12 @@ fn verified_bundles(dir: &Path, metadata: &Submission) -> Result<Vec<(String, Bu
                 ),
             ));
         };
-        let path = dir.join(&file.path);
+        let path = entry_file(
+            dir,
+            Path::new(&file.path),
+            ground_truth::io::InputLimits::DEFAULT.max_bytes,
+        )
+        .map_err(|why| reject(dir, format!("{key}: {why}")))?;
         let sha256 = sha256_file(&path).map_err(|e| reject(dir, e))?;
         if sha256 != file.sha256 {
             return Err(reject(
@@ -376,9 +386,79 @@ fn verified_bundles(dir: &Path, metadata: &Submission) -> Result<Vec<(String, Bu
                 ),
             ));
         }
+        if let Some(problem) = impossible_device_time(&bundle) {
+            return Err(reject(dir, format!("{key}: {}: {problem}", path.display())));
+        }
         out.push((key.clone(), bundle));
     }
     Ok(out)
+}
+
+/// Largest metadata, view key, scores or leaderboard file `check` reads.
+const SMALL_FILE: u64 = 1 << 30;
+
+/// `relative` inside the entry's folder `dir`, as `check` may read it: a relative path
+/// without `..`, reached through no symbolic link, naming a regular file (never a FIFO,
+/// a device or a directory, which would hang or feed the reader without end) of at
+/// most `limit` bytes. Refused with exit 2 otherwise.
+fn entry_file(dir: &Path, relative: impl AsRef<Path>, limit: u64) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let relative = relative.as_ref();
+    let shown = relative.display();
+    let mut path = dir.to_path_buf();
+    for part in relative.components() {
+        match part {
+            Component::Normal(name) => path.push(name),
+            _ => {
+                return Err(format!(
+                    "{shown}: a file of the entry is named by a plain relative path inside it"
+                ))
+            }
+        }
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("no file at {}", path.display()),
+            _ => format!("cannot read {}: {e}", path.display()),
+        })?;
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "{} is a symbolic link: check reads only the folder's own files",
+                path.display()
+            ));
+        }
+    }
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("no file at {}", path.display()),
+        _ => format!("cannot read {}: {e}", path.display()),
+    })?;
+    if !meta.file_type().is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > limit {
+        return Err(format!(
+            "{} is {} bytes, over the limit of {limit}",
+            path.display(),
+            meta.len()
+        ));
+    }
+    Ok(path)
+}
+
+/// A device activity no clock can have recorded: ending before it started, or at the
+/// largest timestamp (an overflow a profiler's arithmetic would trip on).
+fn impossible_device_time(bundle: &Bundle) -> Option<String> {
+    bundle.trace.iter().find_map(|r| {
+        let (queued, submitted, start, end) = r.device_times()?;
+        let rid = r.rid();
+        if [queued, submitted, start, end].contains(&u64::MAX) {
+            Some(format!("record {rid} has a device time of 2^64-1"))
+        } else if start > 0 && end > 0 && end < start {
+            Some(format!(
+                "record {rid} ends ({end}) before it starts ({start})"
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// Compares the re-scored cases with `scores.jsonl`, and `leaderboard.json` with the
@@ -389,7 +469,8 @@ fn compare_scores(
     metadata: &Submission,
     rescored: &[CaseScore],
 ) -> Result<(), Failure> {
-    let path = dir.join(evaluator::SCORES_FILE);
+    let path =
+        entry_file(dir, evaluator::SCORES_FILE, SMALL_FILE).map_err(|why| reject(dir, why))?;
     // Read (and validated) as scores, compared as the JSON of each line.
     let submitted = evaluator::read_scores(&path).map_err(|e| reject(dir, e))?;
     let text = std::fs::read_to_string(&path)
@@ -448,7 +529,8 @@ fn compare_scores(
             ));
         }
     }
-    let board = dir.join(evaluator::LEADERBOARD_JSON);
+    let board =
+        entry_file(dir, evaluator::LEADERBOARD_JSON, SMALL_FILE).map_err(|why| reject(dir, why))?;
     let written = std::fs::read_to_string(&board)
         .map_err(|e| reject(dir, format!("cannot read {}: {e}", board.display())))?;
     if written != evaluator::Leaderboard::from_scores(&submitted).to_json() {
