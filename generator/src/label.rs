@@ -10,7 +10,7 @@ use crate::keys::{symptom_key, target_key, Keys, StepKey};
 use crate::record::faults::FAULT_END_TOLERANCE_NS;
 use ground_truth::graph::{EdgeType, GroundTruth, LabelCheck, LabelVerdict, NodeId, Symptom};
 use ground_truth::labels::{CauseLabel, Question};
-use ground_truth::scenario::InjectionKind;
+use ground_truth::scenario::{Injection, InjectionKind};
 use ground_truth::{Ns, Scenario};
 
 /// A no-injection run as the label check needs it: its truth, the step each
@@ -35,6 +35,40 @@ pub const RESOLVABLE: f64 = 2.0;
 /// The share of a symptom's lateness a CPU deschedule's measured off-CPU
 /// time must cover for the deschedule to be its cause.
 pub const DESCHEDULE_SHARE: f64 = 0.5;
+
+/// How many times the noise floor measured before the injected run an
+/// injection is sized to at least ([`sized_injection`]): a move through the
+/// injected mechanism then clears the floor with the same margin again, and
+/// the injection is more than [`RESOLVABLE`] times the drift.
+pub const SIZE_MARGIN: f64 = 2.0;
+
+/// The injection a backend runs (docs/scenario-space.md, "Cases that survive
+/// the noise"): the scenario's, with its magnitude raised to [`SIZE_MARGIN`]
+/// times the noise floor the twin and the quiet run measure on the symptom's
+/// true path in the twin (from the onset anchor the twin gives), when the
+/// asked magnitude is smaller. On a noisy host an injection under the floor
+/// moves the symptom by no more than the quiet runs drift and leaves the case
+/// indeterminate or relabelled; sized from what this backend measured, the
+/// case can be scored. The effective magnitude is the injection record's
+/// `requested_us`. A negative control's work keeps its asked size: it is not
+/// meant to move anything.
+pub fn sized_injection(sc: &Scenario, twin: &QuietRun, quiet: &QuietRun) -> Option<Injection> {
+    let inj = sc.injection.clone()?;
+    if !applies(sc) || inj.kind == InjectionKind::UnrelatedWork {
+        return Some(inj);
+    }
+    let Some(&symptom) = symptom_key(sc).and_then(|k| twin.keys.get(&k)) else {
+        return Some(inj);
+    };
+    let path = twin.truth.critical_path(symptom);
+    let anchor = onset_anchor(sc, twin.truth, twin.keys, &path).map(|(k, _)| k);
+    let floor_us = noise_floor(sc, twin, quiet, anchor.as_ref()) / 1e3;
+    let sized = (SIZE_MARGIN * floor_us * 10.0).ceil() / 10.0;
+    Some(Injection {
+        magnitude_us: inj.magnitude_us.max(sized),
+        ..inj
+    })
+}
 
 /// The noise floor of a scenario's symptom (ns): [`NOISE_MARGIN`] times the
 /// largest end-time drift between two no-injection runs over the nodes of
@@ -268,7 +302,13 @@ fn check(
     // have told: each run's noise may reach that drift, so a symptom that moved by
     // the whole injection (up to twice the drift) can still read as not late. Only an
     // injection larger than that, absorbed by slack, establishes `none`.
-    let injected_ns = injection.magnitude_us * 1e3;
+    // The magnitude the backend ran (`sized_injection` may have raised it).
+    let injected_ns = truth
+        .injections
+        .iter()
+        .map(|i| i.requested_us * 1e3)
+        .reduce(f64::max)
+        .unwrap_or(injection.magnitude_us * 1e3);
     if !late && on_path && injected_ns > 0.0 && injected_ns <= RESOLVABLE * drift_ns {
         return verdict(
             LabelVerdict::Indeterminate,
@@ -600,6 +640,51 @@ mod tests {
         );
     }
 
+    /// An injection smaller than the noise floor the twin and the quiet run
+    /// measure is raised to `SIZE_MARGIN` times that floor; a larger one, and a
+    /// negative control's work, keep their asked magnitude.
+    #[test]
+    fn an_injection_under_the_noise_floor_is_sized_up_to_clear_it() {
+        let mut sc = catalog("host-page-fault-vs-cpu-stall.page-fault");
+        let backend = SimBackend::default();
+        let (twin, keys) = {
+            let mut quiet_sc = sc.clone();
+            quiet_sc.injection = None;
+            backend.record_with_keys(&quiet_sc, 0).expect("recorded")
+        };
+        // A second quiet run whose symptom ended 40 µs later: the floor is
+        // three times that drift.
+        let mut other = twin.ground_truth.clone();
+        let symptom = keys[&crate::keys::symptom_key(&sc).unwrap()];
+        for n in &mut other.nodes {
+            if n.id == symptom {
+                n.end += 40_000;
+            }
+        }
+        let run = |truth| QuietRun {
+            truth,
+            keys: &keys,
+            origin: 0,
+        };
+        let floor_us = noise_floor(&sc, &run(&twin.ground_truth), &run(&other), None) / 1e3;
+        assert!(floor_us >= 120.0, "floor {floor_us} µs");
+        sc.injection.as_mut().unwrap().magnitude_us = 10.0;
+        let sized = sized_injection(&sc, &run(&twin.ground_truth), &run(&other)).unwrap();
+        assert!(
+            (sized.magnitude_us - SIZE_MARGIN * floor_us).abs() < 0.2,
+            "{} µs for a floor of {floor_us} µs",
+            sized.magnitude_us
+        );
+        sc.injection.as_mut().unwrap().magnitude_us = 5000.0;
+        let kept = sized_injection(&sc, &run(&twin.ground_truth), &run(&other)).unwrap();
+        assert_eq!(kept.magnitude_us, 5000.0);
+        let mut control = sc.clone();
+        control.injection.as_mut().unwrap().kind = InjectionKind::UnrelatedWork;
+        control.injection.as_mut().unwrap().magnitude_us = 10.0;
+        let same = sized_injection(&control, &run(&twin.ground_truth), &run(&other)).unwrap();
+        assert_eq!(same.magnitude_us, 10.0);
+    }
+
     /// A lateness within the floor is `none` only up to the drift the quiet
     /// runs showed; between that drift and the floor (the margin) it is
     /// indeterminate and not scored, and beyond the floor the label holds.
@@ -615,6 +700,10 @@ mod tests {
             truth.symptoms[0].lateness_ns = lateness_ns;
             truth.symptoms[0].cause = sc.cause;
             truth.symptoms[0].label = None;
+            // The run's injection as the scenario asks it.
+            for i in &mut truth.injections {
+                i.requested_us = sc.injection.as_ref().unwrap().magnitude_us;
+            }
             check_and_apply(sc, &mut truth, &keys, floor);
             let symptom = &truth.symptoms[0];
             (symptom.label.clone().unwrap(), symptom.cause)

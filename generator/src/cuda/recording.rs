@@ -125,6 +125,32 @@ impl Session {
             out.stats.twin = true;
             stats.push(out.stats.clone());
             fail("the no-injection twin run", &log.errors)?;
+            if crate::label::applies(sc) {
+                // A second run without the injection, under the injected run's
+                // own conditions (host collector included): how far this
+                // scenario's ops move from everything but the injection. Its
+                // seed is the injected run's and the twin's: on the GPU the seed
+                // only makes the scenario's choices (which pool member takes a
+                // randomized queue's work), and the noise is the machine's own,
+                // as the simulator draws its quiet run's noise independently
+                // but keeps its choices (sim/mod.rs). A seed of its own made
+                // other choices, and their timing counted as noise.
+                let (quiet_log, _) = self.execute_host(sc, None, seed, host_on)?;
+                fail("the second no-injection run", &quiet_log.errors)?;
+                quiet = Some(truth::build(sc, &quiet_log, None, &self.recorder, false));
+            }
+            // Sized from this machine's own noise (label::sized_injection).
+            fn quiet_run(r: &truth::Output) -> crate::label::QuietRun<'_> {
+                crate::label::QuietRun {
+                    truth: &r.builder.truth,
+                    keys: &r.keys,
+                    origin: r.origin,
+                }
+            }
+            let sized = quiet
+                .as_ref()
+                .and_then(|q| crate::label::sized_injection(sc, &quiet_run(&out), &quiet_run(q)));
+            let inj = sized.as_ref().unwrap_or(inj);
             let tw = plan::Twin {
                 nodes: &out.builder.truth.nodes,
                 keys: &out.keys,
@@ -146,20 +172,6 @@ impl Session {
                     .unwrap_or_else(|| Err("no fault calibration".into()))
             });
             plan = Some(p);
-            if crate::label::applies(sc) {
-                // A second run without the injection, under the injected run's
-                // own conditions (host collector included): how far this
-                // scenario's ops move from everything but the injection. Its
-                // seed is the injected run's and the twin's: on the GPU the seed
-                // only makes the scenario's choices (which pool member takes a
-                // randomized queue's work), and the noise is the machine's own,
-                // as the simulator draws its quiet run's noise independently
-                // but keeps its choices (sim/mod.rs). A seed of its own made
-                // other choices, and their timing counted as noise.
-                let (quiet_log, _) = self.execute_host(sc, None, seed, host_on)?;
-                fail("the second no-injection run", &quiet_log.errors)?;
-                quiet = Some(truth::build(sc, &quiet_log, None, &self.recorder, false));
-            }
             twin = Some(out);
         }
         self.prepare(sc, plan.as_ref())?;

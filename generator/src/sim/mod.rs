@@ -48,6 +48,14 @@ impl SimBackend {
         repetition: u32,
     ) -> Result<(Bundle, crate::keys::Keys), RecordError> {
         crate::backend::check(scenario)?;
+        // The simulator's runs share one clock: every origin is 0.
+        fn as_quiet(r: &engine::Run) -> crate::label::QuietRun<'_> {
+            crate::label::QuietRun {
+                truth: &r.builder.truth,
+                keys: &r.keys,
+                origin: 0,
+            }
+        }
         let seed = crate::mix(scenario.seed ^ crate::mix(repetition as u64 + 1));
         // The twin is another run of the same program, so its background noise
         // is drawn independently of the injected run's (docs/records.md).
@@ -79,6 +87,11 @@ impl SimBackend {
                     dispatch_ns: self.device.dispatch_ns,
                     copy_setup_ns: self.device.copy_setup_ns,
                 };
+                // Sized from this run's own noise (label::sized_injection).
+                let sized = quiet.as_ref().and_then(|q| {
+                    crate::label::sized_injection(scenario, &as_quiet(&twin), &as_quiet(q))
+                });
+                let inj = sized.as_ref().unwrap_or(inj);
                 let mut plan = crate::plan::plan(scenario, inj, &measured, device);
                 plan.mechanism = inject::mechanism(inj.kind).into();
                 (
@@ -92,14 +105,6 @@ impl SimBackend {
         let injections = run.injections.clone();
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
-        // The simulator's runs share one clock: every origin is 0.
-        fn as_quiet(r: &engine::Run) -> crate::label::QuietRun<'_> {
-            crate::label::QuietRun {
-                truth: &r.builder.truth,
-                keys: &r.keys,
-                origin: 0,
-            }
-        }
         answers::add_checked_symptom(
             scenario,
             &mut truth,

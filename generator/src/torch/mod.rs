@@ -299,12 +299,24 @@ impl TorchBackend {
                 dispatch_ns: DEVICE_DISPATCH_NS,
                 copy_setup_ns: DEVICE_COPY_SETUP_NS,
             };
-            let mut p = crate::plan::plan(sc, inj, &tw, facts);
-            p.mechanism = plan::mechanism(&p);
             if crate::label::applies(sc) {
                 let quiet_log = self.run(sc, crate::mix(seed ^ 0x6e6f_6973), None, None)?;
                 quiet = Some(truth::build(sc, &quiet_log, None, None));
             }
+            // Sized from this machine's own noise (label::sized_injection).
+            fn quiet_run(r: &truth::Output) -> crate::label::QuietRun<'_> {
+                crate::label::QuietRun {
+                    truth: &r.builder.truth,
+                    keys: &r.keys,
+                    origin: r.origin,
+                }
+            }
+            let sized = quiet
+                .as_ref()
+                .and_then(|q| crate::label::sized_injection(sc, &quiet_run(&out), &quiet_run(q)));
+            let inj = sized.as_ref().unwrap_or(inj);
+            let mut p = crate::plan::plan(sc, inj, &tw, facts);
+            p.mechanism = plan::mechanism(&p);
             plan = Some(p);
             twin = Some(out);
         }
