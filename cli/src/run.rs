@@ -666,11 +666,19 @@ fn label_path(out: &Path, key: &str) -> PathBuf {
 fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut changed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // The yield of each family (issue "Real program shapes"): how many of its
+    // cases each verdict took.
+    let mut by_family: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for key in keys {
         let Ok(verdict) = std::fs::read_to_string(label_path(out, key)) else {
             continue;
         };
         let verdict = verdict.trim().to_string();
+        *by_family
+            .entry(family_of_key(key).to_string())
+            .or_default()
+            .entry(verdict.clone())
+            .or_default() += 1;
         if ground_truth::graph::LabelVerdict::parse(&verdict).is_some_and(|v| v.changed_label()) {
             changed
                 .entry(verdict.clone())
@@ -681,6 +689,7 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
     }
     let text = serde_json::to_string_pretty(&serde_json::json!({
         "counts": counts,
+        "by_family": by_family,
         "cases": changed,
     }))
     .expect("label summary serializes");
@@ -689,15 +698,40 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))?;
     let n = |v: &str| counts.get(v).copied().unwrap_or(0);
     let checked: usize = counts.values().sum();
+    // Each family's scored share of its timing cases (kept or relabelled `none`).
+    let yields: Vec<String> = by_family
+        .iter()
+        .filter_map(|(family, v)| {
+            let of = |k: &str| v.get(k).copied().unwrap_or(0);
+            let scored = of("kept") + of("relabelled_none");
+            let timing = scored + of("dropped") + of("indeterminate");
+            (timing > 0).then(|| format!("{family} {scored}/{timing}"))
+        })
+        .collect();
     Ok(format!(
-        "labels checked against the truth: {} kept, {} relabelled none, {} dropped and {} indeterminate (not scored), {} not timing questions, {} recorded before the check",
+        "labels checked against the truth: {} kept, {} relabelled none, {} dropped and {} indeterminate (not scored), {} not timing questions, {} recorded before the check{}",
         n("kept"),
         n("relabelled_none"),
         n("dropped"),
         n("indeterminate"),
         n("not_applicable"),
-        keys.len().saturating_sub(checked)
+        keys.len().saturating_sub(checked),
+        if yields.is_empty() {
+            String::new()
+        } else {
+            format!("\ncausalbench: timing cases scored per family: {}", yields.join(", "))
+        }
     ))
+}
+
+/// The family of a case key (`BACKEND-FAMILY.…` or `corpus-FAMILY.…`): backend
+/// names carry no `-`, family names no `.`.
+fn family_of_key(key: &str) -> &str {
+    let mut rest = key;
+    for prefix in ["corpus-", "sim-", "cuda-", "torch-"] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    rest.split('.').next().unwrap_or(rest)
 }
 
 fn scores_path(out: &Path, key: &str) -> PathBuf {
