@@ -62,6 +62,27 @@ fn ranking(dom: &str, view: &str) -> Vec<String> {
         .collect()
 }
 
+/// Per row of the ranking table of `view`: the profiler and its "a case it gets wrong"
+/// link, if any.
+fn drill_links(dom: &str, view: &str) -> Vec<(String, Option<String>)> {
+    let start = dom.find(&format!("data-view=\"{view}\"")).unwrap();
+    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+    let names = ranking(dom, view);
+    table
+        .split("<td class=\"profiler\">")
+        .skip(1)
+        .zip(names)
+        .map(|(row, name)| {
+            let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+            let link = row
+                .split("class=\"drill\" href=\"")
+                .nth(1)
+                .map(|rest| rest[..rest.find('"').unwrap()].replace("&amp;", "&"));
+            (name, link)
+        })
+        .collect()
+}
+
 /// The rank cells of the ranking table of `view`, in order.
 fn ranks(dom: &str, view: &str) -> Vec<usize> {
     let start = dom.find(&format!("data-view=\"{view}\"")).unwrap();
@@ -284,6 +305,64 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
     assert!(
         dom.contains("share a rank"),
         "the index states the ranking rule"
+    );
+
+    // Every profiler that gets a case wrong in a view links, in that view's row, a
+    // page of a case it gets wrong, which shows it wrong.
+    let scores: Vec<serde_json::Value> = std::fs::read_to_string(out.join("scores.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut drilled = std::collections::BTreeSet::new();
+    for (collectors, mode) in [("combined", "instrumented"), ("host", "closed")] {
+        let view = format!("{collectors}/{mode}");
+        for (profiler, link) in drill_links(&dom, &view) {
+            let wrong = scores.iter().any(|c| {
+                c["profiler"] == profiler.as_str()
+                    && c["collectors"] == collectors
+                    && c["mode"] == mode
+                    && c["loss"] == "none"
+                    && c["symptoms"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|y| y["correct"] == false)
+            });
+            assert_eq!(
+                link.is_some(),
+                wrong,
+                "{view}: {profiler}'s wrong-case link"
+            );
+            if let Some(link) = link {
+                let page = site.join(&link);
+                let verdicts = std::fs::read_to_string(&page).unwrap();
+                let row = verdicts
+                    .split("<tr>")
+                    .find(|r| r.contains(&format!("</span>{profiler}</td>")))
+                    .unwrap_or_else(|| panic!("{link} has no verdicts of {profiler}"));
+                assert!(
+                    row.contains("class=\"bad\""),
+                    "{link} shows {profiler} wrong: {row}"
+                );
+                drilled.insert(link);
+            }
+        }
+    }
+    assert!(
+        drilled.len() > 1,
+        "profilers' wrong cases are not all one case: {drilled:?}"
+    );
+
+    // Family pages carry intervals beneath their rates.
+    let family = links(&dom)
+        .into_iter()
+        .find(|l| l.starts_with("family/"))
+        .expect("the index links no family");
+    let family_dom = dump_dom(&browser, &site.join(&family), &profile);
+    assert!(
+        family_dom.contains("pair accuracy") && family_dom.contains("class=\"ci\""),
+        "{family} shows no interval"
     );
 
     // A drill-down link of the index leads to its case's page.

@@ -8,7 +8,9 @@
 //! - `index.html`: a ranked table and a plot per view (collectors × mode), and per
 //!   profiler where it loses (`evaluator::shortfalls`);
 //! - `family/NAME.html`, `question/NAME.html`: the same per family and per question type;
-//! - `case/KEY.html`: one case, with its Perfetto traces beside it (`case/KEY.*.perfetto-trace`).
+//! - `case/KEY.html`: one case, with its Perfetto traces beside it (`case/KEY.*.perfetto-trace`):
+//!   the cases each profiler gets wrong (chosen by failure, across families), and the first
+//!   scenarios of each family.
 
 mod case;
 mod html;
@@ -16,7 +18,7 @@ mod overview;
 mod svg;
 
 use crate::Failure;
-use evaluator::{CaseScore, Leaderboard, Shortfall};
+use evaluator::{is_probe, CaseScore, Leaderboard, Shortfall};
 use ground_truth::{Collectors, Mode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +26,8 @@ use std::path::{Path, PathBuf};
 /// Cases given a page of their own (with their traces) per family and backend: the
 /// first repetition of the first scenarios by name. Bounds the site's size.
 const CASES_PER_FAMILY: usize = 3;
+/// Cases each profiler gets wrong given a page, each from another of its worst families.
+const WRONG_PER_PROFILER: usize = 3;
 /// Cases given a page of their own over the whole site.
 const MAX_CASES: usize = 90;
 
@@ -144,7 +148,7 @@ pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Wr
             key: keys.get(&id).cloned(),
         });
     }
-    let shown = choose_shown(&cases);
+    let shown = choose_shown(&cases, &wrong_cases(&scores));
     let entry = submission_entry(results)?;
     let site = Site {
         results: results.to_path_buf(),
@@ -217,9 +221,78 @@ fn case_keys(results: &Path) -> Result<BTreeMap<(String, String), String>, Failu
     Ok(keys)
 }
 
-/// The cases that get a page: per family and backend, the first repetition of the first
-/// [`CASES_PER_FAMILY`] scenarios by name, at most [`MAX_CASES`] in all.
-fn choose_shown(cases: &BTreeMap<(String, String), CaseRef>) -> BTreeSet<(String, String)> {
+/// Per profiler (probes apart), the cases it gets wrong, chosen by failure across
+/// families ([`worst_by_family`], at most [`WRONG_PER_PROFILER`]); then, for each view
+/// in which none of those is wrong, that view's worst case, so that every view's row
+/// can link a case it gets wrong.
+fn wrong_cases(scores: &[CaseScore]) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut by_profiler: BTreeMap<&str, Vec<&CaseScore>> = BTreeMap::new();
+    for c in scores.iter().filter(|c| {
+        c.is_loss_free() && !c.symptoms.is_empty() && !c.all_correct() && !is_probe(&c.profiler)
+    }) {
+        by_profiler.entry(&c.profiler).or_default().push(c);
+    }
+    by_profiler
+        .into_iter()
+        .map(|(profiler, wrong)| {
+            let mut chosen = worst_by_family(&wrong, WRONG_PER_PROFILER);
+            let views: BTreeSet<ViewKey> = wrong.iter().map(|c| (c.collectors, c.mode)).collect();
+            for view in views {
+                let in_view: Vec<&CaseScore> = wrong
+                    .iter()
+                    .copied()
+                    .filter(|c| (c.collectors, c.mode) == view)
+                    .collect();
+                let shown = in_view
+                    .iter()
+                    .any(|c| chosen.contains(&(c.bundle.clone(), c.backend.clone())));
+                if !shown {
+                    chosen.extend(worst_by_family(&in_view, 1));
+                }
+            }
+            (profiler.to_string(), chosen)
+        })
+        .collect()
+}
+
+/// Of the wrongly answered case scores `wrong`: the families by scores (most first), and
+/// from each the case (bundle, backend) with the most; ties by name; `n` at most.
+fn worst_by_family(wrong: &[&CaseScore], n: usize) -> Vec<(String, String)> {
+    // family → case → wrong views.
+    let mut families: BTreeMap<&str, BTreeMap<(&str, &str), u32>> = BTreeMap::new();
+    for c in wrong {
+        *families
+            .entry(&c.family)
+            .or_default()
+            .entry((&c.bundle, &c.backend))
+            .or_default() += 1;
+    }
+    let mut worst: Vec<(u32, (&str, &str))> = families
+        .values()
+        .filter_map(|cases| {
+            let total = cases.values().sum::<u32>();
+            let (case, _) = cases
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
+            Some((total, *case))
+        })
+        .collect();
+    worst.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    worst
+        .into_iter()
+        .take(n)
+        .map(|(_, (bundle, backend))| (bundle.to_string(), backend.to_string()))
+        .collect()
+}
+
+/// The cases that get a page, at most [`MAX_CASES`], taken in rounds: each profiler's
+/// worst wrong case ([`wrong_cases`]), then per family and backend the first repetition
+/// of the first scenario by name; then each profiler's further wrong cases, then each
+/// family's next scenarios, up to [`CASES_PER_FAMILY`].
+fn choose_shown(
+    cases: &BTreeMap<(String, String), CaseRef>,
+    wrong: &BTreeMap<String, Vec<(String, String)>>,
+) -> BTreeSet<(String, String)> {
     let mut by_family: BTreeMap<(&str, &str), BTreeMap<&str, &CaseRef>> = BTreeMap::new();
     for c in cases.values() {
         let scenarios = by_family
@@ -230,15 +303,32 @@ fn choose_shown(cases: &BTreeMap<(String, String), CaseRef>) -> BTreeSet<(String
             *first = c;
         }
     }
+    let wrong_round = |round: usize| -> Vec<(String, String)> {
+        wrong
+            .values()
+            .filter_map(|w| w.get(round).cloned())
+            .collect()
+    };
+    let family_round = |round: usize| -> Vec<(String, String)> {
+        by_family
+            .values()
+            .filter_map(|scenarios| scenarios.values().nth(round))
+            .map(|c| (c.bundle.clone(), c.backend.clone()))
+            .collect()
+    };
+    // Round-robin over profilers and families, so that the cap leaves every profiler
+    // a case it gets wrong and every family a case; then the further wrong cases, then
+    // the further scenarios.
+    let most_wrong = wrong.values().map(Vec::len).max().unwrap_or(0);
+    let order = wrong_round(0)
+        .into_iter()
+        .chain(family_round(0))
+        .chain((1..most_wrong).flat_map(wrong_round))
+        .chain((1..CASES_PER_FAMILY).flat_map(family_round));
     let mut shown = BTreeSet::new();
-    // Round-robin over families, so a cap leaves every family with a case.
-    for round in 0..CASES_PER_FAMILY {
-        for scenarios in by_family.values() {
-            if let Some(c) = scenarios.values().nth(round) {
-                if shown.len() < MAX_CASES {
-                    shown.insert((c.bundle.clone(), c.backend.clone()));
-                }
-            }
+    for id in order {
+        if shown.len() < MAX_CASES && cases.contains_key(&id) {
+            shown.insert(id);
         }
     }
     shown
@@ -275,7 +365,7 @@ mod tests {
                 }
             }
         }
-        let shown = choose_shown(&cases);
+        let shown = choose_shown(&cases, &BTreeMap::new());
         assert_eq!(shown.len(), MAX_CASES);
         assert!(
             shown.iter().all(|(bundle, _)| bundle.ends_with(".r0")),
@@ -290,6 +380,35 @@ mod tests {
         assert!(per_family
             .values()
             .all(|&n| (1..=CASES_PER_FAMILY).contains(&n)));
+    }
+
+    #[test]
+    fn each_profilers_wrong_cases_get_pages_first_under_the_cap() {
+        let mut cases = BTreeMap::new();
+        for family in 0..60 {
+            for scenario in 0..3 {
+                let c = case(
+                    &format!("f{family:02}"),
+                    &format!("f{family:02}.s{scenario}"),
+                    0,
+                );
+                cases.insert((c.bundle.clone(), c.backend.clone()), c);
+            }
+        }
+        // Late families' last scenarios: not among the first cases per family, but
+        // before the families' second and third.
+        let id = |f: usize| (format!("f{f:02}.s2.r0"), "sim".to_string());
+        let wrong: BTreeMap<String, Vec<(String, String)>> = [
+            ("p".to_string(), vec![id(59), id(58), id(57)]),
+            ("q".to_string(), vec![id(56)]),
+        ]
+        .into_iter()
+        .collect();
+        let shown = choose_shown(&cases, &wrong);
+        assert_eq!(shown.len(), MAX_CASES);
+        for f in [59, 58, 57, 56] {
+            assert!(shown.contains(&id(f)), "f{f}: {shown:?}");
+        }
     }
 
     #[test]

@@ -4,7 +4,10 @@
 use super::html::{esc, page, profiler, rate, rate_cell, slug};
 use super::svg::{rate_bars, Bar};
 use super::{view_name, Site, ViewKey};
-use evaluator::{is_probe, question_name, LeaderboardRow, Ranked, Shortfall, Tally, RANK_RULE};
+use evaluator::{
+    is_probe, part_rates, question_name, LeaderboardRow, PartRates, Ranked, Shortfall, Tally,
+    RANK_RULE,
+};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -102,7 +105,8 @@ fn losses(site: &Site, profiler: &str, view: ViewKey, depth: usize) -> String {
     if !phases.is_empty() {
         parts.push(format!("blames beyond its share: {}", phases.join(", ")));
     }
-    if let Some(link) = wrong_case(site, profiler, view) {
+    let worst_family = families.first().map(|t| t.key.as_str());
+    if let Some(link) = wrong_case(site, profiler, view, worst_family) {
         let link = link
             .strip_prefix("../")
             .map_or(link.clone(), |l| format!("{up}{l}"));
@@ -113,13 +117,26 @@ fn losses(site: &Site, profiler: &str, view: ViewKey, depth: usize) -> String {
     parts.join("<br>")
 }
 
-/// The page of a shown case this profiler answers wrongly in this view (loss-free).
-fn wrong_case(site: &Site, profiler: &str, view: ViewKey) -> Option<String> {
-    site.scores
+/// The page of a shown case this profiler answers wrongly in this view (loss-free): in
+/// its worst family of the view where one has a page, else in any.
+fn wrong_case(
+    site: &Site,
+    profiler: &str,
+    view: ViewKey,
+    worst_family: Option<&str>,
+) -> Option<String> {
+    let wrong: Vec<&evaluator::CaseScore> = site
+        .scores
         .iter()
         .filter(|c| c.profiler == profiler && (c.collectors, c.mode) == view && c.is_loss_free())
-        .filter(|c| !c.all_correct())
-        .find_map(|c| site.case_link(&c.bundle, &c.backend))
+        .filter(|c| !c.symptoms.is_empty() && !c.all_correct())
+        .collect();
+    let linked = |c: &&evaluator::CaseScore| site.case_link(&c.bundle, &c.backend);
+    wrong
+        .iter()
+        .filter(|c| Some(c.family.as_str()) == worst_family)
+        .find_map(linked)
+        .or_else(|| wrong.iter().find_map(linked))
 }
 
 /// The index page.
@@ -266,29 +283,30 @@ fn questions(site: &Site) -> BTreeSet<String> {
         .collect()
 }
 
-/// Per view, a table of the ranked profilers: a rate (headed `rate_name`) and a tally of
-/// symptoms right, both from `cells` (profiler's row, view).
-fn per_view_tables<'a>(
-    site: &'a Site,
-    rate_name: &str,
-    cells: impl Fn(&'a LeaderboardRow, ViewKey) -> (Option<f64>, Option<&'a Tally>),
+/// Per view, a table of the ranked profilers, one column per header: the cells of a
+/// profiler's row from `cells` (its leaderboard row, the view), as HTML cells.
+fn per_view_tables(
+    site: &Site,
+    headers: &[&str],
+    cells: impl Fn(&LeaderboardRow, ViewKey) -> Vec<String>,
 ) -> String {
     let mut b = String::new();
     for view in site.views() {
         let _ = write!(
             b,
-            "<h2>View {}</h2><table><tr><th>profiler</th><th>{rate_name}</th>\
-             <th>symptoms right</th></tr>",
+            "<h2>View {}</h2><table><tr><th>profiler</th>",
             esc(&view_name(view))
         );
+        for h in headers {
+            let _ = write!(b, "<th>{}</th>", esc(h));
+        }
+        b.push_str("</tr>");
         for Ranked { row: r, .. } in ranked(site, view) {
-            let (value, tally) = cells(r, view);
             let _ = write!(
                 b,
-                "<tr><td>{}</td>{}<td class=\"num\">{}</td></tr>",
+                "<tr><td>{}</td>{}</tr>",
                 profiler(&r.profiler),
-                rate_cell(value, None),
-                tally.map_or_else(|| "n/a".into(), count)
+                cells(r, view).concat()
             );
         }
         b.push_str("</table>");
@@ -296,38 +314,86 @@ fn per_view_tables<'a>(
     b
 }
 
-/// One page per family: per view, each profiler's pair and symptom accuracy on it, and
-/// the family's cases with each profiler's loss-free verdicts.
+/// `right/all right` of a part's symptoms, as a cell.
+fn right_cell(rates: Option<&PartRates>) -> String {
+    format!(
+        "<td class=\"num\">{}</td>",
+        rates.map_or_else(
+            || "n/a".into(),
+            |p| format!("{}/{} right", p.correct, p.symptoms)
+        )
+    )
+}
+
+/// The note on a part's intervals.
+const PART_NOTE: &str = "<p class=\"note\">Loss-free views. 95&nbsp;% cluster-bootstrap \
+    intervals beneath each rate; the resampled unit is the family instance (a catalog family \
+    is one, so its interval is a point), as in the leaderboard (evaluator/METRICS.md).</p>";
+
+/// One page per family: per view, each profiler's pair and symptom accuracy on it with
+/// their intervals, and the family's cases with each profiler's loss-free verdicts.
 pub fn family_pages(site: &Site) -> Vec<(String, String)> {
     families(site)
         .into_iter()
         .map(|family| {
-            let mut b = per_view_tables(site, "pair accuracy", |r, view| {
-                let pair = site.leaderboard.families.iter().find(|f| {
-                    f.family == family
-                        && f.profiler == r.profiler
-                        && (f.collectors, f.mode) == (Some(view.0), Some(view.1))
-                });
-                let tally = shortfall(site, &r.profiler, view)
-                    .and_then(|s| s.by_family.iter().find(|t| t.key == family));
-                (pair.and_then(|f| f.pair_accuracy), tally)
-            });
+            let rates = part_rates(
+                &site.scores,
+                &format!("family {family}"),
+                |c| c.family == family,
+                |_| true,
+            );
+            let mut b = String::from(PART_NOTE);
+            b.push_str(&per_view_tables(
+                site,
+                &["pair accuracy", "symptom accuracy", "symptoms right"],
+                |r, view| {
+                    let p = rates.get(&(r.profiler.clone(), view.0, view.1));
+                    vec![
+                        rate_cell(
+                            p.and_then(|p| p.pair_accuracy),
+                            p.and_then(|p| p.pair_accuracy_ci.as_ref()),
+                        ),
+                        rate_cell(
+                            p.and_then(|p| p.symptom_accuracy),
+                            p.and_then(|p| p.symptom_accuracy_ci.as_ref()),
+                        ),
+                        right_cell(p),
+                    ]
+                },
+            ));
             b.push_str(&cases_table(site, |c| c.family == family));
             (slug(&family), page(&format!("Family {family}"), 1, &b))
         })
         .collect()
 }
 
-/// One page per question type: per view, each profiler's accuracy on it.
+/// One page per question type: per view, each profiler's accuracy on it with its
+/// interval.
 pub fn question_pages(site: &Site) -> Vec<(String, String)> {
     questions(site)
         .into_iter()
         .map(|question| {
-            let mut b = per_view_tables(site, "accuracy", |r, view| {
-                let tally = shortfall(site, &r.profiler, view)
-                    .and_then(|s| s.by_question.iter().find(|t| t.key == question));
-                (tally.and_then(Tally::accuracy), tally)
-            });
+            let rates = part_rates(
+                &site.scores,
+                &format!("question {question}"),
+                |_| true,
+                |s| question_name(s.question) == question,
+            );
+            let mut b = String::from(PART_NOTE);
+            b.push_str(&per_view_tables(
+                site,
+                &["accuracy", "symptoms right"],
+                |r, view| {
+                    let p = rates.get(&(r.profiler.clone(), view.0, view.1));
+                    vec![
+                        rate_cell(
+                            p.and_then(|p| p.symptom_accuracy),
+                            p.and_then(|p| p.symptom_accuracy_ci.as_ref()),
+                        ),
+                        right_cell(p),
+                    ]
+                },
+            ));
             let asks = |c: &evaluator::CaseScore| {
                 c.symptoms
                     .iter()
