@@ -234,6 +234,47 @@ fn copies_of_one_direction_take_turns_and_opposite_directions_overlap() {
     assert!(two.start < one.end, "opposite directions overlap");
 }
 
+/// Sixteen 8 MiB copies on stream `a`, then a 1 MiB copy on `b` behind a
+/// 300 µs kernel that ends while `a`'s copies run.
+const COPIES_THEN_GATED: &str = r#"
+cause: none
+threads: [{name: host}]
+streams: [{name: a}, {name: b}]
+programs:
+  - name: p
+    start: host
+    requests: 1
+    steps:
+{COPIES}
+      - {op: kernel, id: k, stream: b, name: k, duration_us: 300, grid: 8}
+      - {op: copy, id: tiny, stream: b, direction: h2d, bytes: 1048576, memory: pinned}
+      - {op: sync, target: device}
+symptom:
+  step: tiny
+"#;
+
+#[test]
+fn a_streams_back_to_back_copies_keep_their_turn() {
+    let copies: String = (0..16)
+        .map(|i| {
+            format!(
+                "      - {{op: copy, id: c{i}, stream: a, direction: h2d, bytes: 8388608, \
+                 memory: pinned}}\n"
+            )
+        })
+        .collect();
+    let sc = scenario(&COPIES_THEN_GATED.replace("{COPIES}\n", &copies));
+    let b = record(&sc);
+    let t = &b.ground_truth;
+    let (k, tiny, last) = (op(t, "k"), op(t, "tiny"), op(t, "c15"));
+    // docs/gpu-facts.md: on the H200 the gated copy ran after all sixteen.
+    assert!(k.end < last.start, "the kernel ends while stream a copies");
+    assert!(
+        tiny.start >= last.end,
+        "the gated copy waits for all of them"
+    );
+}
+
 /// `input` waits on stream `upload` for an event of `side`'s 800 µs kernel:
 /// it is issued long before it can move. The application's own copies are
 /// 16 MiB (≈ 300 µs), what injected copies imitate.

@@ -95,14 +95,40 @@ out["gated_h2d_then_ready_h2d"] = median_trial(
 # A small H2D copy issued while a long H2D copy runs, and a small D2H beside it.
 out["long_h2d_then_small_h2d"] = median_trial([(0, h2d_a), (1, h2d_small)])
 out["long_h2d_then_small_d2h"] = median_trial([(0, h2d_a), (1, d2h_small)])
-# Four back-to-back 8 MiB H2D copies on stream 0; stream 1's 1 MiB H2D copy
-# waits behind a kernel: does it wait for the copy in progress when it is let
-# go, or for all four?
+# Sixteen back-to-back 8 MiB H2D copies on stream 0 (≈ 2.5 ms); then stream
+# 1's 1 MiB H2D copy behind a 300 µs kernel (spinning on %globaltimer, so its
+# length does not depend on the clocks): when the kernel ends while stream 0's
+# copies run, does the 1 MiB copy go next, or after all of them?
+import cupy
+
+SPIN = cupy.RawKernel(r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+""", "spin")
+
+
+CUPY_STREAMS = {s.cuda_stream: cupy.cuda.ExternalStream(s.cuda_stream) for s in streams}
+
+
+def timer_spin(us):
+    with CUPY_STREAMS[torch.cuda.current_stream().cuda_stream]:
+        SPIN((1,), (1,), (cupy.uint64(int(us * 1000)),))
+
+
+# Compile and load the kernel before the trials.
+with torch.cuda.stream(streams[1]):
+    timer_spin(10)
+torch.cuda.synchronize()
+
+
 tiny_pinned = torch.empty(1 * MiB, dtype=torch.uint8).pin_memory()
 dev_tiny = torch.empty(1 * MiB, dtype=torch.uint8, device=dev)
-out["four_copies_then_gated_copy"] = median_trial(
-    [(1, lambda: spin(200)), (1, lambda: dev_tiny.copy_(tiny_pinned, non_blocking=True)),
-     (0, h2d_small), (0, h2d_small), (0, h2d_small), (0, h2d_small)]
+h2d_tiny = lambda: dev_tiny.copy_(tiny_pinned, non_blocking=True)
+out["copies_then_gated_copy"] = median_trial(
+    [(0, h2d_small)] * 16 + [(1, lambda: timer_spin(300)), (1, h2d_tiny)]
 )
 pageable_small = torch.empty(8 * MiB, dtype=torch.uint8)
 out["d2h_pageable_8MiB"] = median_trial(

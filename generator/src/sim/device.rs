@@ -319,9 +319,10 @@ impl CopyEngine {
     /// Puts the copy `placed` where `place` found room for it; `movable`
     /// while nothing has read its times. A copy its stream let go when its
     /// own previous copy ended stays where it is: the engine serves a
-    /// stream's back-to-back copies in a row (four copies of one stream ran
-    /// one after the other on the H200, docs/gpu-facts.md), so only a copy
-    /// that waited for other work (a kernel, an event) gives way.
+    /// stream's back-to-back copies in a row (a copy let go during another
+    /// stream's sixteen copies waited for all of them on the H200,
+    /// docs/gpu-facts.md), so only a copy that waited for other work (a
+    /// kernel, an event) gives way.
     pub fn insert(&mut self, direction: CopyDirection, placed: PlacedCopy, movable: bool) {
         self.engine(direction).busy.insert(placed.start, placed);
         let behind_own_copy = self
