@@ -991,3 +991,132 @@ fn the_last_untimed_fault_lasts_until_the_thread_goes_on() {
         CauseLabel::HostCompute,
     );
 }
+
+/// Four requests on thread 10: a 1 ms kernel, a stream synchronize that returns
+/// when it ends, and 10 µs later a 200 µs kernel launched behind it, asked
+/// about in the last request. The last request's first kernel waits `held` to
+/// start while a kernel of no request holds the SMs.
+fn launched_after_a_late_synchronize(held: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let base = 10 * MS + r * 20 * MS;
+        begin_request(&mut b, r, base);
+        let own_held = if r == 3 { held } else { 0 };
+        let t = base + 20 * US;
+        if own_held > 0 {
+            b.launch(20, t - 50 * US, 2, "other_work", own_held + 57 * US);
+        }
+        kernels_in_a_row(&mut b, r, t, &[("embed", MS)], own_held);
+        // Queued 2 µs after its launch, started 5 µs after that.
+        let root_end = t + 7 * US + own_held + MS;
+        let (_, c) = b.api(10, "cudaStreamSynchronize", t + 10 * US, root_end + 2 * US);
+        b.sync(
+            c,
+            SyncType::StreamSynchronize,
+            1,
+            0,
+            0,
+            t + 10 * US,
+            root_end + US,
+        );
+        let at = root_end + 12 * US;
+        symptom = request_kernel(
+            &mut b,
+            r,
+            10,
+            at,
+            "sample",
+            at + 2 * US,
+            200 * US,
+            "svc.py:41",
+        );
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+/// Rule 7, a blocking call before the launch: a kernel launched on time right
+/// after a synchronize that waited longer than its peers' takes the cause of
+/// the late device work the synchronize waited for (a first kernel held 400 µs
+/// at the SMs).
+#[test]
+fn a_launch_after_a_late_synchronize_takes_the_cause_of_what_it_waited_for() {
+    {
+        cov_mark::check!(late_blocking_predecessor);
+        assert_top_cause(
+            &launched_after_a_late_synchronize(400 * US),
+            CauseLabel::OccupancyPressure,
+        );
+    }
+    // Must not: a synchronize that waited no longer than its peers' passes nothing on.
+    cov_mark::check_count!(late_blocking_predecessor, 0);
+    assert_top_cause(&launched_after_a_late_synchronize(0), CauseLabel::None);
+}
+
+/// Four requests on thread 10, each one 200 µs kernel launched after a 5 µs
+/// call; in the last request the thread spends `gap` between the two, and a
+/// scheduler record shows it preempted for all of it. Without `host_records`
+/// the view keeps only what CUPTI and the application record (no eBPF).
+fn late_launch(gap: u64, host_records: bool) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let base = 10 * MS + r * 20 * MS;
+        begin_request(&mut b, r, base);
+        let t = base + 20 * US;
+        b.api(10, "cudaGetLastError", t, t + 5 * US);
+        let own_gap = if r == 3 { gap } else { 10 * US };
+        if r == 3 {
+            b.sched(
+                10,
+                t + 6 * US,
+                t + 5 * US + own_gap,
+                SwitchReason::Preempted,
+            );
+        }
+        let at = t + 5 * US + own_gap;
+        symptom = request_kernel(
+            &mut b,
+            r,
+            10,
+            at,
+            "embed",
+            at + 2 * US,
+            200 * US,
+            "svc.py:40",
+        );
+    }
+    b.query("q", symptom, Question::Cause);
+    let mut v = b.build();
+    if !host_records {
+        v.records
+            .retain(|r| r.source() != ground_truth::trace::Source::Ebpf);
+    }
+    v
+}
+
+/// Rule 9: a launch that came late with nothing in the view to say why (no eBPF
+/// records) is unresolved at its call: the stall that delayed it is not in the
+/// view.
+#[test]
+fn a_late_launch_without_host_records_is_unresolved_at_its_call() {
+    {
+        cov_mark::check!(host_stall_not_in_view);
+        let e = explain(&late_launch(500 * US, false));
+        let d = diagnosis(&e);
+        assert_eq!(d.causes[0].label, CauseLabel::HostCompute, "{:?}", d.causes);
+        assert!(!d.complete && d.first_unresolved.is_some(), "{d:?}");
+    }
+    // Must not: the scheduler record in the view says why.
+    cov_mark::check_count!(host_stall_not_in_view, 0);
+    let e = explain(&late_launch(500 * US, true));
+    let d = diagnosis(&e);
+    assert_eq!(
+        d.causes[0].label,
+        CauseLabel::CpuDeschedule,
+        "{:?}",
+        d.causes
+    );
+    assert!(d.complete, "{d:?}");
+}
