@@ -208,6 +208,44 @@ pub struct ExternalCommand {
     pub max_log_bytes: u64,
 }
 
+/// How the private directories of invocations are named, in the temporary directory.
+const PRIVATE_PREFIX: &str = "causalbench-profiler-";
+/// The file in a private directory its harness holds locked while it runs.
+const PRIVATE_LOCK: &str = "owner.lock";
+/// A private directory without a lock file is left alone this long: its harness
+/// may be between creating it and locking it.
+const UNLOCKED_GRACE: Duration = Duration::from_secs(3600);
+
+/// Removes the private directories that harnesses killed before they could clean
+/// up left in the temporary directory: those whose lock no one holds. Run once per
+/// process before its first invocation.
+pub fn remove_stale_private_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let is_private = entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(PRIVATE_PREFIX)
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_private {
+            continue;
+        }
+        let dir = entry.path();
+        let stale = match File::open(dir.join(PRIVATE_LOCK)) {
+            Ok(lock) => lock.try_lock().is_ok(),
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > UNLOCKED_GRACE)),
+        };
+        if stale {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
 /// File names inside an invocation's private directory.
 const PRIVATE_VIEW: &str = "view.json";
 const PRIVATE_OUT_DIR: &str = "out";
@@ -335,12 +373,23 @@ impl ExternalCommand {
     ) -> Result<Explanation, ExternalError> {
         // A stale file from an earlier run must not pass for this run's output.
         let _ = std::fs::remove_file(out_path);
+        static CLEANED: std::sync::Once = std::sync::Once::new();
+        CLEANED.call_once(remove_stale_private_dirs);
         let private = tempfile::Builder::new()
-            .prefix("causalbench-profiler-")
+            .prefix(PRIVATE_PREFIX)
             .tempdir()
             .map_err(|source| ExternalError::Io {
                 command: self.template.clone(),
                 what: "cannot create its private directory".into(),
+                source,
+            })?;
+        // Held while the invocation runs: a private directory whose lock is free
+        // belongs to a harness that died (`kill -9`) and is removed by the next one.
+        let _owner = File::create(private.path().join(PRIVATE_LOCK))
+            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
+            .map_err(|source| ExternalError::Io {
+                command: self.template.clone(),
+                what: "cannot lock its private directory".into(),
                 source,
             })?;
         let (pview, pout_dir) = (
@@ -479,7 +528,7 @@ impl ExternalCommand {
         } else {
             // Whatever lies beside the view and the output (a bundle, say) stays out of
             // reach, and so do the private directories of other invocations.
-            let temp = std::env::temp_dir().join("causalbench-profiler-");
+            let temp = std::env::temp_dir().join(PRIVATE_PREFIX);
             let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
                 .iter()
                 .map(|p| {

@@ -338,3 +338,24 @@ fn a_failure_is_summarised_without_paths_of_its_invocation() {
     assert!(x.diagnoses.is_empty() && x.edges.is_empty());
     x.check_against(&out, &view).unwrap();
 }
+
+#[test]
+fn a_killed_harness_leaves_no_private_directory_behind() {
+    let temp = std::env::temp_dir();
+    let pid = std::process::id();
+    // What a harness killed with `kill -9` leaves: its lock no longer held.
+    let stale = temp.join(format!("causalbench-profiler-test-stale-{pid}"));
+    std::fs::create_dir_all(stale.join("out")).unwrap();
+    std::fs::write(stale.join("out/explanation.json"), "{}").unwrap();
+    std::fs::File::create(stale.join("owner.lock")).unwrap();
+    // A running harness's: locked.
+    let live = temp.join(format!("causalbench-profiler-test-live-{pid}"));
+    std::fs::create_dir_all(&live).unwrap();
+    let lock = std::fs::File::create(live.join("owner.lock")).unwrap();
+    lock.lock().unwrap();
+    baselines::external::remove_stale_private_dirs();
+    assert!(!stale.exists());
+    assert!(live.exists());
+    drop(lock);
+    std::fs::remove_dir_all(&live).unwrap();
+}
