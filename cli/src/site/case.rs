@@ -84,7 +84,7 @@ pub fn page(
         esc(&case.scenario),
         case.repetition
     );
-    b.push_str(&verdicts(&scores));
+    b.push_str(&verdicts(&site.palette, &scores));
     let files = case
         .key
         .as_deref()
@@ -104,7 +104,7 @@ pub fn page(
 
 /// Each profiler's verdict per loss-free view: every symptom right or not, and the
 /// cause or answer it claimed.
-fn verdicts(scores: &[&CaseScore]) -> String {
+fn verdicts(palette: &evaluator::palette::Palette, scores: &[&CaseScore]) -> String {
     let mut views: Vec<(Collectors, Mode)> = scores
         .iter()
         .filter(|s| s.is_loss_free())
@@ -128,7 +128,7 @@ fn verdicts(scores: &[&CaseScore]) -> String {
     }
     b.push_str("</tr>");
     for (name, cells) in rows.iter().filter(|(p, _)| !is_probe(p)) {
-        let _ = write!(b, "<tr><td>{}</td>", profiler(name));
+        let _ = write!(b, "<tr><td>{}</td>", profiler(palette, name));
         for v in &views {
             match cells.get(v) {
                 Some(s) => {
@@ -249,7 +249,7 @@ fn details(
             let _ = write!(
                 b,
                 "<div class=\"claimed\"><b>{}</b>",
-                profiler(&x.meta.profiler)
+                profiler(&site.palette, &x.meta.profiler)
             );
             match x.diagnoses.iter().find(|d| d.query == symptom.id) {
                 Some(d) if !d.critical_path.is_empty() => {

@@ -2,7 +2,7 @@
 //! with its inline style sheet (pages open from disk, offline, with nothing fetched),
 //! and how rates, intervals, verdicts and profilers are shown.
 
-use evaluator::palette::{profiler_colour, CORRECT, NOT_ASKED, WRONG};
+use evaluator::palette::{Palette, CORRECT, NOT_ASKED, WRONG};
 use evaluator::Interval;
 use std::fmt::Write as _;
 
@@ -96,11 +96,11 @@ pub fn rate_cell(value: Option<f64>, ci: Option<&Interval>) -> String {
     s
 }
 
-/// A profiler's name after its colour swatch.
-pub fn profiler(name: &str) -> String {
+/// A profiler's name after its colour swatch (its colour in the site's `palette`).
+pub fn profiler(palette: &Palette, name: &str) -> String {
     format!(
         "<span class=\"swatch\" style=\"background:{}\"></span>{}",
-        profiler_colour(name).hex(),
+        palette.colour(name).hex(),
         esc(name)
     )
 }

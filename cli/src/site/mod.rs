@@ -69,6 +69,9 @@ pub struct Site {
     pub cases: BTreeMap<(String, String), CaseRef>,
     /// The cases with a page, by (bundle, backend).
     pub shown: BTreeSet<(String, String)>,
+    /// One colour per profiler, every pair far enough apart to tell apart
+    /// (`evaluator::palette::Palette`).
+    pub palette: evaluator::palette::Palette,
     /// For a submission folder (`causalbench submit`): the entry's name, and what
     /// `check --rerun` found when it ran the command again (none before that).
     pub entry: Option<(String, Option<ground_truth::submission::Reproduction>)>,
@@ -150,7 +153,10 @@ pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Wr
     }
     let shown = choose_shown(&cases, &wrong_cases(&scores));
     let entry = submission_entry(results)?;
+    let palette =
+        evaluator::palette::Palette::for_profilers(scores.iter().map(|s| s.profiler.as_str()));
     let site = Site {
+        palette,
         results: results.to_path_buf(),
         scores,
         leaderboard,

@@ -205,7 +205,7 @@ pub fn index(site: &Site) -> String {
                 b,
                 "<tr><td class=\"num rank\">{}</td><td class=\"profiler\">{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 rank,
-                profiler(&r.profiler),
+                profiler(&site.palette, &r.profiler),
                 reproduced_mark(site, &r.profiler),
                 rate_cell(r.pair_accuracy, ci("pair_accuracy")),
                 rate_cell(r.root_cause_top1, ci("root_cause_top1")),
@@ -221,6 +221,7 @@ pub fn index(site: &Site) -> String {
             .iter()
             .map(|r| Bar {
                 profiler: &r.row.profiler,
+                colour: site.palette.colour(&r.row.profiler),
                 value: r.row.pair_accuracy,
                 ci: r.row.ci.get("pair_accuracy"),
             })
@@ -305,7 +306,7 @@ fn per_view_tables(
             let _ = write!(
                 b,
                 "<tr><td>{}</td>{}</tr>",
-                profiler(&r.profiler),
+                profiler(&site.palette, &r.profiler),
                 cells(r, view).concat()
             );
         }
@@ -436,7 +437,7 @@ fn cases_table(site: &Site, keep: impl Fn(&evaluator::CaseScore) -> bool) -> Str
          those it was asked in.</p><table><tr><th>bundle</th><th>backend</th>",
     );
     for p in &profilers {
-        let _ = write!(b, "<th>{}</th>", profiler(p));
+        let _ = write!(b, "<th>{}</th>", profiler(&site.palette, p));
     }
     b.push_str("</tr>");
     for ((bundle, backend), row) in &cells {

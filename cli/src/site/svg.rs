@@ -2,13 +2,15 @@
 //! profiler in its own colour (`evaluator::palette`), intervals as whiskers.
 
 use super::html::esc;
-use evaluator::palette::profiler_colour;
+use evaluator::palette::Colour;
 use evaluator::Interval;
 use std::fmt::Write as _;
 
 /// One bar: a profiler's rate and its interval.
 pub struct Bar<'a> {
     pub profiler: &'a str,
+    /// Its colour in the site's palette.
+    pub colour: Colour,
     pub value: Option<f64>,
     pub ci: Option<&'a Interval>,
 }
@@ -39,7 +41,7 @@ pub fn rate_bars(title: &str, bars: &[Bar]) -> String {
     }
     for (i, bar) in bars.iter().enumerate() {
         let y = 30.0 + bar_h * i as f64;
-        let colour = profiler_colour(bar.profiler).hex();
+        let colour = bar.colour.hex();
         let _ = write!(
             s,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
