@@ -299,6 +299,18 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
             });
         }
     }
+    let expected: BTreeSet<&Path> = explained.iter().map(|e| e.explanation.as_path()).collect();
+    if let Some(foreign) = foreign_file(&dir.join("explanations"), &expected) {
+        return Err(reject(
+            dir,
+            format!(
+                "{}: not an explanation of `{}` on one of its views (baselines/PROTOCOL.md: \
+                 a foreign explanation)",
+                foreign.display(),
+                metadata.name
+            ),
+        ));
+    }
     compare_scores(dir, &metadata, &scores)?;
     println!(
         "check {}: accepted `{}` {}: {} bundles verified by hash, {} explanations re-scored, \
@@ -311,6 +323,13 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     );
     if args.rerun {
         return rerun(&args, &metadata, &view_key, &bundles, &explained);
+    }
+    if dir.join(REPRODUCTION_FILE).exists() {
+        println!(
+            "check {}: {REPRODUCTION_FILE} is the submitter's statement: only `check --rerun` \
+             verifies that the command reproduces the explanations",
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -441,6 +460,28 @@ fn entry_file(dir: &Path, relative: impl AsRef<Path>, limit: u64) -> Result<Path
         ));
     }
     Ok(path)
+}
+
+/// The first thing under `explanations` that is not one of the `expected` files (each
+/// a directory on the way to one, or the file itself): another file, a link, a FIFO.
+fn foreign_file(explanations: &Path, expected: &BTreeSet<&Path>) -> Option<PathBuf> {
+    let mut stack = vec![explanations.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Some(dir);
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() && expected.iter().any(|e| e.starts_with(&path)) => {
+                    stack.push(path)
+                }
+                Ok(t) if t.is_file() && expected.contains(path.as_path()) => {}
+                _ => return Some(path),
+            }
+        }
+    }
+    None
 }
 
 /// A device activity no clock can have recorded: ending before it started, or at the

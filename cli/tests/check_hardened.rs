@@ -136,6 +136,7 @@ fn check_rejects_what_it_must_not_read_or_score() {
     let bundle_rel2 = bundle_rel.clone();
     let outside2 = outside.clone();
     let explanation2 = explanation.clone();
+    let explanation3 = explanation.clone();
     let cases: Vec<(&str, &str, Damage)> = vec![
         (
             "scores-fifo",
@@ -204,6 +205,14 @@ fn check_rejects_what_it_must_not_read_or_score() {
                     .open(e.join(&explanation2))
                     .unwrap();
                 f.set_len(300 << 20).unwrap();
+            }),
+        ),
+        (
+            "foreign-explanation",
+            "foreign",
+            Box::new(move |e| {
+                let own = e.join(&explanation3);
+                std::fs::copy(&own, own.with_file_name("someone-else.json")).unwrap();
             }),
         ),
         (
