@@ -16,6 +16,9 @@ use crate::index::{call_site_frame, Pos};
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
 
+/// A record's ranked causes, phase excess and peer count.
+type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
+
 pub(crate) struct Diag {
     pub diagnosis: Diagnosis,
     pub peers: usize,
@@ -176,8 +179,10 @@ impl Graph<'_> {
     pub(super) fn host_causes(&self, call: Pos) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
         let peers = self.call_peers(call);
         let (host, v) = self.host_excess(call, &peers);
-        let mut ph = Phases::default();
-        ph.host_enqueue = host;
+        let ph = Phases {
+            host_enqueue: host,
+            ..Phases::default()
+        };
         if host <= NOISE_NS {
             return (
                 vec![
@@ -359,7 +364,7 @@ impl Graph<'_> {
         peers: &[Pos],
         v: f64,
         finish_late: Option<(f64, f64)>,
-    ) -> Option<(Vec<(CauseLabel, f64)>, Phases, usize)> {
+    ) -> Option<Verdict> {
         let (late, _) = finish_late.filter(|&(late, _)| v < LATENESS_SHARE * late)?;
         let (causes, _) = self.late_since_request(p, peers, 0)?;
         cov_mark::hit!(own_phase_explains_too_little);
