@@ -290,6 +290,10 @@ fn the_html_leaderboard_ranks_drills_down_and_has_no_broken_link() {
                 .unwrap()["pair_accuracy"]
                 .clone()
         };
+        assert!(
+            got.windows(2).any(|w| w[0] == w[1]),
+            "{view}: this result set has profilers whose intervals overlap: {got:?}"
+        );
         for i in 1..shown.len() {
             if value(&shown[i]) == value(&shown[i - 1]) {
                 assert_eq!(
