@@ -66,6 +66,16 @@ fn write_file(path: &str, bytes: &[u8]) -> nix::Result<()> {
 /// (PID 1 of the new PID namespace); the process that called it waits for that
 /// one and exits as it did, never returning.
 pub(crate) fn enter(maps: &IdMaps) -> nix::Result<()> {
+    // The relay never executes a program, so it keeps the harness's signal handlers:
+    // a SIGCHLD handler of the harness's (the wait-timeout crate installs one) would
+    // run in it when PID 1 ends, on descriptors the relay has closed.
+    // SAFETY: resetting a disposition to the default touches no memory.
+    unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGCHLD,
+            nix::sys::signal::SigHandler::SigDfl,
+        )?;
+    }
     nix::sched::unshare(FLAGS)?;
     write_file("/proc/self/setgroups", b"deny")?;
     write_file("/proc/self/uid_map", &maps.uid)?;

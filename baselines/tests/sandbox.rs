@@ -359,3 +359,48 @@ fn a_killed_harness_leaves_no_private_directory_behind() {
     drop(lock);
     std::fs::remove_dir_all(&live).unwrap();
 }
+
+/// Set by [`a_sigchld_handler_of_the_harness_does_not_break_the_sandbox`].
+const HANDLER_HELPER: &str = "CAUSALBENCH_TEST_SIGCHLD_HELPER";
+
+/// Not a test of its own: a fresh harness that installs a SIGCHLD handler (as the
+/// wait-timeout crate does) before its first invocation.
+#[test]
+#[ignore = "run by a_sigchld_handler_of_the_harness_does_not_break_the_sandbox"]
+fn helper_harness_with_a_sigchld_handler() {
+    use wait_timeout::ChildExt;
+    let Some(dir) = std::env::var_os(HANDLER_HELPER) else {
+        return;
+    };
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    child.wait_timeout(Duration::from_secs(60)).unwrap();
+    baselines::sandbox::namespaces_available().unwrap();
+    let dir = PathBuf::from(dir);
+    let log = dir.join("log");
+    run_sh(
+        &dir,
+        &format!("head -c 2 /proc/1/cmdline >&2\n{VALID}\n"),
+        &log,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "sh");
+}
+
+#[test]
+fn a_sigchld_handler_of_the_harness_does_not_break_the_sandbox() {
+    if !namespaces() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "helper_harness_with_a_sigchld_handler",
+        ])
+        .env(HANDLER_HELPER, dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("1 passed"), "{said}");
+}
