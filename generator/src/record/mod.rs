@@ -14,11 +14,18 @@
 //!   the injection record of device-side injections.
 //! - [`contention`]: which device work of another stream, the application's
 //!   included, held the resource an op waited for.
+//! - [`log`] and [`truth`]: the one truth builder of the backends that run
+//!   scenarios outside the simulator (the GPU and PyTorch backends): a
+//!   backend-neutral step log each converts its own log into, built into the
+//!   truth by one `build`, with the backend's observations bound through an
+//!   [`truth::Observer`].
 
 pub mod builder;
 pub mod contention;
 pub mod faults;
+pub mod log;
 pub mod steps;
+pub mod truth;
 
 pub use builder::{NodeInfo, RidScramble, RunBuilder};
 pub use steps::{DeviceOp, DeviceTimes, Pickup};
