@@ -157,6 +157,8 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         costs: None,
         shard: None,
     };
+    // A split an earlier run into this folder drew is material the submitter has seen.
+    let drawn_before = Manifest::read(&args.out)?.split.is_some();
     // A run with failed cases still leaves an entry to look at; `check` rejects it.
     let ran = crate::run::run_with(run, externals);
     if matches!(&ran, Err(f) if f.code == 2) {
@@ -188,6 +190,7 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         isolation: manifest.isolation.clone().unwrap_or_default(),
         backend,
         split: SplitDraw {
+            public: split.split != "test" || args.split_seed.is_some() || drawn_before,
             split: split.split,
             seed: split.seed,
             cases: split.cases,
@@ -209,14 +212,47 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
     };
     let path = args.out.join(METADATA_FILE);
     write_json(&path, &metadata)?;
+    mark_public(&args.out, &metadata.split)?;
     eprintln!(
-        "causalbench: submission `{}` in {} ({} bundles); verify it with `causalbench check {}`",
+        "causalbench: submission `{}` in {} ({} bundles, {}); verify it with `causalbench check {}`",
         metadata.name,
         args.out.display(),
         metadata.bundles.len(),
+        material(&metadata.split),
         args.out.display()
     );
     ran
+}
+
+/// What the entry's split is, as `submit`, `check` and `leaderboard.md` say it.
+fn material(split: &SplitDraw) -> String {
+    if split.public {
+        format!(
+            "public — memorizable: the {} split, seed {}, is public material",
+            split.split, split.seed
+        )
+    } else {
+        format!(
+            "hidden split: seed {} drawn by submit out of the profiler's reach",
+            split.seed
+        )
+    }
+}
+
+/// Puts the entry's material at the top of its `leaderboard.md` (every row of an entry
+/// is scored on its one split).
+fn mark_public(out: &Path, split: &SplitDraw) -> Result<(), Failure> {
+    let path = out.join(evaluator::LEADERBOARD_MD);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let line = format!(
+        "> **{}** (baselines/PROTOCOL.md, \"Hidden splits\")\n\n",
+        material(split)
+    );
+    if text.starts_with(&line) {
+        return Ok(());
+    }
+    write_atomic(&path, (line + &text).as_bytes())
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Failure> {
@@ -314,12 +350,19 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     compare_scores(dir, &metadata, &scores)?;
     println!(
         "check {}: accepted `{}` {}: {} bundles verified by hash, {} explanations re-scored, \
-         scores match",
+         scores match; {}",
         dir.display(),
         metadata.name,
         metadata.version,
         bundles.len(),
-        explained.len()
+        explained.len(),
+        if metadata.split.public {
+            material(&metadata.split)
+        } else {
+            // The folder is the submitter's: only a maintainer's own `submit` run makes
+            // a split hidden (baselines/PROTOCOL.md, "Hidden splits").
+            format!("{}, as {METADATA_FILE} states", material(&metadata.split))
+        }
     );
     if args.rerun {
         return rerun(&args, &metadata, &view_key, &bundles, &explained);

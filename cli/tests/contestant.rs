@@ -97,6 +97,11 @@ fn a_failing_contestant_leaves_every_other_row_as_it_was() {
     let (code, err) = run(dir.path(), &with, &["--profiler", &profiler]);
     // Its failures are its own: the run succeeds.
     assert_eq!(code, 0, "{err}");
+    // In namespaces of its own wherever this kernel gives them (no silent fallback).
+    if baselines::sandbox::namespaces_available().is_ok() {
+        let manifest = std::fs::read_to_string(with.join("manifest.json")).unwrap();
+        assert!(manifest.contains("namespaces: user, pid"), "{manifest}");
+    }
     assert!(err.contains("counted as its crash"), "{err}");
     let builtin = |p: &str| p != "choosy";
     let others = rows(&with, builtin);

@@ -56,6 +56,16 @@ pub struct SplitDraw {
     pub split: String,
     pub seed: u64,
     pub cases: usize,
+    /// Whether the split is public material a profiler could have memorized
+    /// (baselines/PROTOCOL.md, "Hidden splits"): the dev split, or a test split whose
+    /// seed was given to `submit`. Only a test split whose seed `submit` drew itself,
+    /// out of the profiler's reach, is hidden. An entry without it is public.
+    #[serde(default = "public_unless_stated")]
+    pub public: bool,
+}
+
+fn public_unless_stated() -> bool {
+    true
 }
 
 /// A bundle file of the entry.

@@ -1,0 +1,111 @@
+//! Hidden splits (issue 34): `submit` on the test split without a seed draws one
+//! itself, and the profiler it scores finds it nowhere it can look (command lines,
+//! environments and `/proc` of every process it can see, its own environment); an
+//! entry on the dev split or on a seed given to `submit` is marked public.
+
+mod common;
+
+use common::{causalbench, python3};
+use std::path::Path;
+
+/// Writes every command line and environment it can find to stderr, then abstains.
+const SNOOP_PY: &str = r#"import glob, json, os, sys
+for f in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ"):
+    try:
+        print(f, open(f, "rb").read().replace(b"\0", b" ").decode(errors="replace"), file=sys.stderr)
+    except OSError as e:
+        print(f, e, file=sys.stderr)
+print("env", dict(os.environ), file=sys.stderr)
+view = json.load(open(sys.argv[1]))
+json.dump({"schema_version": 1,
+           "meta": {"profiler": "x", "version": "1", "view": view["spec"], "wall_ms": 1.0}},
+          open(sys.argv[2], "w"))
+"#;
+
+fn submit(tools: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let script = tools.join("snoop.py");
+    std::fs::write(&script, SNOOP_PY).unwrap();
+    let profiler = format!("snoop=python3 {} {{view}} {{out}}", script.display());
+    let mut args = vec![
+        "submit",
+        "--profiler",
+        &profiler,
+        "--cases",
+        "2",
+        "--reps",
+        "1",
+        "--collectors",
+        "cupti",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = causalbench(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_slice(&std::fs::read(out.join("metadata.json")).unwrap()).unwrap()
+}
+
+fn logs(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            found.extend(logs(&p));
+        } else if p.to_string_lossy().ends_with(".stderr.log") {
+            found.push(std::fs::read_to_string(&p).unwrap());
+        }
+    }
+    found
+}
+
+#[test]
+fn a_hidden_seed_is_nowhere_the_profiler_can_look() {
+    if !python3()
+        || baselines::sandbox::detect(false).is_err()
+        || baselines::sandbox::namespaces_available().is_err()
+    {
+        eprintln!("skipped: needs python3, Landlock and namespaces");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("hidden");
+    let meta = submit(tools.path(), &hidden, &["--suite", "test"]);
+    assert_eq!(meta["split"]["public"], false, "{meta}");
+    let seed = meta["split"]["seed"].as_u64().unwrap().to_string();
+    let seen = logs(&hidden.join("logs"));
+    assert!(!seen.is_empty());
+    assert!(seen.iter().all(|l| l.contains("env {")), "{:?}", seen[0]);
+    assert!(
+        seen.iter().all(|l| !l.contains(&seed)),
+        "the seed {seed} was visible"
+    );
+    let md = std::fs::read_to_string(hidden.join("leaderboard.md")).unwrap();
+    assert!(md.starts_with("> **hidden split"), "{md}");
+    let (code, out, err) = causalbench(&["check", hidden.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("hidden split"), "{out}");
+    // Submitted again into the same folder, the split is material the submitter has seen.
+    let again = submit(tools.path(), &hidden, &["--suite", "test"]);
+    assert_eq!(again["split"]["public"], true, "{again}");
+    // A seed given on the command line is public, though the profiler cannot read
+    // it from the harness's command line either.
+    let given_dir = dir.path().join("given");
+    let given = submit(
+        tools.path(),
+        &given_dir,
+        &["--suite", "test", "--split-seed", "8675309123457"],
+    );
+    assert_eq!(given["split"]["public"], true, "{given}");
+    assert!(logs(&given_dir.join("logs"))
+        .iter()
+        .all(|l| !l.contains("8675309123457")));
+    // So is the dev split.
+    let dev = dir.path().join("dev");
+    assert_eq!(
+        submit(tools.path(), &dev, &["--suite", "dev"])["split"]["public"],
+        true
+    );
+    let md = std::fs::read_to_string(dev.join("leaderboard.md")).unwrap();
+    assert!(md.starts_with("> **public — memorizable"), "{md}");
+}
