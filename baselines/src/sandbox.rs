@@ -244,7 +244,7 @@ pub struct Limits {
     /// explanation and its stderr log included.
     pub max_file_bytes: u64,
     /// Processes and threads of the invocation (`RLIMIT_NPROC`, counted in its own
-    /// user namespace, so only its own tasks count).
+    /// user namespace, so only its own tasks count; not set without namespaces).
     pub max_tasks: u64,
 }
 
@@ -358,7 +358,11 @@ impl Sandbox {
                 }
                 if let Some(l) = limits {
                     setrlimit(Resource::RLIMIT_FSIZE, l.max_file_bytes, l.max_file_bytes)?;
-                    setrlimit(Resource::RLIMIT_NPROC, l.max_tasks, l.max_tasks)?;
+                    // Counted per user namespace: without one it would count every
+                    // process of the harness's user on the machine.
+                    if namespaces.is_some() {
+                        setrlimit(Resource::RLIMIT_NPROC, l.max_tasks, l.max_tasks)?;
+                    }
                     setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
                 }
                 if let Some(ruleset) = &ruleset {
