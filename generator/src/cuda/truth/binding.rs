@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<'a> Builder<'a> {
+impl<'a> CuptiObserver<'a> {
     /// Raw records bound to `op` (by its correlation ids), not yet consumed.
     pub(super) fn raws_of(&self, op: u64) -> Vec<usize> {
         let mut v = Vec::new();
@@ -53,14 +53,14 @@ impl<'a> Builder<'a> {
     }
 
     /// External correlation records carrying the request token.
-    pub(super) fn request_records(&mut self, op: u64) {
+    pub(super) fn request_records(&self, b: &mut RunBuilder, op: u64) {
         if !self.instrumented {
             return;
         }
         let cs = self.corrs.get(&op).cloned().unwrap_or_default();
         for c in cs {
             for id in self.tokens.get(&c).cloned().unwrap_or_default() {
-                self.b.record(None, |rid| Record::ExternalCorrelation {
+                b.record(None, |rid| Record::ExternalCorrelation {
                     rid,
                     external_kind: "request".into(),
                     external_id: id,
@@ -72,12 +72,12 @@ impl<'a> Builder<'a> {
 
     /// Bound records no node consumed (e.g. the calls of a recreate step):
     /// kept in the trace, owned by no node.
-    pub(super) fn leftovers(&mut self) {
+    pub(super) fn leftovers(&mut self, b: &mut RunBuilder) {
         let mut ops: Vec<&Op> = self.ops.values().copied().collect();
         ops.sort_by_key(|o| o.id);
         for o in ops {
             if matches!(o.what, What::Recreate) {
-                self.request_records(o.id);
+                self.request_records(b, o.id);
             }
             for i in self.raws_of(o.id) {
                 if self.used.contains(&i) {
@@ -86,7 +86,7 @@ impl<'a> Builder<'a> {
                 self.used.insert(i);
                 let r = self.convert(i, o);
                 if let Some(r) = r {
-                    self.b.record(None, |rid| with_rid(r, rid));
+                    b.record(None, |rid| with_rid(r, rid));
                 }
             }
         }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<'a> Builder<'a> {
+impl<'a> CuptiObserver<'a> {
     /// CUPTI vs %globaltimer, offset-calibrated (kernels with a record and a log entry).
     pub(super) fn clock_check(&mut self) {
         let mut pairs: Vec<(i64, i64)> = Vec::new();

@@ -1,36 +1,15 @@
-//! The device side of a call: its device node(s) from what CUPTI measured,
-//! through the shared per-step rules (`record::steps`).
+//! CUPTI as the one truth builder's observer (`record::truth::Observer`):
+//! each call's name and span from its API record, each device op's times
+//! from its activity record (the kernels' own `%globaltimer` log where the
+//! record is missing), and every bound record owned by the node it observes.
 
 use super::*;
-use crate::record::contention::memcpy_node_name;
+use crate::record::log::Op as StepOp;
+use crate::record::truth::{Measured, Observer};
 
-impl<'a> Builder<'a> {
-    /// When stream order and waits let `op`'s work start: its predecessors' completion.
-    pub(super) fn ready(&self, queued: Ns, prev: &[DevRef]) -> Ns {
-        prev.iter()
-            .filter_map(|p| self.node_of(p))
-            .map(|n| self.end_of(n))
-            .fold(queued, Ns::max)
-    }
-
-    /// `dev` is the device node of `o` (not a graph launch): a stream
-    /// predecessor of later ops, and the node of its step.
-    pub(super) fn placed(&mut self, o: &Op, dev: NodeId) {
-        self.dev_nodes.insert(
-            DevRef {
-                op: o.id,
-                gnode: None,
-            },
-            dev,
-        );
-        if let Some(k) = &o.skey {
-            crate::keys::remember(&mut self.keys, self.sc, k, dev);
-        }
-    }
-
-    /// The device nodes `op` follows on its stream (its `stream_order` predecessors).
-    pub(super) fn after(&self, prev: &[DevRef]) -> Vec<NodeId> {
-        prev.iter().filter_map(|p| self.node_of(p)).collect()
+impl<'a> CuptiObserver<'a> {
+    fn own(&self, op: &StepOp) -> &'a Op {
+        self.ops[&op.id]
     }
 
     /// What the recorder made of a bound record `rec` of `o` (lost when the
@@ -70,16 +49,93 @@ impl<'a> Builder<'a> {
         }
     }
 
-    pub(super) fn device_op(&mut self, o: &'a Op, api: NodeId, info: NodeInfo, queued_default: Ns) {
-        let raws = self.raws_of(o.id);
-        let rec = raws.iter().copied().find(|&i| {
+    /// The op's API records, earliest first (the first is its call).
+    fn api_records(&self, op: u64) -> Vec<usize> {
+        let mut apis: Vec<usize> = self
+            .raws_of(op)
+            .into_iter()
+            .filter(|&i| matches!(self.raw(i), Raw::Api { .. }))
+            .collect();
+        apis.sort_by_key(|&i| match self.raw(i) {
+            Raw::Api { start, .. } => *start,
+            _ => 0,
+        });
+        apis
+    }
+
+    /// The activity record of a kernel, copy or memset.
+    fn device_record(&self, o: &Op) -> Option<usize> {
+        self.raws_of(o.id).into_iter().find(|&i| {
             matches!(
                 (self.raw(i), &o.what),
                 (Raw::Kernel { .. }, What::Kernel { .. })
                     | (Raw::Memcpy { .. }, What::Copy { .. })
                     | (Raw::Memset { .. }, What::Memset { .. })
             )
-        });
+        })
+    }
+
+    fn event_record(&self, o: &Op) -> Option<usize> {
+        self.raws_of(o.id)
+            .into_iter()
+            .find(|&i| matches!(self.raw(i), Raw::CudaEvent { .. }))
+    }
+
+    /// The event record's device timestamp, when CUPTI gave one in the host
+    /// clock domain (else it is "not provided").
+    fn event_ts(&self, rec: Option<usize>, queued: Ns) -> Option<Ns> {
+        let ts = match rec.map(|i| self.raw(i)) {
+            Some(Raw::CudaEvent { ts, .. }) => *ts,
+            _ => 0,
+        };
+        let ts_ok = ts > 0 && ts + 1_000_000 >= queued && ts <= self.log.end + 10_000_000_000;
+        ts_ok.then_some(ts)
+    }
+
+    /// The kernel record of each node of the graph launch `o` (computed once
+    /// per launch).
+    fn graph_records(&mut self, o: &Op, gi: usize) -> &[Option<usize>] {
+        if self.graph_assigned.0 != o.id {
+            self.graph_assigned = (o.id, self.graph_assignment(gi, o.id));
+        }
+        &self.graph_assigned.1
+    }
+}
+
+impl Observer for CuptiObserver<'_> {
+    fn call(&mut self, op: &StepOp) -> (String, (Ns, Ns)) {
+        let o = self.own(op);
+        let apis = self.api_records(o.id);
+        let primary = apis.first().map(|&i| self.raw(i));
+        let span = match primary {
+            Some(Raw::Api { start, end, .. }) => (*start, *end),
+            _ => (o.t0, o.t1),
+        };
+        self.stats.api_ops += 1;
+        if primary.is_some() {
+            self.stats.api_bound += 1;
+        }
+        let name = match primary {
+            Some(Raw::Api { driver, cbid, .. }) => self.rec.api_name(*driver, *cbid),
+            _ => expected_api(&o.what).to_string(),
+        };
+        (name, span)
+    }
+
+    fn call_records(&mut self, b: &mut RunBuilder, op: &StepOp, call: NodeId) {
+        let o = self.own(op);
+        for i in self.api_records(o.id) {
+            self.used.insert(i);
+            if let Some(r) = self.convert(i, o) {
+                b.record(Some(call), |rid| with_rid(r, rid));
+            }
+        }
+        self.request_records(b, o.id);
+    }
+
+    fn device_times(&mut self, op: &StepOp, call_end: Ns) -> Measured {
+        let o = self.own(op);
+        let rec = self.device_record(o);
         self.stats.device_ops += 1;
         if rec.is_some() {
             self.stats.bound += 1;
@@ -95,56 +151,42 @@ impl<'a> Builder<'a> {
                     .unwrap_or_default()
             ));
         }
-        let api_end = self.b.truth.nodes[api as usize].end;
-        let (q, sub, st, en) = match rec.map(|i| self.raw(i)) {
+        match rec.map(|i| self.raw(i)) {
             Some(Raw::Kernel {
                 queued,
                 submitted,
                 start,
                 end,
                 ..
-            }) => (*queued, *submitted, *start, *end),
+            }) => Measured::Recorded {
+                queued: (*queued > 0).then_some(*queued),
+                submitted: (*submitted > 0).then_some(*submitted),
+                start: *start,
+                end: *end,
+            },
             Some(Raw::Memcpy { start, end, .. }) | Some(Raw::Memset { start, end, .. }) => {
-                (0, 0, *start, *end)
+                Measured::Recorded {
+                    queued: None,
+                    submitted: None,
+                    start: *start,
+                    end: *end,
+                }
             }
             _ => {
-                let (s, e) = self.fallback_times(o.slot, o.id, api_end);
-                (0, 0, s, e)
+                let (start, end) = self.fallback_times(o.slot, o.id, call_end);
+                Measured::Recorded {
+                    queued: None,
+                    submitted: None,
+                    start,
+                    end,
+                }
             }
-        };
-        let queued = if q > 0 { q } else { queued_default };
-        let ready = self.ready(queued, o.prev.as_slice());
-        let submitted = if sub > 0 {
-            sub
-        } else {
-            ready.min(st.max(queued))
-        };
-        let (kind, name) = match &o.what {
-            What::Kernel { name, .. } => (NodeKind::Kernel, name.to_string()),
-            What::Copy { direction, .. } => {
-                (NodeKind::Memcpy, memcpy_node_name(*direction).to_string())
-            }
-            _ => (NodeKind::Memset, "memset".to_string()),
-        };
-        let after = self.after(o.prev.as_slice());
-        let dev = self.b.device_op(DeviceOp {
-            kind,
-            name: name.into(),
-            info,
-            times: DeviceTimes {
-                queued,
-                submitted,
-                start: st,
-                end: en,
-            },
-            launch: api,
-            after: &after,
-            waited_record: None,
-        });
-        self.placed(o, dev);
-        if o.injected && o.delays_target {
-            self.injected_devs.push(dev);
         }
+    }
+
+    fn device_records(&mut self, b: &mut RunBuilder, op: &StepOp, dev: NodeId) {
+        let o = self.own(op);
+        let rec = self.device_record(o);
         if let (
             Some(_),
             What::Kernel {
@@ -155,11 +197,11 @@ impl<'a> Builder<'a> {
         ) = (&o.skey, &o.what)
         {
             if *dur_ns >= 100_000 && rec.is_some() {
-                self.stats.spin.push((*dur_ns, en.saturating_sub(st)));
+                let n = &b.truth.nodes[dev as usize];
+                self.stats
+                    .spin
+                    .push((*dur_ns, n.end.saturating_sub(n.start)));
             }
-        }
-        if let Some(k) = &o.skey {
-            self.stretch_record(k, st, en);
         }
         let kind = match &o.what {
             What::Kernel { .. } => cupti::activity::KIND_CONCURRENT_KERNEL,
@@ -168,42 +210,18 @@ impl<'a> Builder<'a> {
         };
         self.unobservable(rec, kind);
         let observed = self.observed(rec, o, o.skey.as_ref());
-        self.b.observe(dev, observed, &mut self.loss);
+        b.observe(dev, observed, &mut self.loss);
     }
 
-    /// Injection record of a lengthened target: the measured extra duration.
-    pub(super) fn stretch_record(&mut self, k: &StepKey, st: Ns, en: Ns) {
-        let record = self
-            .plan
-            .and_then(|p| crate::record::faults::stretch_injection(p, k, st, en));
-        self.injections.extend(record);
+    fn event_reached(&mut self, op: &StepOp, queued: Ns) -> Option<Ns> {
+        let o = self.own(op);
+        self.event_ts(self.event_record(o), queued)
     }
 
-    pub(super) fn event_record(&mut self, o: &'a Op, api: NodeId, info: NodeInfo, queued: Ns) {
-        let raws = self.raws_of(o.id);
-        let rec = raws
-            .iter()
-            .copied()
-            .find(|&i| matches!(self.raw(i), Raw::CudaEvent { .. }));
-        let ready = self.ready(queued, o.prev.as_slice());
-        let ts = match rec.map(|i| self.raw(i)) {
-            Some(Raw::CudaEvent { ts, .. }) => *ts,
-            _ => 0,
-        };
-        // The device timestamp, when CUPTI gave one in the host clock domain.
-        let ts_ok = ts > 0 && ts + 1_000_000 >= queued && ts <= self.log.end + 10_000_000_000;
-        let done = if ts_ok { ts.max(queued) } else { ready };
-        let after = self.after(o.prev.as_slice());
-        let dev = self.b.device_op(DeviceOp {
-            kind: NodeKind::EventRecord,
-            name: "event record".into(),
-            info,
-            times: DeviceTimes::instant(queued, done),
-            launch: api,
-            after: &after,
-            waited_record: None,
-        });
-        self.placed(o, dev);
+    fn event_records(&mut self, b: &mut RunBuilder, op: &StepOp, dev: NodeId, queued: Ns) {
+        let o = self.own(op);
+        let rec = self.event_record(o);
+        let ts_ok = self.event_ts(rec, queued).is_some();
         self.unobservable(rec, cupti::activity::KIND_CUDA_EVENT);
         let record = rec.and_then(|i| {
             self.used.insert(i);
@@ -219,144 +237,86 @@ impl<'a> Builder<'a> {
             }
             None => Observed::Nothing,
         };
-        self.b.observe(dev, observed, &mut self.loss);
+        b.observe(dev, observed, &mut self.loss);
     }
 
-    pub(super) fn stream_wait(&mut self, o: &'a Op, api: NodeId, info: NodeInfo, queued: Ns) {
-        let raws = self.raws_of(o.id);
-        let rec = raws.iter().copied().find(|&i| {
+    fn wait_records(&mut self, b: &mut RunBuilder, op: &StepOp, dev: NodeId) {
+        let o = self.own(op);
+        let rec = self.raws_of(o.id).into_iter().find(|&i| {
             matches!(self.raw(i), Raw::Sync { sync_type, .. } if *sync_type == SYNC_STREAM_WAIT_EVENT)
         });
-        let start = self.ready(queued, o.prev.as_slice());
-        let src = o
-            .event_src
-            .and_then(|e| self.node_of(&DevRef { op: e, gnode: None }));
-        let end = self.b.wait_end(start, src);
-        let after = self.after(o.prev.as_slice());
-        let dev = self.b.device_op(DeviceOp {
-            kind: NodeKind::StreamWait,
-            name: "stream wait".into(),
-            info,
-            times: DeviceTimes {
-                queued,
-                submitted: start,
-                start,
-                end,
-            },
-            launch: api,
-            after: &after,
-            waited_record: src,
-        });
-        self.placed(o, dev);
         self.unobservable(rec, cupti::activity::KIND_SYNCHRONIZATION);
         let observed = self.observed(rec, o, None);
-        self.b.observe(dev, observed, &mut self.loss);
+        b.observe(dev, observed, &mut self.loss);
     }
 
-    pub(super) fn graph_launch(
+    fn graph_node_times(
         &mut self,
-        o: &'a Op,
+        op: &StepOp,
         gi: usize,
-        api: NodeId,
-        info: NodeInfo,
-        queued: Ns,
-    ) {
-        let decl = &self.sc.graphs[gi];
-        let assigned = self.graph_assignment(gi, o.id);
-        let base = self.ready(queued, o.prev.as_slice());
-        let skey = o.skey.clone();
-        let step_id = skey.as_ref().and_then(|k| skey_step_id(self.sc, k));
-        let mut ids: Vec<NodeId> = Vec::new();
-        for (ni, n) in decl.nodes.iter().enumerate() {
-            let nkey = skey.as_ref().map(|k| StepKey {
-                graph_node: Some(n.id.clone()),
-                ..k.clone()
-            });
-            let deps: Vec<NodeId> = n
-                .after
-                .iter()
-                .filter_map(|a| decl.nodes.iter().position(|m| &m.id == a))
-                .filter_map(|j| ids.get(j).copied())
-                .collect();
-            let ready = self.b.graph_ready(base, &deps);
-            let rec = assigned.get(ni).copied().flatten();
-            self.stats.device_ops += 1;
-            let (st, en) = match rec.map(|i| self.raw(i)) {
-                Some(Raw::Kernel { start, end, .. }) => {
-                    self.stats.bound += 1;
-                    (*start, *end)
-                }
-                _ => {
-                    if self.stats.unbound.len() < 20 {
-                        self.stats.unbound.push(format!(
-                            "graph {} node {} of launch op {}",
-                            decl.name, n.id, o.id
-                        ));
-                    }
-                    let slot = self.log.graphs[gi].slots[ni];
-                    self.fallback_times(Some(slot), graph_op_id(gi, ni), ready)
-                }
-            };
-            let mut inf = info.clone();
-            inf.step = Some(format!("{}/{}", step_id.clone().unwrap_or_default(), n.id).into());
-            let after = if n.after.is_empty() {
-                self.after(o.prev.as_slice())
-            } else {
-                Vec::new()
-            };
-            let op = DeviceOp {
-                kind: NodeKind::GraphNode,
-                name: n.kernel.name.as_str().into(),
-                info: inf,
-                times: DeviceTimes {
-                    queued,
-                    submitted: ready.min(st.max(queued)),
-                    start: st,
-                    end: en,
-                },
-                launch: api,
-                after: &after,
-                waited_record: None,
-            };
-            let dev = self.b.graph_node(op, &deps);
-            ids.push(dev);
-            self.dev_nodes.insert(
-                DevRef {
-                    op: o.id,
-                    gnode: Some(ni as u32),
-                },
-                dev,
-            );
-            if let Some(k) = &nkey {
-                if step_id.is_some() {
-                    self.keys.insert(k.clone(), dev);
-                }
-                self.stretch_record(k, st, en);
+        ni: usize,
+        _replay: usize,
+        ready: Ns,
+    ) -> (Ns, Ns) {
+        let o = self.own(op);
+        let rec = self.graph_records(o, gi).get(ni).copied().flatten();
+        self.stats.device_ops += 1;
+        match rec.map(|i| self.raw(i)) {
+            Some(Raw::Kernel { start, end, .. }) => {
+                self.stats.bound += 1;
+                (*start, *end)
             }
-            let observed = self.observed(rec, o, nkey.as_ref());
-            self.b.observe(dev, observed, &mut self.loss);
+            _ => {
+                if self.stats.unbound.len() < 20 {
+                    self.stats.unbound.push(format!(
+                        "graph {} node {} of launch op {}",
+                        self.sc.graphs[gi].name, self.sc.graphs[gi].nodes[ni].id, o.id
+                    ));
+                }
+                let slot = self.log.graphs[gi].slots[ni];
+                self.fallback_times(Some(slot), graph_op_id(gi, ni), ready)
+            }
         }
     }
 
-    pub(super) fn sync(&mut self, o: &'a Op, target: SyncTarget, node: NodeId) {
-        let raws = self.raws_of(o.id);
+    fn graph_node_records(
+        &mut self,
+        b: &mut RunBuilder,
+        op: &StepOp,
+        ni: usize,
+        dev: NodeId,
+        key: Option<&StepKey>,
+    ) {
+        let o = self.own(op);
+        let rec = self.graph_assigned.1.get(ni).copied().flatten();
+        let observed = self.observed(rec, o, key);
+        b.observe(dev, observed, &mut self.loss);
+    }
+
+    fn sync_records(&mut self, b: &mut RunBuilder, op: &StepOp, call: NodeId) {
+        let o = self.own(op);
+        let What::Sync { target } = o.what else {
+            return;
+        };
         let want = match target {
             SyncTarget::Stream => SYNC_STREAM_SYNCHRONIZE,
             SyncTarget::Event => SYNC_EVENT_SYNCHRONIZE,
             SyncTarget::Device => SYNC_CONTEXT_SYNCHRONIZE,
         };
-        let rec = raws
-            .iter()
-            .copied()
+        let rec = self
+            .raws_of(o.id)
+            .into_iter()
             .find(|&i| matches!(self.raw(i), Raw::Sync { sync_type, .. } if *sync_type == want));
-        let waited = self.after(&o.waited);
-        self.b.sync_waits(node, &waited);
         self.unobservable(rec, cupti::activity::KIND_SYNCHRONIZATION);
         if let Some(i) = rec {
             self.used.insert(i);
             if let Some(r) = self.convert(i, o) {
-                self.b.record(Some(node), |rid| with_rid(r, rid));
+                b.record(Some(call), |rid| with_rid(r, rid));
             }
         }
+    }
+
+    fn leftover_records(&mut self, b: &mut RunBuilder) {
+        self.leftovers(b);
     }
 }
