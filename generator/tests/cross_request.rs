@@ -382,3 +382,81 @@ fn a_request_on_a_shared_stream_queues_behind_another_requests_kernel() {
     );
     assert_kept(&b, CauseLabel::StreamBacklog);
 }
+
+/// A loader that runs ahead records one event per batch in a ring of four;
+/// the consumer's wait for batch i waits on batch i's record, not on the
+/// latest one (docs/scenario-space.md, "Scenario language": event rings).
+const EVENT_RING: &str = r#"
+cause: event_wait
+seed: 17
+threads:
+  - name: loader
+  - name: main
+queues:
+  - name: batches
+    consumer: main
+streams:
+  - name: copy
+  - name: compute
+events:
+  - name: ready
+    count: RING
+programs:
+  - name: step
+    start: loader
+    requests: 4
+    interval_us: 1
+    steps:
+      - {op: kernel, id: load, stream: copy, name: load, duration_us: 40, grid: 16}
+      - {op: event_record, id: mark, event: ready, stream: copy}
+      - {op: handoff, queue: batches}
+      - {op: stream_wait, id: wait_batch, stream: compute, event: ready}
+      - {op: kernel, id: train, stream: compute, name: train, duration_us: 300, grid: 64}
+      - {op: sync, target: stream, stream: compute}
+injection:
+  kind: event_wait
+  target: load
+  request: 2
+  magnitude_us: 800
+symptom:
+  step: train
+  request: 2
+"#;
+
+#[test]
+fn a_wait_on_an_event_ring_waits_for_its_own_requests_record() {
+    let own_record = |ring: u32| {
+        let b = record(&scenario(&EVENT_RING.replace("RING", &ring.to_string())));
+        let t = &b.ground_truth;
+        // Every wait's event edge comes from a record of the wait's own request.
+        t.edges
+            .iter()
+            .filter(|e| e.kind == EdgeType::Event)
+            .all(|e| t.nodes[e.src as usize].request == t.nodes[e.dst as usize].request)
+    };
+    assert!(
+        own_record(4),
+        "with a ring of four, batch i's wait targets batch i's record"
+    );
+    assert!(
+        !own_record(1),
+        "one event: the loader's later records win, as in CUDA"
+    );
+    let b = record(&scenario(&EVENT_RING.replace("RING", "4")));
+    assert_kept(&b, CauseLabel::EventWait);
+}
+
+#[test]
+fn a_ring_offset_past_the_ring_is_refused() {
+    let text = EVENT_RING.replace("RING", "2").replace(
+        "event: ready}\n      - {op: kernel, id: train",
+        "event: ready, request_offset: -2}\n      - {op: kernel, id: train",
+    );
+    let yaml = format!(
+        "schema_version: 1\nname: ring\nfamily: test\nvariant: case\ndescription: x\n\
+         mode: instrumented\nrepetitions: 1\n{text}"
+    );
+    let err = Scenario::parse(std::path::Path::new("ring.yaml"), yaml.as_bytes())
+        .expect_err("an offset past the ring is refused");
+    assert!(err.to_string().contains("request_offset"), "{err}");
+}

@@ -47,12 +47,14 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             event: "e".into(),
             stream,
             api: EventApi::Runtime,
+            request_offset: 0,
         }),
         stream.clone().prop_map(|stream| Step::StreamWait {
             id: None,
             stream,
             event: "e".into(),
             api: EventApi::Driver,
+            request_offset: 0,
         }),
         stream.clone().prop_map(|stream| Step::GraphLaunch {
             id: None,
@@ -157,7 +159,10 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                         priority: 0,
                     })
                     .collect(),
-                events: vec![EventDecl { name: "e".into() }],
+                events: vec![EventDecl {
+                    name: "e".into(),
+                    count: 1,
+                }],
                 graphs: vec![GraphDecl {
                     name: "g".into(),
                     build: GraphBuild::Captured,

@@ -110,6 +110,24 @@ pub struct StreamDecl {
 #[serde(deny_unknown_fields)]
 pub struct EventDecl {
     pub name: String,
+    /// Events in the ring (1: a single event). A ring is what a double-buffered
+    /// pipeline keeps, one CUDA event per buffer: a record or wait of request
+    /// `i` uses slot `(i + request_offset) mod count`, so a request can wait on
+    /// the event an earlier request recorded even after later requests recorded
+    /// theirs (docs/scenario-space.md, "Scenario language").
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+}
+
+/// The most events one ring holds (a pipeline's buffers, not a pool).
+pub const MAX_EVENT_RING: u32 = 64;
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
@@ -276,6 +294,10 @@ pub enum Step {
         /// Runtime (default) or driver API call.
         #[serde(default, skip_serializing_if = "EventApi::is_runtime")]
         api: EventApi,
+        /// For an event ring (`EventDecl::count` > 1): whose slot, relative to
+        /// this step's request (0: its own; -1: the previous request's).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        request_offset: i32,
     },
     StreamWait {
         #[serde(default)]
@@ -285,6 +307,12 @@ pub enum Step {
         /// Runtime (default) or driver API call.
         #[serde(default, skip_serializing_if = "EventApi::is_runtime")]
         api: EventApi,
+        /// For an event ring (`EventDecl::count` > 1): whose slot, relative to
+        /// this step's request (-1: the event the previous request recorded).
+        /// A slot no request has recorded yet gates nothing, as a wait on a
+        /// never-recorded CUDA event does.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        request_offset: i32,
     },
     GraphLaunch {
         #[serde(default)]
@@ -554,6 +582,14 @@ impl Scenario {
             "events",
             &mut bad,
         );
+        for (i, e) in self.events.iter().enumerate() {
+            if !(1..=MAX_EVENT_RING).contains(&e.count) {
+                bad(
+                    format!("events[{i}].count"),
+                    format!("an event ring holds 1 to {MAX_EVENT_RING} events"),
+                );
+            }
+        }
         let graphs = names(
             &mut self.graphs.iter().map(|t| t.name.as_str()),
             "graph",
@@ -693,10 +729,31 @@ impl Scenario {
                         stream_ref(stream, &mut bad);
                         limits::check_bytes(*bytes, &format!("{path}.bytes"), &mut bad);
                     }
-                    Step::EventRecord { event, stream, .. }
-                    | Step::StreamWait { event, stream, .. } => {
+                    Step::EventRecord {
+                        event,
+                        stream,
+                        request_offset,
+                        ..
+                    }
+                    | Step::StreamWait {
+                        event,
+                        stream,
+                        request_offset,
+                        ..
+                    } => {
                         stream_ref(stream, &mut bad);
                         event_ref(event, &mut bad);
+                        let count = self
+                            .events
+                            .iter()
+                            .find(|e| &e.name == event)
+                            .map_or(1, |e| e.count);
+                        if request_offset.unsigned_abs() >= count {
+                            bad(
+                                format!("{path}.request_offset"),
+                                format!("{request_offset} reaches past the {count} event(s) of `{event}`: a ring of N events reaches at most N - 1 requests away"),
+                            );
+                        }
                     }
                     Step::GraphLaunch { graph, stream, .. } => {
                         stream_ref(stream, &mut bad);

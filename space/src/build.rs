@@ -232,12 +232,14 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         b.steps.push(k);
         b.events.push(EventDecl {
             name: "side_done".into(),
+            count: 1,
         });
         b.steps.push(Step::EventRecord {
             id: None,
             event: "side_done".into(),
             stream: side_stream,
             api: EventApi::default(),
+            request_offset: 0,
         });
         side_gate = Some(id);
     }
@@ -346,6 +348,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                     stream: st.clone(),
                     event: "side_done".into(),
                     api: EventApi::default(),
+                    request_offset: 0,
                 };
                 let op = b.steps.pop().expect("op 1 was just pushed");
                 b.steps.push(wait);
@@ -362,12 +365,14 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                 let event = format!("e{i}");
                 b.events.push(EventDecl {
                     name: event.clone(),
+                    count: 1,
                 });
                 b.steps.push(Step::EventRecord {
                     id: None,
                     event: event.clone(),
                     stream: st,
                     api: EventApi::default(),
+                    request_offset: 0,
                 });
                 stream = (stream + 1) % s.streams.max(2);
                 b.steps.push(Step::StreamWait {
@@ -375,6 +380,7 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
                     stream: stream_name(stream),
                     event,
                     api: EventApi::default(),
+                    request_offset: 0,
                 });
             }
             Link::Sync | Link::Handoff => {

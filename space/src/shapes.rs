@@ -419,6 +419,7 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             stream: "s0".into(),
             event: "stage2_done".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         n.kernel("stage1", "s0", s1_name, stage1_us, FULL_GRID / 2),
         Step::EventRecord {
@@ -426,12 +427,14 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             event: "stage1_done".into(),
             stream: "s0".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         Step::StreamWait {
             id: Some("wait_stage1".into()),
             stream: "s1".into(),
             event: "stage1_done".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         n.kernel("stage2", "s1", s2_name, stage2_us, FULL_GRID / 2),
         Step::EventRecord {
@@ -439,6 +442,7 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             event: "stage2_done".into(),
             stream: "s1".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
     ];
     let ratio = magnitude_ratio(rng);
@@ -449,9 +453,11 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
         events: vec![
             EventDecl {
                 name: "stage1_done".into(),
+                count: 1,
             },
             EventDecl {
                 name: "stage2_done".into(),
+                count: 1,
             },
         ],
         programs: vec![Program {
@@ -528,12 +534,14 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             event: "grads_ready".into(),
             stream: "s0".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         Step::StreamWait {
             id: Some("wait_grads".into()),
             stream: "s1".into(),
             event: "grads_ready".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         n.kernel("allreduce", "s1", comm, fwd_us * 0.5, SMALL_GRID),
         Step::EventRecord {
@@ -541,12 +549,14 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             event: "comm_done".into(),
             stream: "s1".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         Step::StreamWait {
             id: Some("wait_comm".into()),
             stream: "s0".into(),
             event: "comm_done".into(),
             api: EventApi::Runtime,
+            request_offset: 0,
         },
         n.kernel("optimizer", "s0", opt, fwd_us * 0.4, FULL_GRID),
         n.copy("loss", "s0", CopyDirection::D2h, 4096, HostMemory::Pageable),
@@ -563,7 +573,10 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
         streams: vec![stream("s0"), stream("s1")],
         events: ["grads_ready", "comm_done"]
             .into_iter()
-            .map(|e| EventDecl { name: e.into() })
+            .map(|e| EventDecl {
+                name: e.into(),
+                count: 1,
+            })
             .collect(),
         programs: vec![Program {
             name: "train".into(),

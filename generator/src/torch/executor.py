@@ -287,7 +287,15 @@ class Run:
             self.streams.append(torch.cuda.Stream(priority=max(-5, min(0, s.get("priority", 0)))))
             self.stream_ids.append(self.streams[-1].stream_id)
         self.tails = [[] for _ in self.streams]
-        self.events = [torch.cuda.Event() for _ in sc.get("events", [])]
+        # One torch event per slot of each event's ring (EventDecl::count); a
+        # step of request i uses slot (i + request_offset) mod count, as the
+        # other backends do (docs/scenario-space.md, "Scenario language").
+        self.event_base = {}
+        self.event_ring = []
+        for e in sc.get("events", []):
+            self.event_base[e["name"]] = len(self.event_ring)
+            self.event_ring.extend([e.get("count", 1)] * e.get("count", 1))
+        self.events = [torch.cuda.Event() for _ in self.event_ring]
         self.event_src = [None for _ in self.events]
         self.graphs = []
         self.graph_replays = {}
@@ -468,9 +476,10 @@ class Run:
                 self.stream_ids[i] = self.streams[i].stream_id
                 self.tails[i] = []
             elif obj == "event":
-                i = [e["name"] for e in self.sc["events"]].index(name)
-                self.events[i] = torch.cuda.Event()
-                self.event_src[i] = None
+                base = self.event_base[name]
+                for i in range(base, base + self.event_ring[base]):
+                    self.events[i] = torch.cuda.Event()
+                    self.event_src[i] = None
             key = (obj, name)
             self.generations[key] = self.generations.get(key, 0) + 1
             op = self.base_op(ti, item, si, {"kind": "recreate"})
@@ -522,7 +531,7 @@ class Run:
             after = self.stamp(sidx)
             op["stamps"] = [before, after]
         elif kind == "event_record":
-            ei = [e["name"] for e in self.sc["events"]].index(step["event"])
+            ei = self.event_slot(item, step)
             op = self.base_op(ti, item, si, {"kind": "event_record", "event": ei})
             before = self.stamp(sidx)
             with torch.profiler.record_function("cb:op:%d:%d" % (op["id"], token)):
@@ -534,7 +543,7 @@ class Run:
                 self.event_src[ei] = op["id"]
             op["event_generation"] = self.generations.get(("event", step["event"]), 0)
         elif kind == "stream_wait":
-            ei = [e["name"] for e in self.sc["events"]].index(step["event"])
+            ei = self.event_slot(item, step)
             with self.lock:
                 src = self.event_src[ei]
             op = self.base_op(ti, item, si, {"kind": "stream_wait", "event": ei})
@@ -586,7 +595,7 @@ class Run:
                 sidx = [s["name"] for s in self.sc["streams"]].index(step["stream"])
                 waited = list(self.tails[sidx])
             elif target == "event":
-                ei = [e["name"] for e in self.sc["events"]].index(step["event"])
+                ei = self.event_slot(item, step)
                 waited = [self.event_src[ei]] if self.event_src[ei] else []
             else:
                 waited = [o for t in self.tails for o in t]
@@ -635,6 +644,12 @@ class Run:
                 self.finished()
             thread_free = now()
             self.busy[ti] = False
+
+    def event_slot(self, item, step):
+        """The slot of the step's event ring its request uses."""
+        base = self.event_base[step["event"]]
+        index = self.requests[item["request"]]["index"]
+        return base + (index + step.get("request_offset", 0)) % self.event_ring[base]
 
     def run_item(self, ti, item, thread_free):
         r = self.requests[item["request"]]

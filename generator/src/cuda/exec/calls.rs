@@ -51,6 +51,21 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// The slot of event `name`'s ring that `step` of request `request` (its
+    /// index in its program) uses: `(request + request_offset) mod count`
+    /// (docs/scenario-space.md, "Scenario language"; the simulator's rule).
+    pub(super) fn event_slot(&self, name: &str, step: &Step, request: u32) -> usize {
+        let base = self.event_ix[name];
+        let offset = match step {
+            Step::EventRecord { request_offset, .. } | Step::StreamWait { request_offset, .. } => {
+                *request_offset as i64
+            }
+            _ => 0,
+        };
+        let ring = self.events.lock().unwrap()[base].ring.max(1) as i64;
+        base + (request as i64 + offset).rem_euclid(ring) as usize
+    }
+
     pub(super) fn stretch_of(&self, skey: &StepKey) -> Option<Stretch> {
         let p = self.plan?;
         match &p.stretch {
@@ -178,7 +193,7 @@ impl<'a> Exec<'a> {
                 op
             }
             Step::EventRecord { event, stream, .. } => {
-                let ei = self.event_ix[event.as_str()];
+                let ei = self.event_slot(event, step, skey.request);
                 let mut op = self.new_op(
                     ti,
                     tid,
@@ -205,7 +220,7 @@ impl<'a> Exec<'a> {
                 op
             }
             Step::StreamWait { stream, event, .. } => {
-                let ei = self.event_ix[event.as_str()];
+                let ei = self.event_slot(event, step, skey.request);
                 let mut op = self.new_op(
                     ti,
                     tid,
@@ -314,7 +329,10 @@ impl<'a> Exec<'a> {
                         });
                     }
                     SyncTarget::Event => {
-                        let ei = event.as_deref().map(|e| self.event_ix[e]).unwrap_or(0);
+                        let ei = event
+                            .as_deref()
+                            .map(|e| self.event_slot(e, step, skey.request))
+                            .unwrap_or(0);
                         let (eh, last) = {
                             let evs = self.events.lock().unwrap();
                             (evs[ei].handle, evs[ei].last)
@@ -481,18 +499,22 @@ impl<'a> Exec<'a> {
                 Ok(())
             }
             ObjectKind::Event => {
-                let ei = self.event_ix[name];
+                // Every event of the ring is destroyed and created again.
+                let base = self.event_ix[name];
                 let mut evs = self.events.lock().unwrap();
-                let old = evs[ei].handle.0;
-                let mut new: sys::CUevent = std::ptr::null_mut();
-                // SAFETY: destroying our event (pending work keeps it alive), creating a new one.
-                self.call(&mut op, "recreate event", || unsafe {
-                    sys::cuEventDestroy_v2(old);
-                    sys::cuEventCreate(&mut new, 0)
-                });
-                evs[ei].handle = H(new);
-                evs[ei].generation += 1;
-                evs[ei].last = None;
+                let ring = evs[base].ring.max(1) as usize;
+                for ei in base..base + ring {
+                    let old = evs[ei].handle.0;
+                    let mut new: sys::CUevent = std::ptr::null_mut();
+                    // SAFETY: destroying our event (pending work keeps it alive), creating a new one.
+                    self.call(&mut op, "recreate event", || unsafe {
+                        sys::cuEventDestroy_v2(old);
+                        sys::cuEventCreate(&mut new, 0)
+                    });
+                    evs[ei].handle = H(new);
+                    evs[ei].generation += 1;
+                    evs[ei].last = None;
+                }
                 Ok(())
             }
             ObjectKind::Graph => {

@@ -141,6 +141,17 @@ impl<'a> Exec<'a> {
     /// Asks the injector to issue its device work now and waits until it has.
     pub(super) fn trigger_injector(&self) {
         self.inj.state.store(REQUEST, Ordering::Release);
+        // Work that must not delay the target (a negative control's unrelated
+        // work) is nothing the application waits for: waiting for its launch
+        // made the application's own next call late on the H200 (22–110 µs of
+        // host enqueue in the negative controls of the shapes' dev split), a
+        // delay no record explains. The injector clears the request itself.
+        let must_precede = self
+            .plan
+            .is_some_and(|p| p.plan.actions.iter().any(|(_, a)| a.delays_target()));
+        if !must_precede {
+            return;
+        }
         let deadline = now() + 500_000_000;
         while self.inj.state.load(Ordering::Acquire) != ACK {
             if now() > deadline {
@@ -195,7 +206,13 @@ impl<'a> Exec<'a> {
                     for a in pieces.by_ref().take(ahead + 1) {
                         self.inject_action(ti, &mut log, a);
                     }
-                    self.inj.state.store(ACK, Ordering::Release);
+                    // A victim that waits (`trigger_injector`) sees ACK and
+                    // clears it; one that does not wait (nothing must precede
+                    // its target) left the request for the injector to clear.
+                    let waits = plan.plan.actions.iter().any(|(_, a)| a.delays_target());
+                    self.inj
+                        .state
+                        .store(if waits { ACK } else { IDLE }, Ordering::Release);
                     for a in pieces {
                         self.inject_action(ti, &mut log, a);
                     }

@@ -45,6 +45,8 @@ struct StreamState {
 
 struct EventState {
     handle: H<sys::CUevent>,
+    /// Events in this event's ring (`EventDecl::count`), on every slot.
+    ring: u32,
     generation: u32,
     last: Option<u64>,
 }
@@ -181,12 +183,17 @@ impl<'a> Exec<'a> {
             streams.push(Mutex::new(create_stream(dev, greatest)?));
         }
         let mut events = Vec::new();
-        for _ in &sc.events {
-            events.push(EventState {
-                handle: H(create_event()?),
-                generation: 0,
-                last: None,
-            });
+        let mut event_ix = HashMap::new();
+        for ev in &sc.events {
+            event_ix.insert(ev.name.as_str(), events.len());
+            for _ in 0..ev.count.max(1) {
+                events.push(EventState {
+                    handle: H(create_event()?),
+                    ring: ev.count.max(1),
+                    generation: 0,
+                    last: None,
+                });
+            }
         }
         let mut requests = Vec::new();
         let mut arrivals = Vec::new();
@@ -223,7 +230,7 @@ impl<'a> Exec<'a> {
             events: Mutex::new(events),
             graphs: Vec::new(),
             stream_ix: pos_of(sc.streams.iter().map(|s| s.name.as_str())),
-            event_ix: pos_of(sc.events.iter().map(|s| s.name.as_str())),
+            event_ix,
             graph_ix: pos_of(sc.graphs.iter().map(|s| s.name.as_str())),
             next_op: AtomicU64::new(1),
             next_slot: AtomicU32::new(0),

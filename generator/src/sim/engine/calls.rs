@@ -210,7 +210,11 @@ impl Engine<'_> {
         let tid = self.threads[th].tid;
         let operator = self.threads[th].nvtx.last().map(|n| n.0.clone());
         let step_id = self.names.step(skey.program, skey.step).id.clone();
-        let targets = self.targets[skey.program][skey.step];
+        let mut targets = self.targets[skey.program][skey.step];
+        // An event ring's slot is the request's (docs/scenario-space.md).
+        targets.event = targets
+            .event
+            .map(|base| self.event_slot(base, step, skey.request));
         let info = |call_site: Option<SharedStr>, stream: Option<u32>, generation: u32| NodeInfo {
             request: Some(token.clone()),
             step: step_id.clone(),
@@ -234,7 +238,7 @@ impl Engine<'_> {
             | Step::StreamWait { .. } => {
                 // Calls that enqueue one op on one stream share everything but the op itself.
                 let si = targets.stream.expect("stream steps name a stream");
-                let call = self.stream_call(step, skey.program, si, skey.step);
+                let call = self.stream_call(step, skey.program, si, skey.step, targets.event);
                 let end = start + self.call_latency(key, call.latency_ns);
                 let inf = info(
                     call.call_site,
@@ -460,11 +464,12 @@ impl Engine<'_> {
         program: usize,
         si: usize,
         step_ix: usize,
+        event: Option<usize>,
     ) -> StreamCall {
         let hp = &self.be.host;
         let s = &self.streams[si];
         let call_site = || self.names.step(program, step_ix).call_site.clone();
-        let event = || &self.events[self.targets[program][step_ix].event.expect("an event step")];
+        let event = || &self.events[event.expect("an event step")];
         let (api, latency_ns, handle, generation, call_site) = match step {
             Step::Kernel { launch, .. } => {
                 let api = match launch {

@@ -185,6 +185,8 @@ struct WaitingForSms {
 #[derive(Debug, Clone)]
 struct Event {
     handle: u64,
+    /// Events in this event's ring (`EventDecl::count`), kept on its first slot.
+    ring: u32,
     generation: u32,
     /// Last record: (node, completion, event_sync_id).
     last: Option<(NodeId, Ns, u64)>,
@@ -402,13 +404,17 @@ impl<'a> Engine<'a> {
             }
         }
         e.next_cupti_stream += stream_order.len() as u32;
-        for (i, ev) in sc.events.iter().enumerate() {
-            e.events.push(Event {
-                handle: 0x5700_0000_2000 + 0x40 * i as u64,
-                generation: 0,
-                last: None,
-            });
-            e.event_ix.insert(ev.name.clone(), i);
+        for ev in &sc.events {
+            e.event_ix.insert(ev.name.clone(), e.events.len());
+            for _ in 0..ev.count.max(1) {
+                let slot = e.events.len();
+                e.events.push(Event {
+                    handle: 0x5700_0000_2000 + 0x40 * slot as u64,
+                    ring: ev.count.max(1),
+                    generation: 0,
+                    last: None,
+                });
+            }
         }
         for (i, g) in sc.graphs.iter().enumerate() {
             let exec_id = e.next_graph_exec;
@@ -446,6 +452,20 @@ impl<'a> Engine<'a> {
             event: event.and_then(|e| self.event_ix.get(e).copied()),
             graph: graph.and_then(|g| self.graph_ix.get(g).copied()),
         }
+    }
+
+    /// The slot of the event ring starting at `base` that `step` of request
+    /// `request` (its index in its program) uses: `(request + request_offset)
+    /// mod count` (docs/scenario-space.md, "Scenario language").
+    fn event_slot(&self, base: usize, step: &Step, request: u32) -> usize {
+        let offset = match step {
+            Step::EventRecord { request_offset, .. } | Step::StreamWait { request_offset, .. } => {
+                *request_offset as i64
+            }
+            _ => 0,
+        };
+        let ring = self.events[base].ring.max(1) as i64;
+        base + (request as i64 + offset).rem_euclid(ring) as usize
     }
 
     fn jitter(&self, key: u64, v: Ns) -> Ns {
@@ -760,9 +780,13 @@ impl<'a> Engine<'a> {
                 s.waiting = None;
             }
             ObjectKind::Event => {
-                let e = &mut self.events[self.event_ix[name]];
-                e.generation += 1;
-                e.last = None;
+                // Every event of the ring is destroyed and created again.
+                let base = self.event_ix[name];
+                let ring = self.events[base].ring.max(1) as usize;
+                for e in &mut self.events[base..base + ring] {
+                    e.generation += 1;
+                    e.last = None;
+                }
             }
             ObjectKind::Graph => {
                 let g = &mut self.graphs[self.graph_ix[name]];
