@@ -47,11 +47,16 @@ pub fn check(scenario: &Scenario) -> Result<(), RecordError> {
     }
 }
 
+/// Every backend: `Auto` is the GPU where it loads, else the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     Auto,
     Cuda,
     Sim,
+    /// The PyTorch track's backend (docs/torch-track.md): never chosen by
+    /// `Auto`; its executor starts with the first run, which says
+    /// [`RecordError::Unavailable`] where python3 with torch cannot run it.
+    Torch,
 }
 
 /// Is an NVIDIA GPU with a driver present on this machine?
@@ -65,6 +70,7 @@ pub fn gpu_present() -> bool {
 pub fn select_backend(kind: BackendKind) -> Result<Box<dyn Backend>, RecordError> {
     match kind {
         BackendKind::Sim => Ok(Box::new(crate::sim::SimBackend::default())),
+        BackendKind::Torch => Ok(Box::new(crate::torch::TorchBackend::new(None))),
         BackendKind::Cuda => Ok(Box::new(crate::cuda::CudaBackend::new()?)),
         BackendKind::Auto => match crate::cuda::CudaBackend::new() {
             Ok(b) => Ok(Box::new(b)),
@@ -75,5 +81,19 @@ pub fn select_backend(kind: BackendKind) -> Result<Box<dyn Backend>, RecordError
                 Ok(Box::new(crate::sim::SimBackend::default()))
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each backend that needs no GPU to be made is selected by its kind.
+    #[test]
+    fn every_backend_is_selected_by_its_kind() {
+        for (kind, name) in [(BackendKind::Sim, "sim"), (BackendKind::Torch, "torch")] {
+            let backend = select_backend(kind).expect("needs no GPU to be made");
+            assert_eq!(backend.name(), name);
+        }
     }
 }
