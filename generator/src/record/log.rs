@@ -132,10 +132,9 @@ pub struct Op {
     pub request: Option<usize>,
     pub skey: Option<StepKey>,
     pub kind: OpKind,
-    /// The executor's measurement of the call (CLOCK_MONOTONIC): `t0` places
-    /// the call among the host events.
+    /// When the executor made the call (CLOCK_MONOTONIC): it places the call
+    /// among the host events (its span is the observer's, `Observer::call`).
     pub t0: Ns,
-    pub t1: Ns,
     /// The calling thread (`None`: the thread whose event made the call).
     pub tid: Option<u32>,
     /// The stream as the records name it (`None`: no stream, a synchronization).

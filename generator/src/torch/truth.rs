@@ -277,7 +277,6 @@ fn neutral_op(
             What::Recreate => OpKind::Recreate,
         },
         t0: o.t0,
-        t1: o.t1,
         tid: o.tid,
         stream: on_stream.then(|| stream_of(o, acts)),
         generation: o.generation,

@@ -127,7 +127,6 @@ fn op(o: &Op) -> neutral::Op {
             What::Recreate => OpKind::Recreate,
         },
         t0: o.t0,
-        t1: o.t1,
         tid: Some(o.tid),
         stream: on_stream.then_some(o.stream_cupti),
         generation: o.generation,

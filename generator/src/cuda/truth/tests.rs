@@ -399,3 +399,106 @@ fn a_kind_the_cupti_lacks_degrades_to_accounted_loss() {
         0
     );
 }
+
+/// The executor of the PyTorch backend's answer for the run of
+/// [`event_edge_run`]: the same calls at the same times on the same thread,
+/// its kernels self-timed at CUPTI's times and the event record stamped when
+/// CUPTI saw it complete.
+const TORCH_EVENT_EDGE_LOG: &str = r#"{
+ "origin": 50000, "end": 3000000,
+ "arrivals": [{"request": 0, "t": 80000, "tid": 77}],
+ "requests": [{"program": 0, "index": 0, "at_rel": 0, "token": 1}],
+ "threads": [{"tid": 77, "events": [
+    {"task": [90000, 0, null, "", 0]}, {"api": 1}, {"api": 2}, {"api": 3}, {"api": 4}, {"api": 5}],
+  "ops": [
+   {"id": 1, "thread": 0, "request": 0, "step": 0,
+    "what": {"kind": "kernel", "name": "producer", "dur_ns": 2000000, "extra_ns": 0},
+    "t0": 100000, "t1": 104000, "stream": 0, "stream_id": 13, "prev": [], "tid": 77, "slot": 0},
+   {"id": 2, "thread": 0, "request": 0, "step": 1, "what": {"kind": "event_record", "event": 0},
+    "t0": 110000, "t1": 114000, "stream": 0, "stream_id": 13, "prev": [1], "tid": 77, "stamps": [0]},
+   {"id": 3, "thread": 0, "request": 0, "step": 2, "what": {"kind": "stream_wait", "event": 0},
+    "t0": 120000, "t1": 124000, "stream": 1, "stream_id": 14, "prev": [], "tid": 77, "event_src": 2},
+   {"id": 4, "thread": 0, "request": 0, "step": 3,
+    "what": {"kind": "kernel", "name": "consumer", "dur_ns": 300000, "extra_ns": 0},
+    "t0": 130000, "t1": 134000, "stream": 1, "stream_id": 14, "prev": [3], "tid": 77, "slot": 1},
+   {"id": 5, "thread": 0, "request": 0, "step": 4, "what": {"kind": "sync", "target": "device"},
+    "t0": 140000, "t1": 144000, "tid": 77, "waited": [2, 4]}
+  ]}],
+ "injector": null,
+ "kernels": [[103000, 2103000], [2105000, 2405000]],
+ "stamps": [2103500],
+ "graph_kernels": [], "graph_tags": [], "errors": [],
+ "clock": {"offset_ns": 0, "spread_ns": [0, 0], "realtime_minus_monotonic_ns": [0, 0]},
+ "device": {"name": "test GPU", "sms": 132, "capability": [9, 0]},
+ "versions": {"torch": "2.11.0", "cuda": "13.0", "cupy": "14.2.0", "python": "3.12.3"}
+}"#;
+
+/// One run as the GPU backend's executor logs it and as the PyTorch
+/// backend's does: both convert to the same backend-neutral step log, and the
+/// one truth builder gives both the same nodes, edges and step keys (CUPTI's
+/// queued and submitted stamps left out: the self-timed kernels have none, so
+/// both take them from the call and stream order).
+#[test]
+fn a_cuda_and_a_torch_log_of_one_run_build_one_truth() {
+    let (sc, mut log) = event_edge_run();
+    for r in &mut log.flushed.records {
+        if let Raw::Kernel {
+            queued, submitted, ..
+        } = r
+        {
+            (*queued, *submitted) = (0, 0);
+        }
+    }
+    let torch_log: crate::torch::log::StepLog = ground_truth::io::from_json(
+        std::path::Path::new("torch.json"),
+        TORCH_EVENT_EDGE_LOG.as_bytes(),
+    )
+    .unwrap();
+    let from_cuda = neutral::step_log(&log);
+    let from_torch = crate::torch::truth::neutral_log(&sc, &torch_log, None, None);
+    assert_eq!(from_cuda, from_torch);
+    assert_eq!(from_cuda.ops.len(), 5);
+
+    let rec = cupti::Recorder::offline(&[(true, 307, "cuLaunchKernel")]);
+    let cuda = build(&sc, &log, None, &rec, true);
+    let torch = crate::torch::truth::build(&sc, &torch_log, None, None);
+    // Names of calls are each collector's (CUPTI's callback names, the
+    // runtime API the executor calls); records are each collector's too.
+    let graph = |t: &ground_truth::graph::GroundTruth| {
+        let nodes: Vec<String> = t
+            .nodes
+            .iter()
+            .map(|n| {
+                let call = matches!(n.kind, NodeKind::ApiCall | NodeKind::Synchronization);
+                let name = if call { "" } else { n.name.as_str() };
+                format!(
+                    "{:?} {name} {:?} {:?} {:?} g{} {}..{} q{} s{}",
+                    n.kind,
+                    n.request,
+                    n.step,
+                    n.detail,
+                    n.generation,
+                    n.start,
+                    n.end,
+                    n.queued,
+                    n.submitted
+                )
+            })
+            .collect();
+        (nodes, t.edges.clone())
+    };
+    assert_eq!(graph(&cuda.builder.truth), graph(&torch.builder.truth));
+    assert_eq!(cuda.builder.truth.nodes.len(), 11);
+    assert_eq!(cuda.keys, torch.keys);
+    let consumer = cuda.keys[&StepKey {
+        program: 0,
+        request: 0,
+        step: 3,
+        graph_node: None,
+        api: false,
+    }];
+    assert_eq!(
+        torch.builder.truth.critical_path(consumer),
+        vec![0, 1, 2, 3, 5, 7, 9]
+    );
+}
