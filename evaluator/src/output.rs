@@ -295,7 +295,7 @@ impl Leaderboard {
         let _ = writeln!(md, "## Ranking\n\n{}", self.ranking_markdown());
         let _ = writeln!(
             md,
-            "## Every view\n\nProfilers in ranking order, each with its every view.\n"
+            "## Every view\n\nProfilers in ranking order, each with all of its views.\n"
         );
         let cols = &CSV_COLUMNS[..19];
         let _ = writeln!(md, "| {} |", cols.join(" | "));
