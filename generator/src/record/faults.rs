@@ -116,6 +116,32 @@ pub fn finish_plan(
     finish_device_injection(b, injection, injected)
 }
 
+/// The injection record of a lengthened target (`plan.stretch`), when `key`
+/// is that target: the measured extra duration against the twin's.
+pub fn stretch_injection(
+    plan: &Plan,
+    key: &crate::keys::StepKey,
+    start: Ns,
+    end: Ns,
+) -> Option<InjectionRecord> {
+    let (target, _) = plan.stretch.as_ref()?;
+    if target != key {
+        return None;
+    }
+    let measured = match plan.twin_target_ns {
+        Some(t) => (end.saturating_sub(start) as f64 - t as f64) / 1000.0,
+        None => plan.magnitude_ns as f64 / 1000.0,
+    };
+    Some(InjectionRecord {
+        kind: plan.kind.as_str().into(),
+        mechanism: plan.mechanism.clone(),
+        requested_us: plan.magnitude_ns as f64 / 1000.0,
+        measured_us: measured,
+        fault_node: None,
+        off_cpu_us: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,30 +225,4 @@ mod tests {
         let r = finish_device_injection(&mut b, loss, &[]).unwrap();
         assert_eq!((r.requested_us, r.measured_us), (5.0, 5.0));
     }
-}
-
-/// The injection record of a lengthened target (`plan.stretch`), when `key`
-/// is that target: the measured extra duration against the twin's.
-pub fn stretch_injection(
-    plan: &Plan,
-    key: &crate::keys::StepKey,
-    start: Ns,
-    end: Ns,
-) -> Option<InjectionRecord> {
-    let (target, _) = plan.stretch.as_ref()?;
-    if target != key {
-        return None;
-    }
-    let measured = match plan.twin_target_ns {
-        Some(t) => (end.saturating_sub(start) as f64 - t as f64) / 1000.0,
-        None => plan.magnitude_ns as f64 / 1000.0,
-    };
-    Some(InjectionRecord {
-        kind: plan.kind.as_str().into(),
-        mechanism: plan.mechanism.clone(),
-        requested_us: plan.magnitude_ns as f64 / 1000.0,
-        measured_us: measured,
-        fault_node: None,
-        off_cpu_us: None,
-    })
 }

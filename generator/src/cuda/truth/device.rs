@@ -75,7 +75,7 @@ impl<'a> CuptiObserver<'a> {
         })
     }
 
-    fn event_record(&self, o: &Op) -> Option<usize> {
+    fn cuda_event_activity(&self, o: &Op) -> Option<usize> {
         self.raws_of(o.id)
             .into_iter()
             .find(|&i| matches!(self.raw(i), Raw::CudaEvent { .. }))
@@ -215,12 +215,12 @@ impl Observer for CuptiObserver<'_> {
 
     fn event_reached(&mut self, op: &StepOp, queued: Ns) -> Option<Ns> {
         let o = self.own(op);
-        self.event_ts(self.event_record(o), queued)
+        self.event_ts(self.cuda_event_activity(o), queued)
     }
 
     fn event_records(&mut self, b: &mut RunBuilder, op: &StepOp, dev: NodeId, queued: Ns) {
         let o = self.own(op);
-        let rec = self.event_record(o);
+        let rec = self.cuda_event_activity(o);
         let ts_ok = self.event_ts(rec, queued).is_some();
         self.unobservable(rec, cupti::activity::KIND_CUDA_EVENT);
         let record = rec.and_then(|i| {
