@@ -287,16 +287,8 @@ class Run:
             self.streams.append(torch.cuda.Stream(priority=max(-5, min(0, s.get("priority", 0)))))
             self.stream_ids.append(self.streams[-1].stream_id)
         self.tails = [[] for _ in self.streams]
-        # One torch event per slot of each event's ring (EventDecl::count); a
-        # step of request i uses slot (i + request_offset) mod count, as the
-        # other backends do (docs/scenario-space.md, "Scenario language").
-        self.event_base = {}
-        self.event_ring = []
-        for e in sc.get("events", []):
-            self.event_base[e["name"]] = len(self.event_ring)
-            self.event_ring.extend([e.get("count", 1)] * e.get("count", 1))
-        self.events = [torch.cuda.Event() for _ in self.event_ring]
-        self.event_src = [None for _ in self.events]
+        self.event_base, self.event_ring = self.event_rings(sc)
+        self.events, self.event_src = [torch.cuda.Event() for _ in self.event_ring], [None] * len(self.event_ring)
         self.graphs = []
         self.graph_replays = {}
         self.inboxes = [queue.Queue() for _ in self.threads]
@@ -476,8 +468,7 @@ class Run:
                 self.stream_ids[i] = self.streams[i].stream_id
                 self.tails[i] = []
             elif obj == "event":
-                base = self.event_base[name]
-                for i in range(base, base + self.event_ring[base]):
+                for i in range(self.event_base[name], self.event_base[name] + self.event_ring[self.event_base[name]]):
                     self.events[i] = torch.cuda.Event()
                     self.event_src[i] = None
             key = (obj, name)
@@ -644,6 +635,20 @@ class Run:
                 self.finished()
             thread_free = now()
             self.busy[ti] = False
+
+    @staticmethod
+    def event_rings(sc):
+        """One torch event per slot of each event's ring (EventDecl::count): where
+        each event's ring starts, and every slot's ring size. A step of request i
+        uses slot (i + request_offset) mod count, as the other backends do
+        (docs/scenario-space.md, "Scenario language"). Defined after the copies
+        so that their line numbers, which the committed corpus's fence lines
+        name, stay where they were recorded."""
+        base, ring = {}, []
+        for e in sc.get("events", []):
+            base[e["name"]] = len(ring)
+            ring.extend([e.get("count", 1)] * e.get("count", 1))
+        return base, ring
 
     def event_slot(self, item, step):
         """The slot of the step's event ring its request uses."""
