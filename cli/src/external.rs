@@ -136,9 +136,9 @@ impl Externals {
     }
 
     /// Runs `profiler` on `view`, kept in the file `view_path`, keeping its explanation at
-    /// `explanation`, its stderr at `log` and what the harness measured of the
-    /// invocation beside the log ([`cost_path`]); the results directory `results` stays
-    /// out of its reach.
+    /// `explanation` and its stderr at `log`, with what the harness measured of the
+    /// invocation (for its case score); the results directory `results` stays out of
+    /// its reach.
     ///
     /// A failure of the program on this view (it failed, hung, or wrote no valid
     /// explanation of it) is its own crash on this case: the explanation returned claims
@@ -146,7 +146,7 @@ impl Externals {
     /// scored, counted and shown as that profiler's, and no other profiler's case
     /// changes. `Err` is a failure of the harness only (it could not start or confine
     /// the program). The explanation's `meta.wall_ms` is the harness's measurement; the
-    /// program's own figure is kept in the cost file, labelled as its claim.
+    /// program's own figure is kept beside it as `reported_wall_ms`, its claim.
     pub fn explain(
         &self,
         profiler: &ExternalProfiler,
@@ -155,7 +155,7 @@ impl Externals {
         explanation: &Path,
         log: PathBuf,
         results: &Path,
-    ) -> Result<Explanation, String> {
+    ) -> Result<(Explanation, Option<evaluator::InvocationCost>), String> {
         let confinement = match self.isolation {
             Some(Isolation::Unisolated) => Confinement::IsolatedIfAvailable,
             _ => Confinement::Isolated,
@@ -194,22 +194,13 @@ impl Externals {
         // nor claim another cost.
         e.meta.profiler = profiler.name.clone();
         e.meta.wall_ms = wall_ms;
-        if let Some(cost) = cost {
-            let path = cost_path(&log);
-            let text = serde_json::to_string_pretty(&InvocationCost {
-                schema_version: COST_SCHEMA_VERSION,
-                measured_by_harness: MeasuredCost {
-                    wall_ms: cost.wall_ms,
-                    cpu_ms: cost.cpu_ms,
-                    max_rss_kib: cost.max_rss_kib,
-                },
-                reported_by_profiler_wall_ms: reported_wall_ms.filter(|m| m.is_finite()),
-            })
-            .expect("costs serialize");
-            ground_truth::io::write_atomic(&path, text.as_bytes())
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
-        Ok(e)
+        let invocation = cost.map(|c| evaluator::InvocationCost {
+            wall_ms: c.wall_ms,
+            cpu_ms: c.cpu_ms,
+            max_rss_kib: c.max_rss_kib,
+            reported_wall_ms: reported_wall_ms.filter(|m| m.is_finite()),
+        });
+        Ok((e, invocation))
     }
 }
 
@@ -283,41 +274,6 @@ fn tree_sha256(dir: &Path) -> String {
         h.update([0]);
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Version of the cost file ([`InvocationCost`]).
-pub const COST_SCHEMA_VERSION: u32 = 1;
-
-/// What one invocation of an external profiler cost, kept beside its stderr log as
-/// `NAME.cost.json` (baselines/PROTOCOL.md, "Cost").
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InvocationCost {
-    pub schema_version: u32,
-    /// Measured by the harness (`wait4(2)` of the invocation): what the leaderboard shows.
-    pub measured_by_harness: MeasuredCost,
-    /// The program's own `meta.wall_ms`, a claim shown beside the measurement only;
-    /// absent when it wrote no valid explanation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reported_by_profiler_wall_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MeasuredCost {
-    /// From its start to its end (or to its kill on timeout), in milliseconds.
-    pub wall_ms: f64,
-    /// User and system CPU time of the program and the processes it waited for, in ms.
-    pub cpu_ms: f64,
-    /// Peak resident memory of any of them, in KiB.
-    pub max_rss_kib: u64,
-}
-
-/// Where the cost of the invocation whose stderr is `log` is kept: beside it.
-pub fn cost_path(log: &Path) -> PathBuf {
-    let name = log.file_name().unwrap_or_default().to_string_lossy();
-    let stem = name.strip_suffix(".stderr.log").unwrap_or(&name);
-    log.with_file_name(format!("{stem}.cost.json"))
 }
 
 #[cfg(test)]

@@ -891,14 +891,17 @@ fn run_job(
                 .join(key)
                 .join(&label)
                 .join(format!("{}.stderr.log", external.name));
-            let explanation = shared
+            let (explanation, invocation) = shared
                 .externals
                 .explain(external, &view, &vpath, &epath, log, out)
                 .map_err(|e| format!("{key}: {label}: {e}"))?;
             explanation
                 .write(&epath)
                 .map_err(|e| format!("{key}: cannot write {}: {e}", epath.display()))?;
-            cases.push(evaluator::score_case(&bundle, &view, &explanation));
+            // What the harness measured of the run goes beside its scores.
+            let mut score = evaluator::score_case(&bundle, &view, &explanation);
+            score.invocation = invocation;
+            cases.push(score);
         }
         Ok(cases)
     };

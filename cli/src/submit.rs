@@ -571,6 +571,13 @@ fn compare_scores(
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .map_err(|e| reject(dir, format!("{}: {e}", path.display())))?;
+    // What the submitter's harness measured of each run cannot be derived from the
+    // explanations: the submitter's statement, not compared (`check --rerun` runs again).
+    for line in &mut written {
+        if let Some(score) = line.as_object_mut() {
+            score.remove("invocation");
+        }
+    }
     written.sort_by_key(sort_key);
     let mut fresh: Vec<serde_json::Value> = rescored
         .iter()
@@ -683,7 +690,7 @@ fn rerun(
         );
         let submitted = Explanation::read(&case.explanation)?;
         let same = match &again {
-            Ok(x) => without_time(x) == without_time(&submitted),
+            Ok((x, _)) => without_time(x) == without_time(&submitted),
             Err(_) => false,
         };
         if !same {

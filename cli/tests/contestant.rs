@@ -161,30 +161,17 @@ fn a_failing_contestant_leaves_every_other_row_as_it_was() {
             .all(|v| v["analysis_ms"].as_f64().unwrap() >= 200.0),
         "{answered:?}"
     );
-    let costs: Vec<PathBuf> = walk(&with.join("logs"))
-        .into_iter()
-        .filter(|p| p.to_string_lossy().ends_with("choosy.cost.json"))
-        .collect();
-    assert_eq!(costs.len(), mine.len());
-    let cost: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&costs[0]).unwrap()).unwrap();
-    assert!(
-        cost["measured_by_harness"]["cpu_ms"].as_f64().is_some(),
-        "{cost}"
-    );
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
+    // Beside it, CPU time, peak memory and the profiler's claim, labelled as such.
+    for v in &answered {
+        let cost = &v["invocation"];
+        assert_eq!(cost["wall_ms"], v["analysis_ms"], "{v}");
+        assert_eq!(cost["reported_wall_ms"], 1.0, "{v}");
+        assert!(cost["cpu_ms"].as_f64().is_some(), "{v}");
+        assert!(cost["max_rss_kib"].as_u64().unwrap() > 0, "{v}");
     }
-    out
+    assert!(mine.iter().all(|r| !r["invocation"].is_null()));
+    // The built-in profilers' rows carry none.
+    assert!(others.iter().all(|r| r["invocation"].is_null()));
 }
 
 /// A profiler whose behaviour lives in `helper.py` beside it: the directory is given

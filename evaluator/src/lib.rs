@@ -47,7 +47,7 @@ pub use plots::{write_plots, PLOTS};
 pub use ranking::{rank_rows, Ranked, HEADLINE_VIEWS, RANK_RULE};
 pub use score::{
     overblamed_phase, path_fidelity, phase_error, score_case, CaseScore, EdgeCounts, EdgeScore,
-    RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,
+    InvocationCost, RequestScore, SymptomScore, TypeScore, CONFIDENT, OVERBLAME_SHARE, PHASE_NAMES,
 };
 pub use shortfall::{question_name, shortfalls, Shortfall, Tally};
 pub use subset::{part_rates, PartRates};

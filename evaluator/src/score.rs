@@ -66,6 +66,28 @@ pub struct CaseScore {
     /// counted as a crash of its own beside the scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crashed: Option<String>,
+    /// What the harness measured of an external profiler's run on this view
+    /// (baselines/PROTOCOL.md, "Cost"); absent for built-in profilers. Its
+    /// `wall_ms` is `analysis_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<InvocationCost>,
+}
+
+/// One external profiler invocation as the harness measured it (`wait4(2)` of the
+/// process it started: the program and every process that one waited for).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InvocationCost {
+    /// From its start to its end, or to its kill on timeout, in milliseconds.
+    pub wall_ms: f64,
+    /// User plus system CPU time, in milliseconds.
+    pub cpu_ms: f64,
+    /// Peak resident memory of any of its processes, in KiB.
+    pub max_rss_kib: u64,
+    /// The profiler's own `meta.wall_ms`: its claim, shown beside the measurement
+    /// only; absent when it wrote no valid explanation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_wall_ms: Option<f64>,
 }
 
 impl CaseScore {
@@ -676,6 +698,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             .map(|p| p.axes.clone())
             .unwrap_or_default(),
         crashed: explanation.meta.failure.clone(),
+        invocation: None,
     }
 }
 
