@@ -364,6 +364,18 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
             format!("{}, as {METADATA_FILE} states", material(&metadata.split))
         }
     );
+    // What no file of the folder can prove (baselines/PROTOCOL.md, "Getting onto the
+    // leaderboard"): shown as the submitter's statement.
+    println!(
+        "check {}: stated by the submitter, not verified: machine `{}` ({} CPUs, {}), \
+         isolation `{}`, causalbench {}, and each case's measured `invocation`",
+        dir.display(),
+        metadata.machine.hostname,
+        metadata.machine.cpus,
+        metadata.machine.cpu_model,
+        metadata.isolation,
+        metadata.tool_version
+    );
     if args.rerun {
         return rerun(&args, &metadata, &view_key, &bundles, &explained);
     }
