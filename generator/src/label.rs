@@ -21,6 +21,18 @@ pub struct QuietRun<'a> {
     pub origin: Ns,
 }
 
+impl<'a> QuietRun<'a> {
+    /// A run as the label check reads it: the truth its builder holds, the
+    /// step each node came from, its time origin.
+    pub fn of(builder: &'a crate::record::RunBuilder, keys: &'a Keys, origin: Ns) -> Self {
+        QuietRun {
+            truth: &builder.truth,
+            keys,
+            origin,
+        }
+    }
+}
+
 /// How many times the drift seen between two quiet runs the lateness must
 /// exceed: one pair of runs is one sample of the noise, and a margin of three
 /// keeps a noise-only lateness below the floor in most runs.

@@ -5,25 +5,12 @@
 //! dropping it. Each scenario is the minimal form of a shape real serving,
 //! decoding and pipelined programs have.
 
-use generator::sim::SimBackend;
-use generator::Backend;
+mod common;
+
+use common::{record, scenario};
 use ground_truth::graph::{EdgeType, GroundTruth, LabelVerdict, NodeId, NodeKind};
-use ground_truth::io::Readable;
 use ground_truth::labels::CauseLabel;
-use ground_truth::{Bundle, Scenario};
-
-fn scenario(body: &str) -> Scenario {
-    let yaml = format!(
-        "schema_version: 1\nname: cross-request-test\nfamily: test\nvariant: case\n\
-         description: \"a shape in which one request waits behind another\"\n\
-         mode: instrumented\nrepetitions: 1\n{body}"
-    );
-    Scenario::parse(std::path::Path::new("test.yaml"), yaml.as_bytes()).expect("scenario")
-}
-
-fn record(sc: &Scenario) -> Bundle {
-    SimBackend::default().record(sc, 0).expect("recorded")
-}
+use ground_truth::Bundle;
 
 /// The edge types met along the symptom's true critical path, from its root on.
 fn path_edges(t: &GroundTruth) -> Vec<EdgeType> {
@@ -57,7 +44,7 @@ fn assert_kept(b: &Bundle, label: CauseLabel) {
         check.verdict,
         LabelVerdict::Kept,
         "{}: {} (path edges {:?})",
-        b.manifest.scenario.name,
+        b.manifest.scenario.variant,
         check.reason,
         path_edges(&b.ground_truth)
     );
@@ -452,11 +439,6 @@ fn a_ring_offset_past_the_ring_is_refused() {
         "event: ready}\n      - {op: kernel, id: train",
         "event: ready, request_offset: -2}\n      - {op: kernel, id: train",
     );
-    let yaml = format!(
-        "schema_version: 1\nname: ring\nfamily: test\nvariant: case\ndescription: x\n\
-         mode: instrumented\nrepetitions: 1\n{text}"
-    );
-    let err = Scenario::parse(std::path::Path::new("ring.yaml"), yaml.as_bytes())
-        .expect_err("an offset past the ring is refused");
+    let err = common::parse(&text).expect_err("an offset past the ring is refused");
     assert!(err.to_string().contains("request_offset"), "{err}");
 }

@@ -5,22 +5,14 @@
 //! keeps exactly that label and drops any other, whichever lengthening
 //! injection was used.
 
-use generator::sim::SimBackend;
-use generator::Backend;
+mod common;
+
 use ground_truth::graph::LabelVerdict;
-use ground_truth::io::Readable;
-use ground_truth::Scenario;
 
 fn verdict(cause: &str, kind: &str) -> LabelVerdict {
-    let yaml = format!(
-        r#"schema_version: 1
-name: first-gate-test
-family: test
-variant: case
-description: "an upstream kernel, then stream order, then an event"
-mode: instrumented
-repetitions: 1
-cause: {cause}
+    // An upstream kernel, then stream order, then an event.
+    let body = format!(
+        r#"cause: {cause}
 seed: 31
 threads:
   - name: main
@@ -48,8 +40,7 @@ symptom:
   step: consumer
 "#
     );
-    let sc = Scenario::parse(std::path::Path::new("t.yaml"), yaml.as_bytes()).expect("scenario");
-    let b = SimBackend::default().record(&sc, 0).expect("recorded");
+    let b = common::record(&common::scenario(&body));
     b.ground_truth.symptoms[0]
         .label
         .clone()

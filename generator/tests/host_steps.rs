@@ -4,21 +4,11 @@
 //! injected stall links by `fault` to that operation (a call or a push onto a
 //! queue), and the label check keeps the case.
 
-use generator::sim::SimBackend;
-use generator::Backend;
-use ground_truth::graph::{EdgeType, LabelVerdict, NodeKind};
-use ground_truth::io::Readable;
-use ground_truth::labels::CauseLabel;
-use ground_truth::Scenario;
+mod common;
 
-fn scenario(body: &str) -> Scenario {
-    let yaml = format!(
-        "schema_version: 1\nname: host-step-test\nfamily: test\nvariant: case\n\
-         description: \"an injection on a pure-CPU step\"\n\
-         mode: instrumented\nrepetitions: 1\n{body}"
-    );
-    Scenario::parse(std::path::Path::new("test.yaml"), yaml.as_bytes()).expect("scenario")
-}
+use common::{record, scenario};
+use ground_truth::graph::{EdgeType, LabelVerdict, NodeKind};
+use ground_truth::labels::CauseLabel;
 
 const TOKENIZE_THEN_LAUNCH: &str = r#"
 cause: CAUSE
@@ -81,9 +71,7 @@ fn a_host_injection_on_host_work_delays_the_next_call_or_push() {
     for shape in [TOKENIZE_THEN_LAUNCH, TOKENIZE_THEN_HANDOFF] {
         for (kind, cause) in kinds {
             let text = shape.replace("KIND", kind).replace("CAUSE", cause.as_str());
-            let b = SimBackend::default()
-                .record(&scenario(&text), 0)
-                .expect("recorded");
+            let b = record(&scenario(&text));
             let t = &b.ground_truth;
             let s = &t.symptoms[0];
             let check = s.label.as_ref().expect("checked");

@@ -98,108 +98,140 @@ pub fn generate(split: Split, seed: u64, cases: usize) -> Vec<Scenario> {
 /// (docs/scenario-space.md, "Real program shapes").
 pub fn shape_instance(split: Split, seed: u64, index: u64, family: &ShapeFamily) -> Vec<Scenario> {
     use rand::SeedableRng;
-    let instance_seed = ground_truth::seed::mix(seed ^ ground_truth::seed::mix(index + 1));
+    let instance_seed = instance_seed(seed, index);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(instance_seed);
     let w = (family.build)(&mut rng);
-    let magnitude_us = (w.magnitude_ratio * w.symptom_latency_us)
-        .max(MIN_MAGNITUDE_US)
-        .round();
+    let magnitude_us = magnitude_us(w.magnitude_ratio, w.symptom_latency_us);
     let mut axes = w.axes.clone();
     axes.insert(
         "magnitude_ratio".into(),
         AxisValue::Number(w.magnitude_ratio),
     );
+    let shared = Shared {
+        threads: &w.threads,
+        queues: &w.queues,
+        streams: &w.streams,
+        events: &w.events,
+        graphs: &[],
+        programs: &w.programs,
+        symptom: &w.symptom,
+        axes: &axes,
+    };
     family
         .variants
         .iter()
-        .map(|variant| Scenario {
-            schema_version: ground_truth::SCHEMA_VERSION,
-            name: format!(
-                "{}.{}{index:05}.{}",
+        .map(|v| {
+            let injection = w.injection(v, magnitude_us);
+            variant_scenario(
+                split,
+                index,
+                instance_seed,
                 family.name,
-                split.as_str(),
-                variant.name
-            ),
-            family: family.name.into(),
-            variant: variant.name.into(),
-            cause: variant.cause,
-            description: format!(
-                "generated: {} instance {index} of the {} split",
-                family.name,
-                split.as_str()
-            ),
-            mode: Mode::Instrumented,
-            seed: instance_seed,
-            repetitions: 1,
-            threads: w.threads.clone(),
-            queues: w.queues.clone(),
-            streams: w.streams.clone(),
-            events: w.events.clone(),
-            graphs: Vec::new(),
-            programs: w.programs.clone(),
-            injection: Some(w.injection(variant, magnitude_us)),
-            symptom: w.symptom.clone(),
-            names: KERNEL_NAMES.iter().map(|n| n.to_string()).collect(),
-            space: Some(SpacePoint {
-                suite: split.as_str().into(),
-                instance: instance_seed,
-                axes: axes.clone(),
-            }),
+                (v.name, v.cause),
+                &shared,
+                injection,
+            )
         })
         .collect()
 }
 
 /// The variants of one family instance.
 pub fn instance(split: Split, seed: u64, index: u64, family: &Family) -> Vec<Scenario> {
-    let instance_seed = ground_truth::seed::mix(seed ^ ground_truth::seed::mix(index + 1));
+    let instance_seed = instance_seed(seed, index);
     let structure = sample::sample(instance_seed, family.constraints);
     let workload = build::build(&structure, family.layout);
-    let magnitude_us = (structure.magnitude_ratio * workload.symptom_latency_us)
-        .max(MIN_MAGNITUDE_US)
-        .round();
+    let magnitude_us = magnitude_us(structure.magnitude_ratio, workload.symptom_latency_us);
     let axes = axes(&structure, &workload);
+    let shared = Shared {
+        threads: &workload.threads,
+        queues: &workload.queues,
+        streams: &workload.streams,
+        events: &workload.events,
+        graphs: &workload.graphs,
+        programs: &workload.programs,
+        symptom: &workload.symptom,
+        axes: &axes,
+    };
     family
         .variants
         .iter()
-        .map(|variant| {
+        .map(|v| {
             let injection =
-                families::injection(variant, &workload, structure.asked_request, magnitude_us);
-            Scenario {
-                schema_version: ground_truth::SCHEMA_VERSION,
-                name: format!(
-                    "{}.{}{index:05}.{}",
-                    family.name,
-                    split.as_str(),
-                    variant.name
-                ),
-                family: family.name.into(),
-                variant: variant.name.into(),
-                cause: variant.cause,
-                description: format!(
-                    "generated: {} instance {index} of the {} split",
-                    family.name,
-                    split.as_str()
-                ),
-                mode: Mode::Instrumented,
-                seed: instance_seed,
-                repetitions: 1,
-                threads: workload.threads.clone(),
-                queues: workload.queues.clone(),
-                streams: workload.streams.clone(),
-                events: workload.events.clone(),
-                graphs: workload.graphs.clone(),
-                programs: workload.programs.clone(),
-                injection: Some(injection),
-                symptom: workload.symptom.clone(),
-                names: KERNEL_NAMES.iter().map(|n| n.to_string()).collect(),
-                space: Some(SpacePoint {
-                    suite: split.as_str().into(),
-                    instance: instance_seed,
-                    axes: axes.clone(),
-                }),
-            }
+                families::injection(v, &workload, structure.asked_request, magnitude_us);
+            variant_scenario(
+                split,
+                index,
+                instance_seed,
+                family.name,
+                (v.name, v.cause),
+                &shared,
+                injection,
+            )
         })
         .collect()
+}
+
+/// Instance `index`'s seed: every choice of the instance is drawn from it.
+fn instance_seed(seed: u64, index: u64) -> u64 {
+    ground_truth::seed::mix(seed ^ ground_truth::seed::mix(index + 1))
+}
+
+/// The injected magnitude (µs) of `ratio` times the symptom's normal latency.
+fn magnitude_us(ratio: f64, symptom_latency_us: f64) -> f64 {
+    (ratio * symptom_latency_us).max(MIN_MAGNITUDE_US).round()
+}
+
+/// What every variant of an instance shares.
+struct Shared<'a> {
+    threads: &'a [ground_truth::scenario::ThreadDecl],
+    queues: &'a [ground_truth::scenario::QueueDecl],
+    streams: &'a [ground_truth::scenario::StreamDecl],
+    events: &'a [ground_truth::scenario::EventDecl],
+    graphs: &'a [ground_truth::scenario::GraphDecl],
+    programs: &'a [ground_truth::scenario::Program],
+    symptom: &'a ground_truth::scenario::SymptomDecl,
+    axes: &'a BTreeMap<String, AxisValue>,
+}
+
+/// One variant of an instance: the shared declarations with its own
+/// injection and declared label.
+fn variant_scenario(
+    split: Split,
+    index: u64,
+    instance_seed: u64,
+    family: &str,
+    (variant, cause): (&str, ground_truth::labels::CauseLabel),
+    shared: &Shared,
+    injection: ground_truth::scenario::Injection,
+) -> Scenario {
+    Scenario {
+        schema_version: ground_truth::SCHEMA_VERSION,
+        name: format!("{family}.{}{index:05}.{variant}", split.as_str()),
+        family: family.into(),
+        variant: variant.into(),
+        cause,
+        description: format!(
+            "generated: {family} instance {index} of the {} split",
+            split.as_str()
+        ),
+        mode: Mode::Instrumented,
+        seed: instance_seed,
+        repetitions: 1,
+        threads: shared.threads.to_vec(),
+        queues: shared.queues.to_vec(),
+        streams: shared.streams.to_vec(),
+        events: shared.events.to_vec(),
+        graphs: shared.graphs.to_vec(),
+        programs: shared.programs.to_vec(),
+        injection: Some(injection),
+        symptom: shared.symptom.clone(),
+        names: KERNEL_NAMES.iter().map(|n| n.to_string()).collect(),
+        space: Some(SpacePoint {
+            suite: split.as_str().into(),
+            instance: instance_seed,
+            axes: shared.axes.clone(),
+        }),
+    }
 }
 
 fn axes(s: &Structure, w: &build::Workload) -> BTreeMap<String, AxisValue> {

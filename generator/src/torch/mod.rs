@@ -304,16 +304,14 @@ impl TorchBackend {
                 quiet = Some(truth::build(sc, &quiet_log, None, None));
             }
             // Sized from this machine's own noise (label::sized_injection).
-            fn quiet_run(r: &truth::Output) -> crate::label::QuietRun<'_> {
-                crate::label::QuietRun {
-                    truth: &r.builder.truth,
-                    keys: &r.keys,
-                    origin: r.origin,
-                }
-            }
-            let sized = quiet
-                .as_ref()
-                .and_then(|q| crate::label::sized_injection(sc, &quiet_run(&out), &quiet_run(q)));
+            let sized = quiet.as_ref().and_then(|q| {
+                use crate::label::QuietRun;
+                let (twin, quiet) = (
+                    QuietRun::of(&out.builder, &out.keys, out.origin),
+                    QuietRun::of(&q.builder, &q.keys, q.origin),
+                );
+                crate::label::sized_injection(sc, &twin, &quiet)
+            });
             let inj = sized.as_ref().unwrap_or(inj);
             let mut p = crate::plan::plan(sc, inj, &tw, facts);
             p.mechanism = plan::mechanism(&p);
