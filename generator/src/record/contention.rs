@@ -33,17 +33,25 @@ pub fn memcpy_node_name(direction: CopyDirection) -> &'static str {
     }
 }
 
+/// What an op waits for: the SMs, or the copy engine of its direction (the
+/// H200 has one per direction: a host-to-device and a device-to-host copy
+/// run at once, two of one direction one after the other, docs/gpu-facts.md,
+/// "Host↔device copy engines").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resource {
     Sms,
-    CopyEngine,
+    CopyEngine(CopyDirection),
 }
 
 fn resource(n: &Node) -> Option<Resource> {
+    let copy = |d| &*n.name == memcpy_node_name(d);
     match n.kind {
         NodeKind::Kernel | NodeKind::GraphNode | NodeKind::Memset => Some(Resource::Sms),
-        NodeKind::Memcpy if &*n.name == memcpy_node_name(CopyDirection::D2d) => Some(Resource::Sms),
-        NodeKind::Memcpy => Some(Resource::CopyEngine),
+        NodeKind::Memcpy if copy(CopyDirection::D2d) => Some(Resource::Sms),
+        NodeKind::Memcpy if copy(CopyDirection::D2h) => {
+            Some(Resource::CopyEngine(CopyDirection::D2h))
+        }
+        NodeKind::Memcpy => Some(Resource::CopyEngine(CopyDirection::H2d)),
         _ => None,
     }
 }
@@ -77,15 +85,16 @@ fn holder(truth: &GroundTruth, by_end: &[NodeId], waiting: NodeId) -> Option<Nod
 pub fn contention_edges(b: &mut RunBuilder) {
     let truth = &b.truth;
     let mut sms = Vec::new();
-    let mut copy_engine = Vec::new();
+    let (mut to_device, mut to_host) = (Vec::new(), Vec::new());
     for n in &truth.nodes {
         match resource(n) {
             Some(Resource::Sms) => sms.push(n.id),
-            Some(Resource::CopyEngine) => copy_engine.push(n.id),
+            Some(Resource::CopyEngine(CopyDirection::D2h)) => to_host.push(n.id),
+            Some(Resource::CopyEngine(_)) => to_device.push(n.id),
             None => {}
         }
     }
-    for list in [&mut sms, &mut copy_engine] {
+    for list in [&mut sms, &mut to_device, &mut to_host] {
         list.sort_by_key(|&n| (truth.nodes[n as usize].end, n));
     }
     let existing: HashSet<(NodeId, NodeId)> = truth
@@ -98,7 +107,8 @@ pub fn contention_edges(b: &mut RunBuilder) {
     for n in &truth.nodes {
         let by_end = match resource(n) {
             Some(Resource::Sms) => &sms,
-            Some(Resource::CopyEngine) => &copy_engine,
+            Some(Resource::CopyEngine(CopyDirection::D2h)) => &to_host,
+            Some(Resource::CopyEngine(_)) => &to_device,
             None => continue,
         };
         if let Some(h) = holder(truth, by_end, n.id) {
@@ -125,6 +135,32 @@ mod tests {
         let n = b.node(kind, "k", info, times[1], times[2]);
         b.set_device_times(n, times[0], times[0], times[1], times[2]);
         n
+    }
+
+    /// A copy waits only for the engine of its own direction.
+    #[test]
+    fn a_copy_is_held_only_by_a_copy_of_its_direction() {
+        let mut b = RunBuilder::new(false);
+        let copy = |b: &mut RunBuilder, name: &'static str, stream: u32, t: [Ns; 3]| {
+            let info = NodeInfo {
+                stream: Some(stream),
+                ..Default::default()
+            };
+            let n = b.node(NodeKind::Memcpy, name, info, t[1], t[2]);
+            b.set_device_times(n, t[0], t[0], t[1], t[2]);
+            n
+        };
+        let h2d = copy(&mut b, "memcpy h2d", 1, [0, 0, 500_000]);
+        let d2h = copy(&mut b, "memcpy d2h", 2, [100_000, 500_000, 600_000]);
+        let h2d_late = copy(&mut b, "memcpy h2d", 3, [100_000, 500_000, 600_000]);
+        contention_edges(&mut b);
+        let edges: Vec<_> = b.truth.edges.iter().map(|e| (e.src, e.dst)).collect();
+        assert_eq!(
+            edges,
+            vec![(h2d, h2d_late)],
+            "the readback waited for nothing of its engine"
+        );
+        let _ = d2h;
     }
 
     #[test]
