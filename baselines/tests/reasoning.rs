@@ -1120,3 +1120,102 @@ fn a_late_launch_without_host_records_is_unresolved_at_its_call() {
     );
     assert!(d.complete, "{d:?}");
 }
+
+// Cross-request holds (baselines/README.md, "Requests that held the symptom's"): one
+// scheduler thread serving requests in arrival order, each a host gap, one kernel and
+// a stream synchronize, so a delay in one request holds every later one and the
+// symptom's peers are as late as the symptom.
+
+/// What request 1 of [`served`] does differently from the others.
+#[derive(Clone, Copy, Default)]
+struct Held {
+    /// Extra host time before its launch (no stall record on the thread).
+    gap: u64,
+    /// Extra execution of its kernel, which its synchronize waits for.
+    longer: u64,
+}
+
+/// Four requests served back to back by thread 10 (all arrive in the first 40 µs,
+/// `spacing` apart, so each waits for the one before unless `spacing` leaves the
+/// thread idle); request 1 is twisted. The query: request 3's kernel.
+fn served(held: Held, spacing: u64) -> TraceView {
+    let mut b = ViewBuilder::new();
+    let base = 10 * MS;
+    let mut free = base + 20 * US;
+    let mut symptom = 0;
+    for r in 0..4u64 {
+        let arrival = base + r * spacing;
+        b.marker(10, MarkerPhase::RequestBegin, "", &r.to_string(), arrival);
+        let tw = if r == 1 { held } else { Held::default() };
+        let at = free.max(arrival + US) + 50 * US + tw.gap;
+        let dur = 200 * US + tw.longer;
+        let l = b.launch_at(
+            10,
+            "cudaLaunchKernel",
+            at,
+            1,
+            "decode",
+            None,
+            None,
+            dur,
+            "serve.py:12",
+        );
+        b.ext(l.corr, r);
+        // The kernel starts 7 µs after the launch began; the synchronize returns
+        // 5 µs after it ends.
+        let end = at + 7 * US + dur;
+        let (_, corr) = b.api(10, "cudaStreamSynchronize", at + 6 * US, end + 5 * US);
+        b.sync(corr, SyncType::StreamSynchronize, 1, 0, 0, at + 6 * US, end);
+        b.ext(corr, r);
+        free = end + 5 * US;
+        symptom = l.op;
+    }
+    b.query("q", symptom, Question::Cause);
+    b.build()
+}
+
+#[test]
+fn an_earlier_request_host_delay_holding_the_thread_is_handoff_queueing() {
+    cov_mark::check!(held_by_earlier_request);
+    let v = served(
+        Held {
+            gap: 400 * US,
+            ..Held::default()
+        },
+        10 * US,
+    );
+    assert_top_cause(&v, CauseLabel::HandoffQueueing);
+}
+
+#[test]
+fn an_earlier_request_long_kernel_its_synchronize_waited_for_is_implicit_sync() {
+    cov_mark::check!(held_by_earlier_request);
+    let v = served(
+        Held {
+            longer: 400 * US,
+            ..Held::default()
+        },
+        10 * US,
+    );
+    assert_top_cause(&v, CauseLabel::ImplicitSync);
+}
+
+#[test]
+fn a_held_chain_with_no_late_phase_is_none() {
+    cov_mark::check!(held_chain_clean);
+    assert_top_cause(&served(Held::default(), 10 * US), CauseLabel::None);
+}
+
+#[test]
+fn requests_that_found_the_thread_idle_were_not_held() {
+    cov_mark::check_count!(held_by_earlier_request, 0);
+    // Each request arrives 5 ms after the one before, long after it was served.
+    let v = served(
+        Held {
+            longer: 400 * US,
+            ..Held::default()
+        },
+        5 * MS,
+    );
+    explain(&v);
+}

@@ -45,6 +45,9 @@ impl Graph<'_> {
         let (mut path, mut unresolved) = self.critical_path(p);
         self.asked_latency.set(self.normal_latency_of(p));
         let (mut causes, phases, npeers) = self.causes(p, 0);
+        if let Some(held) = self.held_by_other_requests(p) {
+            causes = held;
+        }
         self.asked_latency.set(f64::INFINITY);
         let call = self.call_of(p);
         // The launch call was late and nothing visible on the host explains it:

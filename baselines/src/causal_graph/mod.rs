@@ -99,6 +99,7 @@ mod interference;
 mod launch;
 mod peers;
 mod readings;
+mod requests;
 mod stream_order;
 mod structural;
 mod text;

@@ -16,6 +16,7 @@ pub const DIAGNOSIS_FILES: &[&str] = &[
     "gating.rs",
     "peers.rs",
     "readings.rs",
+    "requests.rs",
     "structural.rs",
 ];
 
@@ -234,3 +235,13 @@ pub const MAX_HOST_PEERS: usize = 512;
 /// Blocking calls followed through the device work they waited for (a
 /// synchronize waiting on a copy behind a fence). Unit: calls.
 pub const MAX_BLOCKING_DEPTH: u32 = 2;
+
+// ---- Cross-request holds (requests.rs) ----
+
+/// Weight of `none` when no request of a held chain has a late phase of its
+/// own: the chain's timing is its normal backlog. Unit: score share.
+pub const CROSS_REQUEST_CLEAN: f64 = 1.0;
+/// Weight of `none`, as a share of the root's excess, beside a late root in a
+/// held chain: the close alternative when the excess is near its floor. Unit:
+/// share of the excess.
+pub const CROSS_REQUEST_ALTERNATIVE: f64 = 0.1;

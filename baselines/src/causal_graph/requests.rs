@@ -1,0 +1,219 @@
+//! Cross-request holds (issue 35): a request whose host thread was still busy
+//! with earlier requests when it arrived is late by whatever held those
+//! requests, and its peers (the same ops of the other requests) are late by the
+//! same delay, so lateness against them reads nothing. Here the held chain is
+//! read instead: the requests the thread served back to back before the
+//! symptom's (each one's work was ready, by the enqueue its task was handed off
+//! by or its `request_begin` marker, before the thread's previous request's
+//! last call returned: the `busy` edge of docs/records.md)
+//! and the symptom's own request up to the symptom. Each of their device ops is
+//! judged by its own phases against its own peers, which a delay propagating
+//! from request to request leaves untouched (a host gap, a stall, an execution
+//! do not grow because the op started late). The largest late phase is the root,
+//! labelled as docs/scenario-space.md "Labels across requests" says.
+
+use super::graph::Graph;
+use super::readings;
+use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN};
+use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
+use crate::index::Pos;
+use ground_truth::trace::{MarkerPhase, Record};
+use ground_truth::{CauseLabel, EdgeType, SharedStr};
+
+/// A request's calls on the thread: (token, first call, last call) as indices
+/// into the thread's calls.
+type Run = (SharedStr, usize, usize);
+
+impl Graph<'_> {
+    /// The causes of `p` when its request was held by earlier requests on its
+    /// thread; `None` when it was not (or the view has no request identity), and
+    /// the rest of the diagnosis judges it.
+    pub(super) fn held_by_other_requests(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
+        let ix = &self.ix;
+        let own = self.token(p)?;
+        // Only a symptom whose critical path leaves its request through its
+        // thread waited on the thread; one that another request's device work
+        // held through a stream or an event is read along that gating chain.
+        let (path, _) = self.critical_path(p);
+        let left_by_device = path
+            .iter()
+            .rev()
+            .find(|&&x| self.token(x).is_some_and(|t| t != own))
+            .is_some_and(|&x| {
+                !matches!(self.ix.rec(x), Record::Api { .. } | Record::Uprobe { .. })
+            });
+        if left_by_device {
+            return None;
+        }
+        let call = self.call_of(p)?;
+        let tid = ix.rec(call).tid()?;
+        let calls = &ix.thread(tid)?.calls;
+        let mut runs: Vec<Run> = Vec::new();
+        for (i, &c) in calls.iter().enumerate() {
+            // A thread that also makes calls outside any request is no request
+            // server: its order between requests says nothing.
+            let t = self.token(c)?;
+            match runs.last_mut() {
+                Some(run) if run.0 == t => run.2 = i,
+                _ => runs.push((t, i, i)),
+            }
+        }
+        let mine = runs.iter().position(|r| r.0 == own)?;
+        let mut first = mine;
+        while first > 0 {
+            let arrival = self.arrival(tid, &runs[first].0)?;
+            if arrival >= ix.end(calls[runs[first - 1].2]) {
+                break;
+            }
+            first -= 1;
+        }
+        if first == mine {
+            return None;
+        }
+        cov_mark::hit!(held_by_earlier_request);
+        let mut best: Option<(CauseLabel, f64)> = None;
+        for (k, run) in runs[first..=mine].iter().enumerate() {
+            let is_own = first + k == mine;
+            for &c in &calls[run.1..=run.2] {
+                if is_own && ix.start(c) > ix.start(call) {
+                    break;
+                }
+                for x in self.launched_ops(c) {
+                    if let Some(found) = self.late_in_chain(x, is_own, run, calls) {
+                        if best.is_none_or(|b| found.1 > b.1) {
+                            best = Some(found);
+                        }
+                    }
+                }
+            }
+        }
+        match best {
+            Some((label, excess)) => Some(vec![
+                (label, excess),
+                (CauseLabel::None, excess * CROSS_REQUEST_ALTERNATIVE),
+            ]),
+            // With records lost, the one that shows a late phase in the chain
+            // may be gone: a clean chain is then no finding, and the rest of the
+            // diagnosis judges the symptom.
+            None if self.loss_plausible => None,
+            None => {
+                cov_mark::hit!(held_chain_clean);
+                Some(vec![(CauseLabel::None, CROSS_REQUEST_CLEAN)])
+            }
+        }
+    }
+
+    /// When request `token`'s work was ready for `tid`: the enqueue its task on
+    /// the thread was handed off by, else the request's arrival (the
+    /// `request_begin` its task follows, or one on the thread itself).
+    fn arrival(&self, tid: u32, token: &SharedStr) -> Option<u64> {
+        let ix = &self.ix;
+        let markers = &ix.thread(tid)?.markers;
+        let of = |phase: MarkerPhase| {
+            markers.iter().copied().find(|&m| {
+                matches!(ix.rec(m), Record::Marker { phase: ph, token: t, .. } if *ph == phase && t == token)
+            })
+        };
+        if let Some(task) = of(MarkerPhase::TaskBegin) {
+            let readied = self
+                .incoming_of(task, EdgeType::Handoff)
+                .or_else(|| self.incoming_of(task, EdgeType::Request));
+            if let Some(e) = readied {
+                return Some(ix.start(e.src));
+            }
+        }
+        of(MarkerPhase::RequestBegin).map(|m| ix.start(m))
+    }
+
+    /// The device ops a host call launched.
+    fn launched_ops(&self, c: Pos) -> Vec<Pos> {
+        let ix = &self.ix;
+        let Some(corr) = ix.rec(c).correlation_id() else {
+            return Vec::new();
+        };
+        ix.activities(corr)
+            .map(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|&a| ix.rec(a).is_device_op())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `x`'s own late phase against its own peers, labelled by how it reached
+    /// the symptom: (label, excess ns). Only phases a delay propagating from
+    /// request to request leaves alone count: the host gap before the launch
+    /// (not the wait since the request arrived, which grows down the chain) and,
+    /// in another request, the device execution.
+    fn late_in_chain(
+        &self,
+        x: Pos,
+        is_own: bool,
+        run: &Run,
+        calls: &[Pos],
+    ) -> Option<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let peers = self.device_peers(x);
+        if peers.is_empty() {
+            return None;
+        }
+        let floors = self.phase_floors(&peers);
+        let (ph, _) = self.device_phases(x, &peers);
+        let mut found: Option<(CauseLabel, f64)> = None;
+        if let Some((label, gap_x)) = self.late_gap(x, &peers, is_own) {
+            if gap_x > floors[HOST_PHASE] {
+                found = Some((label, gap_x));
+            }
+        }
+        let execution_x = ph.execution - floors[EXECUTION_PHASE];
+        if !is_own && execution_x > 0.0 && found.is_none_or(|f| ph.execution > f.1) {
+            // Another request's device op ran long: named by the gate it held
+            // the thread through: a call of its request that was running when it
+            // ended and returned after it blocked on it (`implicit_sync`).
+            let blocking = calls[run.1..=run.2]
+                .iter()
+                .any(|&c| ix.start(c) <= ix.end(x) && ix.end(c) >= ix.end(x));
+            let label = if blocking {
+                CauseLabel::ImplicitSync
+            } else {
+                CauseLabel::StreamBacklog
+            };
+            found = Some((label, ph.execution));
+        }
+        found
+    }
+
+    /// The host gap before `x`'s launch call beyond its peers' gaps (and their
+    /// spread): a stall record on the thread names its own cause; another
+    /// request's unexplained gap is `handoff_queueing` (docs/scenario-space.md,
+    /// "Labels across requests"); the symptom's own request's, `host_compute`.
+    fn late_gap(&self, x: Pos, peers: &[Pos], is_own: bool) -> Option<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let call = ix.launch_api(x)?;
+        let own = self.host_measure(call);
+        let gaps: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| ix.launch_api(k))
+            .filter_map(|c| self.host_measure(c).gap)
+            .collect();
+        let gap_x = analysis::excess(own.gap, gaps.clone(), 0.0);
+        if gap_x <= analysis::peer_spread(&gaps) {
+            return None;
+        }
+        let tid = ix.rec(call).tid()?;
+        let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
+        let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
+            if st.desched_ns >= st.fault_ns {
+                CauseLabel::CpuDeschedule
+            } else {
+                CauseLabel::HostPageFault
+            }
+        } else if is_own {
+            CauseLabel::HostCompute
+        } else {
+            CauseLabel::HandoffQueueing
+        };
+        Some((label, gap_x))
+    }
+}
