@@ -258,6 +258,28 @@ fn host(id: &str, us: f64) -> Step {
     }
 }
 
+/// A wait of `stream` on the latest record of `event`.
+fn wait_event(id: &str, stream: &str, event: &str) -> Step {
+    Step::StreamWait {
+        id: Some(id.into()),
+        stream: stream.into(),
+        event: event.into(),
+        api: EventApi::Runtime,
+        request_offset: 0,
+    }
+}
+
+/// A record of `event` on `stream`.
+fn record_event(id: &str, event: &str, stream: &str) -> Step {
+    Step::EventRecord {
+        id: Some(id.into()),
+        event: event.into(),
+        stream: stream.into(),
+        api: EventApi::Runtime,
+        request_offset: 0,
+    }
+}
+
 fn sync_stream(id: &str, s: &str) -> Step {
     Step::Sync {
         id: Some(id.into()),
@@ -414,36 +436,12 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
     let stage1_us = rng.random_range(60.0..200.0f64);
     let stage2_us = stage1_us * rng.random_range(0.8..1.5f64);
     let steps = vec![
-        Step::StreamWait {
-            id: Some("wait_previous".into()),
-            stream: "s0".into(),
-            event: "stage2_done".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
+        wait_event("wait_previous", "s0", "stage2_done"),
         n.kernel("stage1", "s0", s1_name, stage1_us, FULL_GRID / 2),
-        Step::EventRecord {
-            id: Some("stage1_mark".into()),
-            event: "stage1_done".into(),
-            stream: "s0".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
-        Step::StreamWait {
-            id: Some("wait_stage1".into()),
-            stream: "s1".into(),
-            event: "stage1_done".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
+        record_event("stage1_mark", "stage1_done", "s0"),
+        wait_event("wait_stage1", "s1", "stage1_done"),
         n.kernel("stage2", "s1", s2_name, stage2_us, FULL_GRID / 2),
-        Step::EventRecord {
-            id: Some("stage2_mark".into()),
-            event: "stage2_done".into(),
-            stream: "s1".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
+        record_event("stage2_mark", "stage2_done", "s1"),
     ];
     let ratio = magnitude_ratio(rng);
     ShapeWorkload {
@@ -529,35 +527,11 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
         ),
         n.kernel("forward", "s0", fwd, fwd_us, FULL_GRID),
         n.kernel("backward", "s0", bwd, fwd_us * 2.0, FULL_GRID),
-        Step::EventRecord {
-            id: Some("grads_mark".into()),
-            event: "grads_ready".into(),
-            stream: "s0".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
-        Step::StreamWait {
-            id: Some("wait_grads".into()),
-            stream: "s1".into(),
-            event: "grads_ready".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
+        record_event("grads_mark", "grads_ready", "s0"),
+        wait_event("wait_grads", "s1", "grads_ready"),
         n.kernel("allreduce", "s1", comm, fwd_us * 0.5, SMALL_GRID),
-        Step::EventRecord {
-            id: Some("comm_mark".into()),
-            event: "comm_done".into(),
-            stream: "s1".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
-        Step::StreamWait {
-            id: Some("wait_comm".into()),
-            stream: "s0".into(),
-            event: "comm_done".into(),
-            api: EventApi::Runtime,
-            request_offset: 0,
-        },
+        record_event("comm_mark", "comm_done", "s1"),
+        wait_event("wait_comm", "s0", "comm_done"),
         n.kernel("optimizer", "s0", opt, fwd_us * 0.4, FULL_GRID),
         n.copy("loss", "s0", CopyDirection::D2h, 4096, HostMemory::Pageable),
     ];
