@@ -1,9 +1,9 @@
 //! Writes the real-program-shape scenarios (docs/scenario-space.md, "Real program shapes") to a
 //! folder so `causalbench run --suite DIR` can score the reference on them alone. Ignored: it
 //! writes files; run with `SHAPE_SUITE_DIR=/some/dir cargo test -p baselines --test shape_suites
-//! -- --ignored` (dev split) plus `SHAPE_SUITE_TEST_SEED=N` for fresh test-split instances.
+//! -- --ignored` (the dev split's shapes; `honest.rs` records test-split instances of its own).
 
-use scenario_space::{generate, shape_instance, Split, DEV_SEED, SHAPES};
+use scenario_space::{generate, Split, DEV_SEED, SHAPES};
 
 #[test]
 #[ignore = "writes scenario files into $SHAPE_SUITE_DIR"]
@@ -14,19 +14,7 @@ fn write_shape_suite() {
     };
     std::fs::create_dir_all(&dir).expect("create the suite folder");
     let shape_names: Vec<&str> = SHAPES.iter().map(|f| f.name).collect();
-    let scenarios = match std::env::var("SHAPE_SUITE_TEST_SEED") {
-        Ok(seed) => {
-            let seed: u64 = seed.parse().expect("SHAPE_SUITE_TEST_SEED is a number");
-            (0..2u64)
-                .flat_map(|i| {
-                    SHAPES
-                        .iter()
-                        .flat_map(move |f| shape_instance(Split::Test, seed, i, f))
-                })
-                .collect::<Vec<_>>()
-        }
-        Err(_) => generate(Split::Dev, DEV_SEED, 300),
-    };
+    let scenarios = generate(Split::Dev, DEV_SEED, 300);
     let mut written = 0;
     for scenario in scenarios {
         if !shape_names

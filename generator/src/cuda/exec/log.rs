@@ -143,44 +143,9 @@ pub struct Stall {
     pub switched_out_ns: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
-pub enum HostEv {
-    TaskBegin {
-        t: Ns,
-        /// When the thread finished its previous task and turned to its queue
-        /// (0 for its first task): the truth's `busy` edge compares it with
-        /// when the task's work was ready.
-        thread_free: Ns,
-        /// The blocking copy the thread's previous task ended on (its op id).
-        pending: Option<u64>,
-        request: usize,
-        handoff: Option<u64>,
-        queue: String,
-    },
-    Handoff {
-        t: Ns,
-        id: u64,
-        queue: String,
-        request: usize,
-        pending: Option<u64>,
-        /// An injected host stall (index into the stalls) before the host work
-        /// that preceded this push.
-        fault: Option<usize>,
-    },
-    Api {
-        op: u64,
-        fault: Option<usize>,
-        pending: Option<u64>,
-    },
-    Stall {
-        index: usize,
-    },
-    Nvtx {
-        name: String,
-        t0: Ns,
-        t1: Ns,
-    },
-}
+/// One host-side event of a thread, in the order it happened: the executor
+/// logs the recording path's own form (`record::log`), so its truth reads it as is.
+pub use crate::record::log::HostEvent as HostEv;
 
 #[derive(Debug, Default)]
 pub struct ThreadLog {

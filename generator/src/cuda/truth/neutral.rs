@@ -2,7 +2,7 @@
 //! reads (`crate::record::log`): requests, host events, every call's op with
 //! its stream order and waits, and injected host stalls.
 
-use super::super::exec::{self, HostEv, Op, RunLog, What};
+use super::super::exec::{self, Op, RunLog, What};
 use crate::record::log::{self as neutral, DevRef, OpKind};
 use ground_truth::scenario::InjectionKind;
 
@@ -33,7 +33,7 @@ pub(super) fn step_log(log: &RunLog) -> neutral::StepLog {
             .map(|(ti, t)| neutral::ThreadLog {
                 tid: t.tid,
                 injector: log.injector == Some(ti),
-                events: t.events.iter().map(host_event).collect(),
+                events: t.events.clone(),
             })
             .collect(),
         ops: log
@@ -58,44 +58,6 @@ pub(super) fn step_log(log: &RunLog) -> neutral::StepLog {
                 fault_before: (s.kind != InjectionKind::HostDelay).then(|| s.skey.clone()),
             })
             .collect(),
-    }
-}
-
-fn host_event(ev: &HostEv) -> neutral::HostEvent {
-    match ev.clone() {
-        HostEv::TaskBegin {
-            t,
-            thread_free,
-            pending,
-            request,
-            handoff,
-            queue,
-        } => neutral::HostEvent::TaskBegin {
-            t,
-            thread_free,
-            pending,
-            request,
-            handoff,
-            queue,
-        },
-        HostEv::Handoff {
-            t,
-            id,
-            queue,
-            request,
-            pending,
-            fault,
-        } => neutral::HostEvent::Handoff {
-            t,
-            id,
-            queue,
-            request,
-            pending,
-            fault,
-        },
-        HostEv::Api { op, fault, pending } => neutral::HostEvent::Api { op, fault, pending },
-        HostEv::Stall { index } => neutral::HostEvent::Stall { index },
-        HostEv::Nvtx { name, t0, t1 } => neutral::HostEvent::Nvtx { name, t0, t1 },
     }
 }
 
