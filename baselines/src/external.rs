@@ -16,6 +16,7 @@
 //! limit, copied to the requested path and validated with [`Explanation::read`]
 //! and against the view ([`Explanation::check_against`]).
 
+use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::sandbox::{self, Isolation, Limits, Sandbox, SandboxError};
 use ground_truth::{Explanation, FormatError, Readable, TraceView};
 use std::fs::File;
@@ -33,10 +34,15 @@ pub const DEFAULT_MAX_OUTPUT: u64 = 256 * 1024 * 1024;
 const STDERR_TAIL: usize = 2048;
 /// Default limit on the stderr log kept of one invocation: the rest is cut.
 pub const DEFAULT_MAX_LOG: u64 = 1024 * 1024;
-/// Processes and threads one invocation may have at once (`RLIMIT_NPROC`).
+/// Processes and threads one invocation may have at once (`RLIMIT_NPROC`, and
+/// its cgroup's `pids.max`).
 pub const MAX_TASKS: u64 = 4096;
+/// Default limit on the memory of all of one invocation's processes together
+/// (its cgroup's, [`crate::cgroup`]).
+pub const DEFAULT_MAX_MEMORY: u64 = 16 * 1024 * 1024 * 1024;
 
-/// What the harness measured of one invocation: the process it started, and every
+/// What the harness measured of one invocation: from its cgroup, every process it
+/// had ([`crate::cgroup::Usage`]); without one, the process it started and every
 /// process that one waited for (`wait4(2)`'s rusage; in namespaces, the program).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cost {
@@ -44,8 +50,11 @@ pub struct Cost {
     pub wall_ms: f64,
     /// User plus system CPU time, in milliseconds.
     pub cpu_ms: f64,
-    /// The largest resident set of any of those processes, in KiB (`ru_maxrss`).
+    /// Peak memory in KiB: of all its processes together (its cgroup's), else the
+    /// largest resident set of any of those `wait4` saw (`ru_maxrss`).
     pub max_rss_kib: u64,
+    /// Whether CPU time and peak memory come from its cgroup.
+    pub from_cgroup: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +66,8 @@ pub enum ExternalError {
     },
     #[error("external profiler `{command}` timed out after {:.1} s and was killed", timeout.as_secs_f64())]
     Timeout { command: String, timeout: Duration },
+    #[error("external profiler `{command}` was killed at its memory limit of {limit} bytes")]
+    MemoryLimit { command: String, limit: u64 },
     #[error(
         "external profiler `{command}` failed ({status}){}",
         tail_suffix(stderr_tail)
@@ -108,6 +119,7 @@ impl ExternalError {
         matches!(
             self,
             ExternalError::Timeout { .. }
+                | ExternalError::MemoryLimit { .. }
                 | ExternalError::Failed { .. }
                 | ExternalError::NoOutput { .. }
                 | ExternalError::TooLarge { .. }
@@ -123,6 +135,9 @@ impl ExternalError {
         match self {
             ExternalError::Timeout { timeout, .. } => {
                 format!("timed out after {:.1} s", timeout.as_secs_f64())
+            }
+            ExternalError::MemoryLimit { limit, .. } => {
+                format!("killed at its memory limit of {limit} bytes")
             }
             ExternalError::Failed { status, .. } => format!("failed ({status})"),
             ExternalError::NoOutput { .. } => "exited 0 but wrote no explanation".into(),
@@ -206,6 +221,10 @@ pub struct ExternalCommand {
     pub stderr_log: Option<PathBuf>,
     /// The stderr log is cut to this many bytes once the invocation has ended.
     pub max_log_bytes: u64,
+    /// Memory of all its processes together, where it has a cgroup.
+    pub max_memory_bytes: u64,
+    /// Processes and threads at once.
+    pub max_tasks: u64,
 }
 
 /// How the private directories of invocations are named, in the temporary directory.
@@ -262,7 +281,33 @@ impl ExternalCommand {
             protected: Vec::new(),
             stderr_log: None,
             max_log_bytes: DEFAULT_MAX_LOG,
+            max_memory_bytes: DEFAULT_MAX_MEMORY,
+            max_tasks: MAX_TASKS,
         }
+    }
+
+    pub fn with_max_memory(mut self, bytes: u64) -> Self {
+        self.max_memory_bytes = bytes;
+        self
+    }
+
+    pub fn with_max_tasks(mut self, tasks: u64) -> Self {
+        self.max_tasks = tasks;
+        self
+    }
+
+    /// The cgroup of one invocation of this command ([`crate::cgroup`]): `None` for
+    /// the project's trusted adapters, and where this machine gives none (what is
+    /// in force is recorded by [`crate::sandbox::Isolation::describe`]).
+    pub fn cgroup(&self) -> Option<Cgroup> {
+        if self.confinement == Confinement::Trusted {
+            return None;
+        }
+        Cgroup::for_invocation(CgroupLimits {
+            max_memory_bytes: self.max_memory_bytes,
+            max_tasks: self.max_tasks,
+        })
+        .ok()
     }
 
     pub fn with_max_log(mut self, bytes: u64) -> Self {
@@ -435,11 +480,18 @@ impl ExternalCommand {
         let log =
             File::create(&log_path).map_err(io(format!("cannot create {}", log_path.display())))?;
         cmd.stderr(log);
-        self.confine(&mut cmd, &args, view_path, out_path, &pview, &pout_dir)
-            .map_err(|source| ExternalError::Isolation {
-                command: line.clone(),
-                source,
-            })?;
+        let cgroup = self.cgroup();
+        self.confine(
+            &mut cmd,
+            &args,
+            (view_path, out_path),
+            (&pview, &pout_dir),
+            cgroup.as_ref(),
+        )
+        .map_err(|source| ExternalError::Isolation {
+            command: line.clone(),
+            source,
+        })?;
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
@@ -449,7 +501,7 @@ impl ExternalCommand {
             command: line.clone(),
             source,
         })?;
-        let ended = wait_measured(&mut child, self.timeout, started);
+        let ended = wait_measured(&mut child, self.timeout, started, cgroup.as_ref());
         cut_log(&log_path, self.max_log_bytes);
         let (status, measured) = ended.map_err(|source| ExternalError::Spawn {
             command: line.clone(),
@@ -463,6 +515,13 @@ impl ExternalCommand {
             });
         };
         let stderr_tail = tail_of_file(&log_path, STDERR_TAIL);
+        let out_of_memory = cgroup.as_ref().is_some_and(|g| g.usage().oom_kills > 0);
+        if out_of_memory {
+            return Err(ExternalError::MemoryLimit {
+                command: line,
+                limit: self.max_memory_bytes,
+            });
+        }
         if !status.success() {
             return Err(ExternalError::Failed {
                 command: line,
@@ -502,16 +561,15 @@ impl ExternalCommand {
         Ok(Explanation::read_within(out_path, &limits)?)
     }
 
-    /// Puts `cmd` under the confinement of this invocation: namespaces and limits,
-    /// and the Landlock ruleset as its confinement asks.
+    /// Puts `cmd` under the confinement of this invocation: its cgroup, namespaces
+    /// and limits, and the Landlock ruleset as its confinement asks.
     fn confine(
         &self,
         cmd: &mut Command,
         args: &[String],
-        view_path: &Path,
-        out_path: &Path,
-        pview: &Path,
-        pout_dir: &Path,
+        (view_path, out_path): (&Path, &Path),
+        (pview, pout_dir): (&Path, &Path),
+        cgroup: Option<&Cgroup>,
     ) -> Result<(), SandboxError> {
         let isolation = match self.confinement {
             Confinement::Trusted => return Ok(()),
@@ -521,7 +579,7 @@ impl ExternalCommand {
         let limits = Limits {
             // The explanation is refused over the limit anyway; the log is cut after.
             max_file_bytes: self.max_output_bytes.max(self.max_log_bytes),
-            max_tasks: MAX_TASKS,
+            max_tasks: self.max_tasks,
         };
         let sandbox = if isolation == Isolation::Unisolated {
             Sandbox::default()
@@ -539,6 +597,10 @@ impl ExternalCommand {
             let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
             Sandbox::new(&grants)?
         };
+        let sandbox = match cgroup {
+            Some(cgroup) => sandbox.in_cgroup(cgroup),
+            None => sandbox,
+        };
         sandbox.in_namespaces().with_limits(limits).apply_to(cmd);
         Ok(())
     }
@@ -548,17 +610,22 @@ impl ExternalCommand {
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Waits for `child` until `timeout` has passed since `started`, then kills its
-/// process group (whatever it left running dies with it; in namespaces, its whole
-/// PID namespace) and reaps it with `wait4(2)`. `None` as status: timed out.
-fn wait_measured(
+/// process group and its cgroup (whatever it left running dies with them; in
+/// namespaces, its whole PID namespace) and reaps it with `wait4(2)`. `None` as
+/// status: timed out.
+pub fn wait_measured(
     child: &mut std::process::Child,
     timeout: Duration,
     started: Instant,
+    cgroup: Option<&Cgroup>,
 ) -> std::io::Result<(Option<ExitStatus>, Cost)> {
     let pid = child.id() as libc::pid_t;
     let exited = wait_for_exit(pid, started + timeout)?;
     // The child is not reaped yet, so its process group id still names its group.
     kill_group(pid);
+    if let Some(cgroup) = cgroup {
+        cgroup.kill();
+    }
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -579,10 +646,16 @@ fn wait_measured(
         started.elapsed().min(timeout)
     };
     let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    let measured = cgroup.map(Cgroup::usage).unwrap_or_default();
     let cost = Cost {
         wall_ms: wall.as_secs_f64() * 1000.0,
-        cpu_ms: ms(usage.ru_utime) + ms(usage.ru_stime),
-        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        cpu_ms: measured
+            .cpu_ms
+            .unwrap_or(ms(usage.ru_utime) + ms(usage.ru_stime)),
+        max_rss_kib: measured
+            .peak_memory_kib
+            .unwrap_or(u64::try_from(usage.ru_maxrss).unwrap_or(0)),
+        from_cgroup: measured.cpu_ms.is_some() || measured.peak_memory_kib.is_some(),
     };
     let _ = child; // reaped above: `Child` must not be waited for or killed again
     Ok((exited.then(|| ExitStatus::from_raw(status)), cost))

@@ -28,6 +28,7 @@
 
 pub mod analysis;
 pub mod causal_graph;
+pub mod cgroup;
 mod common;
 pub mod cupti_correlation;
 pub mod ebpf_host;

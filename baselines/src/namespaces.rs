@@ -54,7 +54,7 @@ impl IdMaps {
     }
 }
 
-fn write_file(path: &str, bytes: &[u8]) -> nix::Result<()> {
+pub(crate) fn write_file<P: ?Sized + nix::NixPath>(path: &P, bytes: &[u8]) -> nix::Result<()> {
     let fd = nix::fcntl::open(path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())?;
     match nix::unistd::write(&fd, bytes)? {
         n if n == bytes.len() => Ok(()),

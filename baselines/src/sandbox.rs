@@ -43,12 +43,13 @@ pub enum Isolation {
 
 impl Isolation {
     /// How results record it (`manifest.json`, leaderboard note), with the
-    /// namespaces each invocation gets on this kernel.
+    /// namespaces and the cgroup mechanisms each invocation gets on this machine.
     pub fn describe(&self) -> String {
         let namespaces = match namespaces_available() {
             Ok(()) => "; namespaces: user, pid, net, mount, ipc, uts".to_string(),
             Err(why) => format!("; NO namespaces ({why}): network and processes not confined"),
-        };
+        } + "; "
+            + &crate::cgroup::describe();
         match self {
             Isolation::Landlock { abi } => format!("landlock (ABI {abi}){namespaces}"),
             Isolation::Unisolated => {
@@ -255,6 +256,8 @@ pub struct Sandbox {
     ruleset: Option<OwnedFd>,
     namespaces: Option<crate::namespaces::IdMaps>,
     limits: Option<Limits>,
+    /// The `cgroup.procs` files of the invocation's cgroup ([`crate::cgroup`]).
+    cgroup_procs: Vec<std::ffi::CString>,
 }
 
 impl Sandbox {
@@ -319,20 +322,29 @@ impl Sandbox {
         self
     }
 
+    /// Also puts the invocation in `cgroup`, before anything else it does: every
+    /// process it ever has is in it.
+    pub fn in_cgroup(mut self, cgroup: &crate::cgroup::Cgroup) -> Sandbox {
+        self.cgroup_procs = cgroup.procs_files();
+        self
+    }
+
     /// Whether the invocation runs in its own namespaces.
     pub fn has_namespaces(&self) -> bool {
         self.namespaces.is_some()
     }
 
     /// Makes `cmd`'s child confine itself before it executes the program: it dies
-    /// with the harness's thread that started it (`PR_SET_PDEATHSIG`), enters its
-    /// namespaces, sets its limits, then restricts itself to the ruleset.
+    /// with the harness's thread that started it (`PR_SET_PDEATHSIG`), moves into
+    /// its cgroup, enters its namespaces, sets its limits, then restricts itself to
+    /// the ruleset.
     pub fn apply_to(self, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         let Sandbox {
             ruleset,
             namespaces,
             limits,
+            cgroup_procs,
         } = self;
         let harness = nix::unistd::getpid();
         let proc_access = AccessFs::from_read(TARGET_ABI).bits();
@@ -347,6 +359,11 @@ impl Sandbox {
                 if nix::unistd::getppid() != harness {
                     // The harness died before the line above: nothing may run unwatched.
                     crate::namespaces::exit_now(1);
+                }
+                for procs in &cgroup_procs {
+                    // `0` names the writer; as root of the harness's user namespace
+                    // still, so the move is allowed.
+                    crate::namespaces::write_file(procs.as_c_str(), b"0")?;
                 }
                 if let Some(maps) = &namespaces {
                     crate::namespaces::enter(maps)?;

@@ -23,17 +23,20 @@
 //! [`RecordError::Unavailable`] with what is missing; nothing panics.
 
 mod call_sites;
+mod copy_stamps;
 mod driver;
 mod exec;
 pub mod host;
 mod measure;
 mod plan;
 mod recording;
+mod standalone;
 mod truth;
 
 pub use host::HostStats;
 pub use kernels::gpu::driver_release;
 pub use measure::{EbpfOverhead, Overhead};
+pub use standalone::{ClockCalibration, KernelDelta, Recorded, Workload};
 pub use truth::{ClockCheck, RunStats};
 
 use crate::answers;
@@ -373,7 +376,8 @@ impl Session {
     fn device(&self) -> exec::Device<'_> {
         exec::Device {
             ctx: H(self.ctx.cu_ctx()),
-            recorder: &self.recorder,
+            recorder: Some(&self.recorder),
+            copy_stamps: None,
             funcs: &self.funcs,
             iterations: &self.iterations,
             sms: self.info.sms,

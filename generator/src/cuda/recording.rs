@@ -199,7 +199,7 @@ impl Session {
         })
     }
 
-    fn finish_part(
+    pub(super) fn finish_part(
         &mut self,
         sc: &Scenario,
         part: Part,
@@ -323,15 +323,15 @@ impl Session {
 }
 
 /// A recorded run before its bundle is assembled (host records pending).
-struct Part {
-    seed: u64,
-    repetition: u32,
-    out: truth::Output,
-    twin: Option<truth::Output>,
+pub(super) struct Part {
+    pub(super) seed: u64,
+    pub(super) repetition: u32,
+    pub(super) out: truth::Output,
+    pub(super) twin: Option<truth::Output>,
     /// The second no-injection run the label check's noise floor is measured
     /// on, where the check applies.
-    quiet: Option<truth::Output>,
-    window: (Ns, Ns),
-    errors: Vec<String>,
-    host: Option<ebpf_recorder::HostTrace>,
+    pub(super) quiet: Option<truth::Output>,
+    pub(super) window: (Ns, Ns),
+    pub(super) errors: Vec<String>,
+    pub(super) host: Option<ebpf_recorder::HostTrace>,
 }

@@ -458,7 +458,13 @@ impl<'a> Exec<'a> {
     ) {
         let mut st = self.streams[si].lock().unwrap();
         let h = st.handle.0;
-        self.call(op, what, || f(h));
+        match self.dev.copy_stamps {
+            Some(stamps) if matches!(op.what, What::Copy { .. } | What::Memset { .. }) => {
+                let id = op.id;
+                stamps.around(id, h, || self.call(op, what, || f(h)));
+            }
+            _ => self.call(op, what, || f(h)),
+        }
         op.stream = Some(si);
         op.stream_cupti = st.cupti_id;
         op.handle = h as u64;
@@ -492,8 +498,7 @@ impl<'a> Exec<'a> {
                 });
                 ck("cuStreamCreateWithPriority", r)?;
                 st.handle = H(new);
-                // SAFETY: the session's live context and the stream just created.
-                st.cupti_id = unsafe { self.dev.recorder.stream_id(self.dev.ctx.0, new) }?;
+                st.cupti_id = stream_id(self.dev, new)?;
                 st.generation += 1;
                 st.tail = Tail::Empty;
                 Ok(())

@@ -77,7 +77,12 @@ struct Item {
 /// Resources the session lends a run.
 pub struct Device<'a> {
     pub ctx: H<sys::CUcontext>,
-    pub recorder: &'a cupti::Recorder,
+    /// The project's CUPTI recorder; `None` when the process runs without it
+    /// (`causalbench workload`: an external collector may own CUPTI there).
+    pub recorder: Option<&'a cupti::Recorder>,
+    /// CUDA events around every copy and memset, timing them without CUPTI
+    /// (`super::copy_stamps`); `None` when CUPTI times them.
+    pub copy_stamps: Option<&'a super::copy_stamps::CopyStamps>,
     pub funcs: &'a HashMap<(String, Kernel), (Func, String)>,
     pub iterations: &'a HashMap<(Kernel, u32, u32, u64), u32>,
     pub sms: u32,
@@ -583,8 +588,7 @@ fn create_stream(dev: &Device, priority: i32) -> Result<StreamState, String> {
     ck("cuStreamCreateWithPriority", unsafe {
         sys::cuStreamCreateWithPriority(&mut s, 1, priority)
     })?;
-    // SAFETY: the session's live context and the stream just created.
-    let cupti_id = unsafe { dev.recorder.stream_id(dev.ctx.0, s) }?;
+    let cupti_id = stream_id(dev, s)?;
     Ok(StreamState {
         handle: H(s),
         cupti_id,
@@ -592,6 +596,20 @@ fn create_stream(dev: &Device, priority: i32) -> Result<StreamState, String> {
         priority,
         tail: Tail::Empty,
     })
+}
+
+/// Stream ids of a process without the CUPTI recorder: numbered from here,
+/// far from CUPTI's small ids so the two are never mistaken for each other.
+static OWN_STREAM_IDS: AtomicU32 = AtomicU32::new(1 << 20);
+
+/// The id a stream's device ops carry: CUPTI's where the recorder runs in this
+/// process, else a process-unique number of our own.
+fn stream_id(dev: &Device, s: sys::CUstream) -> Result<u32, String> {
+    match dev.recorder {
+        // SAFETY: the session's live context and a stream of it.
+        Some(r) => unsafe { r.stream_id(dev.ctx.0, s) },
+        None => Ok(OWN_STREAM_IDS.fetch_add(1, Ordering::Relaxed)),
+    }
 }
 
 fn create_event() -> Result<sys::CUevent, String> {

@@ -18,6 +18,7 @@ impl<'a> Exec<'a> {
             .is_some_and(|p| !p.actions.is_empty() || p.kind == InjectionKind::CpuDeschedule);
         let barrier = Barrier::new(nthreads + 1 + injector_needed as usize);
         let me = &self;
+        let rooms = &QueueRooms::new(self.sc, self.poll_queues());
         let mut origin = 0;
         let mut arrivals = Vec::new();
         let mut logs: Vec<ThreadLog> = Vec::new();
@@ -29,7 +30,7 @@ impl<'a> Exec<'a> {
                 handles.push(
                     std::thread::Builder::new()
                         .name(format!("cb-worker-{ti}"))
-                        .spawn_scoped(s, move || me.worker(ti, rx, barrier))
+                        .spawn_scoped(s, move || me.worker(ti, rx, barrier, rooms))
                         .expect("spawn worker thread"),
                 );
             }
@@ -99,10 +100,13 @@ impl<'a> Exec<'a> {
         if let Err(e) = ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() }) {
             self.error(e);
         }
-        let flushed = self.dev.recorder.flush().unwrap_or_else(|e| {
-            self.error(e);
-            Default::default()
-        });
+        let flushed = match self.dev.recorder {
+            Some(r) => r.flush().unwrap_or_else(|e| {
+                self.error(e);
+                Default::default()
+            }),
+            None => Default::default(),
+        };
         let used = self
             .next_slot
             .load(Ordering::Relaxed)
@@ -273,7 +277,13 @@ impl<'a> Exec<'a> {
         }
     }
 
-    pub(super) fn worker(&self, ti: usize, rx: Receiver<Msg>, barrier: &Barrier) -> ThreadLog {
+    pub(super) fn worker(
+        &self,
+        ti: usize,
+        rx: Receiver<Msg>,
+        barrier: &Barrier,
+        rooms: &QueueRooms,
+    ) -> ThreadLog {
         // SAFETY: binding the primary context to this thread.
         if let Err(e) = ck("cuCtxSetCurrent", unsafe {
             sys::cuCtxSetCurrent(self.dev.ctx.0)
@@ -313,20 +323,28 @@ impl<'a> Exec<'a> {
             let Some(Msg::Item(item)) = msg else { break };
             self.busy[ti].store(true, Ordering::Release);
             self.queued[ti].fetch_sub(1, Ordering::AcqRel);
-            self.run_item(ti, &mut log, item, thread_free);
+            self.run_item(ti, &mut log, item, thread_free, rooms);
             thread_free = now();
             self.busy[ti].store(false, Ordering::Release);
         }
         log
     }
 
-    pub(super) fn run_item(&self, ti: usize, log: &mut ThreadLog, item: Item, thread_free: Ns) {
+    pub(super) fn run_item(
+        &self,
+        ti: usize,
+        log: &mut ThreadLog,
+        item: Item,
+        thread_free: Ns,
+        rooms: &QueueRooms,
+    ) {
         let r = &self.requests[item.request];
         let prog = &self.sc.programs[r.program];
         let (queue, handoff) = match item.handoff {
             Some((id, q)) => (q, Some(id)),
             None => (String::new(), None),
         };
+        let taken_from = handoff.is_some().then(|| queue.clone());
         log.events.push(HostEv::TaskBegin {
             t: now(),
             thread_free,
@@ -335,6 +353,11 @@ impl<'a> Exec<'a> {
             handoff,
             queue,
         });
+        // The take frees the item's slot only once its time is logged, so
+        // a push that waited for it is logged after it (`record::steps::handoff`).
+        if let Some(q) = taken_from {
+            rooms.take(&q);
+        }
         // The request token rides on CUPTI's external-correlation stack for
         // the whole task, as an instrumented application pushes it.
         let token = self.instrumented.then_some(r.token);
@@ -370,8 +393,12 @@ impl<'a> Exec<'a> {
                 }
                 Step::Handoff { queue } => {
                     let id = self.next_op.fetch_add(1, Ordering::Relaxed);
+                    // A full bounded queue holds the push until a consumer takes an item.
+                    let ready = now();
+                    let t = if rooms.push(queue) { now() } else { ready };
                     log.events.push(HostEv::Handoff {
-                        t: now(),
+                        t,
+                        ready,
                         id,
                         queue: queue.clone(),
                         request: item.request,
@@ -436,5 +463,74 @@ impl<'a> Exec<'a> {
             cupti::pop_token();
         }
         self.done.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Room in the scenario's bounded queues (`QueueDecl::capacity`): how many of
+/// each one's items were pushed and not yet taken up by a consumer task. The
+/// consumers' channels are per thread and unbounded; this is the bound.
+pub(super) struct QueueRooms {
+    /// Per bounded queue: its capacity and the items it holds.
+    held: HashMap<String, (u32, AtomicU32)>,
+    /// Whether a blocked producer spins (CPUs to spare, as the workers poll
+    /// their channels) rather than sleeping on `freed`.
+    spin: bool,
+    lock: Mutex<()>,
+    freed: std::sync::Condvar,
+}
+
+impl QueueRooms {
+    pub(super) fn new(sc: &Scenario, spin: bool) -> Self {
+        let held = sc
+            .queues
+            .iter()
+            .filter_map(|q| Some((q.name.clone(), (q.capacity?, AtomicU32::new(0)))))
+            .collect();
+        QueueRooms {
+            held,
+            spin,
+            lock: Mutex::new(()),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Takes a slot of `queue` for a push, waiting while the queue is full;
+    /// whether the queue is bounded (the caller then stamps when it got room).
+    fn push(&self, queue: &str) -> bool {
+        let Some((capacity, held)) = self.held.get(queue) else {
+            return false;
+        };
+        let room = || {
+            held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < *capacity).then_some(n + 1)
+            })
+            .is_ok()
+        };
+        while !room() {
+            if self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // Checked again under the lock a take notifies under: no wake-up is lost.
+            if room() {
+                break;
+            }
+            let _ = self
+                .freed
+                .wait_timeout(g, std::time::Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// A consumer task took an item of `queue`: its slot is free.
+    fn take(&self, queue: &str) {
+        if let Some((_, held)) = self.held.get(queue) {
+            held.fetch_sub(1, Ordering::AcqRel);
+            if !self.spin {
+                let _g = self.lock.lock();
+                self.freed.notify_all();
+            }
+        }
     }
 }

@@ -14,6 +14,9 @@ mod binding;
 mod clock;
 mod device;
 mod neutral;
+mod stamps;
+
+pub use stamps::{build_stamped, Stamps};
 
 use super::cupti::{self, Raw};
 use super::exec::{graph_op_id, Op, RunLog, What};
