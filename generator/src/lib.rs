@@ -17,6 +17,7 @@
 pub mod anonymous;
 pub mod answers;
 pub mod backend;
+pub mod collector;
 pub mod cuda;
 pub mod keys;
 pub mod label;

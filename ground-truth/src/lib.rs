@@ -6,6 +6,7 @@
 //! performs no I/O beyond reading and writing its own formats.
 
 pub mod bundle;
+pub mod collector;
 pub mod costs;
 pub mod explanation;
 pub mod graph;

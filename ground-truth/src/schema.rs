@@ -16,6 +16,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "what each collector configuration costs (`measure collectors`)",
     ),
     (
+        "collector-records",
+        "a collector's records, as its converter writes them (baselines/COLLECTORS.md)",
+    ),
+    (
         "megakernel-scenario",
         "megakernel track scenario (YAML or JSON)",
     ),
@@ -45,6 +49,7 @@ pub fn schema(name: &str) -> Option<String> {
         "view" => schema_for!(crate::TraceView),
         "explanation" => schema_for!(crate::Explanation),
         "collector-costs" => schema_for!(crate::costs::CollectorCosts),
+        "collector-records" => schema_for!(crate::collector::CollectorRecords),
         "megakernel-scenario" => schema_for!(crate::megakernel::MkScenario),
         "task-telemetry" => schema_for!(crate::megakernel::TaskTelemetry),
         "task-view" => schema_for!(crate::megakernel::TaskView),

@@ -43,6 +43,9 @@ pub struct Recorded {
     pub kernels: Vec<KernelDelta>,
     /// The injected run's window (CLOCK_MONOTONIC).
     pub window: (Ns, Ns),
+    /// Every kernel of every run of the scenario (twin and quiet runs too),
+    /// timed by its own stamps: what a collector's clock is aligned against.
+    pub known: Vec<crate::collector::KnownKernel>,
 }
 
 /// The GPU session of a workload process.
@@ -53,6 +56,8 @@ pub struct Workload {
     anchor: clock::Anchor,
     /// The project's CUPTI recorder is in the process (`compare_cupti`).
     cupti: bool,
+    /// The kernels of the scenario being recorded, every run.
+    known: Vec<crate::collector::KnownKernel>,
 }
 
 /// What is needed to run without CUPTI: a GPU, its driver and NVRTC.
@@ -132,6 +137,7 @@ impl Workload {
                 clock,
                 anchor,
                 cupti: compare_cupti,
+                known: Vec::new(),
             })
         })
         .map_err(unavailable)
@@ -166,6 +172,18 @@ impl Workload {
     /// One execution: the device log cleared, the anchor event recorded, the
     /// executor run with copy stamps (and CUPTI's records when it is here).
     fn execute(
+        &mut self,
+        sc: &Scenario,
+        plan: Option<&plan::Plan>,
+        seed: u64,
+    ) -> Result<(exec::RunLog, truth::Stamps), String> {
+        let run = self.execute_once(sc, plan, seed)?;
+        self.known
+            .extend(known_kernels(&run.0, self.clock.offset_ns));
+        Ok(run)
+    }
+
+    fn execute_once(
         &mut self,
         sc: &Scenario,
         plan: Option<&plan::Plan>,
@@ -220,6 +238,7 @@ impl Workload {
             .bind_to_thread()
             .map_err(|e| format!("binding the context: {e:?}"))?;
         let seed = crate::mix(sc.seed ^ crate::mix(repetition as u64 + 1));
+        self.known.clear();
         let fail = |what: &str, errors: &[String]| -> Result<(), String> {
             if errors.is_empty() {
                 Ok(())
@@ -330,6 +349,7 @@ impl Workload {
             cupti,
             kernels,
             window,
+            known: std::mem::take(&mut self.known),
         })
     }
 
@@ -358,6 +378,41 @@ impl Workload {
         }
         b
     }
+}
+
+/// Every kernel of `log` its own stamps timed, in CLOCK_MONOTONIC (a graph's
+/// nodes: its last replay, the one its log slots hold).
+fn known_kernels(log: &exec::RunLog, offset_ns: i64) -> Vec<crate::collector::KnownKernel> {
+    let mono = |g: Ns| (g as i64 + offset_ns).max(0) as Ns;
+    let entry = |slot: u32, id: u64| {
+        log.device_log
+            .get(slot as usize)
+            .filter(|e| e.is_written_for(id))
+    };
+    let mut out = Vec::new();
+    for o in log.threads.iter().flat_map(|t| t.ops.iter()) {
+        if let (exec::What::Kernel { .. }, Some(slot), Some(name)) = (&o.what, o.slot, &o.entry) {
+            if let Some(e) = entry(slot, o.id) {
+                out.push(crate::collector::KnownKernel {
+                    name: name.clone(),
+                    start: mono(e.start_ns),
+                    end: mono(e.last_end_ns.max(e.end_ns)),
+                });
+            }
+        }
+    }
+    for (gi, g) in log.graphs.iter().enumerate() {
+        for (ni, (name, &slot)) in g.entries.iter().zip(&g.slots).enumerate() {
+            if let Some(e) = entry(slot, exec::graph_op_id(gi, ni)) {
+                out.push(crate::collector::KnownKernel {
+                    name: name.clone(),
+                    start: mono(e.start_ns),
+                    end: mono(e.last_end_ns.max(e.end_ns)),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The kernels of two truths of one run (same step log, so the same nodes
