@@ -248,6 +248,7 @@ pub(crate) fn type_index(t: EdgeType) -> usize {
         EdgeType::Fault => 7,
         EdgeType::HostOrder => 8,
         EdgeType::Busy => 9,
+        EdgeType::Backpressure => 10,
     }
 }
 const NTYPES: usize = EdgeType::ALL.len();

@@ -435,11 +435,16 @@ fn mechanism_on_path(
         // The application's own host work grew: no fault node on the
         // simulator, so the late launch call itself is the mechanism.
         // Another request's host work grew and the symptom's request waited
-        // for the thread it held (`handoff_queueing`): a `busy` edge follows
+        // for the thread it held (`handoff_queueing`), or for room in a bounded
+        // queue that thread kept full: a `busy` or `backpressure` edge follows
         // the late call on the way to the symptom.
-        InjectionKind::HostDelay if declared == CauseLabel::HandoffQueueing => target_call
-            .and_then(position)
-            .is_some_and(|i| gates_after(i).contains(&EdgeType::Busy)),
+        InjectionKind::HostDelay if declared == CauseLabel::HandoffQueueing => {
+            target_call.and_then(position).is_some_and(|i| {
+                gates_after(i)
+                    .iter()
+                    .any(|g| matches!(g, EdgeType::Busy | EdgeType::Backpressure))
+            })
+        }
         InjectionKind::HostDelay => {
             fault_on_path || target_call.is_some_and(|c| position(c).is_some())
         }

@@ -151,6 +151,7 @@ fn scenario_strategy() -> impl Strategy<Value = Scenario> {
                     kind: QueueKind::ThreadPool,
                     consumer: "pool".into(),
                     randomized: true,
+                    capacity: None,
                 }],
                 streams: ["s0", "s1", "s2"]
                     .iter()

@@ -80,10 +80,14 @@ pub enum EdgeType {
     /// the thread was free: how one request waits behind another's work on a
     /// single-thread stage or a saturated pool (docs/records.md).
     Busy,
+    /// The consumer task whose take freed a slot → the push onto a full bounded
+    /// queue that waited for it (`QueueDecl::capacity`): how a slow consumer
+    /// holds its producer back (docs/records.md).
+    Backpressure,
 }
 
 impl EdgeType {
-    pub const ALL: [EdgeType; 10] = [
+    pub const ALL: [EdgeType; 11] = [
         EdgeType::Launch,
         EdgeType::StreamOrder,
         EdgeType::Event,
@@ -94,6 +98,7 @@ impl EdgeType {
         EdgeType::Fault,
         EdgeType::HostOrder,
         EdgeType::Busy,
+        EdgeType::Backpressure,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -107,6 +112,7 @@ impl EdgeType {
             EdgeType::Fault => "fault",
             EdgeType::HostOrder => "host_order",
             EdgeType::Busy => "busy",
+            EdgeType::Backpressure => "backpressure",
         }
     }
 }

@@ -95,6 +95,12 @@ pub struct QueueDecl {
     /// Pool thread choice: seeded random (`true`) or round robin.
     #[serde(default)]
     pub randomized: bool,
+    /// The most items the queue holds (pushed, not yet taken up by a consumer
+    /// task); a push onto a full queue waits until a consumer takes an item
+    /// (backpressure, docs/records.md). Absent: unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub capacity: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -529,6 +535,49 @@ impl Scenario {
         }
     }
 
+    /// A push onto a bounded queue that could wait for room forever: its
+    /// thread waits for the queue's consumer to take an item, and that thread
+    /// itself waits, through pushes onto bounded queues, for the first (its
+    /// own consumer included). The path of the push and why.
+    fn bounded_queue_cycle(&self) -> Option<(String, String)> {
+        // (pushing thread, consumer thread, path, queue) of every push onto a bounded queue.
+        let mut waits: Vec<(&str, &str, String, &str)> = Vec::new();
+        for (pi, p) in self.programs.iter().enumerate() {
+            let mut on = p.start.as_str();
+            for (si, s) in p.steps.iter().enumerate() {
+                let Step::Handoff { queue } = s else { continue };
+                let Some(decl) = self.queues.iter().find(|q| &q.name == queue) else {
+                    break;
+                };
+                if decl.capacity.is_some() {
+                    let path = format!("programs[{pi}].steps[{si}].queue");
+                    waits.push((on, decl.consumer.as_str(), path, queue.as_str()));
+                }
+                on = decl.consumer.as_str();
+            }
+        }
+        for (from, to, path, queue) in &waits {
+            let mut seen = HashSet::new();
+            let mut stack = vec![*to];
+            while let Some(t) = stack.pop() {
+                if t == *from {
+                    return Some((
+                        path.clone(),
+                        format!(
+                            "thread `{from}` pushes onto bounded queue `{queue}`, whose consumer `{to}` \
+                             waits for room that only `{from}` makes (through bounded queues): \
+                             both could wait forever"
+                        ),
+                    ));
+                }
+                if seen.insert(t) {
+                    stack.extend(waits.iter().filter(|w| w.0 == t).map(|w| w.1));
+                }
+            }
+        }
+        None
+    }
+
     /// Checks references and invariants that the types can't express.
     pub fn check(&self) -> Vec<ScenarioProblem> {
         let mut out = Vec::new();
@@ -624,6 +673,15 @@ impl Scenario {
                     format!("no thread named `{}`", q.consumer),
                 );
             }
+            if q.capacity == Some(0) {
+                bad(
+                    format!("queues[{i}].capacity"),
+                    "a bounded queue holds at least one item (leave `capacity` out for an unbounded one)".into(),
+                );
+            }
+        }
+        if let Some((path, message)) = self.bounded_queue_cycle() {
+            bad(path, message);
         }
         for (gi, g) in self.graphs.iter().enumerate() {
             let mut ids: Vec<&str> = Vec::new();

@@ -171,6 +171,7 @@ impl Builder<'_> {
             kind,
             consumer: thread,
             randomized: pool,
+            capacity: None,
         });
         self.steps.push(Step::Handoff { queue });
     }

@@ -543,6 +543,7 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             kind: QueueKind::Channel,
             consumer: "main".into(),
             randomized: false,
+            capacity: None,
         }],
         streams: vec![stream("s0"), stream("s1")],
         events: ["grads_ready", "comm_done"]

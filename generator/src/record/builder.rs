@@ -3,6 +3,7 @@
 //! [`super::steps`]; backends call that, not these, for scenario steps.
 
 use ground_truth::graph::{Edge, EdgeType, GroundTruth, Node, NodeDetail, NodeId, NodeKind};
+use ground_truth::scenario::QueueDecl;
 use ground_truth::trace::{Record, Rid};
 use ground_truth::{Ns, SharedStr};
 
@@ -31,6 +32,19 @@ pub struct RunBuilder {
     /// what kept the thread busy when its next task had to wait for it
     /// (`steps::host_task`, the `busy` edge).
     pub(super) last_on_thread: std::collections::HashMap<u32, NodeId>,
+    /// The bounded queues of the scenario by name ([`RunBuilder::declare_queues`]):
+    /// what the `backpressure` rule needs (`steps::handoff`).
+    pub(super) bounded: std::collections::HashMap<SharedStr, BoundedQueue>,
+}
+
+/// A queue of bounded capacity as the recording path follows it: how many
+/// items were pushed onto it, and the consumer tasks that took its items, in
+/// the order they took them (a push waits for the take that frees its slot).
+#[derive(Debug, Default)]
+pub(super) struct BoundedQueue {
+    pub capacity: u32,
+    pub pushes: u64,
+    pub takes: Vec<NodeId>,
 }
 
 impl RunBuilder {
@@ -38,6 +52,23 @@ impl RunBuilder {
         RunBuilder {
             keep_records,
             ..Default::default()
+        }
+    }
+
+    /// Declares the scenario's queues: a bounded one (`QueueDecl::capacity`)
+    /// makes its pushes wait for room (`steps::handoff`, the `backpressure`
+    /// edge); unbounded ones need nothing.
+    pub fn declare_queues(&mut self, queues: &[QueueDecl]) {
+        for q in queues {
+            if let Some(capacity) = q.capacity {
+                self.bounded.insert(
+                    q.name.as_str().into(),
+                    BoundedQueue {
+                        capacity,
+                        ..Default::default()
+                    },
+                );
+            }
         }
     }
 

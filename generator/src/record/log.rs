@@ -67,7 +67,11 @@ pub enum HostEvent {
         queue: String,
     },
     Handoff {
+        /// When the item was pushed.
         t: Ns,
+        /// When the thread reached the push: earlier than `t` when it waited
+        /// for room on a full bounded queue (`QueueDecl::capacity`).
+        ready: Ns,
         id: u64,
         queue: String,
         request: usize,

@@ -145,7 +145,7 @@ impl RunBuilder {
                 rid,
                 tid,
                 phase: MarkerPhase::TaskBegin,
-                queue,
+                queue: queue.clone(),
                 token,
                 ts: at,
             });
@@ -164,6 +164,11 @@ impl RunBuilder {
         if let Some(copy) = pickup.and_then(|p| p.blocked_by) {
             self.edge(copy, task, EdgeType::Sync);
         }
+        if handoff.is_some() {
+            if let Some(q) = self.bounded.get_mut(&queue) {
+                q.takes.push(task);
+            }
+        }
         self.last_on_thread.insert(tid, task);
         task
     }
@@ -174,18 +179,31 @@ impl RunBuilder {
     /// from the thread's previous host operation `prev` (a call that returned
     /// late, such as a synchronization, delays the push) and, when the push
     /// waited for a blocking copy, the `sync` edge from that copy.
+    ///
+    /// On a bounded queue (`QueueDecl::capacity`, [`RunBuilder::declare_queues`])
+    /// the `k`-th push (in push order) needs the room the `(k - capacity)`-th take
+    /// (in take order: for one consumer, the item `capacity` places ahead) made;
+    /// when that take came after the producer reached the push (`ready`), the
+    /// push waited for it, and `at` is when it got the room: a `backpressure`
+    /// edge from the consumer task that took it (docs/records.md).
     #[allow(clippy::too_many_arguments)]
     pub fn handoff(
         &mut self,
         queue: SharedStr,
         token: SharedStr,
         tid: u32,
-        at: Ns,
+        (ready, at): (Ns, Ns),
         instrumented: bool,
         task: Option<NodeId>,
         prev: Option<NodeId>,
         blocked_by: Option<NodeId>,
     ) -> NodeId {
+        let freed_by = self.bounded.get_mut(&queue).and_then(|q| {
+            let k = q.pushes;
+            q.pushes += 1;
+            let freeing = k.checked_sub(u64::from(q.capacity))?;
+            q.takes.get(freeing as usize).copied()
+        });
         let info = NodeInfo {
             request: Some(token.clone()),
             thread: Some(tid),
@@ -211,6 +229,9 @@ impl RunBuilder {
         }
         if let Some(copy) = blocked_by {
             self.edge(copy, node, EdgeType::Sync);
+        }
+        if let Some(taker) = freed_by.filter(|&t| self.truth.nodes[t as usize].start > ready) {
+            self.edge(taker, node, EdgeType::Backpressure);
         }
         self.last_on_thread.insert(tid, node);
         node

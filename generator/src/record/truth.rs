@@ -101,6 +101,7 @@ pub fn build(
     keep_records: bool,
 ) -> Truth {
     let mut b = RunBuilder::new(keep_records);
+    b.declare_queues(&sc.queues);
     b.reserve(log.ops.len() + log.requests.len() * 4);
     let mut run = Run {
         sc,
@@ -231,6 +232,7 @@ impl<'a> Run<'a, '_> {
             }
             HostEvent::Handoff {
                 t,
+                ready,
                 id,
                 queue,
                 request,
@@ -245,7 +247,7 @@ impl<'a> Run<'a, '_> {
                     queue.as_str().into(),
                     token.into(),
                     tid,
-                    *t,
+                    (*ready, *t),
                     self.instrumented,
                     task,
                     prev,

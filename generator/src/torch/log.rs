@@ -83,8 +83,10 @@ pub enum HostEvent {
     /// [t, request, handoff id, queue, when the thread finished its previous
     /// task (0: none)].
     Task(Ns, usize, Option<u64>, String, #[serde(default)] Ns),
-    /// [t, handoff id, queue, request].
-    Handoff(Ns, u64, String, usize),
+    /// [t, handoff id, queue, request, when the thread reached the push (a
+    /// push onto a full bounded queue waited for room until `t`; 0 or absent:
+    /// it did not wait)].
+    Handoff(Ns, u64, String, usize, #[serde(default)] Ns),
     /// The op of this id was called.
     Api(u64),
     /// [name, start, end] of a popped range.

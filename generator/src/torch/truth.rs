@@ -114,8 +114,9 @@ pub fn neutral_log(
                         queue: queue.clone(),
                     }
                 }
-                HostEvent::Handoff(at, id, queue, request) => neutral::HostEvent::Handoff {
+                HostEvent::Handoff(at, id, queue, request, ready) => neutral::HostEvent::Handoff {
                     t: *at,
+                    ready: if *ready == 0 { *at } else { *ready },
                     id: *id,
                     queue: queue.clone(),
                     request: *request,

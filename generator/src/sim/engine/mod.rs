@@ -137,6 +137,9 @@ struct Item {
     /// What comes before the current step (an injected or background stall, the
     /// injector's trigger) already happened (the injected stall's fault node, if any).
     stalled: Option<Option<NodeId>>,
+    /// The push of the current step found its bounded queue full at this time;
+    /// the thread waited until a consumer's take gave it the slot.
+    push_ready: Option<Ns>,
 }
 
 #[derive(Debug)]
@@ -153,6 +156,18 @@ struct Thread {
     nvtx: Vec<(SharedStr, Ns)>,
     /// The injector's work to come, each with when it is issued.
     actions: VecDeque<(Ns, InjectorWork)>,
+    /// Waiting for room in a full bounded queue: not scheduled until a
+    /// consumer's take gives it a slot (`Engine::take`).
+    blocked: bool,
+}
+
+/// A bounded queue (`QueueDecl::capacity`): the items it holds (pushed or
+/// granted, not yet taken) and the producers waiting for room, in order.
+#[derive(Debug, Default)]
+struct Room {
+    capacity: u32,
+    held: u32,
+    waiting: VecDeque<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -228,6 +243,8 @@ struct Engine<'a> {
     threads: Vec<Thread>,
     pools: HashMap<String, Vec<usize>>,
     queues: HashMap<&'a str, &'a QueueDecl>,
+    /// The bounded queues' room.
+    rooms: HashMap<&'a str, Room>,
     streams: Vec<Stream>,
     stream_ix: HashMap<String, usize>,
     events: Vec<Event>,
@@ -331,6 +348,7 @@ impl<'a> Engine<'a> {
                     left_blocked_by: None,
                     nvtx: Vec::new(),
                     actions: VecDeque::new(),
+                    blocked: false,
                 });
             }
             if let Some(pool) = decl.0 {
@@ -349,6 +367,20 @@ impl<'a> Engine<'a> {
             threads,
             pools,
             queues: sc.queues.iter().map(|q| (q.name.as_str(), q)).collect(),
+            rooms: sc
+                .queues
+                .iter()
+                .filter_map(|q| {
+                    let capacity = q.capacity?;
+                    Some((
+                        q.name.as_str(),
+                        Room {
+                            capacity,
+                            ..Default::default()
+                        },
+                    ))
+                })
+                .collect(),
             streams: Vec::new(),
             stream_ix: HashMap::new(),
             events: Vec::new(),
@@ -378,6 +410,7 @@ impl<'a> Engine<'a> {
             noise: Noise::new(noise_seed, &be.noise, be.host.jitter, thread_count),
             disguise: Disguise::new(sc, seed),
         };
+        e.b.declare_queues(&sc.queues);
         for (i, s) in sc
             .streams
             .iter()
@@ -531,6 +564,7 @@ impl<'a> Engine<'a> {
                 pending_sync: None,
                 pending_fault: None,
                 stalled: None,
+                push_ready: None,
             });
             let clock = self.threads[th].clock;
             self.schedule(th, clock.max(at));
@@ -594,6 +628,9 @@ impl<'a> Engine<'a> {
     }
 
     fn tick(&mut self, th: usize) {
+        if self.threads[th].blocked {
+            return;
+        }
         if let Some(&(at, _)) = self.threads[th].actions.front() {
             if at <= self.now.max(self.threads[th].clock) {
                 let (at, work) = self.threads[th].actions.pop_front().unwrap();
@@ -614,7 +651,9 @@ impl<'a> Engine<'a> {
         }
         self.run_step(th);
         let t = &self.threads[th];
-        if t.current.is_some() {
+        if t.blocked {
+            // A consumer's take schedules it again.
+        } else if t.current.is_some() {
             let c = t.clock;
             self.schedule(th, c);
         } else if let Some(next) = t.queue.front() {
@@ -640,6 +679,9 @@ impl<'a> Engine<'a> {
             .map(|h| h.1.clone())
             .unwrap_or_default();
         let handoff = item.handoff.as_ref().map(|h| h.0);
+        if let Some((_, queue)) = &item.handoff {
+            self.take(queue, start);
+        }
         let task = self.b.host_task(
             token,
             tid,
@@ -803,16 +845,64 @@ impl<'a> Engine<'a> {
         names.name.clone().expect("the step has a name")
     }
 
+    /// A consumer took an item of `queue` at `at`: on a bounded queue its slot
+    /// goes to the first producer waiting for room, which pushes then.
+    fn take(&mut self, queue: &str, at: Ns) {
+        let Some(room) = self.rooms.get_mut(queue) else {
+            return;
+        };
+        room.held -= 1;
+        let Some(p) = room.waiting.pop_front() else {
+            return;
+        };
+        room.held += 1;
+        let t = &mut self.threads[p];
+        t.blocked = false;
+        t.clock = t.clock.max(at);
+        let c = t.clock;
+        self.schedule(p, c);
+    }
+
+    /// Whether the push of `item` (its current step) must wait for room: its
+    /// bounded queue is full and no take has given it a slot yet. Then the
+    /// thread stays at the step, its stall already taken, until `take`.
+    fn wait_for_room(&mut self, th: usize, item: &Item, queue: &str) -> bool {
+        let Some(room) = self.rooms.get_mut(queue) else {
+            return false;
+        };
+        if item.push_ready.is_some() {
+            // Woken by a take, which counted its slot.
+            return false;
+        }
+        if room.held < room.capacity {
+            room.held += 1;
+            return false;
+        }
+        room.waiting.push_back(th);
+        let t = &mut self.threads[th];
+        t.blocked = true;
+        let clock = t.clock;
+        let current = t.current.as_mut().expect("running item");
+        current.step = item.step;
+        current.stalled = Some(item.stalled.flatten());
+        current.push_ready = Some(clock);
+        true
+    }
+
     fn handoff(&mut self, th: usize, item: &Item, queue: SharedStr, key: u64) {
+        if self.wait_for_room(th, item, &queue) {
+            return;
+        }
         let tid = self.threads[th].tid;
         let at = self.threads[th].clock;
+        let ready = item.push_ready.unwrap_or(at);
         let token = self.requests[item.request].token.clone();
         let (task, prev) = (self.threads[th].task, self.threads[th].prev);
         let h = self.b.handoff(
             queue.clone(),
             token,
             tid,
-            at,
+            (ready, at),
             self.instrumented,
             task,
             prev,
@@ -831,6 +921,7 @@ impl<'a> Engine<'a> {
             pending_sync: None,
             pending_fault: None,
             stalled: None,
+            push_ready: None,
         };
         // This thread's part of the request ends here.
         self.end_task(th);

@@ -1,0 +1,219 @@
+//! Bounded queues (`QueueDecl::capacity`; docs/records.md, the `backpressure`
+//! edge): a data loader hands batches to a slower main thread through a queue
+//! of one or two places, so each push waits until the main thread takes the
+//! batch `capacity` places ahead. The truth has the edge from that very take,
+//! the push is stamped when it got room, a delay of the consumer reaches a
+//! symptom downstream of the blocked producer with the label the convention
+//! gives (docs/scenario-space.md, "Labels across requests") and the label
+//! check keeps it; without a capacity nothing changes.
+
+mod common;
+
+use common::{parse, record, scenario};
+use ground_truth::graph::{EdgeType, GroundTruth, LabelVerdict, NodeId, NodeKind};
+use ground_truth::labels::CauseLabel;
+use ground_truth::Bundle;
+
+/// A loader (decode, upload on its own stream) feeding a main thread (forward
+/// kernel, a pageable loss readback) four times slower, through a queue of
+/// `CAPACITY` places. The symptom is a later batch's upload: the loader makes
+/// it only after its previous push, which waited for the main thread.
+const LOADER: &str = r#"
+cause: implicit_sync
+seed: 21
+threads:
+  - name: loader
+  - name: main
+queues:
+  - name: batches
+    consumer: main
+    capacity: CAPACITY
+streams:
+  - name: copies
+  - name: compute
+programs:
+  - name: train_step
+    start: loader
+    requests: 8
+    interval_us: 1
+    steps:
+      - {op: host_work, id: decode, duration_us: 100}
+      - {op: copy, id: upload, stream: copies, direction: h2d, bytes: 65536, memory: pinned}
+      - {op: handoff, queue: batches}
+      - {op: host_work, id: collate, duration_us: 20}
+      - {op: kernel, id: forward, stream: compute, name: forward, duration_us: 400, grid: 16}
+      - {op: copy, id: loss, stream: compute, direction: d2h, bytes: 4, memory: pageable}
+injection:
+  kind: kernel_slowdown
+  target: forward
+  request: 2
+  magnitude_us: 1000
+symptom:
+  step: upload
+  request: 6
+"#;
+
+fn loader(capacity: u32) -> String {
+    LOADER.replace("CAPACITY", &capacity.to_string())
+}
+
+fn unbounded() -> String {
+    LOADER.replace("    capacity: CAPACITY\n", "")
+}
+
+/// The edge types met along the symptom's true critical path, from its root on.
+fn path_edges(t: &GroundTruth) -> Vec<EdgeType> {
+    let path: &[NodeId] = &t.symptoms[0].critical_path;
+    path.windows(2)
+        .filter_map(|w| {
+            t.edges
+                .iter()
+                .filter(|e| e.src == w[0] && e.dst == w[1])
+                .map(|e| e.kind)
+                .max_by_key(|&k| t.gating_time(w[0], w[1], k))
+        })
+        .collect()
+}
+
+/// A node's request as its arrival index (tokens are 1, 2, … in arrival order).
+fn request_of(t: &GroundTruth, n: NodeId) -> i64 {
+    let token = t.nodes[n as usize].request.as_deref().expect("a request");
+    token.parse::<i64>().expect("a numeric token") - 1
+}
+
+fn backpressure(t: &GroundTruth) -> Vec<(NodeId, NodeId)> {
+    t.edges
+        .iter()
+        .filter(|e| e.kind == EdgeType::Backpressure)
+        .map(|e| (e.src, e.dst))
+        .collect()
+}
+
+fn assert_kept(b: &Bundle, label: CauseLabel) {
+    let s = &b.ground_truth.symptoms[0];
+    let check = s.label.as_ref().expect("a timing case is checked");
+    assert_eq!(
+        check.verdict,
+        LabelVerdict::Kept,
+        "{}: {} (path edges {:?})",
+        b.manifest.scenario.variant,
+        check.reason,
+        path_edges(&b.ground_truth)
+    );
+    assert_eq!(s.cause, label);
+}
+
+/// Lateness within 10 % of the asked magnitude.
+fn assert_moved_by(b: &Bundle, magnitude_us: f64) {
+    let late_us = b.ground_truth.symptoms[0].lateness_ns / 1e3;
+    assert!(
+        (late_us - magnitude_us).abs() <= 0.1 * magnitude_us,
+        "{late_us:.1} µs late for {magnitude_us} µs asked"
+    );
+}
+
+#[test]
+fn a_push_onto_a_full_queue_waits_for_the_take_capacity_places_ahead() {
+    for capacity in [1, 2] {
+        let b = record(&scenario(&loader(capacity)));
+        let t = &b.ground_truth;
+        let edges = backpressure(t);
+        // The loader runs four times faster: every push after the first
+        // `capacity` + 1 (the main thread takes the first at once) waits.
+        assert!(
+            edges.len() >= 8 - capacity as usize - 2,
+            "capacity {capacity}: {} pushes waited",
+            edges.len()
+        );
+        for (src, dst) in edges {
+            let (taker, push) = (&t.nodes[src as usize], &t.nodes[dst as usize]);
+            assert_eq!(taker.kind, NodeKind::HostTask);
+            assert_eq!(&*taker.name, "task after batches");
+            assert_eq!(push.kind, NodeKind::QueueHandoff);
+            assert_ne!(taker.detail.thread, push.detail.thread);
+            assert_eq!(
+                request_of(t, dst) - request_of(t, src),
+                capacity as i64,
+                "capacity {capacity}: a push waits for the batch {capacity} places ahead"
+            );
+            // Stamped when it got room: when the main thread took that batch.
+            assert_eq!(push.start, taker.start, "capacity {capacity}");
+            // Backpressure gates at the take, the push's own time.
+            assert_eq!(t.gating_time(src, dst, EdgeType::Backpressure), push.start);
+        }
+    }
+}
+
+#[test]
+fn a_blocked_producers_next_batch_waits_through_backpressure() {
+    for capacity in [1, 2] {
+        let b = record(&scenario(&loader(capacity)));
+        let edges = path_edges(&b.ground_truth);
+        let at = |k: EdgeType| edges.iter().position(|&e| e == k);
+        let pushed = at(EdgeType::Backpressure).expect("backpressure on the path");
+        // The consumer's readback held it (`sync`) before, and the loader
+        // took the symptom's batch up after the push (`busy`).
+        assert!(at(EdgeType::Sync).is_some_and(|i| i < pushed), "{edges:?}");
+        assert!(edges[pushed..].contains(&EdgeType::Busy), "{edges:?}");
+    }
+}
+
+#[test]
+fn a_lengthened_consumer_kernel_is_implicit_sync_at_the_producer() {
+    for capacity in [1, 2] {
+        let b = record(&scenario(&loader(capacity)));
+        assert_kept(&b, CauseLabel::ImplicitSync);
+        assert_moved_by(&b, 1000.0);
+    }
+}
+
+#[test]
+fn grown_consumer_host_work_is_handoff_queueing_at_the_producer() {
+    for capacity in [1, 2] {
+        let body = loader(capacity)
+            .replace("cause: implicit_sync", "cause: handoff_queueing")
+            .replace("kind: kernel_slowdown", "kind: host_delay");
+        let b = record(&scenario(&body));
+        assert_kept(&b, CauseLabel::HandoffQueueing);
+        assert_moved_by(&b, 1000.0);
+    }
+}
+
+#[test]
+fn without_room_to_wait_for_the_truth_is_the_unbounded_queues() {
+    // A queue that never fills and one with no capacity record the same run.
+    let bounded = record(&scenario(&loader(8)));
+    let unbounded = record(&scenario(&unbounded()));
+    assert!(backpressure(&bounded.ground_truth).is_empty());
+    assert_eq!(
+        json(&bounded.ground_truth),
+        json(&unbounded.ground_truth),
+        "the truth"
+    );
+    assert_eq!(json(&bounded.trace), json(&unbounded.trace), "the records");
+    // An unbounded queue writes no `capacity`: its scenario reads as before.
+    let written = serde_json::to_value(&unbounded.manifest.scenario.queues).unwrap();
+    assert_eq!(
+        written,
+        serde_json::json!([{"name": "batches", "kind": "channel", "consumer": "main", "randomized": false}])
+    );
+}
+
+#[test]
+fn capacity_zero_and_a_queue_its_own_consumer_fills_are_rejected() {
+    let e = parse(&loader(0)).expect_err("capacity 0");
+    assert!(e.to_string().contains("queues[0].capacity"), "{e}");
+    // The main thread pushing onto the queue it alone drains could wait forever.
+    let cycle = loader(1).replace(
+        "      - {op: host_work, id: collate, duration_us: 20}\n",
+        "      - {op: host_work, id: collate, duration_us: 20}\n      - {op: handoff, queue: batches}\n",
+    );
+    let e = parse(&cycle).expect_err("a cycle of bounded queues");
+    assert!(e.to_string().contains("programs[0].steps[4].queue"), "{e}");
+    assert!(e.to_string().contains("could wait forever"), "{e}");
+}
+
+/// What a bundle holds, serialized, to compare two runs byte for byte.
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("serializable")
+}
