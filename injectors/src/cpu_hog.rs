@@ -109,6 +109,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// which no idle CPU can pull away while the hog holds this one.
 pub struct PinnedHere {
     previous: CpuSet,
+    cpu: usize,
 }
 
 impl PinnedHere {
@@ -118,7 +119,12 @@ impl PinnedHere {
         let cpu = nix::sched::sched_getcpu().ok()?;
         let previous = sched_getaffinity(Pid::from_raw(0)).ok()?;
         sched_setaffinity(Pid::from_raw(0), &one_cpu(cpu).ok()?).ok()?;
-        Some(Self { previous })
+        Some(Self { previous, cpu })
+    }
+
+    /// The CPU the thread is pinned to.
+    pub fn cpu(&self) -> usize {
+        self.cpu
     }
 }
 
@@ -395,5 +401,45 @@ impl HogSpin {
         }
         drop_priority(mech);
         Ok((mech, t0, now, state.flatten()))
+    }
+}
+
+/// A hog made ready before it is needed: the calling thread pinned to the CPU
+/// it runs on, at the hog's raised priority, until dropped (then its
+/// affinity and priority come back).
+///
+/// Why: a hog thread waiting at nice 0 shares its CPU with whatever else runs
+/// there, so on the H200 host it began its spin 100-170 us after the request
+/// (and over a millisecond late now and then: a whole slice of another
+/// thread), which left short deschedules no switch-out at all. At nice -20 on
+/// a CPU of its own it is running when the request comes (docs/gpu-facts.md,
+/// "CPU deschedule").
+pub struct ReadyHog {
+    previous: CpuSet,
+    mechanism: HogMechanism,
+}
+
+impl ReadyHog {
+    /// Readies the calling thread; `None` when the kernel refuses (the hog
+    /// then starts from nice 0, as before).
+    pub fn take() -> Option<Self> {
+        let cpu = nix::sched::sched_getcpu().ok()?;
+        let previous = sched_getaffinity(Pid::from_raw(0)).ok()?;
+        let mechanism = raise_priority(false, 1).ok()?;
+        if sched_setaffinity(Pid::from_raw(0), &one_cpu(cpu).ok()?).is_err() {
+            drop_priority(mechanism);
+            return None;
+        }
+        Some(Self {
+            previous,
+            mechanism,
+        })
+    }
+}
+
+impl Drop for ReadyHog {
+    fn drop(&mut self) {
+        drop_priority(self.mechanism);
+        let _ = sched_setaffinity(Pid::from_raw(0), &self.previous);
     }
 }

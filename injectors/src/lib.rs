@@ -24,7 +24,9 @@ pub mod page_faults;
 pub mod ptrace_hold;
 
 pub use clock::{gettid, monotonic_ns, spin_recording_gaps, Gap};
-pub use cpu_hog::{allowed_cpus, probe_mechanism, CpuHog, HogMechanism, HogReport, PinnedHere};
+pub use cpu_hog::{
+    allowed_cpus, probe_mechanism, CpuHog, HogMechanism, HogReport, PinnedHere, ReadyHog,
+};
 pub use error::{InjectorError, Result};
 pub use page_faults::{
     calibrate as calibrate_faults, FaultCalibration, FaultKind, FaultReport, PageFaults,

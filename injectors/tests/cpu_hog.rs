@@ -302,3 +302,25 @@ fn run_here_makes_the_caller_the_hog() {
         format!("the caller landed past half the request every time: {seen:?}"),
     );
 }
+
+/// A readied hog is pinned where it runs at nice -20, and gets its affinity
+/// and priority back when dropped.
+#[test]
+fn a_ready_hog_is_pinned_and_raised_until_dropped() {
+    const T: &str = "a_ready_hog_is_pinned_and_raised_until_dropped";
+    std::thread::spawn(|| {
+        let before = allowed_cpus();
+        let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let Some(ready) = injectors::ReadyHog::take() else {
+            return skip(T, "the kernel refused to raise or pin the thread");
+        };
+        let here = nix::sched::sched_getcpu().unwrap();
+        assert_eq!(allowed_cpus(), vec![here]);
+        assert_eq!(nice(), -20);
+        drop(ready);
+        assert_eq!(allowed_cpus(), before);
+        assert_eq!(nice(), 0);
+    })
+    .join()
+    .unwrap();
+}

@@ -61,19 +61,25 @@ impl<'a> Exec<'a> {
                 // At SCHED_IDLE the victim is preempted the moment the hog
                 // lands on its CPU and stays runnable-but-off until the hog
                 // stops (a nice 0 thread would get EEVDF slices meanwhile).
-                let param = libc::sched_param { sched_priority: 0 };
-                // SAFETY: changes the calling thread's own policy.
-                let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
                 // Pinned to the CPU it is on, the victim cannot be pulled to an
                 // idle one while the hog holds this one, and the hog's own
                 // pinning of the victim moves nothing (a running thread's
-                // migration waits for its CPU).
+                // migration waits for its CPU). The hog is told that CPU, so it
+                // reads nothing of the victim before it moves there.
                 let pinned = injectors::PinnedHere::now();
+                let cpu = pinned.as_ref().map_or(usize::MAX, |p| p.cpu());
                 self.inj.done.store(false, Ordering::Release);
                 self.inj.hog_end.store(0, Ordering::Release);
                 self.inj.victim_tid.store(log.tid, Ordering::Release);
+                self.inj.victim_cpu.store(cpu, Ordering::Release);
                 self.inj.deschedule_at.store(t0, Ordering::Release);
                 self.inj.state.store(DESCHEDULE, Ordering::Release);
+                // Lowered only once the hog is on its way: a SCHED_IDLE victim
+                // is switched out by any thread of its CPU, for as long as that
+                // thread likes, which no hog controls.
+                let param = libc::sched_param { sched_priority: 0 };
+                // SAFETY: changes the calling thread's own policy.
+                let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0;
                 // Keep running until switched out and back (or the hog is done).
                 let deadline = t0 + mag * 4 + 200_000_000;
                 let (mut last, mut gaps, mut longest) = (t0, 0u64, 0u64);
@@ -182,6 +188,15 @@ impl<'a> Exec<'a> {
         };
         barrier.wait();
         let Some(plan) = self.plan else { return log };
+        // A deschedule's hog waits ready: pinned where it runs, at its raised
+        // priority, spinning without yielding, so that it is running when the
+        // victim asks (injectors::ReadyHog says why). Once it has held the
+        // victim it has nothing left to do and polls without spinning, so it
+        // takes no CPU from the application.
+        let mut ready = (plan.kind == InjectionKind::CpuDeschedule)
+            .then(injectors::ReadyHog::take)
+            .flatten();
+        let mut relaxed = false;
         let mut spins = 0u64;
         while !stop.load(Ordering::Acquire) {
             match self.inj.state.load(Ordering::Acquire) {
@@ -230,7 +245,12 @@ impl<'a> Exec<'a> {
                     // is part of the requested stall, not added to it.
                     let at = self.inj.deschedule_at.load(Ordering::Acquire)
                         - DESCHEDULE_RESUME_NS.load(Ordering::Relaxed);
-                    let r = injectors::CpuHog::new(std::process::id() as i32, victim)
+                    let mut hog = injectors::CpuHog::new(std::process::id() as i32, victim);
+                    let cpu = self.inj.victim_cpu.load(Ordering::Acquire);
+                    if cpu != usize::MAX {
+                        hog = hog.on_cpu(cpu);
+                    }
+                    let r = hog
                         .with_fifo(false)
                         .requested_at(at)
                         .restoring_victim_policy()
@@ -247,10 +267,13 @@ impl<'a> Exec<'a> {
                         *g = Some(r);
                     }
                     self.inj.done.store(true, Ordering::Release);
+                    ready = None;
+                    relaxed = true;
                 }
+                _ if relaxed => std::thread::sleep(std::time::Duration::from_micros(100)),
                 _ => {
                     spins += 1;
-                    if spins.is_multiple_of(4096) {
+                    if ready.is_none() && spins.is_multiple_of(4096) {
                         std::thread::yield_now();
                     }
                     std::hint::spin_loop();

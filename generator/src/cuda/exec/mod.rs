@@ -119,6 +119,8 @@ const DESCHEDULE_RESUME_MAX_NS: u64 = 300_000;
 struct Injector {
     state: AtomicU32,
     victim_tid: AtomicU32,
+    /// The CPU the victim pinned itself to (`usize::MAX`: unknown).
+    victim_cpu: AtomicUsize,
     /// When the victim asked to be descheduled (the stall is anchored there).
     deschedule_at: AtomicU64,
     /// When the hog stopped spinning (0 until it did).
@@ -251,6 +253,7 @@ impl<'a> Exec<'a> {
             inj: Injector {
                 state: AtomicU32::new(IDLE),
                 victim_tid: AtomicU32::new(0),
+                victim_cpu: AtomicUsize::new(usize::MAX),
                 deschedule_at: AtomicU64::new(0),
                 hog_end: AtomicU64::new(0),
                 done: AtomicBool::new(false),
