@@ -69,6 +69,124 @@ pub fn source_with_hooks() -> String {
     format!("#define MK_BPF_HOOKS 1\n{BPF_SOURCE}\n{SOURCE}")
 }
 
+/// The source [`compile_cubin_with_compiled_hooks`] compiles: the hooks call
+/// `mk_bpf_hook_task_begin` / `_task_end` / `_dep_wait`, left undefined, which
+/// the translated program set (megakernel/src/bpf/translate.rs) defines.
+pub fn source_with_compiled_hooks() -> String {
+    format!("#define MK_BPF_HOOKS 1\n#define MK_BPF_COMPILED 1\n{BPF_SOURCE}\n{SOURCE}")
+}
+
+/// NVRTC options of relocatable device code for `arch` (`compute_XY` gives
+/// PTX, `sm_XY` a cubin).
+fn relocatable_options(arch: &str) -> Vec<String> {
+    let mut o = crate::compile_options(arch);
+    o.push("--relocatable-device-code=true".to_string());
+    o
+}
+
+/// An NVRTC compile of `source` with `options`: its PTX and, when `cubin`,
+/// its cubin (NVRTC's own SASS for a real `sm_XY` architecture).
+fn nvrtc(
+    source: &str,
+    name: &str,
+    options: &[String],
+    arch: &str,
+    cubin: bool,
+) -> Result<(String, Vec<u8>), KernelError> {
+    use cudarc::nvrtc::{result, sys};
+    crate::ensure_nvrtc()?;
+    let fail = |detail: String| KernelError::Compile {
+        arch: arch.to_string(),
+        detail,
+    };
+    let src =
+        std::ffi::CString::new(source).map_err(|_| fail("a NUL byte in the source".into()))?;
+    let cname = std::ffi::CString::new(name).map_err(|_| fail("a NUL byte in the name".into()))?;
+    // cudarc panics when a symbol is missing from the loaded library; never
+    // let that cross our API.
+    let run = || -> Result<(String, Vec<u8>), KernelError> {
+        let prog =
+            result::create_program(&src, Some(&cname)).map_err(|e| fail(format!("{e:?}")))?;
+        // SAFETY: `prog` was just created and is destroyed once, below.
+        let out = unsafe {
+            match result::compile_program(prog, options) {
+                Err(e) => {
+                    let log = result::get_program_log(prog)
+                        .map(|l| {
+                            std::ffi::CStr::from_ptr(l.as_ptr())
+                                .to_string_lossy()
+                                .into_owned()
+                        })
+                        .unwrap_or_default();
+                    Err(fail(format!("{e:?} with options {options:?}; log:\n{log}")))
+                }
+                Ok(()) => {
+                    let ptx = result::get_ptx(prog).map_err(|e| fail(format!("{e:?}")))?;
+                    let ptx = std::ffi::CStr::from_ptr(ptx.as_ptr())
+                        .to_string_lossy()
+                        .into_owned();
+                    let mut bin = Vec::new();
+                    if cubin {
+                        let mut size = 0usize;
+                        let r = sys::nvrtcGetCUBINSize(prog, &mut size);
+                        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+                            return Err(fail(format!("nvrtcGetCUBINSize: {r:?}")));
+                        }
+                        bin = vec![0u8; size];
+                        let r = sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast());
+                        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+                            return Err(fail(format!("nvrtcGetCUBIN: {r:?}")));
+                        }
+                    }
+                    Ok((ptx, bin))
+                }
+            }
+        };
+        // SAFETY: created above, not destroyed before.
+        let _ = unsafe { result::destroy_program(prog) };
+        out
+    };
+    std::panic::catch_unwind(run).map_err(|p| KernelError::NvrtcUnavailable {
+        detail: crate::panic_text(&p),
+    })?
+}
+
+/// The megakernel whose hooks call compiled programs, as relocatable device
+/// code for the real architecture `sm` (e.g. `sm_90`): a cubin that the
+/// driver links with a translated program set at attach time without
+/// compiling the megakernel again (megakernel/README.md, "Compiled monitors").
+pub fn compile_cubin_with_compiled_hooks(sm: &str) -> Result<Vec<u8>, KernelError> {
+    check_arch(sm)?;
+    if !sm.starts_with("sm_") {
+        return Err(KernelError::BadArch(sm.to_string()));
+    }
+    let (_, cubin) = nvrtc(
+        &source_with_compiled_hooks(),
+        "megakernel_bpf_compiled.cu",
+        &relocatable_options(sm),
+        sm,
+        true,
+    )?;
+    Ok(cubin)
+}
+
+/// A translated hook program set (CUDA C) compiled by NVRTC to relocatable
+/// PTX for `arch` (default `compute_90`), ready for the driver to compile and
+/// link beside [`compile_cubin_with_compiled_hooks`]'s cubin. Never cached:
+/// this compile is part of the attach time it measures.
+pub fn compile_hook_ptx(source: &str, arch: Option<&str>) -> Result<String, KernelError> {
+    let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
+    check_arch(arch)?;
+    let (ptx, _) = nvrtc(
+        source,
+        "mk_bpf_hooks.cu",
+        &relocatable_options(arch),
+        arch,
+        false,
+    )?;
+    Ok(ptx)
+}
+
 /// Layout of `struct mk_bpf_slot` (checked against the source's `static_assert`s).
 pub mod bpf_slot {
     /// Instructions one bank holds (`MK_BPF_MAX_INSNS`).
@@ -91,8 +209,10 @@ pub mod bpf_slot {
     pub const BANK_INSNS: usize = 288;
     pub const MAP_DESC_BYTES: usize = 32;
     pub const ARENAS: usize = BANKS + 2 * BANK_BYTES;
+    /// Per hook: ns spent in its program's runs (`hook_ns[3]`, after the arenas).
+    pub const HOOK_NS: usize = ARENAS + 2 * ARENA_BYTES;
     /// `sizeof(mk_bpf_slot)`.
-    pub const SLOT_BYTES: usize = ARENAS + 2 * ARENA_BYTES;
+    pub const SLOT_BYTES: usize = HOOK_NS + 8 * HOOK_KINDS;
 }
 
 /// `struct mk_task` (48 bytes).
@@ -293,14 +413,14 @@ mod tests {
         }
         assert!(source().contains(&format!("extern \"C\" __global__ void {ENTRY}(")));
         for s in [
-            "sizeof(mk_bpf_slot) == 148240",
+            "sizeof(mk_bpf_slot) == 148264",
             "sizeof(mk_bpf_bank) == 8480",
             "#define MK_BPF_MAX_INSNS 1024",
             "#define MK_BPF_ARENA_BYTES 65536",
         ] {
             assert!(BPF_SOURCE.contains(s), "{s} missing from mk_bpf.cu");
         }
-        assert_eq!(bpf_slot::SLOT_BYTES, 148240);
+        assert_eq!(bpf_slot::SLOT_BYTES, 148264);
         assert_eq!(
             bpf_slot::BANK_INSNS + 8 * bpf_slot::MAX_INSNS,
             bpf_slot::BANK_BYTES

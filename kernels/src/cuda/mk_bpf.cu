@@ -54,8 +54,32 @@ struct mk_bpf_slot {
     mk_u64 insns;         // instructions executed
     mk_bpf_bank bank[2];
     unsigned char arena[2][MK_BPF_ARENA_BYTES];
+    mk_u64 hook_ns[MK_BPF_HOOK_KINDS]; // per hook: %globaltimer ns spent in runs of its program, all workers
 };
-static_assert(sizeof(mk_bpf_slot) == 148240, "mk_bpf_slot must be 148240 bytes");
+static_assert(sizeof(mk_bpf_slot) == 148264, "mk_bpf_slot must be 148264 bytes");
+
+#ifdef MK_BPF_COMPILED
+// Compiled with MK_BPF_COMPILED (kernels::megakernel::compile_cubin_with_compiled_hooks,
+// relocatable device code): the hooks call the verified program set translated to
+// CUDA C (megakernel/src/bpf/translate.rs), compiled and linked in at attach time
+// (megakernel/src/bpf/device.rs). Same arguments: the slot, the bank generation and
+// the context's fields; each function keeps the slot's coverage counters itself.
+#define MK_BPF_HOOK_DECL(name)                                                                \
+    extern "C" __device__ void name(unsigned char* slot, mk_u32 gen, mk_u32 task,              \
+                                    mk_u32 class_id, mk_u32 task_gen, mk_u32 req_gen,          \
+                                    mk_u32 worker, mk_u32 dep_event, mk_u64 ts_start,          \
+                                    mk_u64 ts_end, mk_u64 wait_ns, mk_u32 queue_depth,         \
+                                    mk_u64 notify_ns, mk_u64 queue_ns);
+MK_BPF_HOOK_DECL(mk_bpf_hook_task_begin)
+MK_BPF_HOOK_DECL(mk_bpf_hook_task_end)
+MK_BPF_HOOK_DECL(mk_bpf_hook_dep_wait)
+#endif
+
+__device__ __forceinline__ mk_u64 mk_bpf_now() {
+    mk_u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 struct mk_bpf_machine {
     const mk_bpf_bank* bank;
@@ -309,6 +333,20 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     const mk_bpf_bank* bank = &slot->bank[gen & 1u];
     const mk_u32 len = bank->prog_len[hook];
     if (len == 0u) return;
+    // Time in the program, so that a kernel's stretch can be set against what the hooks took.
+    const mk_u64 t_in = mk_bpf_now();
+#ifdef MK_BPF_COMPILED
+    switch (hook) {
+        case 0u: mk_bpf_hook_task_begin((unsigned char*)slot, gen, task, class_id, task_gen, req_gen, worker,
+                                        dep_event, ts_start, ts_end, wait_ns, queue_depth, notify_ns, queue_ns); break;
+        case 1u: mk_bpf_hook_task_end((unsigned char*)slot, gen, task, class_id, task_gen, req_gen, worker,
+                                      dep_event, ts_start, ts_end, wait_ns, queue_depth, notify_ns, queue_ns); break;
+        default: mk_bpf_hook_dep_wait((unsigned char*)slot, gen, task, class_id, task_gen, req_gen, worker,
+                                      dep_event, ts_start, ts_end, wait_ns, queue_depth, notify_ns, queue_ns); break;
+    }
+    atomicAdd(&slot->hook_ns[hook], mk_bpf_now() - t_in);
+    return;
+#endif
     const mk_u32 cls = class_id < 8u ? class_id : 7u;
     atomicAdd(&slot->eligible[cls], 1ull);
     mk_bpf_machine m;
@@ -333,4 +371,5 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     atomicAdd(&slot->insns, executed);
     if (ok) atomicAdd(&slot->observed[cls], 1ull);
     if (!ok || ring_dropped) atomicAdd(&slot->dropped[cls], ok ? ring_dropped : 1ull);
+    atomicAdd(&slot->hook_ns[hook], mk_bpf_now() - t_in);
 }

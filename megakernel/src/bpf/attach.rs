@@ -23,6 +23,12 @@ pub struct Attachment {
     /// Instructions and helper calls executed, over every run.
     pub insns: u64,
     pub helper_calls: u64,
+    /// Nanoseconds the device spent in the hooks with a program, summed over
+    /// workers (`mk_bpf_slot.hook_ns`; 0 off the GPU).
+    pub device_hook_ns: u64,
+    /// When `Some`, every hook context the set ran on, in order (the
+    /// recorded task events the compiled translation is checked against).
+    pub recorded: Option<Vec<(Hook, Context)>>,
 }
 
 impl Attachment {
@@ -39,6 +45,8 @@ impl Attachment {
             faults: 0,
             insns: 0,
             helper_calls: 0,
+            device_hook_ns: 0,
+            recorded: None,
         })
     }
 
@@ -53,6 +61,9 @@ impl Attachment {
     /// Runs the program for `hook`, if the set has one.
     pub fn hook(&mut self, hook: Hook, ctx: &Context) -> Option<RunStats> {
         let prog = self.set.program(hook)?;
+        if let Some(r) = self.recorded.as_mut() {
+            r.push((hook, *ctx));
+        }
         let cls = (ctx.class_id as usize).min(MAX_CLASSES - 1);
         self.eligible[cls] += 1;
         match interp::run(&self.set, &prog.code, ctx, &mut self.maps) {

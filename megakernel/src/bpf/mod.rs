@@ -17,8 +17,11 @@ pub mod diagnosis;
 pub mod evaluate;
 pub mod interp;
 pub mod loader;
+pub mod perturbation;
 pub mod programs;
 pub mod queries;
+pub mod section;
+pub mod translate;
 pub mod verifier;
 
 pub use abi::{Context, Hook, MapDef, MapKind, ProgramSet, ProgramType};
