@@ -234,7 +234,7 @@ pub fn section(rows: &[TrackRow]) -> String {
         "{SECTION}\n\nThe megakernel families (`megakernel/catalog/`), scored with the track's \
          own metrics (`evaluator/METRICS.md` §5); per-case scores in `{SCORES_FILE}`.\n\n{}\n{}",
         track_markdown(rows),
-        crate::megakernel_bpf::section(rows)
+        megakernel::bpf::section::section(rows)
     )
 }
 

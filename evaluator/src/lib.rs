@@ -10,6 +10,7 @@
 //! - [`report`]: rebuild leaderboard + plots from `DIR/scores.jsonl`;
 //! - [`diff`]: what changed between two result directories.
 
+pub mod agreement;
 mod axes;
 mod bootstrap;
 pub mod costs;
