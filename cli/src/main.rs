@@ -5,6 +5,7 @@
 
 mod agreement;
 mod catalog;
+mod collector;
 mod commands;
 mod corpus;
 mod costs;
@@ -27,6 +28,7 @@ mod torch;
 mod torch_attribution;
 mod torch_fences;
 mod track;
+mod workload;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -218,6 +220,14 @@ enum Command {
     /// The megakernel track: its experiment (GPU or simulator) and its scoring from case packs.
     #[command(subcommand)]
     Megakernel(megakernel::MegakernelCommand),
+    /// One scenario's (or a suite's) CUDA work as a standalone program for an
+    /// external collector to wrap or attach to; truth without CUPTI
+    /// (baselines/COLLECTORS.md).
+    Workload(workload::WorkloadArgs),
+    /// Bring your own collector: run it on the workload, convert, bind and score
+    /// its records (baselines/COLLECTORS.md).
+    #[command(subcommand)]
+    Collector(collector::CollectorCommand),
     /// List scenarios, families (the megakernel track's too) and profilers.
     List {
         #[arg(long, default_value = catalog::DEFAULT_SUITE)]
@@ -324,6 +334,8 @@ fn main() -> ExitCode {
         Command::Schema { name } => commands::schema(&name),
         Command::List { suite } => commands::list(&suite),
         Command::Corpus(command) => corpus::corpus(command),
+        Command::Workload(args) => workload::workload(args),
+        Command::Collector(command) => collector::collector(command),
         Command::Measure(command) => measure::measure(command),
         Command::Torch(command) => torch::torch(command),
         Command::Megakernel(command) => megakernel::megakernel(command),

@@ -50,6 +50,8 @@ pub struct Binding {
     pub device_nodes_observed: usize,
     pub call_nodes: usize,
     pub call_nodes_observed: usize,
+    /// Collector thread ids read as OS thread ids (by the calls they lie in).
+    pub threads_mapped: usize,
 }
 
 fn start_of(r: &Record) -> Option<Ns> {
@@ -180,6 +182,58 @@ pub fn align(records: &[Record], known: &[KnownKernel]) -> Result<(i64, usize), 
     Ok((offset, agreeing))
 }
 
+/// A collector whose thread ids are not the OS's (CUPTI's default thread id
+/// is `pthread_self`'s): each of its ids is read as the OS thread whose call
+/// nodes contain most of its API records' midpoints. Returns how many ids
+/// were mapped; ids the truth already knows stay.
+fn map_threads(records: &mut [Record], truth: &ground_truth::GroundTruth) -> usize {
+    let os: HashSet<u32> = truth.nodes.iter().filter_map(|n| n.detail.thread).collect();
+    let mut calls: Vec<(Ns, Ns, u32)> = truth
+        .nodes
+        .iter()
+        .filter(|n| is_call(n.kind))
+        .filter_map(|n| Some((n.start, n.end, n.detail.thread?)))
+        .collect();
+    calls.sort_unstable();
+    let mut votes: HashMap<u32, HashMap<u32, usize>> = HashMap::new();
+    for r in records.iter() {
+        let Record::Api {
+            tid, start, end, ..
+        } = r
+        else {
+            continue;
+        };
+        if os.contains(tid) {
+            continue;
+        }
+        let mid = start / 2 + end.max(start) / 2;
+        let upto = calls.partition_point(|c| c.0 <= mid);
+        // Calls are short: the few that started last before `mid` are the candidates.
+        for c in calls[upto.saturating_sub(64)..upto]
+            .iter()
+            .filter(|c| mid <= c.1)
+        {
+            *votes.entry(*tid).or_default().entry(c.2).or_default() += 1;
+        }
+    }
+    let map: HashMap<u32, u32> = votes
+        .into_iter()
+        .filter_map(|(from, to)| {
+            to.into_iter()
+                .max_by_key(|&(t, n)| (n, std::cmp::Reverse(t)))
+                .map(|(t, _)| (from, t))
+        })
+        .collect();
+    for r in records.iter_mut() {
+        if let Record::Api { tid, .. } | Record::Nvtx { tid, .. } = r {
+            if let Some(&t) = map.get(tid) {
+                *tid = t;
+            }
+        }
+    }
+    map.len()
+}
+
 fn device_kind(r: &Record) -> Option<&'static [NodeKind]> {
     match r {
         Record::Kernel { .. } => Some(&[NodeKind::Kernel, NodeKind::GraphNode]),
@@ -231,6 +285,7 @@ pub fn bind(
         })
         .collect();
     let mut kept = inside;
+    binding.threads_mapped = map_threads(&mut kept, truth);
     kept.extend(set.records.iter().filter(|r| {
         matches!(r, Record::ExternalCorrelation { correlation_id, .. } if correlations.contains(correlation_id))
     }).cloned());
