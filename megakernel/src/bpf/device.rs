@@ -8,7 +8,9 @@
 use super::abi::{Hook, MapKind, ProgramSet};
 use super::attach::Attachment;
 use super::diagnosis::{self, Diagnosis};
+pub use super::evaluate::Execution;
 use super::evaluate::ProgramExecutor;
+use super::link::{CompiledKernel, Linked};
 use crate::bundle::Env;
 use crate::case::{Executor, Launch};
 use crate::gpu::GpuExecutor;
@@ -16,6 +18,7 @@ use crate::schedule::Schedule;
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, DevicePtr};
 use ground_truth::megakernel::{Capture, MonitorConfig};
 use kernels::megakernel::{self as mk, bpf_slot as L};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,7 +86,8 @@ pub struct DevicePrograms {
     pub resources: [(i32, i32, i32); 2],
 }
 
-fn resources(f: &CudaFunction) -> Result<(i32, i32, i32), String> {
+/// Registers per thread, static shared memory and local memory per thread of `f`.
+pub fn resources(f: &CudaFunction) -> Result<(i32, i32, i32), String> {
     use cudarc::driver::sys::CUfunction_attribute_enum as A;
     let a = |k| {
         f.get_attribute(k)
@@ -100,6 +104,14 @@ fn resources(f: &CudaFunction) -> Result<(i32, i32, i32), String> {
 pub struct GpuPrograms {
     pub gpu: GpuExecutor,
     pub dev: DevicePrograms,
+    /// The megakernel with compiled hooks (relocatable), or why there is none.
+    pub compiled: Result<CompiledKernel, String>,
+    /// How launches with a program set attached run it.
+    pub execution: Execution,
+    /// Program sets linked so far, by set name (a set is compiled once).
+    linked: HashMap<String, Linked>,
+    /// Why a compiled launch fell back to the interpreter, once per reason.
+    pub fallbacks: Vec<String>,
 }
 
 impl GpuPrograms {
@@ -121,7 +133,12 @@ impl GpuPrograms {
             .alloc_zeros::<u8>(L::SLOT_BYTES)
             .map_err(err("allocating the program slot"))?;
         let slot_ptr = slot.device_ptr(&gpu.stream).0;
+        let compiled = CompiledKernel::new(&gpu.ctx);
         Ok(GpuPrograms {
+            compiled,
+            execution: Execution::Compiled,
+            linked: HashMap::new(),
+            fallbacks: Vec::new(),
             gpu,
             dev: DevicePrograms {
                 _module: module,
@@ -155,6 +172,39 @@ impl GpuPrograms {
             att.dropped[c] = get64(img, L::DROPPED + 8 * c);
         }
         att.insns = get64(img, L::INSNS);
+        att.device_hook_ns = (0..L::HOOK_KINDS)
+            .map(|h| get64(img, L::HOOK_NS + 8 * h))
+            .sum();
+    }
+
+    /// `att`'s set compiled and linked into the megakernel (once per set name).
+    pub fn linked(&mut self, att: &Attachment) -> Result<Linked, String> {
+        if let Some(l) = self.linked.get(&att.set.name) {
+            return Ok(l.clone());
+        }
+        let k = self.compiled.as_ref().map_err(|e| e.clone())?;
+        let l = k.attach(att)?;
+        self.linked.insert(att.set.name.clone(), l.clone());
+        Ok(l)
+    }
+
+    /// The kernel a launch with `att` attached runs: the linked one when
+    /// compiling, else (or when compiling failed: the reason is kept in
+    /// [`Self::fallbacks`]) the interpreter's.
+    fn kernel_for(&mut self, att: &Attachment) -> CudaFunction {
+        if self.execution == Execution::Compiled {
+            match self.linked(att) {
+                Ok(l) => return l.func,
+                Err(e) => {
+                    let why = format!("{}: {e}", att.set.name);
+                    if !self.fallbacks.contains(&why) {
+                        eprintln!("causalbench: compiled hooks unavailable, interpreting ({why})");
+                        self.fallbacks.push(why);
+                    }
+                }
+            }
+        }
+        self.dev.func.clone()
     }
 
     fn slot(&mut self) -> &mut CudaSlice<u8> {
@@ -277,7 +327,8 @@ impl GpuPrograms {
         att: &mut Attachment,
     ) -> Result<Launch, String> {
         let st = self.gpu.stream.clone();
-        self.gpu.hook_kernel = Some((self.dev.func.clone(), self.dev.slot_ptr));
+        let func = self.kernel_for(att);
+        self.gpu.hook_kernel = Some((func, self.dev.slot_ptr));
         let l = self.gpu.launch(s, cfg, seed);
         self.gpu.hook_kernel = None;
         let l = l?;
@@ -292,6 +343,15 @@ impl GpuPrograms {
 }
 
 impl ProgramExecutor for GpuPrograms {
+    fn executions(&self) -> Vec<Execution> {
+        match self.compiled {
+            Ok(_) => vec![Execution::Compiled, Execution::Interpreted],
+            Err(_) => vec![Execution::Interpreted],
+        }
+    }
+    fn set_execution(&mut self, e: Execution) {
+        self.execution = e;
+    }
     fn launch_programs(
         &mut self,
         s: &Schedule,

@@ -11,9 +11,34 @@ use crate::sim::{self, SimCosts};
 use ground_truth::megakernel::{Capture, MkScenario, MonitorConfig};
 use serde::Serialize;
 
+/// How the hooks run an attached program set: interpreted (the reference
+/// interpreter on the simulator, the device interpreter on a GPU) or
+/// translated, compiled and linked into the megakernel (`bpf::link`, GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    Interpreted,
+    Compiled,
+}
+
+impl Execution {
+    pub fn name(self) -> &'static str {
+        match self {
+            Execution::Interpreted => "interpreted",
+            Execution::Compiled => "compiled",
+        }
+    }
+}
+
 /// Something that launches a schedule with a monitor configuration and,
 /// optionally, an attached program set (whose maps it fills).
 pub trait ProgramExecutor {
+    /// The ways it can run attached programs, the default first.
+    fn executions(&self) -> Vec<Execution> {
+        vec![Execution::Interpreted]
+    }
+    /// Runs attached programs this way from the next launch on (one of [`Self::executions`]).
+    fn set_execution(&mut self, _e: Execution) {}
     fn launch_programs(
         &mut self,
         s: &Schedule,

@@ -16,6 +16,7 @@ pub mod device;
 pub mod diagnosis;
 pub mod evaluate;
 pub mod interp;
+pub mod link;
 pub mod loader;
 pub mod perturbation;
 pub mod programs;
