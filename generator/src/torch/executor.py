@@ -661,17 +661,19 @@ class Run:
         steps = self.sc["programs"][r["program"]]["steps"]
         self.logs[ti]["events"].append({"task": [now(), item["request"], item.get("handoff"),
                                                  item.get("queue", ""), thread_free]})
+        self.took(item)
         si = item["step"]
         while si < len(steps):
             step = steps[si]
             if step["op"] == "handoff":
                 q = self.queues[step["queue"]]
+                pushed = self.room(step["queue"])
                 with self.lock:
                     hid = self.next_handoff
                     self.next_handoff += 1
                 m = self.pick(q["consumer"], q.get("randomized", False),
                               (item["request"] << 8) ^ si ^ hid)
-                self.logs[ti]["events"].append({"handoff": [now(), hid, step["queue"], item["request"]]})
+                self.logs[ti]["events"].append({"handoff": [now(), hid, step["queue"], item["request"]] + pushed})
                 self.send(m, {"request": item["request"], "step": si + 1, "handoff": hid,
                               "queue": step["queue"]})
                 return
@@ -760,6 +762,8 @@ class Run:
         st = self.plan.get("stretch")
         self.capture_graphs(st if st and st.get("graph_node") is not None else None)
         nthreads = len(self.threads)
+        self.bounded = {q["name"]: threading.Semaphore(q["capacity"])
+                        for q in self.sc.get("queues", []) if q.get("capacity")}
         injector = bool(self.plan.get("actions"))
         barrier = threading.Barrier(nthreads + 1 + int(injector))
         stop = threading.Event()
@@ -802,6 +806,27 @@ class Run:
         conv = lambda g: dev_to_host(self.d, g & MAX_U64) if g not in (-1, 0) else 0  # noqa: E731
         return ([[conv(a), conv(b)] for a, b in acc], [conv(s) for s in stamps],
                 [[int(t), conv(a), conv(b)] for t, a, b in glog])
+
+    # --- bounded queues (QueueDecl::capacity) -------------------------------
+    def room(self, name):
+        """A push onto a full bounded queue waits until a consumer task takes an
+        item, as queue.Queue(maxsize=capacity).put does. The handoff's time is then
+        when it got room; answers the extra field of its log entry, when the push
+        was ready (none for an unbounded queue, whose pushes never wait)."""
+        room = self.bounded.get(name)
+        if room is None:
+            return []
+        ready = now()
+        if not room.acquire(timeout=30.0):
+            self.errors.append("a push onto the full queue `%s` found no room within 30 s" % name)
+        return [ready]
+
+    def took(self, item):
+        """A task took its item: the slot it held in its bounded queue is free. Called
+        once the task's time is logged, so a push that waited for it is logged after."""
+        room = self.bounded.get(item.get("queue", "")) if item.get("handoff") else None
+        if room is not None:
+            room.release()
 
 
 def serve():

@@ -395,7 +395,14 @@ impl<'a> Exec<'a> {
                     let id = self.next_op.fetch_add(1, Ordering::Relaxed);
                     // A full bounded queue holds the push until a consumer takes an item.
                     let ready = now();
-                    let t = if rooms.push(queue) { now() } else { ready };
+                    let t = match rooms.push(queue) {
+                        Ok(true) => now(),
+                        Ok(false) => ready,
+                        Err(e) => {
+                            self.error(e);
+                            now()
+                        }
+                    };
                     log.events.push(HostEv::Handoff {
                         t,
                         ready,
@@ -496,10 +503,13 @@ impl QueueRooms {
 
     /// Takes a slot of `queue` for a push, waiting while the queue is full;
     /// whether the queue is bounded (the caller then stamps when it got room).
-    fn push(&self, queue: &str) -> bool {
+    /// A push still waiting when the run's 30 s are over (a consumer that
+    /// failed) is an error: the push goes ahead so that the run can end.
+    fn push(&self, queue: &str) -> Result<bool, String> {
         let Some((capacity, held)) = self.held.get(queue) else {
-            return false;
+            return Ok(false);
         };
+        let deadline = now() + 30_000_000_000;
         let room = || {
             held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < *capacity).then_some(n + 1)
@@ -507,6 +517,12 @@ impl QueueRooms {
             .is_ok()
         };
         while !room() {
+            if now() > deadline {
+                held.fetch_add(1, Ordering::AcqRel);
+                return Err(format!(
+                    "a push onto the full queue `{queue}` found no room within 30 s"
+                ));
+            }
             if self.spin {
                 std::hint::spin_loop();
                 continue;
@@ -520,7 +536,7 @@ impl QueueRooms {
                 .freed
                 .wait_timeout(g, std::time::Duration::from_millis(1));
         }
-        true
+        Ok(true)
     }
 
     /// A consumer task took an item of `queue`: its slot is free.
