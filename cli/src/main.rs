@@ -16,6 +16,7 @@ mod gpu;
 mod manifest;
 mod measure;
 mod measure_large;
+mod merge;
 mod megakernel;
 mod megakernel_bpf;
 mod megakernel_run;
@@ -328,7 +329,7 @@ fn main() -> ExitCode {
             html,
             merge,
         } if merge.is_empty() => commands::report(&results, html.as_deref()),
-        Command::Report { results, merge, .. } => shard::merge(&merge, &results),
+        Command::Report { results, merge, .. } => merge::merge(&merge, &results),
         Command::Diff(args) => diff::diff(args),
         Command::Agreement(args) => agreement::agreement(&args),
         Command::Schema { name } => commands::schema(&name),

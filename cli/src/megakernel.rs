@@ -2,7 +2,7 @@
 //! the GPU, or the simulator) and its scoring from case packs. The experiment
 //! itself is `megakernel_run.rs`; the track's files are written by `track.rs`.
 
-use crate::{BackendArg, Failure};
+use crate::Failure;
 use std::path::PathBuf;
 
 /// `causalbench megakernel`'s subcommands.
@@ -13,7 +13,7 @@ pub enum MegakernelCommand {
     /// and on a GPU the kernel-per-operator and CUDA-graph controls and CUPTI
     /// PC sampling. Writes `summary.json` (after every step), one case pack per
     /// family and the track's leaderboard; stops starting new work after `--budget-s`.
-    Run(RunArgs),
+    Run(crate::megakernel_run::RunArgs),
     /// Score the track from case packs (what `megakernel run` wrote):
     /// `track-scores.jsonl`, `track-leaderboard.{json,md}`.
     Report(ReportArgs),
@@ -23,28 +23,6 @@ pub enum MegakernelCommand {
     /// perturbation, and on a GPU the hooks' register / shared-memory cost,
     /// swap vs rebuild time and a swap while the kernel runs.
     Bpf(crate::megakernel_bpf::BpfArgs),
-}
-
-/// `causalbench megakernel run`'s options.
-#[derive(clap::Args)]
-pub struct RunArgs {
-    #[arg(long, default_value = "megakernel-check")]
-    pub out: PathBuf,
-    /// Repetitions of each family.
-    #[arg(long, default_value_t = 3)]
-    pub reps: u32,
-    /// `auto`: the GPU when one is present, else the simulator.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendArg,
-    /// Shorthand for `--backend sim`.
-    #[arg(long, conflicts_with = "backend")]
-    pub sim: bool,
-    /// Start no new step after this many seconds.
-    #[arg(long, default_value_t = 240.0)]
-    pub budget_s: f64,
-    /// Interleaved rounds of the perturbation measurement (each: one launch per monitor).
-    #[arg(long, default_value_t = 15)]
-    pub perturbation_rounds: u32,
 }
 
 /// `causalbench megakernel report`'s options.

@@ -16,7 +16,6 @@
 //!   graph); CUPTI PC sampling, tried and reported plainly;
 //! - `OUT/summary.json`, rewritten after each step.
 
-use crate::megakernel::RunArgs;
 use crate::{BackendArg, Failure};
 use ground_truth::megakernel::{Capture, MkScenario, MonitorConfig, PcSampling};
 use megakernel::bpf::device::GpuPrograms;
@@ -26,7 +25,30 @@ use megakernel::pack::{self, PackedCase};
 use megakernel::{schedule, signature};
 use serde_json::{json, Value};
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
+
+/// `causalbench megakernel run`'s options.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[arg(long, default_value = "megakernel-check")]
+    pub out: PathBuf,
+    /// Repetitions of each family.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// `auto`: the GPU when one is present, else the simulator.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Shorthand for `--backend sim`.
+    #[arg(long, conflicts_with = "backend")]
+    pub sim: bool,
+    /// Start no new step after this many seconds.
+    #[arg(long, default_value_t = 240.0)]
+    pub budget_s: f64,
+    /// Interleaved rounds of the perturbation measurement (each: one launch per monitor).
+    #[arg(long, default_value_t = 15)]
+    pub perturbation_rounds: u32,
+}
 
 /// `summary.json`, rewritten (atomically) on every change.
 struct Summary {
