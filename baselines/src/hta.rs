@@ -180,7 +180,7 @@ pub fn abstain(view: &TraceView, version: &str, wall_ms: f64) -> Explanation {
 }
 
 /// `message` as `meta.failure` takes it: one line, bounded.
-fn one_line(message: &str) -> String {
+pub(crate) fn one_line(message: &str) -> String {
     let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
     let max = ground_truth::io::MAX_FAILURE_MESSAGE - 3;
     if line.len() <= max {
@@ -194,10 +194,10 @@ fn one_line(message: &str) -> String {
 }
 
 /// A private temp directory, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         static N: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -211,7 +211,7 @@ impl TempDir {
         std::fs::create_dir_all(&p)?;
         Ok(TempDir(p))
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -224,14 +224,14 @@ impl Drop for TempDir {
 
 /// The files of one request: the view written for the adapter, and where it writes
 /// its explanation, in a private temp dir.
-struct ViewDir {
+pub(crate) struct ViewDir {
     dir: TempDir,
-    view: PathBuf,
-    out: PathBuf,
+    pub(crate) view: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
 impl ViewDir {
-    fn new(view: &TraceView) -> Result<ViewDir, String> {
+    pub(crate) fn new(view: &TraceView) -> Result<ViewDir, String> {
         let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
         let (vpath, out) = (
             dir.path().join("view.json"),
@@ -245,7 +245,7 @@ impl ViewDir {
             out,
         })
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 }
@@ -253,7 +253,9 @@ impl ViewDir {
 /// An adapter process of a run (`hta_adapter.py --serve`, in its own process
 /// group): HTA is imported once and the views sent to it go through it, one at a
 /// time (importing pandas, networkx and plotly costs far more than one analysis).
-struct Server {
+/// The further analyses' adapter (`hta_analyses.py`, [`crate::hta_analyses`]) runs
+/// the same way ([`Server::start_script`]).
+pub(crate) struct Server {
     child: Child,
     stdin: ChildStdin,
     replies: mpsc::Receiver<std::io::Result<String>>,
@@ -289,9 +291,14 @@ fn server_slot(native_trace: Option<&Path>) -> usize {
 
 impl Server {
     fn start() -> Result<Server, String> {
+        Server::start_script("hta_adapter.py", ADAPTER)
+    }
+
+    /// `python3 FILE --serve` of the adapter `source`, written to a private temp dir.
+    pub(crate) fn start_script(file: &str, source: &str) -> Result<Server, String> {
         let dir = TempDir::new().map_err(|e| format!("cannot create a temp dir: {e}"))?;
-        let script = dir.path().join("hta_adapter.py");
-        std::fs::write(&script, ADAPTER)
+        let script = dir.path().join(file);
+        std::fs::write(&script, source)
             .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
         let mut child = Command::new(python())
             .arg(&script)
@@ -323,7 +330,7 @@ impl Server {
     }
 
     /// Sends one request line and waits for its reply line.
-    fn ask(&mut self, request: &str, timeout: Duration) -> Result<String, String> {
+    pub(crate) fn ask(&mut self, request: &str, timeout: Duration) -> Result<String, String> {
         writeln!(self.stdin, "{request}")
             .and_then(|()| self.stdin.flush())
             .map_err(|e| format!("the HTA adapter stopped reading: {e}"))?;

@@ -24,7 +24,9 @@
 //! Optional third-party analyzers, run only where installed ([`optional_names`]):
 //! `hta-critical-path` ([`hta`]): Holistic Trace Analysis' critical path on a Kineto
 //! export of the view, or on a `kineto` view on the native trace beside the bundle
-//! ([`hta_native`]), through its adapter process.
+//! ([`hta_native`]), through its adapter process; `hta-idle-time` and `hta-launch-stats`
+//! ([`hta_analyses`]): HTA's idle-time breakdown and kernel-launch statistics, on native
+//! Kineto traces only.
 
 pub mod analysis;
 pub mod causal_graph;
@@ -34,6 +36,7 @@ pub mod cupti_correlation;
 pub mod ebpf_host;
 pub mod external;
 pub mod hta;
+pub mod hta_analyses;
 pub mod hta_native;
 pub mod index;
 pub mod kineto_flows;
@@ -92,8 +95,20 @@ pub fn optional_names() -> Vec<&'static str> {
     let mut v = vec![kineto_flows::NAME];
     if hta_available() {
         v.push(hta::NAME);
+        v.extend(hta_analyses::NAMES);
     }
     v
+}
+
+/// What a reader of a third-party row must know (its known limits, what it abstains
+/// on), by profiler name: `leaderboard.md` ends with the notes of its rows.
+pub fn row_notes() -> Vec<(&'static str, &'static str)> {
+    let mut notes = vec![(hta::NAME, hta::ROW_NOTE)];
+    for name in hta_analyses::NAMES {
+        let analysis = hta_analyses::Analysis::of_name(name).expect("its own names");
+        notes.push((name, analysis.note()));
+    }
+    notes
 }
 
 /// Whether profiler `name` reads views of this kind (HTA needs CUPTI records; every
@@ -101,6 +116,7 @@ pub fn optional_names() -> Vec<&'static str> {
 pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
     match name {
         hta::NAME => hta::reads_view(spec),
+        name if hta_analyses::Analysis::of_name(name).is_some() => hta_analyses::reads_view(spec),
         kineto_flows::NAME => kineto_flows::reads_view(spec),
         _ => true,
     }
@@ -122,6 +138,13 @@ pub fn profiler_for(
         let trace = bundle_file.and_then(hta_native::native_trace_beside)?;
         return Some(Box::new(HtaCriticalPath::on_native_trace(trace)));
     }
+    if let Some(analysis) = hta_analyses::Analysis::of_name(name) {
+        let trace = bundle_file.and_then(hta_native::native_trace_beside)?;
+        return Some(Box::new(hta_analyses::HtaAnalysis::new(
+            analysis,
+            Some(trace),
+        )));
+    }
     builtin(name)
 }
 
@@ -130,6 +153,9 @@ pub fn profiler_for(
 pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
     if let Some(p) = probes::probe(name) {
         return Some(p);
+    }
+    if let Some(analysis) = hta_analyses::Analysis::of_name(name) {
+        return Some(Box::new(hta_analyses::HtaAnalysis::new(analysis, None)));
     }
     Some(match name {
         hta::NAME => Box::new(HtaCriticalPath::default()),

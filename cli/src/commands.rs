@@ -146,6 +146,12 @@ pub fn profile(
             let trace = kineto_trace.expect("matched above");
             baselines::Profiler::explain(&baselines::HtaCriticalPath::on_native_trace(trace), &v)
         }
+        (Some(name), _) if baselines::hta_analyses::Analysis::of_name(&name).is_some() => {
+            let analysis = baselines::hta_analyses::Analysis::of_name(&name).expect("matched");
+            let v = TraceView::read(view)?;
+            let p = baselines::hta_analyses::HtaAnalysis::new(analysis, kineto_trace);
+            baselines::Profiler::explain(&p, &v)
+        }
         (Some(name), _) => {
             let p = baselines::builtin(&name).ok_or_else(|| {
                 Failure::input(format!(

@@ -262,14 +262,14 @@ pub fn mark_leaderboard(dir: &Path) -> Result<(), Failure> {
             );
         }
     }
-    let hta_row = format!("| {} |", baselines::hta::NAME);
     let heading = "\n## Third-party rows\n";
-    if marked.contains(&hta_row) && !marked.contains(heading) {
-        marked.push_str(&format!(
-            "{heading}\n- `{}`: {}\n",
-            baselines::hta::NAME,
-            baselines::hta::ROW_NOTE
-        ));
+    let notes: Vec<String> = baselines::row_notes()
+        .into_iter()
+        .filter(|(name, _)| marked.contains(&format!("| {name} |")))
+        .map(|(name, note)| format!("- `{name}`: {note}\n"))
+        .collect();
+    if !notes.is_empty() && !marked.contains(heading) {
+        marked.push_str(&format!("{heading}\n{}", notes.concat()));
     }
     if marked == text {
         return Ok(());
