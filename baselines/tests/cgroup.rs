@@ -97,14 +97,15 @@ fn none_left(marker: &str) -> Vec<String> {
 }
 
 /// `argv` started in `group` alone: no namespaces, no rlimits, no Landlock, so
-/// that what is bounded is bounded by the cgroup.
-fn spawn_in(group: &Cgroup, argv: &[&str]) -> std::process::Child {
+/// that what is bounded is bounded by the cgroup. Its stdout goes to `stdout` (a
+/// file: a pipe would stay open as long as any child it left).
+fn spawn_in(group: &Cgroup, argv: &[&str], stdout: &Path) -> std::process::Child {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(argv[0]);
     cmd.process_group(0);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+        .stdout(std::fs::File::create(stdout).unwrap());
     Sandbox::default().in_cgroup(group).apply_to(&mut cmd);
     cmd.spawn().unwrap()
 }
@@ -165,9 +166,15 @@ fn a_fork_bomb_stops_at_the_task_limit() {
     let bomb = "import os, sys, time\nn = 0\nfor _ in range(500):\n    try:\n        \
                 pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        \
                 time.sleep(1000)\n        os._exit(0)\n    n += 1\nprint(n)\n";
-    let child = spawn_in(&group, &["python3", "-c", bomb, marker]);
-    let out = child.wait_with_output().unwrap();
-    let forked: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = dir.path().join("stdout");
+    let mut child = spawn_in(&group, &["python3", "-c", bomb, marker], &stdout);
+    assert!(child.wait().unwrap().success());
+    let forked: u64 = std::fs::read_to_string(&stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(forked < 16, "{forked} processes forked under a limit of 16");
     // Its children outlived it: the attack. The cgroup ends them.
     assert!(!processes_with(marker).is_empty());
@@ -186,9 +193,14 @@ fn a_setsid_double_fork_child_is_gone_when_its_cgroup_is() {
     })
     .unwrap();
     // Out of the process group (setsid) and reparented away (the subshell exits).
-    let child = spawn_in(&group, &["sh", "-c", "setsid sh -c '(sleep 98771 &)'"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_in(
+        &group,
+        &["sh", "-c", "setsid sh -c '(sleep 98771 &)'"],
+        &dir.path().join("stdout"),
+    );
     let pgid = child.id() as libc::pid_t;
-    assert!(child.wait_with_output().unwrap().status.success());
+    assert!(child.wait().unwrap().success());
     // SAFETY: kill(2) of a process group touches no memory.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
