@@ -4,20 +4,34 @@
     python3 hta_adapter.py KINETO.json VIEW.json OUT.json [RIDS.json]
     python3 hta_adapter.py --serve
 
+    python3 hta_adapter.py --serve [--hta DIR_OR_FILE_IN_IT] [--exporter CAUSALBENCH]
+
 KINETO.json is the view exported as a Kineto trace (`causalbench export --kineto`), or,
 with RIDS.json, the native trace torch.profiler wrote for a `kineto` view's bundle;
 VIEW.json the view itself (for its queries and spec); OUT.json the explanation written
 (protocol: baselines/PROTOCOL.md). RIDS.json ({"events": {"<traceEvents index>": rid}},
 written by baselines/src/hta_native.rs from Kineto's correlation ids) says which events
 of a native trace are which records of the view; an export names them itself
-(`args["causalbench.rid"]`). Standard library + HTA only. HTA is looked for in
+(`args["causalbench.rid"]`). Standard library + HTA only. HTA is looked for in the
+directory --hta names (or the directory of the file it names: the sandbox of an
+external profiler grants the directory of a file argument, PROTOCOL.md), else
 $CAUSALBENCH_HTA_DIR, else ${XDG_CACHE_HOME:-~/.cache}/causalbench/hta (where
-baselines/hta/setup-hta.sh installs it), else on the normal path. With --serve, HTA is
-imported once and every line of stdin names one view to explain
-({"kineto": ..., "view": ..., "out": ..., "rids": ... or absent}), each answered by one line on stdout
-({"done": OUT} or {"error": MESSAGE}): `causalbench run` sends all views of a run through
-one such process, since importing pandas, networkx and plotly costs far more than one
-analysis. Exit 3: HTA does not import.
+baselines/hta/setup-hta.sh installs it), else on the normal path.
+
+With --serve, HTA is imported once (importing pandas, networkx and plotly costs far
+more than one analysis) and every line of stdin is one request, answered by one line
+on stdout, in either of two shapes:
+- the batch form of the external-profiler protocol (PROTOCOL.md, "Batch form"):
+  {"view": VIEW, "inputs": {"kineto.json": KINETO, "rids.json": RIDS}} (inputs optional)
+  is answered by the explanation itself. Without a Kineto input the view is exported
+  with `CAUSALBENCH export --kineto` (--exporter) into $TMPDIR first. So HTA runs as an
+  external profiler of its own, confined like any other:
+  `causalbench run --profiler 'hta=serve: python3 baselines/hta/hta_adapter.py --serve
+  --hta ~/.cache/causalbench/hta/.installed-hta-0.5.0-perfetto-0.59.1 --exporter
+  target/release/causalbench'`.
+- the built-in `hta-critical-path`'s ({"kineto": ..., "view": ..., "out": ..., "rids":
+  ... or absent}), answered by {"done": OUT} once OUT is written, or {"error": MESSAGE}.
+Exit 3: HTA does not import.
 
 What HTA is asked: `TraceAnalysis.critical_path_analysis(rank=0,
 annotation="ProfilerStep", instance_id=0)` on an export (which has one ProfilerStep),
@@ -61,7 +75,18 @@ import sys
 import time
 
 
+def option(name):
+    """The value after `name` on the command line, or None."""
+    args = sys.argv[1:]
+    if name in args and args.index(name) + 1 < len(args):
+        return args[args.index(name) + 1]
+    return None
+
+
 def hta_dir():
+    given = option("--hta")
+    if given:
+        return given if os.path.isdir(given) else os.path.dirname(os.path.abspath(given))
     d = os.environ.get("CAUSALBENCH_HTA_DIR")
     if d:
         return d
@@ -142,6 +167,11 @@ def crashed(view, version, wall, why):
 
 def analyze(hta_modules, version, kineto_path, view_path, out_path, rids_path=None):
     """HTA's critical path on one view, written as an explanation to out_path."""
+    write_atomic(out_path, analysis(hta_modules, version, kineto_path, view_path, rids_path))
+
+
+def analysis(hta_modules, version, kineto_path, view_path, rids_path=None):
+    """HTA's critical path on one view, as an explanation."""
     with open(view_path) as f:
         view = json.load(f)
     # Analysis time: from here (HTA imported) to the explanation, as HTA would run in a
@@ -154,30 +184,53 @@ def analyze(hta_modules, version, kineto_path, view_path, out_path, rids_path=No
         print(f"hta-critical-path: HTA failed on this view: {type(e).__name__}: {e}",
               file=sys.stderr)
         x = crashed(view, version, wall, f"HTA raised {type(e).__name__}: {e}")
-    write_atomic(out_path, x)
+    return x
+
+
+def exported(view_path):
+    """The view as a Kineto trace, by `causalbench export --kineto` (--exporter)."""
+    import subprocess
+
+    exporter = option("--exporter") or "causalbench"
+    out = os.path.join(os.environ.get("TMPDIR") or "/tmp", "kineto.json")
+    subprocess.run([exporter, "export", "--kineto", "--view", view_path, "--out", out],
+                   check=True, stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    return out
+
+
+def answer(hta_modules, version, job):
+    """One request of either shape (module docstring): the line that answers it."""
+    if "out" not in job:
+        # The batch form of the external-profiler protocol: the answer is the explanation.
+        inputs = job.get("inputs") or {}
+        kineto = inputs.get("kineto.json") or exported(job["view"])
+        return analysis(hta_modules, version, kineto, job["view"], inputs.get("rids.json"))
+    analyze(hta_modules, version, job["kineto"], job["view"], job["out"], job.get("rids"))
+    return {"done": job["out"]}
 
 
 def serve(hta_modules, version):
-    """One process for a whole run: HTA is imported once, then each line of stdin
-    names one view (JSON: kineto, view, out); each is answered by one line on stdout
-    once its explanation is written."""
+    """One process for many views: HTA is imported once, then each line of stdin is one
+    request (module docstring), each answered by one line on stdout."""
+    # Answers go to the real stdout; whatever HTA or its libraries print goes to stderr,
+    # so that no stray line can pass for an answer.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            job = json.loads(line)
-            analyze(hta_modules, version, job["kineto"], job["view"], job["out"],
-                    job.get("rids"))
-            reply = {"done": job["out"]}
+            reply = answer(hta_modules, version, json.loads(line))
         except Exception as e:  # the adapter itself failed: the caller reports it
             reply = {"error": one_line(f"{type(e).__name__}: {e}")}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        answers.write(json.dumps(reply) + "\n")
+        answers.flush()
     return 0
 
 
 def main(argv):
-    serving = len(argv) == 2 and argv[1] == "--serve"
+    serving = len(argv) >= 2 and argv[1] == "--serve"
     if len(argv) not in (4, 5) and not serving:
         print("usage: hta_adapter.py KINETO.json VIEW.json OUT.json [RIDS.json] | "
               "hta_adapter.py --serve",

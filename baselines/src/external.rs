@@ -196,7 +196,7 @@ fn tail_suffix(t: &str) -> String {
 }
 
 /// How an external command is confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Confinement {
     /// Under Landlock; refused on a kernel without it.
     Isolated,
@@ -225,12 +225,14 @@ pub struct ExternalCommand {
     pub max_memory_bytes: u64,
     /// Processes and threads at once.
     pub max_tasks: u64,
+    /// A server's views meet only views of the same lane ([`crate::external_server`]).
+    pub lane: u32,
 }
 
 /// How the private directories of invocations are named, in the temporary directory.
-const PRIVATE_PREFIX: &str = "causalbench-profiler-";
+pub(crate) const PRIVATE_PREFIX: &str = "causalbench-profiler-";
 /// The file in a private directory its harness holds locked while it runs.
-const PRIVATE_LOCK: &str = "owner.lock";
+pub(crate) const PRIVATE_LOCK: &str = "owner.lock";
 /// A private directory without a lock file is left alone this long: its harness
 /// may be between creating it and locking it.
 const UNLOCKED_GRACE: Duration = Duration::from_secs(3600);
@@ -283,7 +285,21 @@ impl ExternalCommand {
             max_log_bytes: DEFAULT_MAX_LOG,
             max_memory_bytes: DEFAULT_MAX_MEMORY,
             max_tasks: MAX_TASKS,
+            lane: 0,
         }
+    }
+
+    /// Whether the template declares a server (`serve:`, baselines/PROTOCOL.md "Batch form").
+    pub fn is_server(&self) -> bool {
+        crate::external_server::declared_server(&self.template).is_some()
+    }
+
+    /// The lane of the views this invocation answers: a server process only ever
+    /// sees views of one lane (the run puts the variants of a family instance in
+    /// different lanes).
+    pub fn in_lane(mut self, lane: u32) -> Self {
+        self.lane = lane;
+        self
     }
 
     pub fn with_max_memory(mut self, bytes: u64) -> Self {
@@ -345,6 +361,9 @@ impl ExternalCommand {
     /// first, then each placeholder is replaced in one pass, so a path that
     /// contains `{out}`, quotes or spaces stays one argument, verbatim.
     pub fn arguments(&self, view: &Path, out: &Path) -> Result<Vec<String>, ExternalError> {
+        if self.is_server() {
+            return self.server_arguments();
+        }
         let template_error = |reason: String| ExternalError::Template {
             template: self.template.clone(),
             reason,
@@ -364,6 +383,30 @@ impl ExternalCommand {
             args.push(out.into_owned());
         }
         Ok(args)
+    }
+
+    /// A server's arguments (program first): its template without the declaration,
+    /// which names no per-view path (views come as requests on stdin).
+    pub fn server_arguments(&self) -> Result<Vec<String>, ExternalError> {
+        let template_error = |reason: String| ExternalError::Template {
+            template: self.template.clone(),
+            reason,
+        };
+        let command = crate::external_server::declared_server(&self.template)
+            .ok_or_else(|| template_error("declares no server".into()))?;
+        let words = shell_words::split(command).map_err(|e| template_error(e.to_string()))?;
+        if words.is_empty() {
+            return Err(template_error("names no program".into()));
+        }
+        if words
+            .iter()
+            .any(|w| w.contains("{view}") || w.contains("{out}"))
+        {
+            return Err(template_error(
+                "a server gets its views as requests on stdin: it names no {view} or {out}".into(),
+            ));
+        }
+        Ok(words)
     }
 
     /// The arguments for these two paths, quoted for display.
@@ -399,14 +442,52 @@ impl ExternalCommand {
         view_path: &Path,
         out_path: &Path,
     ) -> (Result<Explanation, ExternalError>, Option<Cost>) {
+        self.run_measured_with(view, view_path, &[], out_path)
+    }
+
+    /// [`ExternalCommand::run_measured`] of a server ([`ExternalCommand::is_server`])
+    /// given extra input files besides the view, each readable by it, under its name,
+    /// only while it answers this view (the project's HTA adapter gets the view's
+    /// Kineto trace so). A per-view command gets the view alone.
+    pub fn run_measured_with(
+        &self,
+        view: &TraceView,
+        view_path: &Path,
+        inputs: &[(&str, &Path)],
+        out_path: &Path,
+    ) -> (Result<Explanation, ExternalError>, Option<Cost>) {
         let mut cost = None;
-        let result = self
-            .run_unchecked(view_path, out_path, &mut cost)
-            .and_then(|explanation| {
-                explanation.check_against(out_path, view)?;
-                Ok(explanation)
-            });
+        let answered = if self.is_server() {
+            self.ask_server(view, view_path, inputs, out_path, &mut cost)
+        } else {
+            self.run_unchecked(view_path, out_path, &mut cost)
+        };
+        let result = answered.and_then(|explanation| {
+            explanation.check_against(out_path, view)?;
+            Ok(explanation)
+        });
         (result, cost)
+    }
+
+    /// A server's answer to one view, checked on its own only.
+    fn ask_server(
+        &self,
+        view: &TraceView,
+        view_path: &Path,
+        inputs: &[(&str, &Path)],
+        out_path: &Path,
+        cost: &mut Option<Cost>,
+    ) -> Result<Explanation, ExternalError> {
+        // A stale file from an earlier run must not pass for this run's output.
+        let _ = std::fs::remove_file(out_path);
+        static CLEANED: std::sync::Once = std::sync::Once::new();
+        CLEANED.call_once(remove_stale_private_dirs);
+        let request = crate::external_server::Request {
+            view,
+            view_path,
+            inputs,
+        };
+        crate::external_server::ask(self, &request, out_path, cost)
     }
 
     /// Runs the profiler and reads its explanation, checked on its own only.
@@ -418,6 +499,10 @@ impl ExternalCommand {
     ) -> Result<Explanation, ExternalError> {
         // A stale file from an earlier run must not pass for this run's output.
         let _ = std::fs::remove_file(out_path);
+        if self.is_server() {
+            let view = TraceView::read(view_path)?;
+            return self.ask_server(&view, view_path, &[], out_path, cost);
+        }
         static CLEANED: std::sync::Once = std::sync::Once::new();
         CLEANED.call_once(remove_stale_private_dirs);
         let private = tempfile::Builder::new()
@@ -459,17 +544,7 @@ impl ExternalCommand {
         cmd.args(&args[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        if self.confinement != Confinement::Trusted {
-            // Only what baselines/PROTOCOL.md lists: nothing of the harness's own
-            // environment (a seed, a token, a path to the results) reaches the program.
-            cmd.env_clear()
-                .env(
-                    "PATH",
-                    std::env::var_os("PATH").unwrap_or(DEFAULT_PATH.into()),
-                )
-                .env("HOME", &pout_dir);
-        }
-        cmd.env("TMPDIR", &pout_dir);
+        self.clean_environment(&mut cmd, &pout_dir);
         let log_path = self
             .stderr_log
             .clone()
@@ -561,9 +636,24 @@ impl ExternalCommand {
         Ok(Explanation::read_within(out_path, &limits)?)
     }
 
+    /// The environment baselines/PROTOCOL.md lists and nothing else of the harness's
+    /// own (a seed, a token, a path to the results): `PATH`, and `HOME` and `TMPDIR`
+    /// naming the program's writable directory.
+    pub(crate) fn clean_environment(&self, cmd: &mut Command, home: &Path) {
+        if self.confinement != Confinement::Trusted {
+            cmd.env_clear()
+                .env(
+                    "PATH",
+                    std::env::var_os("PATH").unwrap_or(DEFAULT_PATH.into()),
+                )
+                .env("HOME", home);
+        }
+        cmd.env("TMPDIR", home);
+    }
+
     /// Puts `cmd` under the confinement of this invocation: its cgroup, namespaces
     /// and limits, and the Landlock ruleset as its confinement asks.
-    fn confine(
+    pub(crate) fn confine(
         &self,
         cmd: &mut Command,
         args: &[String],
@@ -721,7 +811,7 @@ fn wait_for_exit(pid: libc::pid_t, deadline: Instant) -> std::io::Result<bool> {
 }
 
 /// Cuts the log at `max` bytes, saying so at its end.
-fn cut_log(path: &Path, max: u64) {
+pub(crate) fn cut_log(path: &Path, max: u64) {
     let Ok(len) = std::fs::metadata(path).map(|m| m.len()) else {
         return;
     };
@@ -761,7 +851,7 @@ fn substitute(word: &str, view: &str, out: &str) -> String {
 }
 
 /// The last `keep` bytes of a file, as text.
-fn tail_of_file(path: &Path, keep: usize) -> String {
+pub(crate) fn tail_of_file(path: &Path, keep: usize) -> String {
     let Ok(mut f) = File::open(path) else {
         return String::new();
     };

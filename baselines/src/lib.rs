@@ -35,6 +35,7 @@ mod common;
 pub mod cupti_correlation;
 pub mod ebpf_host;
 pub mod external;
+pub mod external_server;
 pub mod hta;
 pub mod hta_analyses;
 pub mod hta_native;

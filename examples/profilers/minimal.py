@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A minimal causalbench external profiler (stdlib only).
 
-Usage: minimal.py VIEW.json OUT.json
+Usage: minimal.py VIEW.json OUT.json     (one view per process)
+       minimal.py --serve                (batch form: one request per line on stdin)
 Protocol: baselines/PROTOCOL.md. Claims launch edges by correlation id, request
 tokens from external correlation records, and for each query the cause of the
 device phase that exceeds the median of the same operation's peers the most.
@@ -32,6 +33,24 @@ def peer_key(r):
 
 
 def main(view_path, out_path):
+    out = explain(view_path)
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+    return 0
+
+
+def serve():
+    """The batch form: each line of stdin names a view ({"view": PATH}); each is
+    answered by its explanation on one line of stdout."""
+    for line in sys.stdin:
+        if line.strip():
+            out = explain(json.loads(line)["view"])
+            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+def explain(view_path):
     t0 = time.monotonic()
     with open(view_path) as f:
         view = json.load(f)
@@ -89,16 +108,15 @@ def main(view_path, out_path):
                 diag["first_unresolved"] = r["rid"]
         diagnoses.append(diag)
 
-    out = {"schema_version": view["schema_version"],
-           "meta": {"profiler": "minimal.py", "version": "0.1", "view": view["spec"],
-                    "wall_ms": (time.monotonic() - t0) * 1000.0},
-           "edges": edges, "attribution": attribution, "diagnoses": diagnoses}
-    with open(out_path, "w") as f:
-        json.dump(out, f)
-    return 0
+    return {"schema_version": view["schema_version"],
+            "meta": {"profiler": "minimal.py", "version": "0.1", "view": view["spec"],
+                     "wall_ms": (time.monotonic() - t0) * 1000.0},
+            "edges": edges, "attribution": attribution, "diagnoses": diagnoses}
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        sys.exit(serve())
     if len(sys.argv) != 3:
         sys.stderr.write("usage: minimal.py VIEW.json OUT.json\n")
         sys.exit(2)

@@ -1,0 +1,532 @@
+//! The batch (server) form of the external-profiler protocol (`baselines/PROTOCOL.md`,
+//! "Batch form"): one long-lived process answers many views, one JSON request per
+//! line on its stdin, one explanation per line on its stdout, so that a program with
+//! heavy imports (HTA, pandas) pays for them once instead of once per view.
+//!
+//! A server is confined exactly like a per-view invocation ([`crate::external`]): the
+//! same namespaces, limits and Landlock rules, a clean environment, stderr to a log
+//! file. What it may read of the run is one directory, `views/`, which holds only the
+//! view being asked about (and the inputs the caller adds to it): the harness puts the
+//! view there, writes the request, reads the answer and removes the view before the
+//! next request. Its answer is validated exactly as a per-view explanation (size
+//! limit, [`Explanation::read_within`], then the caller's check against the view).
+//!
+//! What a server remembers it remembers: no sandbox can make a process forget. So the
+//! harness decides which views meet in one process ([`ServerKey`]): one server per
+//! command, view kind (collectors, mode, loss) and *lane*. A server therefore never
+//! sees two views of one bundle (they differ in kind), and the caller puts the
+//! variants of one family instance in different lanes (the run draws the lanes at
+//! random per instance, `cli/src/external.rs`), so no server sees two variants of one
+//! pair. A hung or failed answer is that view's failure; the process is killed and
+//! the next view of its key starts a new one.
+//!
+//! Servers are started from one long-lived thread of the harness: a sandboxed
+//! process dies with the thread that started it (`PR_SET_PDEATHSIG`), and a run's
+//! worker threads end before the run does.
+
+use crate::external::{Cost, ExternalCommand, ExternalError, PRIVATE_LOCK, PRIVATE_PREFIX};
+use ground_truth::{Explanation, Readable, TraceView};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// A command template that starts with this declares a server (PROTOCOL.md).
+pub const SERVE_PREFIX: &str = "serve:";
+
+/// The most server processes alive at once; beyond, the least recently used idle one
+/// is stopped (it is started again when its key is asked for).
+pub const MAX_LIVE_SERVERS: usize = 64;
+
+/// File names in a server's private directory.
+const VIEWS_DIR: &str = "views";
+const HOME_DIR: &str = "home";
+const SERVER_LOG: &str = "stderr.log";
+const VIEW_FILE: &str = "view.json";
+
+/// Which process answers a view: views with different keys never meet in one process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ServerKey {
+    template: String,
+    confinement: crate::Confinement,
+    protected: Vec<PathBuf>,
+    max_output_bytes: u64,
+    /// The view's collectors, mode and loss (`ViewSpec::label`, no seed).
+    kind: String,
+    lane: u32,
+}
+
+/// One request: the view, and extra inputs the caller puts beside it (name → file).
+pub struct Request<'a> {
+    pub view: &'a TraceView,
+    pub view_path: &'a Path,
+    pub inputs: &'a [(&'a str, &'a Path)],
+}
+
+/// A running server process.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    answers: mpsc::Receiver<Answer>,
+    private: tempfile::TempDir,
+    _owner: File,
+    started: Instant,
+    /// Whether no view was asked yet: the first one is charged the start.
+    fresh: bool,
+    line: String,
+    last_used: Instant,
+    /// Its cgroup, where the machine gives one: CPU time, peak memory, OOM kills.
+    /// Declared last: dropped after the process is killed and reaped.
+    cgroup: Option<crate::cgroup::Cgroup>,
+}
+
+/// What the server's stdout gave for one request.
+enum Answer {
+    Line(Vec<u8>),
+    TooLong(u64),
+    Closed(std::io::Error),
+}
+
+type Slot = Arc<Mutex<Option<Server>>>;
+
+fn servers() -> &'static Mutex<HashMap<ServerKey, Slot>> {
+    static SERVERS: OnceLock<Mutex<HashMap<ServerKey, Slot>>> = OnceLock::new();
+    SERVERS.get_or_init(Default::default)
+}
+
+/// Whether a template declares a server, and the command without the declaration.
+pub fn declared_server(template: &str) -> Option<&str> {
+    template.trim_start().strip_prefix(SERVE_PREFIX)
+}
+
+/// Answers one view through the server of `command`'s key, starting it when none runs.
+/// The explanation is written to `out_path` and read back from there.
+pub fn ask(
+    command: &ExternalCommand,
+    request: &Request,
+    out_path: &Path,
+    cost: &mut Option<Cost>,
+) -> Result<Explanation, ExternalError> {
+    let key = ServerKey {
+        template: command.template.clone(),
+        confinement: command.confinement,
+        protected: command.protected.clone(),
+        max_output_bytes: command.max_output_bytes,
+        kind: request.view.spec.label(),
+        lane: command.lane,
+    };
+    let slot = {
+        let mut all = servers().lock().unwrap_or_else(|p| p.into_inner());
+        let slot = all.entry(key).or_default().clone();
+        stop_idle_beyond(&all, MAX_LIVE_SERVERS);
+        slot
+    };
+    let mut server = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if server.is_none() {
+        *server = Some(Server::start(command, request, out_path)?);
+    }
+    let running = server.as_mut().expect("started above");
+    let answer = running.ask(command, request, out_path, cost);
+    if answer.is_err() {
+        // A server that failed once is not trusted with the next view: it may be hung,
+        // half way through a line, or gone.
+        *server = None;
+    }
+    answer
+}
+
+/// Stops the least recently used idle servers while more than `max` run.
+fn stop_idle_beyond(all: &HashMap<ServerKey, Slot>, max: usize) {
+    let mut live: Vec<(Instant, &Slot)> = all
+        .values()
+        .filter_map(|slot| {
+            let s = slot.try_lock().ok()?;
+            s.as_ref().map(|s| (s.last_used, slot))
+        })
+        .collect();
+    let busy = all.len() - live.len();
+    live.sort_by_key(|(t, _)| *t);
+    let excess = (live.len() + busy).saturating_sub(max);
+    for (_, slot) in live.into_iter().take(excess) {
+        if let Ok(mut s) = slot.try_lock() {
+            *s = None;
+        }
+    }
+}
+
+/// Stops every server of this process (their namespaces die with them).
+pub fn stop_all() {
+    let all = servers().lock().unwrap_or_else(|p| p.into_inner());
+    for slot in all.values() {
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl Server {
+    fn start(
+        command: &ExternalCommand,
+        request: &Request,
+        out_path: &Path,
+    ) -> Result<Server, ExternalError> {
+        let io = |what: &str| {
+            let (command, what) = (command.template.clone(), what.to_string());
+            move |source| ExternalError::Io {
+                command,
+                what,
+                source,
+            }
+        };
+        let private = tempfile::Builder::new()
+            .prefix(PRIVATE_PREFIX)
+            .tempdir()
+            .map_err(io("cannot create its private directory"))?;
+        // Held while the server runs: a private directory whose lock is free belongs
+        // to a harness that died and is removed by the next one.
+        let owner = File::create(private.path().join(PRIVATE_LOCK))
+            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
+            .map_err(io("cannot lock its private directory"))?;
+        let (views, home) = (
+            private.path().join(VIEWS_DIR),
+            private.path().join(HOME_DIR),
+        );
+        std::fs::create_dir(&views).map_err(io("cannot create its views directory"))?;
+        std::fs::create_dir(&home).map_err(io("cannot create its home directory"))?;
+        let args = command.server_arguments()?;
+        let line = shell_words::join(&args);
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        command.clean_environment(&mut cmd, &home);
+        // Appended to, so that the harness can empty it after each view.
+        let log_path = private.path().join(SERVER_LOG);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io("cannot create its stderr log"))?;
+        cmd.stderr(log);
+        let cgroup = command.cgroup();
+        command
+            .confine(
+                &mut cmd,
+                &args,
+                (request.view_path, out_path),
+                (&views, &home),
+                cgroup.as_ref(),
+            )
+            .map_err(|source| ExternalError::Isolation {
+                command: line.clone(),
+                source,
+            })?;
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let started = Instant::now();
+        let mut child = spawn_from_keeper(cmd).map_err(|source| ExternalError::Spawn {
+            command: line.clone(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            kill_group(&mut child);
+            return Err(ExternalError::Io {
+                command: line,
+                what: "has no pipes".into(),
+                source: std::io::Error::other("no stdin or stdout"),
+            });
+        };
+        let (send, answers) = mpsc::channel();
+        let limit = command.max_output_bytes;
+        std::thread::spawn(move || read_answers(stdout, limit, send));
+        Ok(Server {
+            child,
+            stdin,
+            answers,
+            private,
+            _owner: owner,
+            started,
+            fresh: true,
+            line,
+            last_used: Instant::now(),
+            cgroup,
+        })
+    }
+
+    fn ask(
+        &mut self,
+        command: &ExternalCommand,
+        request: &Request,
+        out_path: &Path,
+        cost: &mut Option<Cost>,
+    ) -> Result<Explanation, ExternalError> {
+        let line = self.line.clone();
+        let io = |what: String| {
+            let command = line.clone();
+            move |source| ExternalError::Io {
+                command,
+                what,
+                source,
+            }
+        };
+        let views = self.private.path().join(VIEWS_DIR);
+        let view = views.join(VIEW_FILE);
+        std::fs::copy(request.view_path, &view).map_err(io(format!(
+            "cannot copy the view {}",
+            request.view_path.display()
+        )))?;
+        let mut inputs = serde_json::Map::new();
+        for (name, path) in request.inputs {
+            let plain = ground_truth::identifier::identifier_problem(name).is_none();
+            if !plain || *name == VIEW_FILE {
+                return Err(ExternalError::Template {
+                    template: command.template.clone(),
+                    reason: format!("input name `{name}` is no plain file name"),
+                });
+            }
+            let file = views.join(name);
+            std::fs::copy(path, &file)
+                .map_err(io(format!("cannot copy the input {}", path.display())))?;
+            inputs.insert(name.to_string(), file.to_string_lossy().into());
+        }
+        let mut message = serde_json::json!({ "view": view });
+        if !inputs.is_empty() {
+            message["inputs"] = inputs.into();
+        }
+        let (before, oom_before) = (self.usage(), self.oom_kills());
+        let asked = if std::mem::take(&mut self.fresh) {
+            self.started
+        } else {
+            Instant::now()
+        };
+        let sent = writeln!(self.stdin, "{message}").and_then(|()| self.stdin.flush());
+        let answer = match sent {
+            Ok(()) => self.answers.recv_timeout(command.timeout),
+            Err(e) => Ok(Answer::Closed(e)),
+        };
+        let wall = asked.elapsed();
+        let after = self.usage();
+        self.last_used = Instant::now();
+        // Only the view asked about is ever readable: gone before the next request.
+        let _ = std::fs::remove_file(&view);
+        for (name, _) in request.inputs {
+            let _ = std::fs::remove_file(views.join(name));
+        }
+        self.keep_log(command);
+        let timed_out = matches!(answer, Err(mpsc::RecvTimeoutError::Timeout));
+        if timed_out {
+            kill_group(&mut self.child);
+        }
+        *cost = Some(Cost {
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            cpu_ms: (after.0 - before.0).max(0.0),
+            max_rss_kib: after.1,
+            from_cgroup: self.cgroup.is_some(),
+        });
+        if self.oom_kills() > oom_before {
+            return Err(ExternalError::MemoryLimit {
+                command: line,
+                limit: command.max_memory_bytes,
+            });
+        }
+        let bytes = match answer {
+            Ok(Answer::Line(bytes)) => bytes,
+            Ok(Answer::TooLong(size)) => {
+                return Err(ExternalError::TooLarge {
+                    path: out_path.to_path_buf(),
+                    size,
+                    limit: command.max_output_bytes,
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(ExternalError::Timeout {
+                    command: line,
+                    timeout: command.timeout,
+                })
+            }
+            Ok(Answer::Closed(why)) => {
+                let status = self.exit_status();
+                return Err(ExternalError::Failed {
+                    command: line,
+                    status: format!("stopped answering ({why}): {status}"),
+                    code: None,
+                    stderr_tail: command
+                        .stderr_log
+                        .as_deref()
+                        .map(|p| crate::external::tail_of_file(p, 2048))
+                        .unwrap_or_default(),
+                });
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = self.exit_status();
+                return Err(ExternalError::Failed {
+                    command: line,
+                    status: format!("exited before answering: {status}"),
+                    code: None,
+                    stderr_tail: command
+                        .stderr_log
+                        .as_deref()
+                        .map(|p| crate::external::tail_of_file(p, 2048))
+                        .unwrap_or_default(),
+                });
+            }
+        };
+        if let Some(dir) = out_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        }
+        std::fs::write(out_path, &bytes).map_err(|source| ExternalError::Unreadable {
+            command: line.clone(),
+            source,
+        })?;
+        let limits = ground_truth::io::InputLimits::DEFAULT.at_most(command.max_output_bytes);
+        Ok(Explanation::read_within(out_path, &limits)?)
+    }
+
+    fn oom_kills(&self) -> u64 {
+        self.cgroup.as_ref().map_or(0, |g| g.usage().oom_kills)
+    }
+
+    /// The server's CPU time (ms) and peak memory (KiB) so far: from its cgroup, else
+    /// of the program (PID 1 of its namespace, found as the relay's child), its threads
+    /// and reaped children.
+    fn usage(&self) -> (f64, u64) {
+        if let Some(usage) = self.cgroup.as_ref().map(|g| g.usage()) {
+            if let (Some(cpu), Some(peak)) = (usage.cpu_ms, usage.peak_memory_kib) {
+                return (cpu, peak);
+            }
+        }
+        let relay = self.child.id();
+        let children = std::fs::read_to_string(format!("/proc/{relay}/task/{relay}/children"))
+            .unwrap_or_default();
+        let pid = children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(relay);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the command name (which may hold spaces): utime is the 14th field.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // SAFETY: sysconf reads a constant of the system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let cpu_ms = (ticks(11) + ticks(12) + ticks(13) + ticks(14)) * 1000.0 / hz;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        (cpu_ms, peak)
+    }
+
+    /// Moves what the server wrote to stderr during this view into the view's log.
+    fn keep_log(&self, command: &ExternalCommand) {
+        let path = self.private.path().join(SERVER_LOG);
+        if let Some(log) = &command.stderr_log {
+            if let Some(dir) = log.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let (Ok(from), Ok(mut to)) = (File::open(&path), File::create(log)) {
+                let _ = std::io::copy(&mut from.take(command.max_log_bytes), &mut to);
+            }
+            crate::external::cut_log(log, command.max_log_bytes);
+        }
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+            let _ = f.set_len(0);
+        }
+    }
+
+    /// How the server ended (it is killed first, so this never waits long).
+    fn exit_status(&mut self) -> String {
+        kill_group(&mut self.child);
+        match self.child.wait() {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        kill_group(&mut self.child);
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills the server's process group (and with its relay, its PID namespace).
+fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals that process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+}
+
+/// Reads answer lines, each at most `limit` bytes; stops at the first one over it.
+fn read_answers(stdout: std::process::ChildStdout, limit: u64, send: mpsc::Sender<Answer>) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut reader).take(limit + 1).read_until(b'\n', &mut line);
+        let answer = match read {
+            Ok(0) => Answer::Closed(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) if line.last() == Some(&b'\n') => {
+                line.pop();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                Answer::Line(line)
+            }
+            Ok(n) if n as u64 > limit => Answer::TooLong(n as u64),
+            Ok(_) => Answer::Closed(std::io::ErrorKind::UnexpectedEof.into()),
+            Err(e) => Answer::Closed(e),
+        };
+        let last = !matches!(answer, Answer::Line(_));
+        if send.send(answer).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// A command and where its process goes.
+type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns `cmd` from one thread that lives as long as the harness: a confined child
+/// dies with the thread that started it (`PR_SET_PDEATHSIG`).
+fn spawn_from_keeper(cmd: Command) -> std::io::Result<Child> {
+    static KEEPER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (send, jobs) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("causalbench-server-keeper".into())
+            .spawn(move || {
+                for (mut cmd, reply) in jobs {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("a thread starts");
+        Mutex::new(send)
+    });
+    let (reply, child) = mpsc::channel();
+    keeper
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the server keeper thread is gone"))?;
+    child
+        .recv()
+        .map_err(|_| std::io::Error::other("the server keeper thread is gone"))?
+}
