@@ -6,11 +6,14 @@
 //! fixed configuration's best attempt and scored against the task log's
 //! truth; perturbation of the kernel's run time; on a GPU also the hooks'
 //! register / shared-memory / local-memory cost, the swap time against a
-//! rebuilt kernel, and a swap while the persistent kernel runs.
+//! rebuilt kernel, and a swap while the persistent kernel runs. Programs run
+//! compiled (translated, NVRTC, linked into the megakernel: `bpf::link`) and
+//! interpreted, the two measured in the same interleaved rounds, with the
+//! compiled attach latency stage by stage (`bpf::attach_cost`).
 
 use crate::{BackendArg, Failure};
 use megakernel::bpf::device::GpuPrograms;
-use megakernel::bpf::evaluate::{self, ProgramExecutor, QueryRow, SimPrograms};
+use megakernel::bpf::evaluate::{self, Execution, ProgramExecutor, QueryRow, SimPrograms};
 use megakernel::bpf::perturbation::{median, query_programs_perturbation};
 use megakernel::bpf::section::{comparison_table, query_table, QUERY_SEED, SIM_WORKERS};
 use megakernel::bpf::{load, programs, verify, ProgramType};
@@ -114,16 +117,108 @@ fn diagnosis_rows(
 
 fn markdown(summary: &Value, rows: &[QueryRow]) -> String {
     let mut md = query_table(rows);
-    md += "\n| monitor | kernel µs | perturbation % |\n|---|---|---|\n";
+    md += "\n| monitor | execution | kernel µs | perturbation % | hook runs | insns / run | hook ns / run | hook µs / worker |\n|---|---|---|---|---|---|---|---|\n";
+    let num = |v: &Value, d: usize| v.as_f64().map_or(String::new(), |x| format!("{x:.d$}"));
     for p in summary["perturbation"].as_array().into_iter().flatten() {
         md += &format!(
-            "| {} | {:.1} | {:.2} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             p["monitor"].as_str().unwrap_or(""),
-            p["kernel_us"].as_f64().unwrap_or(0.0),
-            p["perturbation_pct"].as_f64().unwrap_or(0.0)
+            p["execution"].as_str().unwrap_or(""),
+            num(&p["kernel_us"], 1),
+            num(&p["perturbation_pct"], 2),
+            num(&p["hook_runs"], 0),
+            num(&p["insns_per_run"], 1),
+            num(&p["hook_ns_per_run"], 0),
+            num(&p["hook_us_per_worker"], 1),
         );
     }
+    let stages = summary["compiled_attach"]["programs"].as_array();
+    if let Some(list) = stages {
+        md += "\n| program | verify ms | translate ms | NVRTC ms | driver link ms | load ms | swap ms | total ms | linked regs / local B |\n|---|---|---|---|---|---|---|---|---|\n";
+        for p in list {
+            let k = &p["linked_kernel"];
+            md += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                p["program"].as_str().unwrap_or(""),
+                num(&p["verify_ms"], 3),
+                num(&p["translate_ms"], 3),
+                num(&p["nvrtc_ms"], 2),
+                num(&p["driver_link_ms"], 2),
+                num(&p["load_ms"], 2),
+                num(&p["swap_ms"], 3),
+                num(&p["total_ms"], 2),
+                if k.is_null() {
+                    String::new()
+                } else {
+                    format!("{} / {}", k["regs"], k["local_bytes"])
+                }
+            );
+        }
+    }
     md
+}
+
+/// What only the GPU measures: the device, the hooks' register / shared / local memory
+/// cost, attach against rebuild time, and a swap while the persistent kernel runs.
+fn gpu_measurements(
+    g: &mut GpuPrograms,
+    twin: &megakernel::schedule::Schedule,
+    summary: &mut Value,
+) -> Result<(), Failure> {
+    let env = megakernel::case::Executor::env(&g.gpu);
+    summary["device"] =
+        json!({"gpu": env.gpu, "driver": env.driver, "cuda": env.cuda, "sms": g.gpu.num_sms});
+    let [(r0, s0, l0), (r1, s1, l1)] = g.dev.resources;
+    summary["resources"] = json!({
+        "plain": {"regs": r0, "shared_bytes": s0, "local_bytes": l0},
+        "hooks": {"regs": r1, "shared_bytes": s1, "local_bytes": l1},
+        "delta": {"regs": r1 - r0, "shared_bytes": s1 - s0, "local_bytes": l1 - l0},
+    });
+    // The compiling path: each stage of a new question's attach, and each
+    // linked kernel's registers and local memory.
+    summary["compiled_attach"] = match megakernel::bpf::attach_cost::on_gpu(g, 3) {
+        Ok(v) => v,
+        Err(e) => json!({"error": e}),
+    };
+    summary["compiled_fallbacks"] = json!(g.fallbacks);
+    let (att, load_ns, verify_ns) = attachment("slo_waits")?;
+    let swaps: Vec<u64> = (0..9)
+        .map(|_| g.swap_ns(&att))
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    let rebuild: Vec<u64> = (0..3)
+        .map(|_| g.gpu.measure_rebuild())
+        .collect::<Result<_, _>>()
+        .map_err(failed)?;
+    let swap_ns = median(swaps);
+    summary["attach"] = json!({
+        "load_us": load_ns as f64 / 1e3, "verify_us": verify_ns as f64 / 1e3,
+        "swap_us": swap_ns as f64 / 1e3,
+        "attach_total_us": (load_ns + verify_ns + swap_ns) as f64 / 1e3,
+        "rebuild_warm_ms": median(rebuild) as f64 / 1e6,
+        "rebuild_with_hooks_cold_ms": g.dev.compile_ns as f64 / 1e6,
+    });
+    let (mut a, _, _) = attachment("task_count")?;
+    let (mut b, _, _) = attachment("task_count")?;
+    g.live_swap(twin, &mut a, &mut b, Duration::from_micros(300))
+        .map_err(failed)?;
+    let ea = a.maps.array(&a.set, "ended");
+    let eb = b.maps.array(&b.set, "ended");
+    let per_class: Vec<u64> = (0..8)
+        .map(|c| {
+            twin.tasks
+                .iter()
+                .filter(|t| t.class_id as usize == c)
+                .count() as u64
+        })
+        .collect();
+    let sums: Vec<u64> = ea.iter().zip(&eb).map(|(x, y)| x + y).collect();
+    summary["live_swap"] = json!({
+        "before_swap": ea, "after_swap": eb, "tasks_per_class": per_class,
+        "every_task_once": sums == per_class,
+        "both_banks_ran": ea.iter().sum::<u64>() > 0 && eb.iter().sum::<u64>() > 0,
+    });
+    Ok(())
 }
 
 pub fn run(args: BpfArgs) -> Result<(), Failure> {
@@ -166,7 +261,19 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         Some(g) => g,
         None => &mut sim,
     };
-    let rows = evaluate::run(ex, &graphs, args.seed).map_err(failed)?;
+    // The queries under every execution the backend has (compiled first on a GPU).
+    let mut by_execution: Vec<(Execution, Vec<QueryRow>)> = Vec::new();
+    for e in ex.executions() {
+        ex.set_execution(e);
+        by_execution.push((e, evaluate::run(ex, &graphs, args.seed).map_err(failed)?));
+    }
+    if let Some((e, _)) = by_execution.first() {
+        ex.set_execution(*e);
+    }
+    let rows = by_execution
+        .first()
+        .map(|(_, r)| r.clone())
+        .unwrap_or_default();
     let twin = megakernel::schedule::build(&scenarios[0], workers, None);
     summary["perturbation"] = perturbation(ex, &twin, args.perturbation_rounds)?;
     summary["backend"] = json!(if gpu.is_some() { "cuda" } else { "sim" });
@@ -194,64 +301,39 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         .filter(|r| r.profiler == "mk-aggregate")
         .collect::<Vec<_>>());
     if let Some(g) = gpu.as_mut() {
-        let env = megakernel::case::Executor::env(&g.gpu);
-        summary["device"] =
-            json!({"gpu": env.gpu, "driver": env.driver, "cuda": env.cuda, "sms": g.gpu.num_sms});
-        let [(r0, s0, l0), (r1, s1, l1)] = g.dev.resources;
-        summary["resources"] = json!({
-            "plain": {"regs": r0, "shared_bytes": s0, "local_bytes": l0},
-            "hooks": {"regs": r1, "shared_bytes": s1, "local_bytes": l1},
-            "delta": {"regs": r1 - r0, "shared_bytes": s1 - s0, "local_bytes": l1 - l0},
-        });
-        let (att, load_ns, verify_ns) = attachment("slo_waits")?;
-        let swaps: Vec<u64> = (0..9)
-            .map(|_| g.swap_ns(&att))
-            .collect::<Result<_, _>>()
-            .map_err(failed)?;
-        let rebuild: Vec<u64> = (0..3)
-            .map(|_| g.gpu.measure_rebuild())
-            .collect::<Result<_, _>>()
-            .map_err(failed)?;
-        let swap_ns = median(swaps);
-        summary["attach"] = json!({
-            "load_us": load_ns as f64 / 1e3, "verify_us": verify_ns as f64 / 1e3,
-            "swap_us": swap_ns as f64 / 1e3,
-            "attach_total_us": (load_ns + verify_ns + swap_ns) as f64 / 1e3,
-            "rebuild_warm_ms": median(rebuild) as f64 / 1e6,
-            "rebuild_with_hooks_cold_ms": g.dev.compile_ns as f64 / 1e6,
-        });
-        let (mut a, _, _) = attachment("task_count")?;
-        let (mut b, _, _) = attachment("task_count")?;
-        g.live_swap(&twin, &mut a, &mut b, Duration::from_micros(300))
-            .map_err(failed)?;
-        let ea = a.maps.array(&a.set, "ended");
-        let eb = b.maps.array(&b.set, "ended");
-        let per_class: Vec<u64> = (0..8)
-            .map(|c| {
-                twin.tasks
-                    .iter()
-                    .filter(|t| t.class_id as usize == c)
-                    .count() as u64
-            })
-            .collect();
-        let sums: Vec<u64> = ea.iter().zip(&eb).map(|(x, y)| x + y).collect();
-        summary["live_swap"] = json!({
-            "before_swap": ea, "after_swap": eb, "tasks_per_class": per_class,
-            "every_task_once": sums == per_class,
-            "both_banks_ran": ea.iter().sum::<u64>() > 0 && eb.iter().sum::<u64>() > 0,
-        });
+        gpu_measurements(g, &twin, &mut summary)?;
+    }
+    if gpu.is_none() {
+        summary["compiled_attach"] =
+            megakernel::bpf::attach_cost::on_host().unwrap_or_else(|e| json!({"error": e}));
     }
     let correct = |f: fn(&QueryRow) -> bool| rows.iter().filter(|r| f(r)).count();
     summary["queries"] = json!({
+        "execution": by_execution.first().map(|(e, _)| e.name()),
         "rows": rows.len(),
         "ebpf_correct": correct(|r| r.ebpf_correct),
         "config_correct": correct(|r| r.config_correct),
         "summary": evaluate::summarize(&rows),
     });
-    summary["elapsed_s"] = json!(started.elapsed().as_secs_f64());
-    let lines: String = rows
+    summary["queries_by_execution"] = json!(by_execution
         .iter()
-        .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
+        .map(|(e, r)| json!({
+            "execution": e.name(),
+            "rows": r.len(),
+            "ebpf_correct": r.iter().filter(|x| x.ebpf_correct).count(),
+            "insns_per_run_mean": r.iter().map(|x| x.insns_per_run).sum::<f64>() / r.len().max(1) as f64,
+        }))
+        .collect::<Vec<_>>());
+    summary["elapsed_s"] = json!(started.elapsed().as_secs_f64());
+    let lines: String = by_execution
+        .iter()
+        .flat_map(|(e, r)| {
+            r.iter().map(move |row| {
+                let mut v = serde_json::to_value(row).unwrap_or_default();
+                v["execution"] = json!(e.name());
+                v.to_string() + "\n"
+            })
+        })
         .collect();
     let w = |name: &str, text: &str| {
         std::fs::write(args.out.join(name), text).map_err(|e| {

@@ -12,6 +12,7 @@
 
 pub mod abi;
 pub mod attach;
+pub mod attach_cost;
 pub mod device;
 pub mod diagnosis;
 pub mod evaluate;

@@ -4,7 +4,7 @@
 //! `causalbench megakernel bpf` measures it on the GPU or the simulator, the track's
 //! leaderboard section on the simulator ([`super::section`]).
 
-use super::evaluate::ProgramExecutor;
+use super::evaluate::{Execution, ProgramExecutor};
 use super::{load, programs, queries, Attachment};
 use crate::schedule::Schedule;
 use ground_truth::megakernel::MonitorConfig;
@@ -29,66 +29,141 @@ pub fn attachment(name: &str) -> Result<(Attachment, u64, u64), String> {
     Ok((att, load_ns, t.elapsed().as_nanos() as u64))
 }
 
+/// One arm of the perturbation measurement.
+struct Arm {
+    name: String,
+    program: Option<&'static str>,
+    cfg: MonitorConfig,
+    /// How its program runs (`None`: no program).
+    execution: Option<Execution>,
+}
+
+/// What one launch of an arm gave: kernel ns, and with a program, its hook
+/// runs, instructions executed and device ns spent in the hooks (all workers).
+#[derive(Default, Clone, Copy)]
+struct Sample {
+    kernel_ns: u64,
+    runs: u64,
+    insns: u64,
+    hook_ns: u64,
+}
+
 /// Median kernel time of one schedule under each monitor, interleaved rounds: a JSON
-/// array of `{monitor, kernel_us, perturbation_pct}`.
+/// array of `{monitor, execution, kernel_us, perturbation_pct, stretch_us, ...}`. Every
+/// program arm is measured under each of the executor's executions (compiled and
+/// interpreted on a GPU), with its hook runs, instructions per run and the device time
+/// spent in the hooks per run and per worker, so that a kernel's stretch can be set
+/// against what its hooks took (megakernel/README.md, "Compiled monitors").
 pub fn perturbation(
     ex: &mut dyn ProgramExecutor,
     s: &Schedule,
     rounds: u32,
 ) -> Result<Value, String> {
-    let mut arms: Vec<(String, Option<&str>, MonitorConfig)> = vec![
-        ("none".into(), None, MonitorConfig::none()),
-        ("aggregate".into(), None, MonitorConfig::aggregate()),
-        ("task-log".into(), None, MonitorConfig::task_log(u32::MAX)),
+    let fixed = |name: &str, cfg: MonitorConfig| Arm {
+        name: name.into(),
+        program: None,
+        cfg,
+        execution: None,
+    };
+    let mut arms = vec![
+        fixed("none", MonitorConfig::none()),
+        fixed("aggregate", MonitorConfig::aggregate()),
+        fixed("task-log", MonitorConfig::task_log(u32::MAX)),
     ];
-    for q in queries::QUERIES.iter() {
-        arms.push((
-            format!("ebpf:{}", q.name),
-            Some(q.program),
-            MonitorConfig::none(),
-        ));
+    for e in ex.executions() {
+        for q in queries::QUERIES.iter() {
+            arms.push(Arm {
+                name: format!("ebpf:{}", q.name),
+                program: Some(q.program),
+                cfg: MonitorConfig::none(),
+                execution: Some(e),
+            });
+        }
+        // The diagnosis programs under the same interleaved protocol.
+        for d in super::diagnosis::ALL {
+            arms.push(Arm {
+                name: format!("diagnosis:{}", d.monitor),
+                program: Some(d.program),
+                cfg: d.config(),
+                execution: Some(e),
+            });
+        }
+        // The smallest program (a counter per class at task end): the fixed cost of a hook run.
+        arms.push(Arm {
+            name: "probe:task_count".into(),
+            program: Some("task_count"),
+            cfg: MonitorConfig::none(),
+            execution: Some(e),
+        });
     }
-    // The diagnosis programs under the same interleaved protocol.
-    for d in super::diagnosis::ALL {
-        arms.push((
-            format!("diagnosis:{}", d.monitor),
-            Some(d.program),
-            d.config(),
-        ));
-    }
-    let mut times: Vec<Vec<u64>> = vec![Vec::new(); arms.len()];
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); arms.len()];
     for round in 0..rounds {
-        for (i, (_, program, cfg)) in arms.iter().enumerate() {
-            let mut att = match program {
+        for (i, arm) in arms.iter().enumerate() {
+            if let Some(e) = arm.execution {
+                ex.set_execution(e);
+            }
+            let mut att = match arm.program {
                 Some(p) => Some(attachment(p)?.0),
                 None => None,
             };
-            let cap = ex.launch_programs(s, cfg, 1000 + round as u64, att.as_mut())?;
-            times[i].push(cap.kernel_ns);
+            let cap = ex.launch_programs(s, &arm.cfg, 1000 + round as u64, att.as_mut())?;
+            let mut smp = Sample {
+                kernel_ns: cap.kernel_ns,
+                ..Sample::default()
+            };
+            if let Some(a) = &att {
+                smp.runs = a.eligible.iter().sum();
+                smp.insns = a.insns;
+                smp.hook_ns = a.device_hook_ns;
+            }
+            samples[i].push(smp);
         }
     }
-    let base = median(times[0].clone()) as f64;
+    if let Some(e) = ex.executions().first() {
+        ex.set_execution(*e);
+    }
+    let med = |v: &[Sample], f: fn(&Sample) -> u64| median(v.iter().map(f).collect()) as f64;
+    let base = med(&samples[0], |x| x.kernel_ns);
+    let workers = s.workers.max(1) as f64;
     Ok(json!(arms
         .iter()
-        .zip(times)
-        .map(|((name, _, _), t)| {
-            let m = median(t) as f64;
-            json!({"monitor": name, "kernel_us": m / 1e3, "perturbation_pct": 100.0 * (m - base) / base.max(1.0)})
+        .zip(samples)
+        .map(|(arm, v)| {
+            let m = med(&v, |x| x.kernel_ns);
+            let runs = med(&v, |x| x.runs);
+            let hook_ns = med(&v, |x| x.hook_ns);
+            let mut o = json!({
+                "monitor": arm.name,
+                "execution": arm.execution.map(|e| e.name()),
+                "kernel_us": m / 1e3,
+                "perturbation_pct": 100.0 * (m - base) / base.max(1.0),
+                "stretch_us": (m - base) / 1e3,
+            });
+            if arm.program.is_some() {
+                o["hook_runs"] = json!(runs);
+                o["insns_per_run"] = json!(med(&v, |x| x.insns) / runs.max(1.0));
+                o["hook_ns_per_run"] = json!(hook_ns / runs.max(1.0));
+                o["hook_us_per_worker"] = json!(hook_ns / workers / 1e3);
+            }
+            o
         })
         .collect::<Vec<_>>()))
 }
 
 /// Mean perturbation of the query programs' arms (`ebpf:QUERY`) of a [`perturbation`]
-/// result.
+/// result, under the executor's default execution (the first one measured).
 pub fn query_programs_perturbation(arms: &Value) -> f64 {
-    let v: Vec<f64> = arms
-        .as_array()
-        .into_iter()
-        .flatten()
+    let list = arms.as_array().cloned().unwrap_or_default();
+    let default = list
+        .iter()
+        .find_map(|a| a["execution"].as_str().map(str::to_string));
+    let v: Vec<f64> = list
+        .iter()
         .filter(|a| {
             a["monitor"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("ebpf:"))
+                && a["execution"].as_str().map(str::to_string) == default
         })
         .filter_map(|a| a["perturbation_pct"].as_f64())
         .collect();
