@@ -177,13 +177,16 @@ pub fn compile_cubin_with_compiled_hooks(sm: &str) -> Result<Vec<u8>, KernelErro
 pub fn compile_hook_ptx(source: &str, arch: Option<&str>) -> Result<String, KernelError> {
     let arch = arch.unwrap_or(crate::DEFAULT_ARCH);
     check_arch(arch)?;
-    let (ptx, _) = nvrtc(
-        source,
-        "mk_bpf_hooks.cu",
-        &relocatable_options(arch),
-        arch,
-        false,
-    )?;
+    // NVVM's optimiser off: the translation is straight-line code that the
+    // driver's ptxas optimises when it links it (-O3 by default), and NVVM's
+    // passes were most of NVRTC's time on the diagnosis program.
+    let options = vec![
+        format!("--gpu-architecture={arch}"),
+        "--relocatable-device-code=true".to_string(),
+        "-Xnvvm".to_string(),
+        "-opt=0".to_string(),
+    ];
+    let (ptx, _) = nvrtc(source, "mk_bpf_hooks.cu", &options, arch, false)?;
     Ok(ptx)
 }
 
