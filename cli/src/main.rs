@@ -25,6 +25,7 @@ mod run;
 mod shard;
 mod site;
 mod submit;
+mod submit_beside;
 mod torch;
 mod torch_attribution;
 mod torch_fences;

@@ -213,6 +213,13 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
     let path = args.out.join(METADATA_FILE);
     write_json(&path, &metadata)?;
     mark_public(&args.out, &metadata.split)?;
+    if ran.is_ok() {
+        // The built-in rows of the same split beside the entry's (cli/src/submit_beside.rs).
+        crate::submit_beside::score_builtins(&args.out, args.jobs)?;
+        if let Some(leaderboard) = crate::submit_beside::with_builtins(&args.out)? {
+            crate::commands::write_site(&args.out, &args.out.join("html"), &leaderboard)?;
+        }
+    }
     eprintln!(
         "causalbench: submission `{}` in {} ({} bundles, {}); verify it with `causalbench check {}`",
         metadata.name,

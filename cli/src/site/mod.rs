@@ -134,8 +134,13 @@ pub struct Written {
 /// Writes the site for the result set in `results` into `out`; `leaderboard` is the
 /// one `report`/`run` just built from the result set's `scores.jsonl`.
 pub fn write(results: &Path, out: &Path, leaderboard: &Leaderboard) -> Result<Written, Failure> {
-    let scores = evaluator::read_scores(&evaluator::scores_in(results))?;
-    let leaderboard = leaderboard.clone();
+    let mut scores = evaluator::read_scores(&evaluator::scores_in(results))?;
+    let mut leaderboard = leaderboard.clone();
+    // A submitted entry's page ranks it among the built-in profilers on its own bundles.
+    if let Some(builtin) = crate::submit_beside::builtin_scores(results)? {
+        scores.extend(builtin);
+        leaderboard = Leaderboard::from_scores(&scores);
+    }
     let shortfalls = evaluator::shortfalls(&scores);
     let keys = case_keys(results)?;
     let mut cases: BTreeMap<(String, String), CaseRef> = BTreeMap::new();
