@@ -57,13 +57,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "exporters/src/perfetto/layout.rs",
         "exporters/src/perfetto/slices.rs",
     ],
-    // To be broken by issue 37 itself.
-    &[
-        "evaluator/src/axes.rs",
-        "evaluator/src/leaderboard.rs",
-        "evaluator/src/pairs.rs",
-    ],
-    &["evaluator/src/costs.rs", "evaluator/src/plots/costs.rs"],
 ];
 
 /// Functions over the limit that stand, as `file: function`, each in a file other work

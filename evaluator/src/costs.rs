@@ -9,7 +9,7 @@ use crate::EvalError;
 use ground_truth::costs::{CollectorCosts, ConfigurationCost};
 use ground_truth::io::Readable;
 use ground_truth::{Collectors, Mode};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where a results directory keeps the collector costs its leaderboard shows.
 pub const COSTS_FILE: &str = "collector-costs.json";
@@ -177,29 +177,4 @@ pub fn section(lb: &Leaderboard, costs: &CollectorCosts) -> String {
         s.push_str(&format!("\nThe cost study stopped early: {e}\n"));
     }
     s
-}
-
-/// Appends the section to `dir/leaderboard.md` and draws its plot, when `dir`
-/// holds collector costs. Returns the files written.
-pub fn write(dir: &Path, lb: &Leaderboard) -> Result<Vec<PathBuf>, EvalError> {
-    let Some(costs) = read_in(dir)? else {
-        return Ok(Vec::new());
-    };
-    let text = section(lb, &costs);
-    if text.is_empty() {
-        return Ok(Vec::new());
-    }
-    let md = dir.join(crate::LEADERBOARD_MD);
-    let mut body = std::fs::read_to_string(&md).map_err(|e| EvalError::Io {
-        path: md.clone(),
-        source: e,
-    })?;
-    body.push_str(&text);
-    ground_truth::io::write_atomic(&md, body.as_bytes()).map_err(|e| EvalError::Io {
-        path: md.clone(),
-        source: e,
-    })?;
-    let plot = dir.join("plots").join(COSTS_PLOT);
-    crate::plots::accuracy_vs_cost(&plot, &points(lb, &costs))?;
-    Ok(vec![plot])
 }

@@ -73,15 +73,7 @@ pub fn csv_header() -> Vec<String> {
         .collect()
 }
 
-/// Rounds to 6 decimals so that written numbers are stable and short.
-pub(crate) fn round6(x: f64) -> f64 {
-    let r = (x * 1e6).round() / 1e6;
-    if r == 0.0 {
-        0.0
-    } else {
-        r
-    }
-}
+pub(crate) use crate::rounding::round6;
 
 fn r6(x: Option<f64>) -> Option<f64> {
     x.map(round6)

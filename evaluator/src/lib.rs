@@ -13,6 +13,8 @@
 pub mod agreement;
 mod axes;
 mod bootstrap;
+mod buckets;
+mod cost_section;
 pub mod costs;
 mod diff;
 mod diff_evidence;
@@ -25,13 +27,15 @@ mod pairs;
 pub mod palette;
 mod plots;
 mod ranking;
+mod rounding;
 mod score;
 mod shortfall;
 mod subset;
 mod summary;
 
-pub use axes::{bucket, AxisRow, Bucket, HeadlineRow, HEADLINE_AXIS, HEADLINE_THRESHOLD};
+pub use axes::{AxisRow, HeadlineRow};
 pub use bootstrap::{Interval, LEVEL, RESAMPLES};
+pub use buckets::{bucket, Bucket, HEADLINE_AXIS, HEADLINE_THRESHOLD};
 pub use diff::{
     bundle_key, diff, CaseKey, Diff, MetricChange, ProfilerChange, RowKey, VerdictChange,
 };
@@ -106,7 +110,7 @@ fn write_report(
             .map(|f| dir.join(f)),
     );
     files.extend(write_plots(dir, scores, &leaderboard)?);
-    files.extend(costs::write(dir, &leaderboard)?);
+    files.extend(cost_section::write(dir, &leaderboard)?);
     Ok(Report {
         leaderboard,
         cases: scores.len(),

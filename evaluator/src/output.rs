@@ -2,8 +2,9 @@
 //! Every write is atomic (`ground_truth::io::write_atomic`); every read returns a
 //! [`FormatError`] naming the file and line instead of panicking.
 
-use crate::axes::{AxisRow, HEADLINE_AXIS};
+use crate::axes::AxisRow;
 use crate::bootstrap::Interval;
+use crate::buckets::HEADLINE_AXIS;
 use crate::leaderboard::{
     csv_header, is_probe, Leaderboard, LeaderboardRow, CI_METRICS, CSV_COLUMNS,
 };

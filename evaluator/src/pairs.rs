@@ -3,7 +3,7 @@
 //! independent pair however often it was run: its score is the share of its
 //! repetitions in which every variant was diagnosed right.
 
-use crate::axes::Bucket;
+use crate::buckets::Bucket;
 use crate::score::CaseScore;
 use ground_truth::scenario::AxisValue;
 use ground_truth::{Collectors, Mode};

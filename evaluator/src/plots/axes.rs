@@ -3,7 +3,8 @@
 //! instrumented, with each point's 95 % interval as a whisker.
 
 use super::{colour, draw_categories, draw_legend, draw_unit_mesh, font};
-use crate::axes::{AxisRow, HEADLINE_AXIS};
+use crate::axes::AxisRow;
+use crate::buckets::HEADLINE_AXIS;
 use crate::leaderboard::Leaderboard;
 use crate::EvalError;
 use ground_truth::{Collectors, Mode};
