@@ -95,10 +95,14 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
     let started = Instant::now();
-    let bar = crate::progress::bar(items.len(), "bundles");
-    bar.set_message("recording under one recorder session");
+    let bar = crate::progress::Stage::start(
+        crate::progress::Report::choose(false),
+        items.len(),
+        "bundles recorded",
+    );
+    bar.set_item("recording under one recorder session");
     let batch = be.record_batch(&items).map_err(Failure::failed)?;
-    bar.set_message("");
+    bar.set_item("");
     let per_run = started.elapsed().as_secs_f64() / items.len() as f64;
     let mut bundles = Vec::new();
     let mut failures = Vec::new();
@@ -116,18 +120,18 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                 if let Some(h) = run.and_then(|s| s.host.as_ref()) {
                     sites.add(h, sc.family == "call-site-attribution");
                 }
-                crate::progress::say(&bar, summary_line(&b, run, per_run));
+                bar.say(summary_line(&b, run, per_run));
                 bundles.push(bundle_summary(&b, run, per_run));
             }
             Err(e) => {
-                crate::progress::say(&bar, format!("FAIL {} r{rep}: {e}", sc.name));
+                bar.say(format!("FAIL {} r{rep}: {e}", sc.name));
                 failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string(),
                     "stats_errors": stats.iter().flat_map(|s| s.errors.clone()).collect::<Vec<_>>()}));
             }
         }
-        bar.inc(1);
+        bar.inc();
     }
-    bar.finish_and_clear();
+    bar.finish();
     let record_seconds = started.elapsed().as_secs_f64();
     let call_sites = sites.json();
     gpu::write_json(&args.out.join("call-sites.json"), &call_sites)?;

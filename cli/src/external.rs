@@ -6,8 +6,9 @@ use crate::Failure;
 use baselines::sandbox::{self, Isolation};
 use baselines::{Confinement, ExternalCommand};
 use ground_truth::{Explanation, TraceView};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// One `NAME=CMD`.
@@ -54,9 +55,18 @@ pub struct Externals {
     pub timeout: Duration,
     /// The collectors whose views they are run on (all when empty).
     pub collectors: Vec<ground_truth::Collectors>,
+    /// The modes whose views they are run on (all when empty).
+    pub modes: Vec<ground_truth::Mode>,
     /// [`Externals::programs`], computed once per run.
     programs: std::sync::OnceLock<BTreeMap<String, serde_json::Value>>,
+    /// The lanes drawn so far ([`Externals::lane_of`]): per family instance, each
+    /// variant's.
+    lanes: Mutex<HashMap<(String, Option<u64>), Vec<(String, u32)>>>,
 }
+
+/// Lanes a family instance's first variant is drawn among: at least as many as an
+/// instance has variants (docs/scenario-space.md: two or three).
+const LANES: u32 = 3;
 
 impl Externals {
     /// No external profiler (the jobs of tests).
@@ -67,7 +77,9 @@ impl Externals {
             isolation: None,
             timeout: baselines::external::DEFAULT_TIMEOUT,
             collectors: Vec::new(),
+            modes: Vec::new(),
             programs: std::sync::OnceLock::new(),
+            lanes: Mutex::default(),
         }
     }
 
@@ -104,13 +116,31 @@ impl Externals {
             isolation,
             timeout,
             collectors: Vec::new(),
+            modes: Vec::new(),
             programs: std::sync::OnceLock::new(),
+            lanes: Mutex::default(),
         })
     }
 
     /// Whether the external profilers are run on views of this kind.
     pub fn reads_view(&self, spec: &ground_truth::ViewSpec) -> bool {
-        self.collectors.is_empty() || self.collectors.contains(&spec.collectors)
+        (self.collectors.is_empty() || self.collectors.contains(&spec.collectors))
+            && (self.modes.is_empty() || self.modes.contains(&spec.mode))
+    }
+
+    /// The lane of `bundle`'s views: a server profiler's process only ever answers views
+    /// of one lane ([`baselines::external_server`], PROTOCOL.md "Batch form"). Each
+    /// variant of a family instance gets a lane no other variant of it has, drawn at
+    /// random, so no process sees two variants of one pair, and which variant a lane
+    /// holds says nothing about its label.
+    pub fn lane_of(&self, bundle: &ground_truth::Bundle) -> u32 {
+        let scenario = &bundle.manifest.scenario;
+        let unit = (
+            scenario.family.clone(),
+            scenario.space.as_ref().map(|p| p.instance),
+        );
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        lane_in(lanes.entry(unit).or_default(), &scenario.variant)
     }
 
     /// What the manifest records: name → template.
@@ -130,7 +160,17 @@ impl Externals {
         self.programs.get_or_init(|| {
             self.profilers
                 .iter()
-                .map(|p| (p.name.clone(), program_identity(&p.template)))
+                .map(|p| {
+                    let mut identity = program_identity(&p.template);
+                    // The views it is run on: a run narrowed otherwise scores again.
+                    if !self.collectors.is_empty() || !self.modes.is_empty() {
+                        identity["views"] = serde_json::json!({
+                            "collectors": self.collectors,
+                            "modes": self.modes,
+                        });
+                    }
+                    (p.name.clone(), identity)
+                })
                 .collect()
         })
     }
@@ -138,7 +178,8 @@ impl Externals {
     /// Runs `profiler` on `view`, kept in the file `view_path`, keeping its explanation at
     /// `explanation` and its stderr at `log`, with what the harness measured of the
     /// invocation (for its case score); the results directory `results` stays out of
-    /// its reach.
+    /// its reach. A server profiler answers it in the process of its `lane`
+    /// ([`Externals::lane_of`]).
     ///
     /// A failure of the program on this view (it failed, hung, or wrote no valid
     /// explanation of it) is its own crash on this case: the explanation returned claims
@@ -155,6 +196,7 @@ impl Externals {
         explanation: &Path,
         log: PathBuf,
         results: &Path,
+        lane: u32,
     ) -> Result<(Explanation, Option<evaluator::InvocationCost>), String> {
         let confinement = match self.isolation {
             Some(Isolation::Unisolated) => Confinement::IsolatedIfAvailable,
@@ -165,6 +207,7 @@ impl Externals {
             .with_confinement(confinement)
             .protecting(results)
             .with_stderr_log(&log)
+            .in_lane(lane)
             .run_measured(view, view_path, explanation);
         let wall_ms = cost.map_or(0.0, |c| c.wall_ms);
         let (mut e, reported_wall_ms) = match result {
@@ -202,6 +245,22 @@ impl Externals {
         });
         Ok((e, invocation))
     }
+}
+
+/// The lane of `variant` among the lanes its instance's variants `taken` so far: its
+/// own when it has one, else one no other variant has, at random among the first free
+/// ones ([`LANES`] of them for the first variant).
+fn lane_in(taken: &mut Vec<(String, u32)>, variant: &str) -> u32 {
+    if let Some((_, lane)) = taken.iter().find(|(v, _)| v == variant) {
+        return *lane;
+    }
+    let free: Vec<u32> = (0..)
+        .filter(|l| !taken.iter().any(|(_, t)| t == l))
+        .take((LANES as usize).saturating_sub(taken.len()).max(1))
+        .collect();
+    let lane = free[rand::random_range(0..free.len())];
+    taken.push((variant.to_string(), lane));
+    lane
 }
 
 /// A template and the content of what it names ([`Externals::programs`]).
@@ -279,6 +338,23 @@ fn tree_sha256(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variants_of_an_instance_get_lanes_of_their_own() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let mut taken = Vec::new();
+            let a = lane_in(&mut taken, "a");
+            let b = lane_in(&mut taken, "b");
+            let c = lane_in(&mut taken, "c");
+            assert!(a != b && b != c && a != c, "{a} {b} {c}");
+            assert_eq!(lane_in(&mut taken, "b"), b, "a variant keeps its lane");
+            assert!(a < LANES && b < LANES && c < LANES);
+            seen.insert(a);
+        }
+        // Which lane the first variant gets is drawn, not fixed by its name or order.
+        assert_eq!(seen.len(), LANES as usize);
+    }
 
     #[test]
     fn parses_name_and_command() {

@@ -35,11 +35,13 @@ use crate::Failure;
 use std::time::Instant;
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
-    let externals = Externals::new(
+    let mut externals = Externals::new(
         &args.external,
         args.allow_unisolated,
         std::time::Duration::from_secs(args.profiler_timeout),
     )?;
+    externals.collectors = args.collectors();
+    externals.modes = args.modes();
     run_with(args, externals)
 }
 
@@ -81,6 +83,17 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
         view_key: &view_key,
         externals: &externals,
     };
-    let ran = workers::run_cases(&jobs, &*inputs.backend, out, &profilers, &shared, workers);
+    let report = args
+        .progress
+        .unwrap_or_else(|| crate::progress::Report::choose(args.quiet));
+    let ran = workers::run_cases(
+        &jobs,
+        &*inputs.backend,
+        out,
+        &profilers,
+        &shared,
+        workers,
+        report,
+    );
     report::report(&args, &inputs, &jobs, ran, started)
 }

@@ -59,6 +59,9 @@ pub struct SubmitArgs {
     /// On a kernel without Landlock, run the command unisolated (recorded in metadata.json).
     #[arg(long)]
     pub allow_unisolated: bool,
+    /// Show no progress (without it: a bar on a terminal, one line per stage in a log).
+    #[arg(long)]
+    pub quiet: bool,
     /// Wall-clock limit of one run of the command on one view, in seconds.
     #[arg(long, default_value_t = 300)]
     pub profiler_timeout: u64,
@@ -76,6 +79,9 @@ pub struct CheckArgs {
     /// With `--rerun`, on a kernel without Landlock: run the command unisolated.
     #[arg(long, requires = "rerun")]
     pub allow_unisolated: bool,
+    /// Show no progress (without it: a bar on a terminal, one line per stage in a log).
+    #[arg(long)]
+    pub quiet: bool,
     /// With `--rerun`: wall-clock limit of one run of the command on one view, in seconds.
     #[arg(long, default_value_t = 300, requires = "rerun")]
     pub profiler_timeout: u64,
@@ -154,6 +160,10 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         external: vec![args.profiler.clone()],
         allow_unisolated: args.allow_unisolated,
         profiler_timeout: args.profiler_timeout,
+        // `externals` holds the views it is run on (its collectors, above).
+        collectors: Vec::new(),
+        modes: Vec::new(),
+        progress: Some(crate::progress::Report::choose(args.quiet)),
         costs: None,
         shard: None,
     };
@@ -693,7 +703,13 @@ fn rerun(
     let profiler = &externals.profilers[0];
     let scratch = tempdir()?;
     let mut first_difference = None;
+    let progress = crate::progress::Stage::start(
+        crate::progress::Report::choose(args.quiet),
+        explained.len(),
+        "views explained again",
+    );
     for (i, case) in explained.iter().enumerate() {
+        progress.set_item(case.spec.label());
         let (key, bundle) = &bundles[case.bundle];
         let view = views::derive_with_key(bundle, case.spec, view_key).view;
         let view_path = scratch.join(format!("{i}.view.json"));
@@ -706,7 +722,10 @@ fn rerun(
             &scratch.join(format!("{i}.explanation.json")),
             scratch.join(format!("{i}.stderr.log")),
             dir,
+            externals.lane_of(bundle),
         );
+        progress.viewed(&profiler.name);
+        progress.inc();
         let submitted = Explanation::read(&case.explanation)?;
         let same = match &again {
             Ok((x, _)) => without_time(x) == without_time(&submitted),
@@ -723,6 +742,7 @@ fn rerun(
             break;
         }
     }
+    progress.finish();
     let _ = std::fs::remove_dir_all(&scratch);
     let reproduction = Reproduction {
         schema_version: SUBMISSION_SCHEMA_VERSION,

@@ -1,6 +1,6 @@
 //! `causalbench run`'s options, as clap parses them.
 
-use crate::BackendArg;
+use crate::{BackendArg, CollectorsArg, ModeArg};
 use std::path::PathBuf;
 
 /// `causalbench run`'s options.
@@ -39,7 +39,8 @@ pub struct RunArgs {
     /// Worker threads (default: available cores).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Do not print the leaderboard at the end.
+    /// Do not print the leaderboard at the end, nor progress (without it: a bar on a
+    /// terminal, one line per stage in a log).
     #[arg(long)]
     pub quiet: bool,
     /// Profilers to run, a comma list of names and sets: `all` (default: the built-in
@@ -65,6 +66,18 @@ pub struct RunArgs {
     /// Wall-clock limit of one external profiler run on one view, in seconds.
     #[arg(long, default_value_t = 300)]
     pub profiler_timeout: u64,
+    /// Run the `--profiler` commands only on views of these collectors, comma-separated
+    /// (default: all); the built-in profilers still read every view.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub collectors: Vec<CollectorsArg>,
+    /// Run the `--profiler` commands only on views of these modes, comma-separated
+    /// (default: both); the built-in profilers still read every view.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub modes: Vec<ModeArg>,
+    /// How progress is shown (default: as `--quiet` and stderr decide,
+    /// [`crate::progress::Report::choose`]); `submit` sets its own.
+    #[arg(skip)]
+    pub progress: Option<crate::progress::Report>,
     /// Collector costs (`causalbench measure collectors`) to show beside the
     /// accuracy of each view ("Accuracy against cost" in leaderboard.md). Replaying
     /// the shipped corpus, the shipped measurement is used unless this names another.
@@ -75,4 +88,41 @@ pub struct RunArgs {
     /// (docs/scale-out.md).
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::shard::Shard>,
+}
+
+impl RunArgs {
+    /// The collectors `--collectors` names (none: every one).
+    pub fn collectors(&self) -> Vec<ground_truth::Collectors> {
+        use ground_truth::Collectors;
+        let mut chosen: Vec<Collectors> = self
+            .collectors
+            .iter()
+            .map(|c| match c {
+                CollectorsArg::Cupti => Collectors::Cupti,
+                CollectorsArg::Host => Collectors::Host,
+                CollectorsArg::Combined => Collectors::Combined,
+                CollectorsArg::Kineto => Collectors::Kineto,
+                CollectorsArg::KinetoHost => Collectors::KinetoHost,
+            })
+            .collect();
+        chosen.sort();
+        chosen.dedup();
+        chosen
+    }
+
+    /// The modes `--modes` names (none: both).
+    pub fn modes(&self) -> Vec<ground_truth::Mode> {
+        use ground_truth::Mode;
+        let mut chosen: Vec<Mode> = self
+            .modes
+            .iter()
+            .map(|m| match m {
+                ModeArg::Instrumented => Mode::Instrumented,
+                ModeArg::Closed => Mode::Closed,
+            })
+            .collect();
+        chosen.sort();
+        chosen.dedup();
+        chosen
+    }
 }

@@ -8,6 +8,7 @@ use super::score::score_explanations;
 use super::view::{derive_and_write, each_standard_view};
 use crate::external::Externals;
 use crate::manifest::RunManifest;
+use crate::progress::Stage;
 use evaluator::CaseScore;
 use std::path::Path;
 
@@ -29,6 +30,7 @@ pub(super) fn run_case(
     key: &str,
     profilers: &[String],
     shared: &Shared,
+    progress: &Stage,
 ) -> Result<Vec<CaseScore>, String> {
     let bundle = bundle_of(job, backend, out, key, shared.manifest)?;
     if !keep_label_verdict(out, key, &bundle)? {
@@ -38,6 +40,7 @@ pub(super) fn run_case(
         Job::Replay { path, .. } => Some(path.as_path()),
         Job::Record { .. } => None,
     };
+    let lane = shared.externals.lane_of(&bundle);
     each_standard_view(&bundle, shared.view_threads, |spec| {
         let (view, path) = derive_and_write(&bundle, spec, shared.view_key, out, key)?;
         let at = ViewAt {
@@ -46,8 +49,12 @@ pub(super) fn run_case(
             spec,
             path: &path,
             bundle_file,
+            lane,
         };
         let explained = explain_view(&view, &at, profilers, shared.externals)?;
+        for e in &explained {
+            progress.viewed(&e.explanation.meta.profiler);
+        }
         Ok(score_explanations(&bundle, &view, explained))
     })
 }

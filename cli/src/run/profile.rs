@@ -25,6 +25,9 @@ pub(super) struct ViewAt<'a> {
     /// A replayed bundle's file: what was recorded beside it (a torch bundle's native
     /// Kineto trace, read by `hta-critical-path`) lies next to it.
     pub bundle_file: Option<&'a Path>,
+    /// The lane of its bundle, where server profilers answer it
+    /// ([`Externals::lane_of`]).
+    pub lane: u32,
 }
 
 /// The explanations of `view` by the built-in `profilers` (in order), then by the
@@ -41,6 +44,7 @@ pub(super) fn explain_view(
         spec,
         path: vpath,
         bundle_file,
+        lane,
     } = *at;
     let label = spec.label();
     let mut explained = Vec::new();
@@ -75,7 +79,7 @@ pub(super) fn explain_view(
             .join(&label)
             .join(format!("{}.stderr.log", external.name));
         let (explanation, invocation) = externals
-            .explain(external, view, vpath, &epath, log, out)
+            .explain(external, view, vpath, &epath, log, out, lane)
             .map_err(|e| format!("{key}: {label}: {e}"))?;
         explanation
             .write(&epath)

@@ -5,9 +5,9 @@
 use super::plan::Job;
 use super::resume::{finished_scores, label_path};
 use crate::manifest::{Known, RunManifest};
+use crate::progress::{Report, Stage};
 use ground_truth::io::{write_atomic, Readable};
 use ground_truth::{Bundle, Scenario};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -128,6 +128,7 @@ pub(super) fn record_in_batches(
     backend: &dyn generator::Backend,
     out: &Path,
     manifest: &RunManifest,
+    report: Report,
 ) -> HashMap<String, String> {
     let pending: Vec<(String, (Scenario, u32))> = jobs
         .iter()
@@ -153,9 +154,11 @@ pub(super) fn record_in_batches(
     if pending.is_empty() {
         return failures;
     }
-    let bar = progress_bar(pending.len(), "bundles recorded on {msg}");
-    bar.set_message(backend.name());
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let bar = Stage::start(
+        report,
+        pending.len(),
+        &format!("bundles recorded on {}", backend.name()),
+    );
     for batch in pending.chunks(RECORD_BATCH) {
         let items: Vec<(Scenario, u32)> = batch.iter().map(|(_, item)| item.clone()).collect();
         for ((key, _), recorded) in batch.iter().zip(backend.record_many(&items)) {
@@ -165,21 +168,9 @@ pub(super) fn record_in_batches(
             if let Err(e) = written {
                 failures.insert(key.clone(), e);
             }
-            bar.inc(1);
+            bar.inc();
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     failures
-}
-
-/// A progress bar of `len` bundles, `what` after the count.
-pub(super) fn progress_bar(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {what}"
-        ))
-        .expect("valid template"),
-    );
-    bar
 }

@@ -5,6 +5,7 @@ use super::plan::{profiler_names, Job};
 use super::record::{bundle_path, record_in_batches, recorded_bundle, RECORD_BATCH};
 use crate::external::Externals;
 use crate::manifest::RunManifest;
+use crate::progress::{Report, Stage};
 use generator::sim::SimBackend;
 use generator::{Backend, RecordError};
 use ground_truth::{Bundle, Scenario};
@@ -82,7 +83,14 @@ fn a_batching_backend_records_each_bundle_once_batch_by_batch() {
     let jobs = record_jobs(RECORD_BATCH + 3);
     let backend = BatchingSim::default();
     let manifest = RunManifest::open(dir.path()).unwrap();
-    let failures = record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest);
+    let failures = record_in_batches(
+        &jobs,
+        &unfinished(&jobs),
+        &backend,
+        dir.path(),
+        &manifest,
+        Report::Quiet,
+    );
     assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
     let profilers = vec!["causal-graph".to_string()];
@@ -93,17 +101,25 @@ fn a_batching_backend_records_each_bundle_once_batch_by_batch() {
         view_key: &view_key,
         externals: &externals,
     };
+    let quiet = Stage::start(Report::Quiet, jobs.len(), "bundles");
     for job in &jobs {
         let key = job.key(backend.name());
-        let scores = run_case(job, &backend, dir.path(), &key, &profilers, &shared).unwrap();
+        let scores =
+            run_case(job, &backend, dir.path(), &key, &profilers, &shared, &quiet).unwrap();
         assert!(!scores.is_empty(), "{key}");
     }
     // Every job found its recorded bundle: none was recorded again.
     assert_eq!(backend.singles.load(Ordering::SeqCst), 0);
     // A second pass (a resumed run) records nothing.
-    assert!(
-        record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest).is_empty()
-    );
+    assert!(record_in_batches(
+        &jobs,
+        &unfinished(&jobs),
+        &backend,
+        dir.path(),
+        &manifest,
+        Report::Quiet
+    )
+    .is_empty());
     assert_eq!(backend.batches.load(Ordering::SeqCst), 2);
 }
 
@@ -121,9 +137,15 @@ fn a_recorded_bundle_is_reused_only_for_its_own_scenario_and_repetition() {
     let backend = BatchingSim::default();
     let key = jobs[0].key(backend.name());
     let manifest = RunManifest::open(dir.path()).unwrap();
-    assert!(
-        record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest).is_empty()
-    );
+    assert!(record_in_batches(
+        &jobs,
+        &unfinished(&jobs),
+        &backend,
+        dir.path(),
+        &manifest,
+        Report::Quiet
+    )
+    .is_empty());
     assert!(recorded_bundle(dir.path(), &key, &backend, scenario, *repetition).is_some());
     assert!(recorded_bundle(dir.path(), &key, &backend, scenario, repetition + 1).is_none());
     let mut reseeded = scenario.clone();
@@ -143,7 +165,14 @@ fn failed_recordings_are_reported_by_job() {
     }
     let backend = BatchingSim::default();
     let manifest = RunManifest::open(dir.path()).unwrap();
-    let failures = record_in_batches(&jobs, &unfinished(&jobs), &backend, dir.path(), &manifest);
+    let failures = record_in_batches(
+        &jobs,
+        &unfinished(&jobs),
+        &backend,
+        dir.path(),
+        &manifest,
+        Report::Quiet,
+    );
     let failed_key = jobs[1].key(backend.name());
     assert_eq!(failures.keys().collect::<Vec<_>>(), vec![&failed_key]);
     assert!(bundle_path(dir.path(), &jobs[0].key(backend.name())).is_file());

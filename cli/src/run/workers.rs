@@ -4,9 +4,10 @@
 
 use super::case::{run_case, Shared};
 use super::plan::Job;
-use super::record::{progress_bar, record_in_batches};
+use super::record::record_in_batches;
 use super::resume::{case_fingerprint, finished_scores, keep_scores};
 use crate::manifest::Known;
+use crate::progress::{Report, Stage};
 use evaluator::CaseScore;
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,8 +32,8 @@ pub(super) fn run_cases(
     profilers: &[String],
     shared: &Shared,
     workers: usize,
+    report: Report,
 ) -> Ran {
-    let bar = progress_bar(jobs.len(), "bundles {msg}");
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<CaseScore>> = Mutex::new(Vec::new());
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -42,22 +43,23 @@ pub(super) fn run_cases(
         .map(|job| case_fingerprint(job, backend.name(), profilers, shared.externals))
         .collect();
     let recording_failures = if backend.records_in_batches() {
-        record_in_batches(jobs, &fingerprints, backend, out, shared.manifest)
+        record_in_batches(jobs, &fingerprints, backend, out, shared.manifest, report)
     } else {
         HashMap::new()
     };
+    let bar = Stage::start(report, jobs.len(), "bundles");
     std::thread::scope(|s| {
         for _ in 0..workers.min(jobs.len().max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { break };
                 let key = job.key(backend.name());
-                bar.set_message(key.clone());
+                bar.set_item(key.clone());
                 let fingerprint = match &fingerprints[i] {
                     Ok(f) => f,
                     Err(e) => {
                         failures.lock().unwrap().push(format!("{key}: {e}"));
-                        bar.inc(1);
+                        bar.inc();
                         continue;
                     }
                 };
@@ -74,19 +76,19 @@ pub(super) fn run_cases(
                     _ if recording_failures.contains_key(&key) => {
                         Err(recording_failures[&key].clone())
                     }
-                    _ => run_case(job, backend, out, &key, profilers, shared).and_then(|scores| {
-                        keep_scores(out, &key, fingerprint, &scores).map(|()| scores)
-                    }),
+                    _ => run_case(job, backend, out, &key, profilers, shared, &bar).and_then(
+                        |scores| keep_scores(out, &key, fingerprint, &scores).map(|()| scores),
+                    ),
                 };
                 match outcome {
                     Ok(scores) => results.lock().unwrap().extend(scores),
                     Err(e) => failures.lock().unwrap().push(e),
                 }
-                bar.inc(1);
+                bar.inc();
             });
         }
     });
-    bar.finish_and_clear();
+    bar.finish();
     Ran {
         scores: results.into_inner().unwrap(),
         failures: failures.into_inner().unwrap(),
