@@ -64,7 +64,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
 const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "ground-truth/src/io.rs: big_bundle",
     "ground-truth/src/scenario.rs: check",
-    "space/src/build.rs: build",
     "generator/src/cuda/exec/calls.rs: api_step",
     "generator/src/sim/engine/calls.rs: api_step",
     "generator/src/torch/mod.rs: record_one",

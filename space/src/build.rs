@@ -181,7 +181,23 @@ fn stream_name(i: u32) -> String {
     format!("s{i}")
 }
 
-/// Builds the workload of `s` under `layout`.
+/// The chain as built: its ops' ids and nominal latencies, the stream it ended on, and
+/// its graph (when it has one).
+struct Chain {
+    /// Step id (or graph node id) of each op, root first.
+    ids: Vec<String>,
+    /// Each op's nominal latency (µs).
+    latencies: Vec<f64>,
+    /// The stream the last op runs on.
+    stream: u32,
+    /// The chain's graph nodes, root first.
+    graph_nodes: Vec<GraphNodeDecl>,
+    graph_launch: Option<String>,
+}
+
+/// Builds the workload of `s` under `layout`: handoffs in front, the side gate, the
+/// chain with its links, the symptom, the graph's off-path nodes, then what runs beside
+/// the chain, as programs.
 pub fn build(s: &Structure, layout: Layout) -> Workload {
     let mut b = Builder {
         s,
@@ -198,403 +214,19 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         aux_streams: 0,
     };
     let depth = s.links.len();
-    let graph_from = s.links.iter().position(|&l| l == Link::Graph);
-    // The first op inside the graph: a chain of graph edges from its root
-    // starts there; a run at the end starts at the op its first edge gates.
-    let graph_start = graph_from;
     for _ in 0..s.handoff_depth {
         let us = b.rng.random_range(5.0..40.0f64).round();
         b.host_work(us);
         b.handoff();
     }
     b.host_work(20.0);
-
-    // The chain's op kinds and nominal durations.
     let last_kernel_name = s.names[depth.min(s.names.len() - 1)];
-    let mut chain = Vec::with_capacity(depth + 1);
-    let mut latencies = Vec::with_capacity(depth + 1);
-    let mut stream = 0u32;
-    let mut graph_nodes: Vec<GraphNodeDecl> = Vec::new();
-    let mut graph_launch = None;
-    let mut side_gate = None;
-    if layout.side_gate {
-        let side_stream = b.aux_stream();
-        let id = "side".to_string();
-        // Shorter than the root, so it gates only when lengthened.
-        let d = b.duration() * 0.3;
-        let name = s.names[s.names.len() - 1];
-        let k = b.kernel(
-            Some(id.clone()),
-            &side_stream,
-            name,
-            (d * 10.0).round() / 10.0,
-            SMALL_GRID * 2,
-        );
-        b.steps.push(k);
-        b.events.push(EventDecl {
-            name: "side_done".into(),
-            count: 1,
-        });
-        b.steps.push(Step::EventRecord {
-            id: None,
-            event: "side_done".into(),
-            stream: side_stream,
-            api: EventApi::default(),
-            request_offset: 0,
-        });
-        side_gate = Some(id);
-    }
-    for i in 0..=depth {
-        let id = format!("op{i}");
-        let in_graph = graph_start.is_some_and(|g| i >= g);
-        let is_last = i == depth;
-        let name = s.names[i % s.names.len()];
-        if in_graph {
-            if graph_launch.is_none() {
-                let launch = "graph_launch".to_string();
-                b.steps.push(Step::GraphLaunch {
-                    id: Some(launch.clone()),
-                    graph: "chain".into(),
-                    stream: stream_name(stream),
-                });
-                graph_launch = Some(launch);
-            }
-            let d = if is_last { s.symptom_us } else { b.duration() };
-            let after = match graph_nodes.last() {
-                Some(prev) if i > 0 => vec![prev.id.clone()],
-                _ => vec![],
-            };
-            graph_nodes.push(GraphNodeDecl {
-                id: id.clone(),
-                kernel: KernelSpec {
-                    name: name.into(),
-                    kind: KernelKind::Spin,
-                    duration_us: tenth(d),
-                    grid: FULL_GRID,
-                    block: 256,
-                },
-                after,
-            });
-            latencies.push(d);
-            chain.push(id);
-            continue;
-        }
-        let st = stream_name(stream);
-        if i == 0 && layout.root_copy {
-            let d = b.duration();
-            let bytes = bytes_for(d, PINNED_BYTES_PER_US);
-            b.steps.push(Step::Copy {
-                id: Some(id.clone()),
-                stream: st.clone(),
-                direction: CopyDirection::H2d,
-                bytes,
-                memory: HostMemory::Pinned,
-                call_site: None,
-            });
-            latencies.push(bytes as f64 / PINNED_BYTES_PER_US);
-        } else if is_last && s.symptom_op == SymptomOp::Copy {
-            let direction = if layout.readback {
-                CopyDirection::D2h
-            } else {
-                *[CopyDirection::H2d, CopyDirection::D2h, CopyDirection::D2d]
-                    .choose(&mut b.rng)
-                    .expect("non-empty")
-            };
-            let memory = if s.pageable && direction != CopyDirection::D2d {
-                HostMemory::Pageable
-            } else {
-                HostMemory::Pinned
-            };
-            let (rate, us) = match (direction, memory) {
-                (CopyDirection::D2d, _) => (
-                    DEVICE_BYTES_PER_US,
-                    s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
-                ),
-                (_, HostMemory::Pageable) => (PAGEABLE_BYTES_PER_US, s.symptom_us),
-                _ => (PINNED_BYTES_PER_US, s.symptom_us),
-            };
-            let bytes = bytes_for(us, rate);
-            b.steps.push(Step::Copy {
-                id: Some(id.clone()),
-                stream: st.clone(),
-                direction,
-                bytes,
-                memory,
-                call_site: None,
-            });
-            latencies.push(bytes as f64 / rate);
-        } else if is_last && s.symptom_op == SymptomOp::Memset {
-            let bytes = bytes_for(
-                s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
-                MEMSET_BYTES_PER_US,
-            );
-            b.steps.push(Step::Memset {
-                id: Some(id.clone()),
-                stream: st.clone(),
-                bytes,
-            });
-            latencies.push(bytes as f64 / MEMSET_BYTES_PER_US);
-        } else {
-            let d = if is_last { s.symptom_us } else { b.duration() };
-            let k = b.kernel(Some(id.clone()), &st, name, d, FULL_GRID);
-            b.steps.push(k);
-            latencies.push(d);
-        }
-        if i == 1 {
-            if let Some(_side) = &side_gate {
-                // The side kernel's event gates op 1 too: recorded before the
-                // chain, waited for here (ahead of op 1 on its stream).
-                let wait = Step::StreamWait {
-                    id: None,
-                    stream: st.clone(),
-                    event: "side_done".into(),
-                    api: EventApi::default(),
-                    request_offset: 0,
-                };
-                let op = b.steps.pop().expect("op 1 was just pushed");
-                b.steps.push(wait);
-                b.steps.push(op);
-            }
-        }
-        chain.push(id);
-        if is_last {
-            break;
-        }
-        match s.links[i] {
-            Link::Stream | Link::Graph => {}
-            Link::Event => {
-                let event = format!("e{i}");
-                b.events.push(EventDecl {
-                    name: event.clone(),
-                    count: 1,
-                });
-                b.steps.push(Step::EventRecord {
-                    id: None,
-                    event: event.clone(),
-                    stream: st,
-                    api: EventApi::default(),
-                    request_offset: 0,
-                });
-                stream = (stream + 1) % s.streams.max(2);
-                b.steps.push(Step::StreamWait {
-                    id: None,
-                    stream: stream_name(stream),
-                    event,
-                    api: EventApi::default(),
-                    request_offset: 0,
-                });
-            }
-            Link::Sync | Link::Handoff => {
-                b.steps.push(Step::Sync {
-                    id: None,
-                    target: SyncTarget::Stream,
-                    stream: Some(st),
-                    event: None,
-                });
-                if s.links[i] == Link::Handoff {
-                    b.handoff();
-                }
-                let us = b.rng.random_range(5.0..30.0f64).round();
-                b.host_work(us);
-                stream = b.rng.random_range(0..s.streams);
-            }
-        }
-    }
-    // Side gate of op 1 when op 1 sits in a graph: not built (families with a
-    // side gate have no graph).
-    let last_stream = stream_name(stream);
-    let symptom_latency_us;
-    let symptom = if s.symptom_op == SymptomOp::HostCall {
-        b.steps.push(Step::Sync {
-            id: Some("wait".into()),
-            target: SyncTarget::Stream,
-            stream: Some(last_stream.clone()),
-            event: None,
-        });
-        symptom_latency_us = *latencies.last().expect("a chain has ops");
-        SymptomDecl {
-            step: "wait".into(),
-            graph_node: None,
-            program: None,
-            request: s.asked_request,
-            question: Default::default(),
-            answer: None,
-        }
-    } else {
-        symptom_latency_us = *latencies.last().expect("a chain has ops");
-        match &graph_launch {
-            Some(launch) => SymptomDecl {
-                step: launch.clone(),
-                graph_node: chain.last().cloned(),
-                program: None,
-                request: s.asked_request,
-                question: Default::default(),
-                answer: None,
-            },
-            None => SymptomDecl {
-                step: chain.last().cloned().expect("a chain has ops"),
-                graph_node: None,
-                program: None,
-                request: s.asked_request,
-                question: Default::default(),
-                answer: None,
-            },
-        }
-    };
-
-    // Off-path fan-in and fan-out nodes of the graph, up to its sampled size.
-    // Declared in dependency order: fan-in roots first, then the chain, then
-    // the fan-out nodes hanging off it.
-    let chain_in_graph = graph_nodes.len();
-    let (mut fan_ins, mut fan_outs) = (Vec::new(), Vec::new());
-    let mut extra = 0;
-    while chain_in_graph > 0 && chain_in_graph + extra < s.graph_nodes as usize {
-        let anchor = b.rng.random_range(0..chain_in_graph);
-        let anchor_id = graph_nodes[anchor].id.clone();
-        let anchor_us = graph_nodes[anchor].kernel.duration_us;
-        let id = format!("n{extra}");
-        extra += 1;
-        let name = s.names[(depth + 1 + extra) % s.names.len()];
-        let fan_in = anchor > 0 && b.rng.random_bool(0.5);
-        // Fan-in nodes are short so they never gate the chain; fan-out nodes
-        // hang off a chain node and gate nothing after it.
-        let (duration_us, after) = if fan_in {
-            ((anchor_us * 0.2 * 10.0).round() / 10.0 + 1.0, vec![])
-        } else {
-            (b.duration(), vec![anchor_id.clone()])
-        };
-        let node = GraphNodeDecl {
-            id: id.clone(),
-            kernel: KernelSpec {
-                name: name.into(),
-                kind: KernelKind::Spin,
-                duration_us: tenth(duration_us),
-                grid: SMALL_GRID,
-                block: 256,
-            },
-            after,
-        };
-        if fan_in {
-            graph_nodes[anchor].after.push(id);
-            fan_ins.push(node);
-        } else {
-            fan_outs.push(node);
-        }
-    }
-    let graph_nodes: Vec<GraphNodeDecl> = fan_ins
-        .into_iter()
-        .chain(graph_nodes)
-        .chain(fan_outs)
-        .collect();
-
-    // Peers polluted by the same kernel name from other call sites, with
-    // other durations, on a stream of their own (never gating the chain).
-    if s.peers == Peers::Polluted {
-        let st = b.aux_stream();
-        for factor in [0.4, 2.5] {
-            let d = (symptom_latency_us * factor * 10.0).round() / 10.0 + 5.0;
-            let k = b.kernel(None, &st, last_kernel_name, d, SMALL_GRID);
-            b.steps.push(k);
-        }
-    }
-    // Spare streams carry small application kernels beside the chain.
-    let used: std::collections::BTreeSet<String> = b
-        .steps
-        .iter()
-        .filter_map(|st| match st {
-            Step::Kernel { stream, .. }
-            | Step::Copy { stream, .. }
-            | Step::Memset { stream, .. }
-            | Step::GraphLaunch { stream, .. } => Some(stream.clone()),
-            _ => None,
-        })
-        .collect();
-    for i in 0..s.streams {
-        let st = stream_name(i);
-        if !used.contains(&st) {
-            let d = b.duration() * 0.5;
-            let name = s.names[(i as usize + 11) % s.names.len()];
-            let k = b.kernel(None, &st, name, (d * 10.0).round() / 10.0, SMALL_GRID);
-            b.steps.push(k);
-        }
-    }
-    let has_copies = b.steps.iter().any(|st| matches!(st, Step::Copy { .. }));
-    match s.decoy {
-        Decoy::None | Decoy::BusyThread => {}
-        Decoy::ConcurrentKernel => {
-            let st = b.aux_stream();
-            let name = s.names[s.names.len() - 2];
-            let k = b.kernel(None, &st, name, symptom_latency_us.max(20.0), SMALL_GRID);
-            b.steps.push(k);
-        }
-        Decoy::ConcurrentCopy => {
-            let st = b.aux_stream();
-            let copy = Step::Copy {
-                id: None,
-                stream: st,
-                direction: CopyDirection::D2h,
-                bytes: bytes_for(s.symptom_us, PINNED_BYTES_PER_US),
-                memory: HostMemory::Pinned,
-                call_site: None,
-            };
-            if has_copies {
-                b.steps.push(copy);
-            } else {
-                // No chain copy to contend with: beside the chain from its start.
-                let at = b.steps.iter().position(|st| st.is_device_op()).unwrap_or(0) + 1;
-                b.steps.insert(at, copy);
-            }
-        }
-    }
-    b.steps.push(Step::Sync {
-        id: None,
-        target: SyncTarget::Device,
-        stream: None,
-        event: None,
-    });
-
-    let total_us: f64 =
-        latencies.iter().sum::<f64>() + 60.0 * (depth as f64 + s.handoff_depth as f64);
-    let interval_us =
-        (total_us * 1.5 + symptom_latency_us * s.magnitude_ratio * 1.5 + 500.0).round();
-    let mut programs = vec![Program {
-        name: "serve".into(),
-        start: "main".into(),
-        requests: s.requests,
-        interval_us,
-        offset_us: 0.0,
-        steps: std::mem::take(&mut b.steps),
-    }];
-    if s.decoy == Decoy::BusyThread {
-        b.threads.push(ThreadDecl {
-            name: "busy".into(),
-            count: 1,
-        });
-        let st = b.aux_stream();
-        let name = s.names[s.names.len() - 3];
-        let work = (symptom_latency_us * 2.0).round().max(50.0);
-        let k = b.kernel(None, &st, name, symptom_latency_us.max(20.0), SMALL_GRID);
-        programs.push(Program {
-            name: "background".into(),
-            start: "busy".into(),
-            requests: s.requests,
-            interval_us,
-            offset_us: (interval_us * 0.1).round(),
-            steps: vec![
-                Step::HostWork {
-                    id: None,
-                    duration_us: work,
-                },
-                k,
-                Step::Sync {
-                    id: None,
-                    target: SyncTarget::Stream,
-                    stream: Some(st),
-                    event: None,
-                },
-            ],
-        });
-    }
+    let side_gate = layout.side_gate.then(|| b.side_gate());
+    let chain = b.chain(layout, side_gate.is_some());
+    let (symptom, symptom_latency_us) = b.symptom(&chain);
+    let graph_nodes = b.graph_with_off_path_nodes(chain.graph_nodes, depth);
+    b.beside_the_chain(last_kernel_name, symptom_latency_us);
+    let programs = b.programs(&chain.latencies, symptom_latency_us);
     let streams = (0..s.streams + b.aux_streams)
         .map(|i| StreamDecl {
             name: stream_name(i),
@@ -618,9 +250,455 @@ pub fn build(s: &Structure, layout: Layout) -> Workload {
         graphs,
         programs,
         symptom,
-        chain,
-        graph_launch,
+        chain: chain.ids,
+        graph_launch: chain.graph_launch,
         side_gate,
         symptom_latency_us,
+    }
+}
+
+impl Builder<'_> {
+    /// A side kernel on a stream of its own whose event also gates chain op 1; its id.
+    fn side_gate(&mut self) -> String {
+        let s = self.s;
+        let side_stream = self.aux_stream();
+        let id = "side".to_string();
+        // Shorter than the root, so it gates only when lengthened.
+        let d = self.duration() * 0.3;
+        let name = s.names[s.names.len() - 1];
+        let k = self.kernel(
+            Some(id.clone()),
+            &side_stream,
+            name,
+            (d * 10.0).round() / 10.0,
+            SMALL_GRID * 2,
+        );
+        self.steps.push(k);
+        self.events.push(EventDecl {
+            name: "side_done".into(),
+            count: 1,
+        });
+        self.steps.push(Step::EventRecord {
+            id: None,
+            event: "side_done".into(),
+            stream: side_stream,
+            api: EventApi::default(),
+            request_offset: 0,
+        });
+        id
+    }
+
+    /// The chain's ops, root first, each followed by the link to the next.
+    fn chain(&mut self, layout: Layout, side_gated: bool) -> Chain {
+        let s = self.s;
+        let depth = s.links.len();
+        // The first op inside the graph: a chain of graph edges from its root
+        // starts there; a run at the end starts at the op its first edge gates.
+        let graph_start = s.links.iter().position(|&l| l == Link::Graph);
+        let mut chain = Chain {
+            ids: Vec::with_capacity(depth + 1),
+            latencies: Vec::with_capacity(depth + 1),
+            stream: 0,
+            graph_nodes: Vec::new(),
+            graph_launch: None,
+        };
+        for i in 0..=depth {
+            let id = format!("op{i}");
+            let is_last = i == depth;
+            if graph_start.is_some_and(|g| i >= g) {
+                self.graph_op(&mut chain, i, id);
+                continue;
+            }
+            let st = stream_name(chain.stream);
+            let latency = self.device_op(layout, i, &id, &st);
+            chain.latencies.push(latency);
+            if i == 1 && side_gated {
+                // The side kernel's event gates op 1 too: recorded before the
+                // chain, waited for here (ahead of op 1 on its stream).
+                let wait = Step::StreamWait {
+                    id: None,
+                    stream: st.clone(),
+                    event: "side_done".into(),
+                    api: EventApi::default(),
+                    request_offset: 0,
+                };
+                let op = self.steps.pop().expect("op 1 was just pushed");
+                self.steps.push(wait);
+                self.steps.push(op);
+            }
+            chain.ids.push(id);
+            if is_last {
+                break;
+            }
+            self.link(i, st, &mut chain.stream);
+        }
+        // Side gate of op 1 when op 1 sits in a graph: not built (families with a
+        // side gate have no graph).
+        chain
+    }
+
+    /// Chain op `i` as a node of the chain's graph (the graph launched first).
+    fn graph_op(&mut self, chain: &mut Chain, i: usize, id: String) {
+        let s = self.s;
+        let is_last = i == s.links.len();
+        let name = s.names[i % s.names.len()];
+        if chain.graph_launch.is_none() {
+            let launch = "graph_launch".to_string();
+            self.steps.push(Step::GraphLaunch {
+                id: Some(launch.clone()),
+                graph: "chain".into(),
+                stream: stream_name(chain.stream),
+            });
+            chain.graph_launch = Some(launch);
+        }
+        let d = if is_last {
+            s.symptom_us
+        } else {
+            self.duration()
+        };
+        let after = match chain.graph_nodes.last() {
+            Some(prev) if i > 0 => vec![prev.id.clone()],
+            _ => vec![],
+        };
+        chain.graph_nodes.push(GraphNodeDecl {
+            id: id.clone(),
+            kernel: KernelSpec {
+                name: name.into(),
+                kind: KernelKind::Spin,
+                duration_us: tenth(d),
+                grid: FULL_GRID,
+                block: 256,
+            },
+            after,
+        });
+        chain.latencies.push(d);
+        chain.ids.push(id);
+    }
+
+    /// Chain op `i` on stream `st`: the root copy, the symptom's copy or memset, or a
+    /// kernel; its nominal latency.
+    fn device_op(&mut self, layout: Layout, i: usize, id: &str, st: &str) -> f64 {
+        let s = self.s;
+        let is_last = i == s.links.len();
+        let name = s.names[i % s.names.len()];
+        if i == 0 && layout.root_copy {
+            let d = self.duration();
+            let bytes = bytes_for(d, PINNED_BYTES_PER_US);
+            self.steps.push(Step::Copy {
+                id: Some(id.into()),
+                stream: st.into(),
+                direction: CopyDirection::H2d,
+                bytes,
+                memory: HostMemory::Pinned,
+                call_site: None,
+            });
+            bytes as f64 / PINNED_BYTES_PER_US
+        } else if is_last && s.symptom_op == SymptomOp::Copy {
+            let direction = if layout.readback {
+                CopyDirection::D2h
+            } else {
+                *[CopyDirection::H2d, CopyDirection::D2h, CopyDirection::D2d]
+                    .choose(&mut self.rng)
+                    .expect("non-empty")
+            };
+            let memory = if s.pageable && direction != CopyDirection::D2d {
+                HostMemory::Pageable
+            } else {
+                HostMemory::Pinned
+            };
+            let (rate, us) = match (direction, memory) {
+                (CopyDirection::D2d, _) => (
+                    DEVICE_BYTES_PER_US,
+                    s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
+                ),
+                (_, HostMemory::Pageable) => (PAGEABLE_BYTES_PER_US, s.symptom_us),
+                _ => (PINNED_BYTES_PER_US, s.symptom_us),
+            };
+            let bytes = bytes_for(us, rate);
+            self.steps.push(Step::Copy {
+                id: Some(id.into()),
+                stream: st.into(),
+                direction,
+                bytes,
+                memory,
+                call_site: None,
+            });
+            bytes as f64 / rate
+        } else if is_last && s.symptom_op == SymptomOp::Memset {
+            let bytes = bytes_for(
+                s.symptom_us.min(MAX_DEVICE_TRANSFER_US),
+                MEMSET_BYTES_PER_US,
+            );
+            self.steps.push(Step::Memset {
+                id: Some(id.into()),
+                stream: st.into(),
+                bytes,
+            });
+            bytes as f64 / MEMSET_BYTES_PER_US
+        } else {
+            let d = if is_last {
+                s.symptom_us
+            } else {
+                self.duration()
+            };
+            let k = self.kernel(Some(id.into()), st, name, d, FULL_GRID);
+            self.steps.push(k);
+            d
+        }
+    }
+
+    /// The link after chain op `i` (on stream `st`): nothing for stream order and graph
+    /// edges, an event record and wait, or a host sync (and a handoff) after which the
+    /// chain continues on another stream, `stream`.
+    fn link(&mut self, i: usize, st: String, stream: &mut u32) {
+        let s = self.s;
+        match s.links[i] {
+            Link::Stream | Link::Graph => {}
+            Link::Event => {
+                let event = format!("e{i}");
+                self.events.push(EventDecl {
+                    name: event.clone(),
+                    count: 1,
+                });
+                self.steps.push(Step::EventRecord {
+                    id: None,
+                    event: event.clone(),
+                    stream: st,
+                    api: EventApi::default(),
+                    request_offset: 0,
+                });
+                *stream = (*stream + 1) % s.streams.max(2);
+                self.steps.push(Step::StreamWait {
+                    id: None,
+                    stream: stream_name(*stream),
+                    event,
+                    api: EventApi::default(),
+                    request_offset: 0,
+                });
+            }
+            Link::Sync | Link::Handoff => {
+                self.steps.push(Step::Sync {
+                    id: None,
+                    target: SyncTarget::Stream,
+                    stream: Some(st),
+                    event: None,
+                });
+                if s.links[i] == Link::Handoff {
+                    self.handoff();
+                }
+                let us = self.rng.random_range(5.0..30.0f64).round();
+                self.host_work(us);
+                *stream = self.rng.random_range(0..s.streams);
+            }
+        }
+    }
+
+    /// The symptom (the host's wait for the last op, or the last op itself) and its
+    /// normal latency.
+    fn symptom(&mut self, chain: &Chain) -> (SymptomDecl, f64) {
+        let s = self.s;
+        let last_stream = stream_name(chain.stream);
+        let symptom_latency_us = *chain.latencies.last().expect("a chain has ops");
+        let symptom = |step: String, graph_node: Option<String>| SymptomDecl {
+            step,
+            graph_node,
+            program: None,
+            request: s.asked_request,
+            question: Default::default(),
+            answer: None,
+        };
+        let decl = if s.symptom_op == SymptomOp::HostCall {
+            self.steps.push(Step::Sync {
+                id: Some("wait".into()),
+                target: SyncTarget::Stream,
+                stream: Some(last_stream),
+                event: None,
+            });
+            symptom("wait".into(), None)
+        } else {
+            match &chain.graph_launch {
+                Some(launch) => symptom(launch.clone(), chain.ids.last().cloned()),
+                None => symptom(chain.ids.last().cloned().expect("a chain has ops"), None),
+            }
+        };
+        (decl, symptom_latency_us)
+    }
+
+    /// Off-path fan-in and fan-out nodes of the graph, up to its sampled size.
+    /// Declared in dependency order: fan-in roots first, then the chain, then
+    /// the fan-out nodes hanging off it.
+    fn graph_with_off_path_nodes(
+        &mut self,
+        mut graph_nodes: Vec<GraphNodeDecl>,
+        depth: usize,
+    ) -> Vec<GraphNodeDecl> {
+        let s = self.s;
+        let chain_in_graph = graph_nodes.len();
+        let (mut fan_ins, mut fan_outs) = (Vec::new(), Vec::new());
+        let mut extra = 0;
+        while chain_in_graph > 0 && chain_in_graph + extra < s.graph_nodes as usize {
+            let anchor = self.rng.random_range(0..chain_in_graph);
+            let anchor_id = graph_nodes[anchor].id.clone();
+            let anchor_us = graph_nodes[anchor].kernel.duration_us;
+            let id = format!("n{extra}");
+            extra += 1;
+            let name = s.names[(depth + 1 + extra) % s.names.len()];
+            let fan_in = anchor > 0 && self.rng.random_bool(0.5);
+            // Fan-in nodes are short so they never gate the chain; fan-out nodes
+            // hang off a chain node and gate nothing after it.
+            let (duration_us, after) = if fan_in {
+                ((anchor_us * 0.2 * 10.0).round() / 10.0 + 1.0, vec![])
+            } else {
+                (self.duration(), vec![anchor_id.clone()])
+            };
+            let node = GraphNodeDecl {
+                id: id.clone(),
+                kernel: KernelSpec {
+                    name: name.into(),
+                    kind: KernelKind::Spin,
+                    duration_us: tenth(duration_us),
+                    grid: SMALL_GRID,
+                    block: 256,
+                },
+                after,
+            };
+            if fan_in {
+                graph_nodes[anchor].after.push(id);
+                fan_ins.push(node);
+            } else {
+                fan_outs.push(node);
+            }
+        }
+        fan_ins
+            .into_iter()
+            .chain(graph_nodes)
+            .chain(fan_outs)
+            .collect()
+    }
+
+    /// What runs beside the chain on the main thread: polluted peers, the spare streams'
+    /// kernels, the decoy, then the device sync that ends a request.
+    fn beside_the_chain(&mut self, last_kernel_name: &str, symptom_latency_us: f64) {
+        let s = self.s;
+        // Peers polluted by the same kernel name from other call sites, with
+        // other durations, on a stream of their own (never gating the chain).
+        if s.peers == Peers::Polluted {
+            let st = self.aux_stream();
+            for factor in [0.4, 2.5] {
+                let d = (symptom_latency_us * factor * 10.0).round() / 10.0 + 5.0;
+                let k = self.kernel(None, &st, last_kernel_name, d, SMALL_GRID);
+                self.steps.push(k);
+            }
+        }
+        // Spare streams carry small application kernels beside the chain.
+        let used: std::collections::BTreeSet<String> = self
+            .steps
+            .iter()
+            .filter_map(|st| match st {
+                Step::Kernel { stream, .. }
+                | Step::Copy { stream, .. }
+                | Step::Memset { stream, .. }
+                | Step::GraphLaunch { stream, .. } => Some(stream.clone()),
+                _ => None,
+            })
+            .collect();
+        for i in 0..s.streams {
+            let st = stream_name(i);
+            if !used.contains(&st) {
+                let d = self.duration() * 0.5;
+                let name = s.names[(i as usize + 11) % s.names.len()];
+                let k = self.kernel(None, &st, name, (d * 10.0).round() / 10.0, SMALL_GRID);
+                self.steps.push(k);
+            }
+        }
+        let has_copies = self.steps.iter().any(|st| matches!(st, Step::Copy { .. }));
+        match s.decoy {
+            Decoy::None | Decoy::BusyThread => {}
+            Decoy::ConcurrentKernel => {
+                let st = self.aux_stream();
+                let name = s.names[s.names.len() - 2];
+                let k = self.kernel(None, &st, name, symptom_latency_us.max(20.0), SMALL_GRID);
+                self.steps.push(k);
+            }
+            Decoy::ConcurrentCopy => {
+                let st = self.aux_stream();
+                let copy = Step::Copy {
+                    id: None,
+                    stream: st,
+                    direction: CopyDirection::D2h,
+                    bytes: bytes_for(s.symptom_us, PINNED_BYTES_PER_US),
+                    memory: HostMemory::Pinned,
+                    call_site: None,
+                };
+                if has_copies {
+                    self.steps.push(copy);
+                } else {
+                    // No chain copy to contend with: beside the chain from its start.
+                    let at = self
+                        .steps
+                        .iter()
+                        .position(|st| st.is_device_op())
+                        .unwrap_or(0)
+                        + 1;
+                    self.steps.insert(at, copy);
+                }
+            }
+        }
+        self.steps.push(Step::Sync {
+            id: None,
+            target: SyncTarget::Device,
+            stream: None,
+            event: None,
+        });
+    }
+
+    /// The serving program (the steps built so far, one request per interval) and, with
+    /// a busy-thread decoy, the background program beside it.
+    fn programs(&mut self, latencies: &[f64], symptom_latency_us: f64) -> Vec<Program> {
+        let s = self.s;
+        let depth = s.links.len();
+        let total_us: f64 =
+            latencies.iter().sum::<f64>() + 60.0 * (depth as f64 + s.handoff_depth as f64);
+        let interval_us =
+            (total_us * 1.5 + symptom_latency_us * s.magnitude_ratio * 1.5 + 500.0).round();
+        let mut programs = vec![Program {
+            name: "serve".into(),
+            start: "main".into(),
+            requests: s.requests,
+            interval_us,
+            offset_us: 0.0,
+            steps: std::mem::take(&mut self.steps),
+        }];
+        if s.decoy == Decoy::BusyThread {
+            self.threads.push(ThreadDecl {
+                name: "busy".into(),
+                count: 1,
+            });
+            let st = self.aux_stream();
+            let name = s.names[s.names.len() - 3];
+            let work = (symptom_latency_us * 2.0).round().max(50.0);
+            let k = self.kernel(None, &st, name, symptom_latency_us.max(20.0), SMALL_GRID);
+            programs.push(Program {
+                name: "background".into(),
+                start: "busy".into(),
+                requests: s.requests,
+                interval_us,
+                offset_us: (interval_us * 0.1).round(),
+                steps: vec![
+                    Step::HostWork {
+                        id: None,
+                        duration_us: work,
+                    },
+                    k,
+                    Step::Sync {
+                        id: None,
+                        target: SyncTarget::Stream,
+                        stream: Some(st),
+                        event: None,
+                    },
+                ],
+            });
+        }
+        programs
     }
 }
