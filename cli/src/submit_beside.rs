@@ -51,7 +51,7 @@ pub fn score_builtins(out: &Path, jobs: Option<usize>) -> Result<(), Failure> {
         .filter(|s| views.contains(s.view.as_str()))
         .collect();
     evaluator::write_scores(&out.join(BUILTIN_SCORES), &builtin)
-        .map_err(crate::commands::eval_failure)?;
+        .map_err(|e| Failure::failed(e.to_string()))?;
     let _ = std::fs::remove_dir_all(&scratch);
     mark_leaderboard(out)
 }
