@@ -217,6 +217,8 @@ struct Attempt {
     multi: bool,
 }
 
+/// One attempt at a whole recording: load, attach, tell `ready`, poll until `stop`,
+/// detach, drain, and build the trace.
 #[allow(clippy::too_many_arguments)]
 fn session(
     cfg: &RecorderConfig,
@@ -227,6 +229,75 @@ fn session(
     stop: &AtomicBool,
     mut warnings: Vec<String>,
 ) -> Result<HostTrace, SessionError> {
+    let skel = load(cfg, resolved, attempt, obj)?;
+    write_handle_specs(&skel, resolved)?;
+    let links = attach(&skel, cfg, resolved, attempt)?;
+    let fault_timing = cfg.page_faults && attempt.fault_timing;
+    // Started: the caller may run the workload now.
+    let _ = ready.send(Ok(Started { fault_timing }));
+    let mut drained = drain_until_stopped(&skel, cfg, stop, links, &mut warnings);
+    let counters = Counters::read(&skel);
+    let mut faults_untimed = counters.faults_untimed;
+    // Faults still pending at stop: emitted with duration 0.
+    if cfg.page_faults {
+        faults_untimed += pending_faults(&skel, &mut drained.events);
+    }
+    let (records, stacks_unwound) = build_records(
+        &drained.events,
+        resolved,
+        &drained.stack_cache,
+        &drained.unwound,
+        &mut drained.book,
+    );
+    warnings.append(&mut drained.book.errors);
+    let Counters {
+        ringbuffer_dropped,
+        stack_errors,
+        stack_walks,
+        stacks_reused,
+        stack_copies,
+        stack_copies_dropped,
+        ..
+    } = counters;
+    if stack_errors > 0 {
+        warnings.push(format!(
+            "{stack_errors} user stacks could not be captured (stack map full or collision); \
+             those uprobe records carry only the call-site frame"
+        ));
+    }
+    if stack_copies_dropped > 0 {
+        warnings.push(format!(
+            "{stack_copies_dropped} stack copies found the ring buffer full; those uprobe \
+             records carry the frame-pointer stack"
+        ));
+    }
+    warnings.extend(resolved.warnings.iter().cloned());
+    Ok(HostTrace {
+        records,
+        ringbuffer_dropped,
+        stack_errors,
+        stack_walks,
+        stacks_reused,
+        stack_copies,
+        stack_copies_dropped,
+        stacks_unwound,
+        faults_untimed,
+        fault_timing,
+        library: resolved.library.clone(),
+        probes: resolved.targets.clone(),
+        warnings,
+    })
+}
+
+/// Opens the BPF object, configures it for the target and the attempt, and loads it. A
+/// load failure with an optional program loaded is retried without it (fexit first);
+/// the last retry reports the real error.
+fn load<'obj>(
+    cfg: &RecorderConfig,
+    resolved: &Resolved,
+    attempt: Attempt,
+    obj: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<RecorderSkel<'obj>, SessionError> {
     use SessionError::*;
     let Attempt {
         fault_timing,
@@ -280,23 +351,20 @@ fn session(
         .on_handle_mm_fault_exit
         .set_autoload(cfg.page_faults && fault_timing);
 
-    let skel = match open.load() {
-        Ok(s) => s,
-        Err(e) => {
-            let err = load_error("load", e);
-            // Any failure with an optional program loaded is retried without
-            // it (fexit first); the last retry reports the real error.
-            return Err(if fault_timing {
-                Fexit(err)
-            } else if uprobes && multi {
-                Multi(err)
-            } else {
-                Fatal(err)
-            });
+    open.load().map_err(|e| {
+        let err = load_error("load", e);
+        if fault_timing {
+            Fexit(err)
+        } else if uprobes && multi {
+            Multi(err)
+        } else {
+            Fatal(err)
         }
-    };
+    })
+}
 
-    // Handle specs, one per probed function (index = attach cookie).
+/// Handle specs, one per probed function (index = attach cookie).
+fn write_handle_specs(skel: &RecorderSkel, resolved: &Resolved) -> Result<(), SessionError> {
     for (i, t) in resolved.targets.iter().enumerate() {
         let (kind, arg, offset) = match t.handle {
             HandleArg::None => (HANDLE_NONE, 0, 0),
@@ -310,11 +378,22 @@ fn session(
                 &handle_spec_bytes(kind, arg, offset),
                 MapFlags::ANY,
             )
-            .map_err(|e| fatal_load("handle specs", e))?;
+            .map_err(|e| SessionError::Fatal(load_error("handle specs", e)))?;
     }
+    Ok(())
+}
 
+/// Attaches every loaded program: fault timing, scheduler and fault tracepoints, then
+/// the uprobes (one uprobe_multi link per direction, or one link per function).
+fn attach(
+    skel: &RecorderSkel,
+    cfg: &RecorderConfig,
+    resolved: &Resolved,
+    attempt: Attempt,
+) -> Result<Vec<Link>, SessionError> {
+    use SessionError::*;
     let mut links: Vec<Link> = Vec::new();
-    if cfg.page_faults && fault_timing {
+    if cfg.page_faults && attempt.fault_timing {
         match skel.progs.on_handle_mm_fault_exit.attach() {
             Ok(l) => links.push(l),
             Err(e) => return Err(Fexit(attach_error("fexit/handle_mm_fault".into(), e))),
@@ -336,85 +415,127 @@ fn session(
                 .map_err(|e| Fatal(attach_error("tp_btf/page_fault_user".into(), e)))?,
         );
     }
-    if let (Some(lib), true) = (&resolved.library, multi) {
+    if let (Some(lib), true) = (&resolved.library, attempt.multi) {
+        links.extend(attach_uprobe_multi(skel, cfg, resolved, lib)?);
+    } else if let Some(lib) = &resolved.library {
+        links.extend(attach_uprobes_one_by_one(skel, cfg, resolved, lib)?);
+    }
+    Ok(links)
+}
+
+/// One uprobe_multi link for all entry probes and one for all return probes.
+fn attach_uprobe_multi(
+    skel: &RecorderSkel,
+    cfg: &RecorderConfig,
+    resolved: &Resolved,
+    lib: &std::path::Path,
+) -> Result<Vec<Link>, SessionError> {
+    use SessionError::*;
+    let mut links = Vec::new();
+    for retprobe in [false, true] {
+        if retprobe && !cfg.return_probes {
+            continue;
+        }
+        let prog = if retprobe {
+            &skel.progs.uprobe_multi_exit
+        } else {
+            &skel.progs.uprobe_multi_enter
+        };
+        let opts = UprobeMultiOpts {
+            offsets: resolved
+                .targets
+                .iter()
+                .map(|t| t.file_offset as usize)
+                .collect(),
+            cookies: (0..resolved.targets.len() as u64).collect(),
+            retprobe,
+            ..Default::default()
+        };
+        let what = format!(
+            "{} uprobe_multi on {} functions of {}",
+            if retprobe { "return" } else { "entry" },
+            resolved.targets.len(),
+            lib.display()
+        );
+        match prog.attach_uprobe_multi_with_opts(cfg.pid as i32, lib, "", opts) {
+            Ok(link) => links.push(link),
+            Err(e) => {
+                let err = attach_error(what, e);
+                // Missing privileges are no reason to try single links.
+                return Err(if matches!(err, RecorderError::NotPrivileged { .. }) {
+                    Fatal(err)
+                } else {
+                    Multi(err)
+                });
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// One uprobe (and uretprobe) link per probed function.
+fn attach_uprobes_one_by_one(
+    skel: &RecorderSkel,
+    cfg: &RecorderConfig,
+    resolved: &Resolved,
+    lib: &std::path::Path,
+) -> Result<Vec<Link>, SessionError> {
+    let mut links = Vec::new();
+    for (i, t) in resolved.targets.iter().enumerate() {
         for retprobe in [false, true] {
             if retprobe && !cfg.return_probes {
                 continue;
             }
             let prog = if retprobe {
-                &skel.progs.uprobe_multi_exit
+                &skel.progs.uprobe_exit
             } else {
-                &skel.progs.uprobe_multi_enter
+                &skel.progs.uprobe_enter
             };
-            let opts = UprobeMultiOpts {
-                offsets: resolved
-                    .targets
-                    .iter()
-                    .map(|t| t.file_offset as usize)
-                    .collect(),
-                cookies: (0..resolved.targets.len() as u64).collect(),
+            let opts = UprobeOpts {
+                cookie: i as u64,
                 retprobe,
                 ..Default::default()
             };
-            let what = format!(
-                "{} uprobe_multi on {} functions of {}",
-                if retprobe { "return" } else { "entry" },
-                resolved.targets.len(),
-                lib.display()
-            );
-            match prog.attach_uprobe_multi_with_opts(cfg.pid as i32, lib, "", opts) {
-                Ok(link) => links.push(link),
-                Err(e) => {
-                    let err = attach_error(what, e);
-                    // Missing privileges are no reason to try single links.
-                    return Err(if matches!(err, RecorderError::NotPrivileged { .. }) {
-                        Fatal(err)
-                    } else {
-                        Multi(err)
-                    });
-                }
-            }
-        }
-    } else if let Some(lib) = &resolved.library {
-        for (i, t) in resolved.targets.iter().enumerate() {
-            for retprobe in [false, true] {
-                if retprobe && !cfg.return_probes {
-                    continue;
-                }
-                let prog = if retprobe {
-                    &skel.progs.uprobe_exit
-                } else {
-                    &skel.progs.uprobe_enter
-                };
-                let opts = UprobeOpts {
-                    cookie: i as u64,
-                    retprobe,
-                    ..Default::default()
-                };
-                let link = prog
-                    .attach_uprobe_with_opts(cfg.pid as i32, lib, t.file_offset as usize, opts)
-                    .map_err(|e| {
-                        Fatal(attach_error(
-                            format!(
-                                "{} on {} ({}+0x{:x})",
-                                if retprobe { "uretprobe" } else { "uprobe" },
-                                t.function,
-                                lib.display(),
-                                t.file_offset
-                            ),
-                            e,
-                        ))
-                    })?;
-                links.push(link);
-            }
+            let link = prog
+                .attach_uprobe_with_opts(cfg.pid as i32, lib, t.file_offset as usize, opts)
+                .map_err(|e| {
+                    SessionError::Fatal(attach_error(
+                        format!(
+                            "{} on {} ({}+0x{:x})",
+                            if retprobe { "uretprobe" } else { "uprobe" },
+                            t.function,
+                            lib.display(),
+                            t.file_offset
+                        ),
+                        e,
+                    ))
+                })?;
+            links.push(link);
         }
     }
+    Ok(links)
+}
 
-    // Started: the caller may run the workload now.
-    let _ = ready.send(Ok(Started {
-        fault_timing: cfg.page_faults && fault_timing,
-    }));
+/// What the ring buffer gave until the recording stopped, with the stacks learnt while
+/// the target was alive.
+struct Drained {
+    events: Vec<RawEvent>,
+    book: StackBook,
+    /// The stack map's frames by stack id.
+    stack_cache: HashMap<i64, Vec<u64>>,
+    /// Copied stacks, unwound as they arrived.
+    unwound: HashMap<CallKey, Vec<u64>>,
+}
 
+/// Polls the ring buffer until `stop`, reading new stacks as they arrive; then detaches
+/// (`links` dropped) and drains what is left.
+fn drain_until_stopped(
+    skel: &RecorderSkel,
+    cfg: &RecorderConfig,
+    stop: &AtomicBool,
+    links: Vec<Link>,
+    warnings: &mut Vec<String>,
+) -> Drained {
     let events: RefCell<Vec<RawEvent>> = RefCell::new(Vec::new());
     let mut book = StackBook::new(cfg.pid);
     let mut stack_cache: HashMap<i64, Vec<u64>> = HashMap::new();
@@ -503,84 +624,76 @@ fn session(
         }
         learn(&events, &mut processed, &mut book);
     }
-
-    let counter = |idx: u32| -> u64 {
-        skel.maps
-            .counters
-            .lookup(&idx.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .and_then(|b| {
-                b.get(..8)
-                    .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
-            })
-            .unwrap_or(0)
-    };
-    let ringbuffer_dropped = counter(CNT_RB_DROPPED);
-    let stack_errors = counter(CNT_STACK_ERRORS);
-    let mut faults_untimed = counter(CNT_FAULTS_UNTIMED);
-    let stack_walks = counter(CNT_STACK_WALKS);
-    let stacks_reused = counter(CNT_STACK_REUSED);
-    let stack_copies = counter(CNT_STACK_COPIES);
-    let stack_copies_dropped = counter(CNT_STACK_COPIES_DROPPED);
     if let Some(u) = unwinder.borrow_mut().as_mut() {
         warnings.append(&mut u.errors);
     }
+    Drained {
+        events: events.into_inner(),
+        book,
+        stack_cache,
+        unwound,
+    }
+}
 
-    let mut events = events.into_inner();
-    // Faults still pending at stop: emitted with duration 0.
-    if cfg.page_faults {
-        for key in skel.maps.faults.keys() {
-            if let Ok(Some(v)) = skel.maps.faults.lookup(&key, MapFlags::ANY) {
-                if let (Some((ts, address, error_code)), Ok(k)) =
-                    (parse_fault_state(&v), <[u8; 4]>::try_from(key.as_slice()))
-                {
-                    events.push(RawEvent {
-                        kind: EV_FAULT,
-                        tid: u32::from_ne_bytes(k),
-                        t0: ts,
-                        t1: 0,
-                        arg: address,
-                        ret_addr: error_code,
-                        ..Default::default()
-                    });
-                    faults_untimed += 1;
-                }
+/// The BPF programs' counters at the end of a recording.
+struct Counters {
+    ringbuffer_dropped: u64,
+    stack_errors: u64,
+    faults_untimed: u64,
+    stack_walks: u64,
+    stacks_reused: u64,
+    stack_copies: u64,
+    stack_copies_dropped: u64,
+}
+
+impl Counters {
+    fn read(skel: &RecorderSkel) -> Counters {
+        let counter = |idx: u32| -> u64 {
+            skel.maps
+                .counters
+                .lookup(&idx.to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|b| {
+                    b.get(..8)
+                        .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
+                })
+                .unwrap_or(0)
+        };
+        Counters {
+            ringbuffer_dropped: counter(CNT_RB_DROPPED),
+            stack_errors: counter(CNT_STACK_ERRORS),
+            faults_untimed: counter(CNT_FAULTS_UNTIMED),
+            stack_walks: counter(CNT_STACK_WALKS),
+            stacks_reused: counter(CNT_STACK_REUSED),
+            stack_copies: counter(CNT_STACK_COPIES),
+            stack_copies_dropped: counter(CNT_STACK_COPIES_DROPPED),
+        }
+    }
+}
+
+/// The page faults still pending at stop, added to `events` with duration 0; how many.
+fn pending_faults(skel: &RecorderSkel, events: &mut Vec<RawEvent>) -> u64 {
+    let mut pending = 0;
+    for key in skel.maps.faults.keys() {
+        if let Ok(Some(v)) = skel.maps.faults.lookup(&key, MapFlags::ANY) {
+            if let (Some((ts, address, error_code)), Ok(k)) =
+                (parse_fault_state(&v), <[u8; 4]>::try_from(key.as_slice()))
+            {
+                events.push(RawEvent {
+                    kind: EV_FAULT,
+                    tid: u32::from_ne_bytes(k),
+                    t0: ts,
+                    t1: 0,
+                    arg: address,
+                    ret_addr: error_code,
+                    ..Default::default()
+                });
+                pending += 1;
             }
         }
     }
-
-    let (records, stacks_unwound) =
-        build_records(&events, resolved, &stack_cache, &unwound, &mut book);
-    warnings.append(&mut book.errors);
-    if stack_errors > 0 {
-        warnings.push(format!(
-            "{stack_errors} user stacks could not be captured (stack map full or collision); \
-             those uprobe records carry only the call-site frame"
-        ));
-    }
-    if stack_copies_dropped > 0 {
-        warnings.push(format!(
-            "{stack_copies_dropped} stack copies found the ring buffer full; those uprobe \
-             records carry the frame-pointer stack"
-        ));
-    }
-    warnings.extend(resolved.warnings.iter().cloned());
-    Ok(HostTrace {
-        records,
-        ringbuffer_dropped,
-        stack_errors,
-        stack_walks,
-        stacks_reused,
-        stack_copies,
-        stack_copies_dropped,
-        stacks_unwound,
-        faults_untimed,
-        fault_timing: cfg.page_faults && fault_timing,
-        library: resolved.library.clone(),
-        probes: resolved.targets.clone(),
-        warnings,
-    })
+    pending
 }
 
 /// A probed call: thread, entry time, function index (what ties a stack copy
