@@ -124,6 +124,31 @@ pub struct LeaderboardRow {
     /// non-zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub crashed: u64,
+    /// What the row was scored on ([`Material`]); `public` in leaderboards written
+    /// before it was kept.
+    #[serde(default)]
+    pub material: Material,
+}
+
+/// What a row was scored on (baselines/PROTOCOL.md, "Hidden splits"): public material
+/// a profiler can memorize (the catalog, the dev split, a corpus, a split whose seed
+/// was given), or a hidden split, whose seed only the harness held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Material {
+    #[default]
+    Public,
+    Hidden,
+}
+
+impl Material {
+    /// How the pages mark a row of this material.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Material::Public => "public — memorizable",
+            Material::Hidden => "hidden split",
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -437,8 +462,38 @@ fn loss_order(rate: Option<f64>, label: &str) -> (u64, String) {
 impl Leaderboard {
     /// Aggregates case scores. The result depends only on the multiset of scores
     /// (rows are sorted; sums run in a canonical order), so the written files are
-    /// byte-for-byte reproducible.
+    /// byte-for-byte reproducible. Where hidden-split cases ([`CaseScore::hidden`])
+    /// and public ones are mixed, every table comes from the hidden cases; the public
+    /// cases' rows follow, each marked [`Material::Public`].
     pub fn from_scores(scores: &[CaseScore]) -> Leaderboard {
+        let hidden = scores.iter().filter(|s| s.hidden).count();
+        if hidden == 0 || hidden == scores.len() {
+            let material = if hidden == 0 {
+                Material::Public
+            } else {
+                Material::Hidden
+            };
+            return Leaderboard::of_material(scores, material);
+        }
+        let (hidden, public): (Vec<CaseScore>, Vec<CaseScore>) =
+            scores.iter().cloned().partition(|s| s.hidden);
+        let mut lb = Leaderboard::of_material(&hidden, Material::Hidden);
+        let public = Leaderboard::of_material(&public, Material::Public);
+        lb.rows.extend(public.rows);
+        lb
+    }
+
+    /// The material the headline ranks: the hidden split's rows wherever there are any.
+    pub fn headline_material(&self) -> Material {
+        if self.rows.iter().any(|r| r.material == Material::Hidden) {
+            Material::Hidden
+        } else {
+            Material::Public
+        }
+    }
+
+    /// [`Leaderboard::from_scores`] of cases all of one material.
+    fn of_material(scores: &[CaseScore], material: Material) -> Leaderboard {
         // Canonical order, so float sums do not depend on input order.
         let mut order: Vec<&CaseScore> = scores.iter().collect();
         order.sort_by(|a, b| {
@@ -621,6 +676,7 @@ impl Leaderboard {
                     .map(|by| row_intervals(&(profiler.clone(), *collectors, *mode), by))
                     .unwrap_or_default(),
                 crashed: a.crashed,
+                material,
             });
             for (i, &t) in EdgeType::ALL.iter().enumerate() {
                 let c = a.by_type[i];

@@ -41,7 +41,8 @@ pub use diff::{
 };
 pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
-    csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, CI_METRICS,
+    csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, Material,
+    CI_METRICS,
     CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{

@@ -6,8 +6,36 @@ use crate::axes::AxisRow;
 use crate::bootstrap::Interval;
 use crate::buckets::HEADLINE_AXIS;
 use crate::leaderboard::{
-    csv_header, is_probe, Leaderboard, LeaderboardRow, CI_METRICS, CSV_COLUMNS,
+    csv_header, is_probe, Leaderboard, LeaderboardRow, Material, CI_METRICS, CSV_COLUMNS,
 };
+
+/// What the rows were scored on, as `leaderboard.md` says it under its title
+/// (baselines/PROTOCOL.md, "Hidden splits").
+fn material_note(rows: &[&LeaderboardRow]) -> String {
+    let public = rows
+        .iter()
+        .filter(|r| r.material == Material::Public)
+        .count();
+    let mark = Material::Public.mark();
+    if public == 0 {
+        "Every row was scored on a hidden split: its seed was drawn by the harness and \
+         never reachable by a profiler (baselines/PROTOCOL.md, \"Hidden splits\").\n"
+            .to_string()
+    } else if public == rows.len() {
+        format!(
+            "Every row is marked *{mark}*: it was scored on public material (the catalog, \
+             the dev split, a corpus, or a split whose seed was given), which a profiler \
+             can reproduce and look up instead of analysing. Only a hidden split's scores \
+             measure causal analysis (baselines/PROTOCOL.md, \"Hidden splits\").\n"
+        )
+    } else {
+        format!(
+            "Rows marked *{mark}* were scored on public material (the catalog, the dev \
+             split, a corpus, or a split whose seed was given); the others, and the \
+             ranking, on a hidden split only (baselines/PROTOCOL.md, \"Hidden splits\").\n"
+        )
+    }
+}
 use crate::score::CaseScore;
 use crate::EvalError;
 use ground_truth::io::{parser_message, read_input, write_atomic, InputLimits};
@@ -293,6 +321,7 @@ impl Leaderboard {
             ranked.len(),
             cases
         );
+        let _ = writeln!(md, "{}", material_note(&ranked));
         let _ = writeln!(md, "## Ranking\n\n{}", self.ranking_markdown());
         let _ = writeln!(
             md,
@@ -311,6 +340,9 @@ impl Leaderboard {
         );
         for r in &ranked {
             let mut cells = row_cells(r, 3, "n/a");
+            if r.material == Material::Public {
+                cells[0] = format!("{} *({})*", r.profiler, r.material.mark());
+            }
             for (i, col) in cols.iter().enumerate() {
                 if CI_METRICS.contains(col) {
                     cells[i] = with_ci(Leaderboard::metric(r, col), r.ci.get(*col));

@@ -93,12 +93,15 @@ impl Leaderboard {
         })
     }
 
-    /// The rows of one view, probes left out, ranked by [`RANK_RULE`].
+    /// The rows of one view, probes left out, ranked by [`RANK_RULE`]: the hidden
+    /// split's rows only wherever there are any ([`Leaderboard::headline_material`]).
     pub fn ranked_view(&self, collectors: Collectors, mode: Mode) -> Vec<Ranked<'_>> {
+        let material = self.headline_material();
         rank_rows(
             self.rows
                 .iter()
                 .filter(|r| r.collectors == collectors && r.mode == mode && !is_probe(&r.profiler))
+                .filter(|r| r.material == material)
                 .collect(),
         )
     }
@@ -169,6 +172,7 @@ pub(crate) mod tests {
                 })
                 .unwrap_or_default(),
             crashed: 0,
+            material: Default::default(),
         }
     }
 

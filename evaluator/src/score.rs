@@ -71,6 +71,12 @@ pub struct CaseScore {
     /// `wall_ms` is `analysis_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation: Option<InvocationCost>,
+    /// Scored on a hidden split: one whose seed the harness drew and no command line
+    /// gave (baselines/PROTOCOL.md, "Hidden splits"). Absent: public material (the
+    /// catalog, the dev split, a corpus, a split whose seed was given), which a
+    /// profiler can memorize; so are scores written before it was kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
 }
 
 /// One external profiler invocation as the harness measured it (`wait4(2)` of the
@@ -698,6 +704,8 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             .as_ref()
             .map(|p| p.axes.clone())
             .unwrap_or_default(),
+        // Only the harness knows where a seed came from: `run` marks its cases.
+        hidden: false,
         crashed: explanation.meta.failure.clone(),
         invocation: None,
     }

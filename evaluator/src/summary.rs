@@ -85,8 +85,17 @@ impl Leaderboard {
             let _ = writeln!(md, "No profiler rows to rank.");
             return md;
         };
+        let material = match self.headline_material() {
+            crate::Material::Hidden => "scored on the hidden split only (rows of public \
+                                        material are not ranked)"
+                .to_string(),
+            crate::Material::Public => format!(
+                "scored on public material ({}: a profiler can have memorized it)",
+                crate::Material::Public.mark()
+            ),
+        };
         let intro = format!(
-            "Headline view: {}/{} (collectors/mode). {RANK_RULE}",
+            "Headline view: {}/{} (collectors/mode), {material}. {RANK_RULE}",
             collectors.as_str(),
             mode.as_str()
         );
@@ -205,6 +214,8 @@ mod tests {
             .lines()
             .filter_map(|l| l.strip_prefix("| "))
             .map(|l| l.split(" |").next().unwrap())
+            // Every row here is of public material, and marked so.
+            .filter_map(|p| p.strip_suffix(" *(public — memorizable)*"))
             .filter(|p| ["zeta", "alpha", "beta", "host-only"].contains(p))
             .collect();
         assert_eq!(
