@@ -71,7 +71,6 @@ const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "baselines/src/causal_graph/stream_order.rs: stream_edges",
     "evaluator/src/leaderboard.rs: from_scores",
     "evaluator/src/score.rs: score_case",
-    "exporters/src/kineto.rs: to_kineto",
     "megakernel/src/bundle.rs: build",
     "megakernel/src/gpu/pc_sampling.rs: pc_sampling_collect",
     "megakernel/src/sim.rs: run_with_programs",

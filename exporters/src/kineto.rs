@@ -120,229 +120,259 @@ fn host_pid(view: &TraceView) -> u32 {
 
 /// Exports a view as a Kineto trace (a JSON object).
 pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats) {
-    let pid = host_pid(view);
-    let mut stats = KinetoStats::default();
-    // Joins the sync records need.
-    let mut event_by_sync_id: HashMap<u64, (u32, u32)> = HashMap::new(); // esid -> (corr, stream)
-    let mut ext_by_corr: HashMap<u32, u64> = HashMap::new();
-    let mut api_by_corr: HashMap<u32, &Record> = HashMap::new();
+    let mut out = Events::new(view, opts);
     for r in &view.records {
         match r {
-            Record::CudaEvent {
-                event_sync_id,
-                correlation_id,
-                stream,
-                ..
-            } => {
-                event_by_sync_id.insert(*event_sync_id, (*correlation_id, *stream));
+            Record::Api { .. } => out.api(r),
+            Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
+                out.device_op(r)
             }
-            Record::ExternalCorrelation {
-                external_id,
-                correlation_id,
-                ..
-            } => {
-                ext_by_corr.insert(*correlation_id, *external_id);
+            Record::Sync { .. } => out.sync(r),
+            Record::Nvtx { .. } | Record::Marker { .. } => out.host_annotation(r),
+            // Not in a Kineto trace (see the module doc).
+            Record::CudaEvent { .. }
+            | Record::ExternalCorrelation { .. }
+            | Record::Uprobe { .. }
+            | Record::Sched { .. }
+            | Record::PageFault { .. } => {}
+        }
+    }
+    let (s0, s1) = out.step_bounds();
+    out.step_annotation(s0, s1);
+    let stats = std::mem::take(&mut out.stats);
+    (document(view, opts, out, s0), stats)
+}
+
+/// The joins the sync records and flows need: a `cuda_event` record by its sync id, an
+/// external id and the launching API call by correlation id.
+struct Joins<'v> {
+    /// event sync id → (correlation id, stream) of its `cuda_event` record.
+    event_by_sync_id: HashMap<u64, (u32, u32)>,
+    external_by_correlation: HashMap<u32, u64>,
+    api_by_correlation: HashMap<u32, &'v Record>,
+}
+
+impl<'v> Joins<'v> {
+    fn of(view: &'v TraceView) -> Joins<'v> {
+        let mut joins = Joins {
+            event_by_sync_id: HashMap::new(),
+            external_by_correlation: HashMap::new(),
+            api_by_correlation: HashMap::new(),
+        };
+        for r in &view.records {
+            match r {
+                Record::CudaEvent {
+                    event_sync_id,
+                    correlation_id,
+                    stream,
+                    ..
+                } => {
+                    joins
+                        .event_by_sync_id
+                        .insert(*event_sync_id, (*correlation_id, *stream));
+                }
+                Record::ExternalCorrelation {
+                    external_id,
+                    correlation_id,
+                    ..
+                } => {
+                    joins
+                        .external_by_correlation
+                        .insert(*correlation_id, *external_id);
+                }
+                Record::Api { correlation_id, .. } => {
+                    joins.api_by_correlation.insert(*correlation_id, r);
+                }
+                _ => {}
             }
-            Record::Api { correlation_id, .. } => {
-                api_by_corr.insert(*correlation_id, r);
-            }
-            _ => {}
+        }
+        joins
+    }
+}
+
+/// The trace's timed events as they are written, with what the metadata events need.
+struct Events<'v> {
+    pid: u32,
+    opts: &'v KinetoOptions,
+    joins: Joins<'v>,
+    /// (time, order among events at that time, event).
+    events: Vec<(Ns, u8, Value)>,
+    host_tids: BTreeSet<u32>,
+    /// (device, stream) of every device track.
+    streams: BTreeSet<(u32, i64)>,
+    /// Correlation ids whose `ac2g` start is written.
+    flow_started: BTreeSet<u32>,
+    /// Earliest positive start and latest end of the events.
+    t0: Ns,
+    t1: Ns,
+    stats: KinetoStats,
+}
+
+impl<'v> Events<'v> {
+    fn new(view: &'v TraceView, opts: &'v KinetoOptions) -> Events<'v> {
+        Events {
+            pid: host_pid(view),
+            opts,
+            joins: Joins::of(view),
+            events: Vec::new(),
+            host_tids: BTreeSet::new(),
+            streams: BTreeSet::new(),
+            flow_started: BTreeSet::new(),
+            t0: Ns::MAX,
+            t1: 0,
+            stats: KinetoStats::default(),
         }
     }
 
-    let mut events: Vec<(Ns, u8, Value)> = Vec::new();
-    let mut host_tids: BTreeSet<u32> = BTreeSet::new();
-    let mut streams: BTreeSet<(u32, i64)> = BTreeSet::new();
-    let mut flow_started: BTreeSet<u32> = BTreeSet::new();
-    let (mut t0, mut t1) = (Ns::MAX, 0);
-    let mut span = |s: Ns, e: Ns| {
+    fn span(&mut self, s: Ns, e: Ns) {
         if s > 0 {
-            t0 = t0.min(s);
+            self.t0 = self.t0.min(s);
         }
-        t1 = t1.max(e);
-    };
+        self.t1 = self.t1.max(e);
+    }
 
-    for r in &view.records {
-        let rid = r.rid();
+    /// A CUDA runtime or driver call.
+    fn api(&mut self, r: &Record) {
+        let Record::Api {
+            domain,
+            cbid,
+            name,
+            tid,
+            start,
+            end,
+            correlation_id,
+            ..
+        } = r
+        else {
+            return;
+        };
+        let pid = self.pid;
+        self.host_tids.insert(*tid);
+        self.span(*start, *end);
+        let mut args = Map::new();
+        args.insert("cbid".into(), json!(cbid));
+        args.insert("correlation".into(), json!(correlation_id));
+        if let Some(x) = self.joins.external_by_correlation.get(correlation_id) {
+            args.insert("External id".into(), json!(x));
+        }
+        args.insert(RID_ARG.into(), json!(r.rid()));
+        let cat = match domain {
+            ApiDomain::Runtime => "cuda_runtime",
+            ApiDomain::Driver => "cuda_driver",
+        };
+        self.events.push((
+            *start,
+            1,
+            json!({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                   "ts": us(*start), "dur": dur_us(*start, *end), "args": args}),
+        ));
+        self.stats.runtime_events += 1;
+    }
+
+    /// A kernel, copy or memset on its device and stream, with its `ac2g` flow from the
+    /// launching call.
+    fn device_op(&mut self, r: &Record) {
+        let (queued, _submitted, start, end) = r.device_times().expect("device op");
+        let stream = r.stream().expect("device op");
+        let corr = r.correlation_id().expect("device op");
+        self.span(start, end);
+        let (cat, name, device, mut args) = device_op_args(r, self.opts, queued);
+        if let Some(x) = self.joins.external_by_correlation.get(&corr) {
+            args.insert("External id".into(), json!(x));
+        }
+        args.insert(RID_ARG.into(), json!(r.rid()));
+        self.streams.insert((device, stream as i64));
+        self.events.push((
+            start,
+            1,
+            json!({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream,
+                   "ts": us(start), "dur": dur_us(start, end), "args": args}),
+        ));
+        self.stats.device_events += 1;
+        // ac2g: one start per launching call, one end per activity.
+        if let Some(Record::Api {
+            tid,
+            start: api_start,
+            ..
+        }) = self.joins.api_by_correlation.get(&corr)
+        {
+            if self.flow_started.insert(corr) {
+                self.events.push((
+                    *api_start,
+                    2,
+                    json!({"ph": "s", "id": corr, "pid": self.pid, "tid": tid,
+                           "ts": us(*api_start), "cat": "ac2g", "name": "ac2g"}),
+                ));
+            }
+            self.events.push((
+                start,
+                2,
+                json!({"ph": "f", "id": corr, "pid": device, "tid": stream,
+                       "ts": us(start), "cat": "ac2g", "name": "ac2g", "bp": "e"}),
+            ));
+            self.stats.flows += 1;
+        }
+    }
+
+    /// A synchronization Kineto writes (`cuda_sync`), an event wait joined to its record.
+    fn sync(&mut self, r: &Record) {
+        let Record::Sync {
+            sync_type,
+            stream,
+            event,
+            event_sync_id,
+            correlation_id,
+            start,
+            end,
+            ..
+        } = r
+        else {
+            return;
+        };
+        let Some(name) = sync_name(*sync_type) else {
+            return;
+        };
+        self.span(*start, *end);
+        // CUPTI reports no stream for event and context synchronizations.
+        let s: i64 = match sync_type {
+            SyncType::StreamWaitEvent | SyncType::StreamSynchronize => *stream as i64,
+            _ => -1,
+        };
+        let mut args = Map::new();
+        args.insert("cuda_sync_kind".into(), json!(name));
+        if matches!(
+            sync_type,
+            SyncType::StreamWaitEvent | SyncType::EventSynchronize
+        ) {
+            let (corr, st) = self
+                .joins
+                .event_by_sync_id
+                .get(event_sync_id)
+                .map(|&(c, s)| (c as i64, s as i64))
+                .unwrap_or((-1, -1));
+            args.insert("wait_on_stream".into(), json!(st));
+            args.insert("wait_on_cuda_event_record_corr_id".into(), json!(corr));
+            args.insert("wait_on_cuda_event_id".into(), json!(event));
+        }
+        args.insert("stream".into(), json!(s));
+        args.insert("correlation".into(), json!(correlation_id));
+        args.insert("device".into(), json!(0));
+        args.insert("context".into(), json!(1));
+        args.insert(RID_ARG.into(), json!(r.rid()));
+        self.streams.insert((0, s));
+        self.events.push((
+            *start,
+            1,
+            json!({"ph": "X", "cat": "cuda_sync", "name": name, "pid": 0, "tid": s,
+                   "ts": us(*start), "dur": dur_us(*start, *end), "args": args}),
+        ));
+        self.stats.sync_events += 1;
+    }
+
+    /// An NVTX range (`user_annotation`) or a handoff marker (an instant event).
+    fn host_annotation(&mut self, r: &Record) {
+        let (pid, rid) = (self.pid, r.rid());
         match r {
-            Record::Api {
-                domain,
-                cbid,
-                name,
-                tid,
-                start,
-                end,
-                correlation_id,
-                ..
-            } => {
-                host_tids.insert(*tid);
-                span(*start, *end);
-                let mut args = Map::new();
-                args.insert("cbid".into(), json!(cbid));
-                args.insert("correlation".into(), json!(correlation_id));
-                if let Some(x) = ext_by_corr.get(correlation_id) {
-                    args.insert("External id".into(), json!(x));
-                }
-                args.insert(RID_ARG.into(), json!(rid));
-                let cat = match domain {
-                    ApiDomain::Runtime => "cuda_runtime",
-                    ApiDomain::Driver => "cuda_driver",
-                };
-                events.push((
-                    *start,
-                    1,
-                    json!({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-                           "ts": us(*start), "dur": dur_us(*start, *end), "args": args}),
-                ));
-                stats.runtime_events += 1;
-            }
-            Record::Kernel { .. } | Record::Memcpy { .. } | Record::Memset { .. } => {
-                let (queued, _submitted, start, end) = r.device_times().expect("device op");
-                let stream = r.stream().expect("device op");
-                let corr = r.correlation_id().expect("device op");
-                span(start, end);
-                let (cat, name, device, mut args) = match r {
-                    Record::Kernel { detail, .. } => {
-                        let KernelDetail {
-                            name,
-                            context,
-                            device,
-                            grid,
-                            block,
-                            ..
-                        } = &**detail;
-                        let blocks = (grid[0] as u64 * grid[1] as u64 * grid[2] as u64) as f64;
-                        let mut a = op_args(*device, *context, stream, corr);
-                        a.insert("queued".into(), us(queued));
-                        a.insert("registers per thread".into(), json!(32));
-                        a.insert("shared memory".into(), json!(0));
-                        a.insert(
-                            "blocks per SM".into(),
-                            json!(blocks / opts.num_sms.max(1) as f64),
-                        );
-                        a.insert("grid".into(), json!(grid));
-                        a.insert("block".into(), json!(block));
-                        ("kernel", name.to_string(), *device, a)
-                    }
-                    Record::Memcpy {
-                        direction,
-                        memory,
-                        detail,
-                        ..
-                    } => {
-                        let CopyDetail {
-                            bytes,
-                            context,
-                            device,
-                            ..
-                        } = &**detail;
-                        let mut a = op_args(*device, *context, stream, corr);
-                        a.insert("bytes".into(), json!(bytes));
-                        a.insert(
-                            "memory bandwidth (GB/s)".into(),
-                            bandwidth(*bytes, start, end),
-                        );
-                        ("gpu_memcpy", memcpy_name(*direction, *memory), *device, a)
-                    }
-                    Record::Memset { detail, .. } => {
-                        let MemsetDetail {
-                            bytes,
-                            context,
-                            device,
-                        } = &**detail;
-                        let mut a = op_args(*device, *context, stream, corr);
-                        a.insert("bytes".into(), json!(bytes));
-                        a.insert(
-                            "memory bandwidth (GB/s)".into(),
-                            bandwidth(*bytes, start, end),
-                        );
-                        ("gpu_memset", "Memset (Device)".to_string(), *device, a)
-                    }
-                    _ => unreachable!(),
-                };
-                if let Some(x) = ext_by_corr.get(&corr) {
-                    args.insert("External id".into(), json!(x));
-                }
-                args.insert(RID_ARG.into(), json!(rid));
-                streams.insert((device, stream as i64));
-                events.push((
-                    start,
-                    1,
-                    json!({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream,
-                           "ts": us(start), "dur": dur_us(start, end), "args": args}),
-                ));
-                stats.device_events += 1;
-                // ac2g: one start per launching call, one end per activity.
-                if let Some(Record::Api {
-                    tid,
-                    start: api_start,
-                    ..
-                }) = api_by_corr.get(&corr)
-                {
-                    if flow_started.insert(corr) {
-                        events.push((
-                            *api_start,
-                            2,
-                            json!({"ph": "s", "id": corr, "pid": pid, "tid": tid,
-                                   "ts": us(*api_start), "cat": "ac2g", "name": "ac2g"}),
-                        ));
-                    }
-                    events.push((
-                        start,
-                        2,
-                        json!({"ph": "f", "id": corr, "pid": device, "tid": stream,
-                               "ts": us(start), "cat": "ac2g", "name": "ac2g", "bp": "e"}),
-                    ));
-                    stats.flows += 1;
-                }
-            }
-            Record::Sync {
-                sync_type,
-                stream,
-                event,
-                event_sync_id,
-                correlation_id,
-                start,
-                end,
-                ..
-            } => {
-                let Some(name) = sync_name(*sync_type) else {
-                    continue;
-                };
-                span(*start, *end);
-                // CUPTI reports no stream for event and context synchronizations.
-                let s: i64 = match sync_type {
-                    SyncType::StreamWaitEvent | SyncType::StreamSynchronize => *stream as i64,
-                    _ => -1,
-                };
-                let mut args = Map::new();
-                args.insert("cuda_sync_kind".into(), json!(name));
-                if matches!(
-                    sync_type,
-                    SyncType::StreamWaitEvent | SyncType::EventSynchronize
-                ) {
-                    let (corr, st) = event_by_sync_id
-                        .get(event_sync_id)
-                        .map(|&(c, s)| (c as i64, s as i64))
-                        .unwrap_or((-1, -1));
-                    args.insert("wait_on_stream".into(), json!(st));
-                    args.insert("wait_on_cuda_event_record_corr_id".into(), json!(corr));
-                    args.insert("wait_on_cuda_event_id".into(), json!(event));
-                }
-                args.insert("stream".into(), json!(s));
-                args.insert("correlation".into(), json!(correlation_id));
-                args.insert("device".into(), json!(0));
-                args.insert("context".into(), json!(1));
-                args.insert(RID_ARG.into(), json!(rid));
-                streams.insert((0, s));
-                events.push((
-                    *start,
-                    1,
-                    json!({"ph": "X", "cat": "cuda_sync", "name": name, "pid": 0, "tid": s,
-                           "ts": us(*start), "dur": dur_us(*start, *end), "args": args}),
-                ));
-                stats.sync_events += 1;
-            }
             Record::Nvtx {
                 tid,
                 name,
@@ -350,9 +380,9 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                 end,
                 ..
             } => {
-                host_tids.insert(*tid);
-                span(*start, *end);
-                events.push((
+                self.host_tids.insert(*tid);
+                self.span(*start, *end);
+                self.events.push((
                     *start,
                     0,
                     json!({"ph": "X", "cat": "user_annotation", "name": name, "pid": pid,
@@ -368,10 +398,10 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                 ts,
                 ..
             } => {
-                host_tids.insert(*tid);
-                span(*ts, *ts);
+                self.host_tids.insert(*tid);
+                self.span(*ts, *ts);
                 let phase = serde_json::to_value(phase).unwrap_or(Value::Null);
-                events.push((
+                self.events.push((
                     *ts,
                     3,
                     json!({"ph": "i", "s": "t", "cat": "causalbench_marker",
@@ -380,29 +410,114 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
                            "args": {"token": token, "queue": queue, RID_ARG: rid}}),
                 ));
             }
-            // Not in a Kineto trace (see the module doc).
-            Record::CudaEvent { .. }
-            | Record::ExternalCorrelation { .. }
-            | Record::Uprobe { .. }
-            | Record::Sched { .. }
-            | Record::PageFault { .. } => {}
+            _ => {}
         }
     }
-    if t0 == Ns::MAX {
-        t0 = 0;
-        t1 = 0;
+
+    /// The step annotation's bounds: every event, with a microsecond each side.
+    fn step_bounds(&mut self) -> (Ns, Ns) {
+        if self.t0 == Ns::MAX {
+            self.t0 = 0;
+            self.t1 = 0;
+        }
+        (self.t0.saturating_sub(1_000), self.t1 + 1_000)
     }
-    // The step annotation covers every event, on the lowest host thread.
-    let step_tid = host_tids.iter().next().copied().unwrap_or(pid);
-    let (s0, s1) = (t0.saturating_sub(1_000), t1 + 1_000);
-    events.push((
-        s0,
-        0,
-        json!({"ph": "X", "cat": "user_annotation", "name": STEP_NAME, "pid": pid,
-               "tid": step_tid, "ts": us(s0), "dur": dur_us(s0, s1),
-               "args": {"External id": 0}}),
-    ));
-    host_tids.insert(step_tid);
+
+    /// The step annotation covers every event, on the lowest host thread.
+    fn step_annotation(&mut self, s0: Ns, s1: Ns) {
+        let pid = self.pid;
+        let step_tid = self.host_tids.iter().next().copied().unwrap_or(pid);
+        self.events.push((
+            s0,
+            0,
+            json!({"ph": "X", "cat": "user_annotation", "name": STEP_NAME, "pid": pid,
+                   "tid": step_tid, "ts": us(s0), "dur": dur_us(s0, s1),
+                   "args": {"External id": 0}}),
+        ));
+        self.host_tids.insert(step_tid);
+    }
+}
+
+/// A device op's category, name, device and `args` (without the external id and rid).
+fn device_op_args(
+    r: &Record,
+    opts: &KinetoOptions,
+    queued: Ns,
+) -> (&'static str, String, u32, Map<String, Value>) {
+    let (_, _, start, end) = r.device_times().expect("device op");
+    let stream = r.stream().expect("device op");
+    let corr = r.correlation_id().expect("device op");
+    match r {
+        Record::Kernel { detail, .. } => {
+            let KernelDetail {
+                name,
+                context,
+                device,
+                grid,
+                block,
+                ..
+            } = &**detail;
+            let blocks = (grid[0] as u64 * grid[1] as u64 * grid[2] as u64) as f64;
+            let mut a = op_args(*device, *context, stream, corr);
+            a.insert("queued".into(), us(queued));
+            a.insert("registers per thread".into(), json!(32));
+            a.insert("shared memory".into(), json!(0));
+            a.insert(
+                "blocks per SM".into(),
+                json!(blocks / opts.num_sms.max(1) as f64),
+            );
+            a.insert("grid".into(), json!(grid));
+            a.insert("block".into(), json!(block));
+            ("kernel", name.to_string(), *device, a)
+        }
+        Record::Memcpy {
+            direction,
+            memory,
+            detail,
+            ..
+        } => {
+            let CopyDetail {
+                bytes,
+                context,
+                device,
+                ..
+            } = &**detail;
+            let mut a = op_args(*device, *context, stream, corr);
+            a.insert("bytes".into(), json!(bytes));
+            a.insert(
+                "memory bandwidth (GB/s)".into(),
+                bandwidth(*bytes, start, end),
+            );
+            ("gpu_memcpy", memcpy_name(*direction, *memory), *device, a)
+        }
+        Record::Memset { detail, .. } => {
+            let MemsetDetail {
+                bytes,
+                context,
+                device,
+            } = &**detail;
+            let mut a = op_args(*device, *context, stream, corr);
+            a.insert("bytes".into(), json!(bytes));
+            a.insert(
+                "memory bandwidth (GB/s)".into(),
+                bandwidth(*bytes, start, end),
+            );
+            ("gpu_memset", "Memset (Device)".to_string(), *device, a)
+        }
+        _ => unreachable!("device_op_args of a device op"),
+    }
+}
+
+/// The whole trace document: metadata events (process and thread names), the timed
+/// events in order, device properties and the top-level fields.
+fn document(view: &TraceView, opts: &KinetoOptions, out: Events, s0: Ns) -> Value {
+    let Events {
+        pid,
+        mut events,
+        host_tids,
+        streams,
+        ..
+    } = out;
     // Order: by time, enclosing annotations before what they enclose, flows last.
     events.sort_by_key(|e| (e.0, e.1));
 
@@ -475,7 +590,7 @@ pub fn to_kineto(view: &TraceView, opts: &KinetoOptions) -> (Value, KinetoStats)
     top.insert("displayTimeUnit", json!("ms"));
     top.insert("baseTimeNanoseconds", json!(0));
     top.insert("traceEvents", json!(trace_events));
-    (json!(top), stats)
+    json!(top)
 }
 
 fn bandwidth(bytes: u64, start: Ns, end: Ns) -> Value {
