@@ -70,7 +70,6 @@ const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "baselines/src/causal_graph/host.rs: host_edges",
     "baselines/src/causal_graph/stream_order.rs: stream_edges",
     "evaluator/src/leaderboard.rs: from_scores",
-    "evaluator/src/score.rs: score_case",
     "megakernel/src/bundle.rs: build",
     "megakernel/src/gpu/pc_sampling.rs: pc_sampling_collect",
     "megakernel/src/sim.rs: run_with_programs",

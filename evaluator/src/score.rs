@@ -368,133 +368,282 @@ fn score_edges_with<K: Ord + Copy>(
 
 /// Scores one case. Never panics on any combination of inputs: rids, node ids and
 /// numbers that make no sense are scored as wrong, not trusted.
+///
+/// In steps: which truth nodes the view shows, each asked symptom's unresolved boundary,
+/// the claimed edges sorted (missing, mapped to nodes, unmapped) and matched against
+/// the truth's, the request attribution, then each symptom's answers.
 pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) -> CaseScore {
     let gt = &bundle.ground_truth;
-    let n_nodes = gt.nodes.len().min(MAX_NODES);
-
-    // 1. Rid index and node visibility.
-    let mut index = RidIndex::new(gt);
-    let mut present = vec![false; n_nodes];
-    for r in &view.records {
-        if let Some(n) = index.mark_in_view(r.rid()) {
-            if let Some(p) = present.get_mut(n as usize) {
-                *p = true;
-            }
-        }
-    }
-    let is_present = |n: NodeId| present.get(n as usize).copied().unwrap_or(false);
-    let nodes_present = present.iter().filter(|&&p| p).count() as u64;
-
-    // 2. Symptoms the view asks about, and their boundary candidates.
+    let visible = Visible::of(gt, view);
     let queried: HashSet<&str> = view.queries.iter().map(|q| q.id.as_str()).collect();
     let symptoms: Vec<&ground_truth::Symptom> = gt
         .symptoms
         .iter()
         .filter(|s| queried.contains(s.id.as_str()))
         .collect();
-    // Same walk as GroundTruth::first_unresolved: the first window (from the late end)
-    // whose source is not visible; the edge kind is the first truth edge src→dst.
-    let candidates: Vec<Option<(NodeId, NodeId)>> = symptoms
-        .iter()
-        .map(|s| {
-            s.critical_path
-                .windows(2)
-                .rev()
-                .find(|w| !is_present(w[0]))
-                .map(|w| (w[0], w[1]))
-        })
-        .collect();
-    let mut pair_kind: HashMap<(NodeId, NodeId), Option<EdgeType>> =
-        candidates.iter().flatten().map(|&p| (p, None)).collect();
-    // Truth edges into a boundary candidate's dst: a confident claim that is one of
-    // them is correct, not false confidence.
-    let mut into_boundary: HashSet<(NodeId, NodeId, EdgeType)> = HashSet::new();
-    if !pair_kind.is_empty() {
-        let dsts: HashSet<NodeId> = pair_kind.keys().map(|&(_, d)| d).collect();
-        for e in &gt.edges {
-            if let Some(k @ None) = pair_kind.get_mut(&(e.src, e.dst)) {
-                *k = Some(e.kind);
-            }
-            if dsts.contains(&e.dst) {
-                into_boundary.insert((e.src, e.dst, e.kind));
-            }
-        }
-    }
-    let boundaries: Vec<Option<Edge>> = candidates
-        .iter()
-        .map(|c| {
-            c.and_then(|(src, dst)| pair_kind[&(src, dst)].map(|kind| Edge { src, dst, kind }))
-        })
-        .collect();
-    // Boundary dst node → indices of symptoms with that boundary.
-    let mut by_dst: FastMap<NodeId, Vec<usize>> = fast_map(boundaries.len());
-    for (i, b) in boundaries.iter().enumerate() {
-        if let Some(e) = b {
-            by_dst.entry(e.dst).or_default().push(i);
-        }
-    }
-    let mut missing_hit = vec![false; symptoms.len()];
-    let mut confident_across = vec![false; symptoms.len()];
-
-    // 3. Claims: map to nodes, split missing / mapped / unmapped.
+    let boundaries = Boundaries::of(gt, &symptoms, &visible);
     let mut acc = EdgeAcc::default();
-    let mut mapped: Vec<(NodeId, NodeId, u8, f64, bool)> =
-        Vec::with_capacity(explanation.edges.len());
-    let mut unmapped: Vec<Claim<(Rid, Rid, u8)>> = Vec::new();
-    let mut missing_claims = 0u64;
-    for c in &explanation.edges {
-        let conf = clamp_conf(c.confidence);
-        let kind = type_index(c.kind) as u8;
-        if c.evidence == Evidence::Missing {
-            missing_claims += 1;
-            if !by_dst.is_empty() {
-                if let Some(list) = index.owner(c.dst).and_then(|d| by_dst.get(&d)) {
-                    for &i in list {
-                        missing_hit[i] = true;
-                    }
+    let claims = SortedClaims::of(explanation, &visible.index, &boundaries, &mut acc);
+    let edges = edge_score(
+        gt,
+        &visible,
+        claims.mapped,
+        acc,
+        &claims.counts,
+        explanation,
+    );
+    let attributions = Attributions::of(explanation);
+    let request = request_score(gt, view, &visible.index, &attributions);
+    let out_symptoms = symptoms
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let boundary = SymptomBoundary {
+                edge: boundaries.edges[i],
+                missing_hit: claims.missing_hit[i],
+                confident_across: claims.confident_across[i],
+            };
+            symptom_score(gt, s, explanation, &visible, &attributions, boundary)
+        })
+        .collect();
+
+    let m = &bundle.manifest;
+    let spec = &view.spec;
+    let rate = spec.loss.rate();
+    CaseScore {
+        bundle: bundle.id(),
+        scenario: m.scenario.name.clone(),
+        family: m.scenario.family.clone(),
+        variant: m.scenario.variant.clone(),
+        repetition: m.repetition,
+        backend: m.backend.clone(),
+        cupti: m.cupti_release(),
+        profiler: explanation.meta.profiler.clone(),
+        profiler_version: explanation.meta.version.clone(),
+        collectors: spec.collectors,
+        mode: spec.mode,
+        loss: spec.loss.label(),
+        loss_rate: rate.is_finite().then_some(rate),
+        view: spec.label(),
+        nodes_present: visible.nodes_present,
+        nodes_total: gt.nodes.len() as u64,
+        edges,
+        request,
+        symptoms: out_symptoms,
+        analysis_ms: if explanation.meta.wall_ms.is_finite() {
+            explanation.meta.wall_ms
+        } else {
+            0.0
+        },
+        instance: m.scenario.space.as_ref().map(|p| p.instance),
+        axes: m
+            .scenario
+            .space
+            .as_ref()
+            .map(|p| p.axes.clone())
+            .unwrap_or_default(),
+        // Only the harness knows where a seed came from: `run` marks its cases.
+        hidden: false,
+        crashed: explanation.meta.failure.clone(),
+        invocation: None,
+    }
+}
+
+/// Which truth nodes the view shows: the rid index (marked with the view's records) and
+/// each node's presence.
+struct Visible {
+    index: RidIndex,
+    present: Vec<bool>,
+    nodes_present: u64,
+}
+
+impl Visible {
+    fn of(gt: &GroundTruth, view: &TraceView) -> Visible {
+        let n_nodes = gt.nodes.len().min(MAX_NODES);
+        let mut index = RidIndex::new(gt);
+        let mut present = vec![false; n_nodes];
+        for r in &view.records {
+            if let Some(n) = index.mark_in_view(r.rid()) {
+                if let Some(p) = present.get_mut(n as usize) {
+                    *p = true;
                 }
             }
-            continue;
         }
-        if conf >= CONFIDENT && !by_dst.is_empty() {
-            if let Some((d, list)) = index
-                .owner(c.dst)
-                .and_then(|d| by_dst.get(&d).map(|l| (d, l)))
-            {
-                let src = index.owner(c.src);
-                let true_edge = src.is_some_and(|s| into_boundary.contains(&(s, d, c.kind)));
-                for &i in list {
-                    if let Some(b) = boundaries[i] {
-                        if src != Some(b.src) && !true_edge {
-                            confident_across[i] = true;
+        let nodes_present = present.iter().filter(|&&p| p).count() as u64;
+        Visible {
+            index,
+            present,
+            nodes_present,
+        }
+    }
+
+    fn is_present(&self, n: NodeId) -> bool {
+        self.present.get(n as usize).copied().unwrap_or(false)
+    }
+}
+
+/// The asked symptoms' unresolved boundaries in this view.
+struct Boundaries {
+    /// Per asked symptom, its boundary edge, when its true path has one.
+    edges: Vec<Option<Edge>>,
+    /// Truth edges into a boundary's dst: a confident claim that is one of them is
+    /// correct, not false confidence.
+    into_boundary: HashSet<(NodeId, NodeId, EdgeType)>,
+    /// Boundary dst node → indices of the symptoms with that boundary.
+    by_dst: FastMap<NodeId, Vec<usize>>,
+}
+
+impl Boundaries {
+    fn of(gt: &GroundTruth, symptoms: &[&ground_truth::Symptom], visible: &Visible) -> Self {
+        // Same walk as GroundTruth::first_unresolved: the first window (from the late end)
+        // whose source is not visible; the edge kind is the first truth edge src→dst.
+        let candidates: Vec<Option<(NodeId, NodeId)>> = symptoms
+            .iter()
+            .map(|s| {
+                s.critical_path
+                    .windows(2)
+                    .rev()
+                    .find(|w| !visible.is_present(w[0]))
+                    .map(|w| (w[0], w[1]))
+            })
+            .collect();
+        let mut pair_kind: HashMap<(NodeId, NodeId), Option<EdgeType>> =
+            candidates.iter().flatten().map(|&p| (p, None)).collect();
+        let mut into_boundary: HashSet<(NodeId, NodeId, EdgeType)> = HashSet::new();
+        if !pair_kind.is_empty() {
+            let dsts: HashSet<NodeId> = pair_kind.keys().map(|&(_, d)| d).collect();
+            for e in &gt.edges {
+                if let Some(k @ None) = pair_kind.get_mut(&(e.src, e.dst)) {
+                    *k = Some(e.kind);
+                }
+                if dsts.contains(&e.dst) {
+                    into_boundary.insert((e.src, e.dst, e.kind));
+                }
+            }
+        }
+        let edges: Vec<Option<Edge>> = candidates
+            .iter()
+            .map(|c| {
+                c.and_then(|(src, dst)| pair_kind[&(src, dst)].map(|kind| Edge { src, dst, kind }))
+            })
+            .collect();
+        let mut by_dst: FastMap<NodeId, Vec<usize>> = fast_map(edges.len());
+        for (i, b) in edges.iter().enumerate() {
+            if let Some(e) = b {
+                by_dst.entry(e.dst).or_default().push(i);
+            }
+        }
+        Boundaries {
+            edges,
+            into_boundary,
+            by_dst,
+        }
+    }
+}
+
+/// Claim counts the edge score reports beside the matching.
+struct ClaimCounts {
+    unmapped: u64,
+    missing: u64,
+}
+
+/// The explanation's claimed edges sorted: `missing` claims (which may flag a
+/// boundary), claims between visible nodes (matched next), and the rest (scored as
+/// wrong, into `acc`).
+struct SortedClaims {
+    mapped: Vec<(NodeId, NodeId, u8, f64, bool)>,
+    counts: ClaimCounts,
+    /// Per asked symptom: a `missing` claim names its boundary's dst.
+    missing_hit: Vec<bool>,
+    /// Per asked symptom: a confident claim crosses its boundary from elsewhere.
+    confident_across: Vec<bool>,
+}
+
+impl SortedClaims {
+    fn of(
+        explanation: &Explanation,
+        index: &RidIndex,
+        boundaries: &Boundaries,
+        acc: &mut EdgeAcc,
+    ) -> SortedClaims {
+        let by_dst = &boundaries.by_dst;
+        let mut sorted = SortedClaims {
+            mapped: Vec::with_capacity(explanation.edges.len()),
+            counts: ClaimCounts {
+                unmapped: 0,
+                missing: 0,
+            },
+            missing_hit: vec![false; boundaries.edges.len()],
+            confident_across: vec![false; boundaries.edges.len()],
+        };
+        let mut unmapped: Vec<Claim<(Rid, Rid, u8)>> = Vec::new();
+        for c in &explanation.edges {
+            let conf = clamp_conf(c.confidence);
+            let kind = type_index(c.kind) as u8;
+            if c.evidence == Evidence::Missing {
+                sorted.counts.missing += 1;
+                if !by_dst.is_empty() {
+                    if let Some(list) = index.owner(c.dst).and_then(|d| by_dst.get(&d)) {
+                        for &i in list {
+                            sorted.missing_hit[i] = true;
+                        }
+                    }
+                }
+                continue;
+            }
+            if conf >= CONFIDENT && !by_dst.is_empty() {
+                if let Some((d, list)) = index
+                    .owner(c.dst)
+                    .and_then(|d| by_dst.get(&d).map(|l| (d, l)))
+                {
+                    let src = index.owner(c.src);
+                    let true_edge =
+                        src.is_some_and(|s| boundaries.into_boundary.contains(&(s, d, c.kind)));
+                    for &i in list {
+                        if let Some(b) = boundaries.edges[i] {
+                            if src != Some(b.src) && !true_edge {
+                                sorted.confident_across[i] = true;
+                            }
                         }
                     }
                 }
             }
+            let asserted = c.evidence.is_asserted();
+            match (index.visible_owner(c.src), index.visible_owner(c.dst)) {
+                (Some(s), Some(d)) => sorted.mapped.push((s, d, kind, conf, asserted)),
+                _ => unmapped.push(Claim {
+                    key: (c.src, c.dst, kind),
+                    conf,
+                    asserted,
+                    kind,
+                }),
+            }
         }
-        let asserted = c.evidence.is_asserted();
-        match (index.visible_owner(c.src), index.visible_owner(c.dst)) {
-            (Some(s), Some(d)) => mapped.push((s, d, kind, conf, asserted)),
-            _ => unmapped.push(Claim {
-                key: (c.src, c.dst, kind),
-                conf,
-                asserted,
-                kind,
-            }),
+        acc.duplicates += dedup_claims(&mut unmapped);
+        sorted.counts.unmapped = unmapped.len() as u64;
+        for c in &unmapped {
+            acc.claim(c.kind, c.conf, false, c.asserted);
         }
+        sorted
     }
-    acc.duplicates += dedup_claims(&mut unmapped);
-    let unmapped_claims = unmapped.len() as u64;
-    for c in &unmapped {
-        acc.claim(c.kind, c.conf, false, c.asserted);
-    }
-    drop(unmapped);
+}
 
-    // 4. Edge matching. Pack (dst, src·9 + type) into a u64 when it fits, else u128.
+/// The mapped claims matched against the truth's visible edges, and the edge score.
+fn edge_score(
+    gt: &GroundTruth,
+    visible: &Visible,
+    mapped: Vec<(NodeId, NodeId, u8, f64, bool)>,
+    mut acc: EdgeAcc,
+    counts: &ClaimCounts,
+    explanation: &Explanation,
+) -> EdgeScore {
+    let n_nodes = gt.nodes.len().min(MAX_NODES);
+    let present = &visible.present;
+    // Pack (dst, src·9 + type) into a u64 when it fits, else u128.
     if (n_nodes as u64) * (NTYPES as u64) < (1u64 << 32) {
         score_edges_with(
             gt,
-            &present,
+            present,
             mapped,
             &mut acc,
             |s, d, k| (u64::from(d) << 32) | (u64::from(s) * NTYPES as u64 + u64::from(k)),
@@ -503,7 +652,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
     } else {
         score_edges_with(
             gt,
-            &present,
+            present,
             mapped,
             &mut acc,
             |s, d, k| (u128::from(d) << 64) | (u128::from(s) << 8) | u128::from(k),
@@ -529,7 +678,7 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             });
         }
     }
-    let edges = EdgeScore {
+    EdgeScore {
         counts: total,
         precision: total.precision(),
         recall: total.recall(),
@@ -539,21 +688,48 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
         brier_sum: acc.brier_sum,
         raw_claims: explanation.edges.len() as u64,
         duplicate_claims: acc.duplicates,
-        unmapped_claims,
-        missing_claims,
+        unmapped_claims: counts.unmapped,
+        missing_claims: counts.missing,
         by_type,
-    };
+    }
+}
 
-    // 5. Request attribution (first attribution of a rid wins).
-    let first_attribution = FirstAttribution::new(&explanation.attribution);
-    let attributed = |rid: Rid| -> Option<&str> {
-        first_attribution
+/// The explanation's request attribution (the first attribution of a rid wins).
+struct Attributions<'e> {
+    explanation: &'e Explanation,
+    first: FirstAttribution,
+}
+
+impl<'e> Attributions<'e> {
+    fn of(explanation: &'e Explanation) -> Self {
+        Attributions {
+            explanation,
+            first: FirstAttribution::new(&explanation.attribution),
+        }
+    }
+
+    /// The request the explanation attributes `rid` to (`unknown` included).
+    fn attributed(&self, rid: Rid) -> Option<&'e str> {
+        let explanation = self.explanation;
+        self.first
             .get(rid)
             .map(|i| explanation.attribution[i].request.as_str())
-    };
-    let claimed_token = |rid: Rid| -> Option<&str> {
-        attributed(rid).filter(|t| *t != ground_truth::Attribution::UNKNOWN)
-    };
+    }
+
+    /// The request claimed for `rid`: an attribution other than `unknown`.
+    fn claimed_token(&self, rid: Rid) -> Option<&'e str> {
+        self.attributed(rid)
+            .filter(|t| *t != ground_truth::Attribution::UNKNOWN)
+    }
+}
+
+/// Request attribution of the view's device ops whose truth node has a request.
+fn request_score(
+    gt: &GroundTruth,
+    view: &TraceView,
+    index: &RidIndex,
+    attributions: &Attributions,
+) -> RequestScore {
     let (mut eligible, mut correct, mut wrong) = (0u64, 0u64, 0u64);
     for r in view.records.iter().filter(|r| r.is_device_op()) {
         let Some(token) = index
@@ -564,14 +740,14 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
             continue;
         };
         eligible += 1;
-        match claimed_token(r.rid()) {
+        match attributions.claimed_token(r.rid()) {
             Some(t) if t == token => correct += 1,
             Some(_) => wrong += 1,
             None => {}
         }
     }
     let abstained = eligible - correct - wrong;
-    let request = RequestScore {
+    RequestScore {
         eligible,
         correct,
         wrong,
@@ -579,135 +755,102 @@ pub fn score_case(bundle: &Bundle, view: &TraceView, explanation: &Explanation) 
         correct_rate: ratio(correct, eligible),
         wrong_rate: ratio(wrong, eligible),
         abstained_rate: ratio(abstained, eligible),
-    };
-
-    // 6. Symptoms.
-    let mut out_symptoms = Vec::with_capacity(symptoms.len());
-    for (i, s) in symptoms.iter().enumerate() {
-        let diag = explanation.diagnoses.iter().find(|d| d.query == s.id);
-        let labels: Vec<CauseLabel> = diag
-            .map(|d| d.causes.iter().map(|c| c.label).collect())
-            .unwrap_or_default();
-        let top1 = labels.first() == Some(&s.cause);
-        let top3 = labels.iter().take(3).any(|&l| l == s.cause);
-        let (expected_answer, claimed_answer, correct) = match s.question {
-            Question::Cause => (None, None, top1),
-            Question::Request => {
-                let expected = s.answer.clone().or_else(|| {
-                    gt.nodes
-                        .get(s.node as usize)
-                        .and_then(|n| n.request.as_deref().map(str::to_string))
-                });
-                let claimed = attributed(s.rid).map(|t| t.to_string());
-                let ok = matches!((&expected, claimed_token(s.rid)), (Some(e), Some(c)) if e == c);
-                (expected, claimed, ok)
-            }
-            Question::CallSite | Question::Operator => {
-                let claimed = diag.and_then(|d| d.answer.clone());
-                let ok = matches!((&s.answer, &claimed), (Some(e), Some(c)) if e == c);
-                (s.answer.clone(), claimed, ok)
-            }
-        };
-        let path_fidelity = match diag {
-            Some(d) => {
-                let claimed: Vec<NodeId> = d
-                    .critical_path
-                    .iter()
-                    .filter_map(|&r| index.visible_owner(r))
-                    .collect();
-                let truth: Vec<NodeId> = s
-                    .critical_path
-                    .iter()
-                    .copied()
-                    .filter(|&n| is_present(n))
-                    .collect();
-                path_fidelity(&claimed, &truth)
-            }
-            None => path_fidelity(
-                &[],
-                &s.critical_path
-                    .iter()
-                    .copied()
-                    .filter(|&n| is_present(n))
-                    .collect::<Vec<_>>(),
-            ),
-        };
-        let claimed_phases = diag.map(|d| d.phases).unwrap_or_default();
-        let phase_error = phase_error(&claimed_phases, &s.phases);
-        let overblamed_phase = overblamed_phase(&claimed_phases, &s.phases).map(str::to_string);
-        let boundary = boundaries[i];
-        let (unresolved_hit, false_confident) = match boundary {
-            Some(b) => {
-                let complete = diag.is_some_and(|d| d.complete);
-                let flagged = diag
-                    .and_then(|d| d.first_unresolved)
-                    .and_then(|r| index.owner(r))
-                    == Some(b.dst);
-                let hit = diag.is_some() && !complete && (flagged || missing_hit[i]);
-                (hit, complete || confident_across[i])
-            }
-            None => (false, false),
-        };
-        out_symptoms.push(SymptomScore {
-            id: s.id.clone(),
-            question: s.question,
-            true_cause: s.cause,
-            claimed_cause: labels.first().copied(),
-            diagnosed: diag.is_some(),
-            expected_answer,
-            claimed_answer,
-            correct,
-            top1,
-            top3,
-            path_fidelity,
-            phase_error,
-            overblamed_phase,
-            unresolved: boundary.is_some(),
-            boundary,
-            unresolved_hit,
-            false_confident,
-        });
     }
+}
 
-    let m = &bundle.manifest;
-    let spec = &view.spec;
-    let rate = spec.loss.rate();
-    CaseScore {
-        bundle: bundle.id(),
-        scenario: m.scenario.name.clone(),
-        family: m.scenario.family.clone(),
-        variant: m.scenario.variant.clone(),
-        repetition: m.repetition,
-        backend: m.backend.clone(),
-        cupti: m.cupti_release(),
-        profiler: explanation.meta.profiler.clone(),
-        profiler_version: explanation.meta.version.clone(),
-        collectors: spec.collectors,
-        mode: spec.mode,
-        loss: spec.loss.label(),
-        loss_rate: rate.is_finite().then_some(rate),
-        view: spec.label(),
-        nodes_present,
-        nodes_total: gt.nodes.len() as u64,
-        edges,
-        request,
-        symptoms: out_symptoms,
-        analysis_ms: if explanation.meta.wall_ms.is_finite() {
-            explanation.meta.wall_ms
-        } else {
-            0.0
-        },
-        instance: m.scenario.space.as_ref().map(|p| p.instance),
-        axes: m
-            .scenario
-            .space
-            .as_ref()
-            .map(|p| p.axes.clone())
-            .unwrap_or_default(),
-        // Only the harness knows where a seed came from: `run` marks its cases.
-        hidden: false,
-        crashed: explanation.meta.failure.clone(),
-        invocation: None,
+/// One symptom's unresolved boundary and what the claims said of it.
+#[derive(Clone, Copy)]
+struct SymptomBoundary {
+    edge: Option<Edge>,
+    missing_hit: bool,
+    confident_across: bool,
+}
+
+/// One asked symptom: the answer to its question, the cause ranking, the critical
+/// path, the phases and the unresolved boundary.
+fn symptom_score(
+    gt: &GroundTruth,
+    s: &ground_truth::Symptom,
+    explanation: &Explanation,
+    visible: &Visible,
+    attributions: &Attributions,
+    boundary: SymptomBoundary,
+) -> SymptomScore {
+    let index = &visible.index;
+    let diag = explanation.diagnoses.iter().find(|d| d.query == s.id);
+    let labels: Vec<CauseLabel> = diag
+        .map(|d| d.causes.iter().map(|c| c.label).collect())
+        .unwrap_or_default();
+    let top1 = labels.first() == Some(&s.cause);
+    let top3 = labels.iter().take(3).any(|&l| l == s.cause);
+    let (expected_answer, claimed_answer, correct) = match s.question {
+        Question::Cause => (None, None, top1),
+        Question::Request => {
+            let expected = s.answer.clone().or_else(|| {
+                gt.nodes
+                    .get(s.node as usize)
+                    .and_then(|n| n.request.as_deref().map(str::to_string))
+            });
+            let claimed = attributions.attributed(s.rid).map(|t| t.to_string());
+            let ok = matches!((&expected, attributions.claimed_token(s.rid)), (Some(e), Some(c)) if e == c);
+            (expected, claimed, ok)
+        }
+        Question::CallSite | Question::Operator => {
+            let claimed = diag.and_then(|d| d.answer.clone());
+            let ok = matches!((&s.answer, &claimed), (Some(e), Some(c)) if e == c);
+            (s.answer.clone(), claimed, ok)
+        }
+    };
+    let truth_path: Vec<NodeId> = s
+        .critical_path
+        .iter()
+        .copied()
+        .filter(|&n| visible.is_present(n))
+        .collect();
+    let path_fidelity = match diag {
+        Some(d) => {
+            let claimed: Vec<NodeId> = d
+                .critical_path
+                .iter()
+                .filter_map(|&r| index.visible_owner(r))
+                .collect();
+            path_fidelity(&claimed, &truth_path)
+        }
+        None => path_fidelity(&[], &truth_path),
+    };
+    let claimed_phases = diag.map(|d| d.phases).unwrap_or_default();
+    let phase_error = phase_error(&claimed_phases, &s.phases);
+    let overblamed_phase = overblamed_phase(&claimed_phases, &s.phases).map(str::to_string);
+    let (unresolved_hit, false_confident) = match boundary.edge {
+        Some(b) => {
+            let complete = diag.is_some_and(|d| d.complete);
+            let flagged = diag
+                .and_then(|d| d.first_unresolved)
+                .and_then(|r| index.owner(r))
+                == Some(b.dst);
+            let hit = diag.is_some() && !complete && (flagged || boundary.missing_hit);
+            (hit, complete || boundary.confident_across)
+        }
+        None => (false, false),
+    };
+    SymptomScore {
+        id: s.id.clone(),
+        question: s.question,
+        true_cause: s.cause,
+        claimed_cause: labels.first().copied(),
+        diagnosed: diag.is_some(),
+        expected_answer,
+        claimed_answer,
+        correct,
+        top1,
+        top3,
+        path_fidelity,
+        phase_error,
+        overblamed_phase,
+        unresolved: boundary.edge.is_some(),
+        boundary: boundary.edge,
+        unresolved_hit,
+        false_confident,
     }
 }
 
