@@ -36,13 +36,13 @@ use std::time::Instant;
 
 pub struct EbpfHost;
 
-struct Eb<'a> {
+struct EbpfHostIndex<'a> {
     ix: Index<'a>,
     /// Launch-like uprobes of every thread, sorted by enter.
     launches: Vec<Pos>,
 }
 
-impl<'a> Eb<'a> {
+impl<'a> EbpfHostIndex<'a> {
     /// The uprobe behind a record: itself, the api's paired uprobe, or for a
     /// device op the launch uprobe joined by time.
     fn call_of(&self, p: Pos) -> Option<(Pos, f64)> {
@@ -160,7 +160,7 @@ impl Profiler for EbpfHost {
             );
         }
         launches.sort_by_key(|&u| (ix.start(u), ix.rid(u)));
-        let eb = Eb { ix, launches };
+        let eb = EbpfHostIndex { ix, launches };
         let ix = &eb.ix;
         let mut out = Output::default();
         // Host order, faults and handoffs.

@@ -35,13 +35,13 @@ use std::time::Instant;
 
 pub struct TimestampJoin;
 
-struct Tj<'a> {
+struct TimestampJoinIndex<'a> {
     ix: Index<'a>,
     /// Calls by category (0 kernel launches, 1 memcpy, 2 memset), plus all calls.
     by_cat: [Vec<Pos>; 3],
 }
 
-impl<'a> Tj<'a> {
+impl<'a> TimestampJoinIndex<'a> {
     fn parent(&self, op: Pos) -> Option<Pos> {
         let ix = &self.ix;
         let t = ix.start(op);
@@ -107,7 +107,7 @@ impl Profiler for TimestampJoin {
                 _ => {}
             }
         }
-        let tj = Tj { ix, by_cat };
+        let tj = TimestampJoinIndex { ix, by_cat };
         let ix = &tj.ix;
         let peers = Peers::new(ix);
         let mut out = Output::default();

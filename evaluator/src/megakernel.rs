@@ -199,7 +199,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn r6(x: f64) -> f64 {
+/// Rounds to 6 decimals, as the track's rows are written.
+fn six_decimals(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
@@ -237,19 +238,28 @@ pub fn track_leaderboard(cases: &[TrackCase]) -> Vec<TrackRow> {
                 monitor,
                 budgeted: v.iter().any(|c| c.budgeted),
                 cases: v.len() as u64,
-                cause_accuracy: r6(v.iter().filter(|c| c.cause_correct).count() as f64 / n),
-                class_accuracy: r6(v.iter().filter(|c| c.class_correct).count() as f64 / n),
-                pair_accuracy: (!pairs.is_empty())
-                    .then(|| r6(pairs.iter().filter(|&&x| x).count() as f64 / pairs.len() as f64)),
+                cause_accuracy: six_decimals(
+                    v.iter().filter(|c| c.cause_correct).count() as f64 / n,
+                ),
+                class_accuracy: six_decimals(
+                    v.iter().filter(|c| c.class_correct).count() as f64 / n,
+                ),
+                pair_accuracy: (!pairs.is_empty()).then(|| {
+                    six_decimals(pairs.iter().filter(|&&x| x).count() as f64 / pairs.len() as f64)
+                }),
                 pairs: pairs.len() as u64,
                 under_covered: under.len() as u64,
                 false_confidence_rate: (!under.is_empty()).then(|| {
-                    r6(under.iter().filter(|c| c.false_confident).count() as f64
-                        / under.len() as f64)
+                    six_decimals(
+                        under.iter().filter(|c| c.false_confident).count() as f64
+                            / under.len() as f64,
+                    )
                 }),
-                mean_coverage: r6(v.iter().map(|c| c.coverage).sum::<f64>() / n),
-                mean_bytes_exported: r6(v.iter().map(|c| c.bytes_exported as f64).sum::<f64>() / n),
-                perturbation_pct: r6(median(
+                mean_coverage: six_decimals(v.iter().map(|c| c.coverage).sum::<f64>() / n),
+                mean_bytes_exported: six_decimals(
+                    v.iter().map(|c| c.bytes_exported as f64).sum::<f64>() / n,
+                ),
+                perturbation_pct: six_decimals(median(
                     v.iter()
                         .filter(|c| c.unmonitored_kernel_ns > 0)
                         .map(|c| {
@@ -257,10 +267,10 @@ pub fn track_leaderboard(cases: &[TrackCase]) -> Vec<TrackRow> {
                         })
                         .collect(),
                 )),
-                median_config_apply_us: r6(median(
+                median_config_apply_us: six_decimals(median(
                     v.iter().map(|c| c.config_apply_ns as f64 / 1e3).collect(),
                 )),
-                mean_analysis_ms: r6(v.iter().map(|c| c.analysis_ms).sum::<f64>() / n),
+                mean_analysis_ms: six_decimals(v.iter().map(|c| c.analysis_ms).sum::<f64>() / n),
             }
         })
         .collect()

@@ -6,7 +6,7 @@ use ground_truth::Ns;
 use std::io::Write;
 
 /// One event of the time-ordered stream written out.
-pub(super) struct Ev {
+pub(super) struct StreamEvent {
     pub(super) ts: Ns,
     /// 0 end, 1 begin, 2 instant starting flows, 3 other instant.
     pub(super) class: u8,
@@ -14,25 +14,25 @@ pub(super) struct Ev {
     pub(super) slice: usize,
 }
 
-pub(super) fn ordered_events(m: &Model) -> Vec<Ev> {
+pub(super) fn ordered_events(m: &Model) -> Vec<StreamEvent> {
     let mut evs = Vec::with_capacity(m.slices.len() * 2);
     for (i, s) in m.slices.iter().enumerate() {
         if s.instant {
             let class = if s.flows_out.is_empty() { 3 } else { 2 };
-            evs.push(Ev {
+            evs.push(StreamEvent {
                 ts: s.start,
                 class,
                 depth: 0,
                 slice: i,
             });
         } else {
-            evs.push(Ev {
+            evs.push(StreamEvent {
                 ts: s.start,
                 class: 1,
                 depth: s.depth as i64,
                 slice: i,
             });
-            evs.push(Ev {
+            evs.push(StreamEvent {
                 ts: s.end,
                 class: 0,
                 depth: -(s.depth as i64),
