@@ -175,8 +175,11 @@ pub fn workload(args: WorkloadArgs) -> Result<(), Failure> {
             "`workload` needs a GPU: {e}; `causalbench run --backend sim` records on the simulator"
         ))
     })?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", args.out.display())))?;
+    let dirs = [args.out.clone(), args.out.join("cupti")];
+    for d in &dirs[..if args.compare_cupti { 2 } else { 1 }] {
+        std::fs::create_dir_all(d)
+            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", d.display())))?;
+    }
     for sc in &scenarios {
         w.prepare(sc).map_err(Failure::input)?;
     }
@@ -245,7 +248,35 @@ pub fn workload(args: WorkloadArgs) -> Result<(), Failure> {
             }
         );
         entries.push(entry);
+        // Written after every scenario, so a run cut short keeps what it did.
+        write_docs(&args, &w, pid, &entries, &all_deltas, &label_pairs)?;
     }
+    if let Some(go) = &args.go {
+        let done = done_file(go);
+        ground_truth::io::write_atomic(&done, b"done\n")
+            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", done.display())))?;
+        wait_for(&format!("the collector to remove {}", go.display()), || {
+            !go.exists()
+        })?;
+    }
+    if failures > 0 {
+        return Err(Failure::failed(format!(
+            "{failures} of {} scenarios failed",
+            scenarios.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `workload.json`, and with `--compare-cupti` `truth-agreement.json`.
+fn write_docs(
+    args: &WorkloadArgs,
+    w: &Workload,
+    pid: u32,
+    entries: &[Value],
+    all_deltas: &[KernelDelta],
+    label_pairs: &[Value],
+) -> Result<(), Failure> {
     let doc = json!({
         "pid": pid,
         "clock": w.clock(),
@@ -262,7 +293,7 @@ pub fn workload(args: WorkloadArgs) -> Result<(), Failure> {
         let agreement = json!({
             "what": "truth from the workload's stamps (step log, %globaltimer, CUDA events; clock offset by host-device pings) against CUPTI's truth of the same runs",
             "clock": w.clock(),
-            "kernels": deltas_summary(&all_deltas),
+            "kernels": deltas_summary(all_deltas),
             "labels": {"cases": label_pairs.len(), "same": same,
                 "share_same": if label_pairs.is_empty() { 0.0 } else { same as f64 / label_pairs.len() as f64 },
                 "per_case": label_pairs},
@@ -272,20 +303,6 @@ pub fn workload(args: WorkloadArgs) -> Result<(), Failure> {
             "truth without CUPTI vs CUPTI: {}",
             serde_json::to_string(&agreement["kernels"]).unwrap_or_default()
         );
-    }
-    if let Some(go) = &args.go {
-        let done = done_file(go);
-        ground_truth::io::write_atomic(&done, b"done\n")
-            .map_err(|e| Failure::failed(format!("cannot write {}: {e}", done.display())))?;
-        wait_for(&format!("the collector to remove {}", go.display()), || {
-            !go.exists()
-        })?;
-    }
-    if failures > 0 {
-        return Err(Failure::failed(format!(
-            "{failures} of {} scenarios failed",
-            scenarios.len()
-        )));
     }
     Ok(())
 }
