@@ -203,3 +203,24 @@ fn an_unlisted_crate_is_reported() {
         vec!["crate `b` has no row in ARCHITECTURE.md's dependency rules".to_string()]
     );
 }
+
+/// ARCHITECTURE.md, `ground-truth`: every format it defines carries `schema_version`, a
+/// required field of its schema.
+#[test]
+fn every_ground_truth_format_carries_schema_version() {
+    let mut without = Vec::new();
+    for (name, _) in ground_truth::schema::NAMES {
+        let text = ground_truth::schema::schema(name).expect("a listed name has a schema");
+        let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let required = schema["required"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|f| f == "schema_version"));
+        if !required {
+            without.push(*name);
+        }
+    }
+    assert!(
+        without.is_empty(),
+        "formats without a required schema_version: {without:?}"
+    );
+}
