@@ -104,6 +104,14 @@ pub fn allowed_cpus() -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// CPUs this process's main thread may run on: what a thread of it may be
+/// moved to, whatever the calling thread's own affinity.
+pub fn process_cpus() -> Vec<usize> {
+    sched_getaffinity(Pid::from_raw(std::process::id() as i32))
+        .map(|s| cpus_of(&s))
+        .unwrap_or_else(|_| allowed_cpus())
+}
+
 /// The calling thread pinned to the CPU it runs on, until dropped: a
 /// deschedule's victim, which the hog then finds where it expects it and
 /// which no idle CPU can pull away while the hog holds this one.
@@ -238,7 +246,9 @@ impl CpuHog {
     }
 
     fn pick_cpu(&self) -> Result<usize> {
-        let allowed = allowed_cpus();
+        // The process's CPUs, not the calling thread's: a hog readied on a CPU
+        // of its own (`ReadyHog`) may still move to any of them.
+        let allowed = process_cpus();
         let cpu = match self.cpu {
             Some(c) => c,
             None => thread_state(self.victim_pid, self.victim_tid)

@@ -25,7 +25,8 @@ pub mod ptrace_hold;
 
 pub use clock::{gettid, monotonic_ns, spin_recording_gaps, Gap};
 pub use cpu_hog::{
-    allowed_cpus, probe_mechanism, CpuHog, HogMechanism, HogReport, PinnedHere, ReadyHog,
+    allowed_cpus, probe_mechanism, process_cpus, CpuHog, HogMechanism, HogReport, PinnedHere,
+    ReadyHog,
 };
 pub use error::{InjectorError, Result};
 pub use page_faults::{

@@ -324,3 +324,40 @@ fn a_ready_hog_is_pinned_and_raised_until_dropped() {
     .join()
     .unwrap();
 }
+
+/// A readied hog, pinned to its own CPU, may still deschedule a victim on
+/// another CPU of the process (the H200 recording of 85edb9a refused every
+/// deschedule: "CPU 2 is not usable here (this process may run on CPUs [5])").
+#[test]
+fn a_ready_hog_reaches_a_victim_on_another_cpu() {
+    const T: &str = "a_ready_hog_reaches_a_victim_on_another_cpu";
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        return skip(T, "needs at least 2 CPUs");
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (victim, tid) = spinning_victim(Duration::from_millis(100), true);
+    let (first, last) = (cpus[0], *cpus.last().unwrap());
+    let res = std::thread::spawn(move || {
+        let mut one = nix::sched::CpuSet::new();
+        one.set(first).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+        let Some(_ready) = injectors::ReadyHog::take() else {
+            return None;
+        };
+        Some(
+            CpuHog::new(std::process::id() as i32, tid)
+                .on_cpu(last)
+                .with_fifo(false)
+                .run_here(Duration::from_millis(2)),
+        )
+    })
+    .join()
+    .unwrap();
+    victim.join().unwrap();
+    match res {
+        None => skip(T, "the kernel refused to ready the hog"),
+        Some(Err(e @ InjectorError::PrivilegeMissing { .. })) => skip(T, e),
+        Some(r) => assert_eq!(r.expect("the hog reaches the victim's CPU").cpu, last),
+    }
+}
