@@ -59,8 +59,8 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
     ],
 ];
 
-/// Functions over the limit that stand, as `file: function`, each in a file other work
-/// was changing when this test landed (issue 37).
+/// Functions over the limit that stand, as `file: function` (matched by file), each in a
+/// file other work was changing when this test landed (issue 37).
 const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "ground-truth/src/io.rs: big_bundle",
     "ground-truth/src/scenario.rs: check",
@@ -615,7 +615,9 @@ fn no_source_file_is_over_the_limit() {
 
 #[test]
 fn no_function_is_over_the_limit() {
-    let mut found = BTreeSet::new();
+    // Counted per file, so that renaming a listed function (work in progress elsewhere)
+    // does not fail the test; a file with more long functions than listed does.
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
     let mut lengths = Vec::new();
     for src in crate_sources() {
         for file in rust_files(&src) {
@@ -623,15 +625,35 @@ fn no_function_is_over_the_limit() {
             for (name, first, last) in facts_of(&file, &module).functions {
                 let lines = last + 1 - first;
                 if lines > MAX_FUNCTION_LINES {
-                    let key = format!("{}: {name}", relative(&file));
-                    lengths.push(format!("{key} ({lines} lines)"));
-                    found.insert(key);
+                    lengths.push(format!("{}: {name} ({lines} lines)", relative(&file)));
+                    *found.entry(relative(&file)).or_default() += 1;
                 }
             }
         }
     }
-    let known: Vec<String> = KNOWN_LONG_FUNCTIONS.iter().map(|s| s.to_string()).collect();
-    let problems = unexpected(&found, &known);
+    let mut known: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in KNOWN_LONG_FUNCTIONS {
+        let file = entry.split(": ").next().unwrap_or(entry);
+        *known.entry(file.to_string()).or_default() += 1;
+    }
+    let mut problems = Vec::new();
+    for (file, &n) in &found {
+        let allowed = known.get(file).copied().unwrap_or(0);
+        if n > allowed {
+            problems.push(format!(
+                "{file}: {n} functions over the limit, {allowed} listed"
+            ));
+        }
+    }
+    for (file, &n) in &known {
+        let have = found.get(file).copied().unwrap_or(0);
+        if have < n {
+            problems.push(format!(
+                "{file}: {n} listed, {have} over the limit (a known exception that no longer \
+                 occurs: remove it)"
+            ));
+        }
+    }
     assert!(
         problems.is_empty(),
         "functions over {MAX_FUNCTION_LINES} lines:\n{}\n\nlengths:\n{}",
