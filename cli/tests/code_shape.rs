@@ -568,22 +568,37 @@ fn unexpected(found: &BTreeSet<String>, known: &[String]) -> Vec<String> {
 
 #[test]
 fn no_crate_has_an_import_circle_between_its_files() {
-    let mut found = BTreeSet::new();
+    let mut found: Vec<BTreeSet<String>> = Vec::new();
     let mut details = Vec::new();
     for src in crate_sources() {
         let edges = CrateFiles::read(&src).edges();
         for circle in circles(&edges) {
-            let name = circle
-                .iter()
-                .map(|f| relative(f))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let files: BTreeSet<String> = circle.iter().map(|f| relative(f)).collect();
+            let name = files.iter().cloned().collect::<Vec<_>>().join(" ");
             details.push(format!("{name}:\n{}", describe(&circle, &edges)));
-            found.insert(name);
+            found.push(files);
         }
     }
-    let known: Vec<String> = KNOWN_CIRCLES.iter().map(|c| c.join(" ")).collect();
-    let problems = unexpected(&found, &known);
+    // A circle within a known one (it shrank, or split) stands; one with a file no known
+    // circle has is new; a known circle none of whose files is in a circle is stale.
+    let known: Vec<BTreeSet<String>> = KNOWN_CIRCLES
+        .iter()
+        .map(|c| c.iter().map(|f| f.to_string()).collect())
+        .collect();
+    let mut problems: Vec<String> = found
+        .iter()
+        .filter(|f| !known.iter().any(|k| f.is_subset(k)))
+        .map(|f| f.iter().cloned().collect::<Vec<_>>().join(" "))
+        .collect();
+    problems.extend(
+        known
+            .iter()
+            .filter(|k| !found.iter().any(|f| !f.is_disjoint(k)))
+            .map(|k| {
+                let name = k.iter().cloned().collect::<Vec<_>>().join(" ");
+                format!("{name} (a known exception that no longer occurs: remove it)")
+            }),
+    );
     assert!(
         problems.is_empty(),
         "import circles between files (break each by moving what both sides need into a \
