@@ -15,7 +15,7 @@ use crate::record::truth::{graph_sinks, Measured, Observer};
 use crate::record::RunBuilder;
 use ground_truth::graph::{InjectionRecord, NodeId};
 use ground_truth::scenario::Scenario;
-use ground_truth::trace::{HostMemory, Record};
+use ground_truth::trace::{CopyDirection, HostMemory, Record};
 use ground_truth::{Mode, Ns};
 use kineto::Activities;
 use std::collections::HashMap;
@@ -574,7 +574,7 @@ impl Observer for KinetoObserver<'_> {
         self.other_thread(o);
     }
 
-    fn device_times(&mut self, op: &neutral::Op, _call_end: Ns) -> Measured {
+    fn device_times(&mut self, op: &neutral::Op, call_end: Ns) -> Measured {
         let o = self.own(op);
         let (start, end) = match &o.what {
             What::Kernel { .. } => {
@@ -583,6 +583,21 @@ impl Observer for KinetoObserver<'_> {
                     .and_then(|s| self.log.kernels.get(s).copied())
                     .unwrap_or([0, 0]);
                 (s, e)
+            }
+            // A readback into pageable memory returns only once the copy is
+            // done (the CUDA runtime's documented behaviour), while the stamp
+            // after it is a kernel the thread launched after that return: the
+            // call's return bounds the copy's end more closely. Left at the
+            // stamp, the copy ended up to 120 µs after its own call returned
+            // (`training-step` on the H200), so the thread's next task did not
+            // read as held by it (`record::truth`'s blocking copy).
+            What::Copy {
+                direction: CopyDirection::D2h,
+                memory: HostMemory::Pageable,
+                ..
+            } if call_end > 0 => {
+                let (s, e) = (self.stamp(o, 0).unwrap_or(0), self.stamp(o, 1).unwrap_or(0));
+                (s, e.min(call_end).max(s))
             }
             _ => (self.stamp(o, 0).unwrap_or(0), self.stamp(o, 1).unwrap_or(0)),
         };
