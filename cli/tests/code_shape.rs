@@ -41,21 +41,11 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "ground-truth/src/graph/detail.rs",
         "ground-truth/src/trace/detail.rs",
     ],
-    // The megakernel format's schema entry and the schema registry.
-    &[
-        "ground-truth/src/megakernel.rs",
-        "ground-truth/src/schema.rs",
-    ],
     // CUPTI's activity buffers, the capability probe and the record layouts.
     &[
         "recorder-cupti/src/activity.rs",
         "recorder-cupti/src/capability.rs",
         "recorder-cupti/src/layout.rs",
-    ],
-    // The Perfetto exporter's track layout and its slices.
-    &[
-        "exporters/src/perfetto/layout.rs",
-        "exporters/src/perfetto/slices.rs",
     ],
 ];
 

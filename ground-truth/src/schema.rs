@@ -59,3 +59,14 @@ pub fn schema(name: &str) -> Option<String> {
     };
     Some(serde_json::to_string_pretty(&s).expect("schemas serialize"))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn schemas_of_the_megakernel_track_formats_generate() {
+        for n in ["megakernel-scenario", "task-telemetry", "task-view"] {
+            let s = super::schema(n).unwrap();
+            assert!(s.contains("\"properties\""), "{n}");
+        }
+    }
+}

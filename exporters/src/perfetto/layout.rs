@@ -4,7 +4,8 @@
 use super::model::{Model, Slice, Track, TrackKind, CB_PID, GPU_PID_BASE};
 use ground_truth::trace::Record;
 use ground_truth::Ns;
-use std::collections::BTreeMap;
+use ground_truth::SharedStr;
+use std::collections::{BTreeMap, HashSet};
 
 /// Where a record goes: (group key, lane-group label) before lane assignment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +30,7 @@ pub(super) struct Builder {
     /// The group of every slice.
     pub(super) group: Vec<Group>,
     /// The model's texts, each stored once.
-    pub(super) texts: super::slices::Texts,
+    pub(super) texts: Texts,
 }
 
 impl Builder {
@@ -255,4 +256,19 @@ pub(super) fn group_of(r: &Record) -> Option<Group> {
         },
         Record::ExternalCorrelation { .. } => return None,
     })
+}
+
+/// One shared copy of each distinct text of a model.
+#[derive(Default)]
+pub(super) struct Texts(HashSet<SharedStr>);
+
+impl Texts {
+    pub(super) fn get(&mut self, text: &str) -> SharedStr {
+        if let Some(shared) = self.0.get(text) {
+            return shared.clone();
+        }
+        let shared = SharedStr::from(text);
+        self.0.insert(shared.clone());
+        shared
+    }
 }

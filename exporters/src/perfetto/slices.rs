@@ -1,10 +1,9 @@
 //! What both traces share: a slice for every shown record, the symptom and injection
 //! marks, and flows between slices.
 
-use super::layout::{group_of, Builder, Group};
+use super::layout::{group_of, Builder, Group, Texts};
 use super::model::{Arg, Flow, Slice, HOST_PID_FALLBACK};
 use ground_truth::trace::{Record, Rid};
-use ground_truth::SharedStr;
 use ground_truth::{Bundle, Node, NodeId, TraceView};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -278,21 +277,6 @@ pub(super) fn record_name(r: &Record) -> String {
                 "minor page fault".into()
             }
         }
-    }
-}
-
-/// One shared copy of each distinct text of a model.
-#[derive(Default)]
-pub(super) struct Texts(HashSet<SharedStr>);
-
-impl Texts {
-    pub(super) fn get(&mut self, text: &str) -> SharedStr {
-        if let Some(shared) = self.0.get(text) {
-            return shared.clone();
-        }
-        let shared = SharedStr::from(text);
-        self.0.insert(shared.clone());
-        shared
     }
 }
 
