@@ -144,11 +144,18 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
     )?;
     externals.collectors = collectors.clone();
     let profiler = externals.profilers[0].clone();
+    // A split an earlier run into this folder drew is material the submitter has seen:
+    // drawn again from the same seed, as given, so that its rows are marked public.
+    let earlier = Manifest::read(&args.out)?.split;
+    let drawn_before = earlier.is_some();
+    let split_seed = args.split_seed.or(earlier
+        .filter(|s| s.split == args.suite && args.cases.is_none_or(|c| c as usize == s.cases))
+        .map(|s| s.seed));
     let run = RunArgs {
         backend: args.backend,
         suite: Some(args.suite.clone()),
         cases: args.cases,
-        split_seed: args.split_seed,
+        split_seed,
         corpus: None,
         out: args.out.clone(),
         reps: args.reps,
@@ -167,8 +174,6 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         costs: None,
         shard: None,
     };
-    // A split an earlier run into this folder drew is material the submitter has seen.
-    let drawn_before = Manifest::read(&args.out)?.split.is_some();
     // A run with failed cases still leaves an entry to look at; `check` rejects it.
     let ran = crate::run::run_with(run, externals);
     if matches!(&ran, Err(f) if f.code == 2) {
@@ -239,6 +244,30 @@ pub fn submit(args: SubmitArgs) -> Result<(), Failure> {
         args.out.display()
     );
     ran
+}
+
+/// Marks the cases a run recorded from a hidden split ([`CaseScore::hidden`],
+/// baselines/PROTOCOL.md "Hidden splits"): the `test` split when its seed was drawn by
+/// the harness (`split_seed` not given), each case one of the run's `recorded`
+/// scenario repetitions on `backend`. Everything else (the catalog, the dev split, a
+/// corpus, a split whose seed was given) is public material.
+pub fn mark_hidden<'a>(
+    scores: &mut [CaseScore],
+    suite: &str,
+    split_seed: Option<u64>,
+    recorded: impl IntoIterator<Item = (&'a str, u32)>,
+    backend: &str,
+) {
+    let drawn = matches!(
+        scenario_space::Split::parse(suite),
+        Some(scenario_space::Split::Test)
+    ) && split_seed.is_none();
+    let recorded: BTreeSet<(&str, u32)> = recorded.into_iter().collect();
+    for score in scores {
+        score.hidden = drawn
+            && score.backend == backend
+            && recorded.contains(&(score.scenario.as_str(), score.repetition));
+    }
 }
 
 /// What the entry's split is, as `submit`, `check` and `leaderboard.md` say it.
@@ -344,7 +373,10 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
                     ),
                 ));
             }
-            scores.push(evaluator::score_case(bundle, &view, &explanation));
+            let mut score = evaluator::score_case(bundle, &view, &explanation);
+            // As `run` marked it (mark_hidden): the entry's one split, as stated.
+            score.hidden = !metadata.split.public;
+            scores.push(score);
             explained.push(Explained {
                 bundle: index,
                 spec,

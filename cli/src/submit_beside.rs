@@ -46,9 +46,19 @@ pub fn score_builtins(out: &Path, jobs: Option<usize>) -> Result<(), Failure> {
             String::from_utf8_lossy(&o.stderr).trim()
         )));
     }
+    // Scored on the entry's bundles, so on its material: a replay alone reads as public.
+    let hidden: BTreeSet<&str> = entry
+        .iter()
+        .filter(|s| s.hidden)
+        .map(|s| s.bundle.as_str())
+        .collect();
     let builtin: Vec<CaseScore> = evaluator::read_scores(&scratch.join(evaluator::SCORES_FILE))?
         .into_iter()
         .filter(|s| views.contains(s.view.as_str()))
+        .map(|mut s| {
+            s.hidden = hidden.contains(s.bundle.as_str());
+            s
+        })
         .collect();
     evaluator::write_scores(&out.join(BUILTIN_SCORES), &builtin)
         .map_err(|e| Failure::failed(e.to_string()))?;

@@ -1,7 +1,8 @@
 //! Hidden splits (issue 34): `submit` on the test split without a seed draws one
 //! itself, and the profiler it scores finds it nowhere it can look (command lines,
 //! environments and `/proc` of every process it can see, its own environment); an
-//! entry on the dev split or on a seed given to `submit` is marked public.
+//! entry on the dev split or on a seed given to `submit` is marked public, and so is
+//! each of its rows on the leaderboard and the site.
 
 mod common;
 
@@ -58,6 +59,20 @@ fn logs(dir: &Path) -> Vec<String> {
     found
 }
 
+/// The materials of the rows of `dir`'s `leaderboard.json`, each once.
+fn materials(dir: &Path) -> Vec<String> {
+    let board: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("leaderboard.json")).unwrap()).unwrap();
+    let mut found: Vec<String> = board["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["material"].as_str().unwrap().to_string())
+        .collect();
+    found.dedup();
+    found
+}
+
 #[test]
 fn a_hidden_seed_is_nowhere_the_profiler_can_look() {
     if !python3()
@@ -82,6 +97,12 @@ fn a_hidden_seed_is_nowhere_the_profiler_can_look() {
     );
     let md = std::fs::read_to_string(hidden.join("leaderboard.md")).unwrap();
     assert!(md.starts_with("> **hidden split"), "{md}");
+    // Each row says what it was scored on; no row of a hidden split is marked public.
+    assert_eq!(materials(&hidden), ["hidden"]);
+    assert!(!md.contains("*(public — memorizable)*"), "{md}");
+    let html = std::fs::read_to_string(hidden.join("html/index.html")).unwrap();
+    assert!(!html.contains("class=\"public\""), "{html}");
+    assert!(html.contains("Ranked on the hidden split only"), "{html}");
     let (code, out, err) = causalbench(&["check", hidden.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("hidden split"), "{out}");
@@ -97,6 +118,11 @@ fn a_hidden_seed_is_nowhere_the_profiler_can_look() {
         &["--suite", "test", "--split-seed", "8675309123457"],
     );
     assert_eq!(given["split"]["public"], true, "{given}");
+    assert_eq!(materials(&given_dir), ["public"]);
+    let md = std::fs::read_to_string(given_dir.join("leaderboard.md")).unwrap();
+    assert!(md.contains("| snoop *(public — memorizable)* |"), "{md}");
+    let html = std::fs::read_to_string(given_dir.join("html/index.html")).unwrap();
+    assert!(html.contains("class=\"public\""), "{html}");
     assert!(logs(&given_dir.join("logs"))
         .iter()
         .all(|l| !l.contains("8675309123457")));

@@ -56,6 +56,8 @@ fn ranking(dom: &str, view: &str) -> Vec<String> {
         .skip(1)
         .map(|cell| {
             let cell = &cell[..cell.find("</td>").unwrap()];
+            // Marks (public material, reproduced) follow the name, after a space.
+            let cell = cell.split(" <span").next().unwrap();
             // The swatch is an empty span; the name follows it.
             cell[cell.rfind('>').unwrap() + 1..].to_string()
         })

@@ -29,10 +29,26 @@ pub(super) fn report(
     } = inputs;
     let out = &args.out;
     let Ran {
-        scores,
+        mut scores,
         failures,
         resumed,
     } = ran;
+    // Which cases were scored on a hidden split (baselines/PROTOCOL.md, "Hidden splits").
+    let recorded = jobs.iter().filter_map(|job| match job {
+        Job::Record {
+            scenario,
+            repetition,
+        } => Some((scenario.name.as_str(), *repetition)),
+        Job::Replay { .. } => None,
+    });
+    let suite = inputs.suite.as_str();
+    crate::submit::mark_hidden(
+        &mut scores,
+        suite,
+        args.split_seed,
+        recorded,
+        backend.name(),
+    );
     let shard = args.shard.unwrap_or(crate::shard::Shard::WHOLE);
     crate::costs::take_costs(args.costs.as_deref(), corpus.as_deref(), out)?;
     let report = evaluator::write_results(out, &scores).map_err(crate::commands::eval_failure)?;

@@ -5,8 +5,8 @@ use super::html::{esc, page, profiler, rate, rate_cell, slug};
 use super::svg::{rate_bars, Bar};
 use super::{view_name, Site, ViewKey};
 use evaluator::{
-    is_probe, part_rates, question_name, LeaderboardRow, PartRates, Ranked, Shortfall, Tally,
-    RANK_RULE,
+    is_probe, part_rates, question_name, LeaderboardRow, Material, PartRates, Ranked, Shortfall,
+    Tally, RANK_RULE,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,6 +159,39 @@ fn reproduced_mark(site: &Site, name: &str) -> String {
     }
 }
 
+/// The mark beside a row scored on public material (baselines/PROTOCOL.md, "Hidden
+/// splits"): its scores can come from a lookup table as well as from analysis.
+fn material_mark(row: &LeaderboardRow) -> String {
+    match row.material {
+        Material::Public => format!(
+            " <span class=\"public\" title=\"scored on public material (the catalog, the dev \
+             split, a corpus, or a split whose seed was given): a profiler can reproduce it \
+             and look the answers up\">{}</span>",
+            Material::Public.mark()
+        ),
+        Material::Hidden => String::new(),
+    }
+}
+
+/// What the ranked rows were scored on, said once above the views.
+fn material_note(site: &Site) -> String {
+    let mark = Material::Public.mark();
+    match site.leaderboard.headline_material() {
+        Material::Hidden => format!(
+            "<p class=\"material\">Ranked on the hidden split only: its seed was drawn by the \
+             harness and never reachable by a profiler. Rows scored on public material are \
+             listed beneath each view, marked <em>{mark}</em>, and not ranked.</p>"
+        ),
+        Material::Public => format!(
+            "<p class=\"material\">Every row is marked <em>{mark}</em>: it was scored on public \
+             material (the catalog, the dev split, a corpus, or a split whose seed was given), \
+             which a profiler can reproduce and look up instead of analysing. Only scores on \
+             a hidden split measure causal analysis (baselines/PROTOCOL.md, \"Hidden \
+             splits\").</p>"
+        ),
+    }
+}
+
 pub fn index(site: &Site) -> String {
     let mut b = String::new();
     let backends: BTreeSet<&str> = site.scores.iter().map(|s| s.backend.as_str()).collect();
@@ -176,6 +209,7 @@ pub fn index(site: &Site) -> String {
         site.shown.len(),
         esc(RANK_RULE)
     );
+    b.push_str(&material_note(site));
     let _ = write!(b, "<p>Views: ");
     for view in site.views() {
         let name = view_name(view);
@@ -203,10 +237,11 @@ pub fn index(site: &Site) -> String {
             let ci = |m: &str| r.ci.get(m);
             let _ = writeln!(
                 b,
-                "<tr><td class=\"num rank\">{}</td><td class=\"profiler\">{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                "<tr><td class=\"num rank\">{}</td><td class=\"profiler\">{}{}{}</td>{}{}{}{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 rank,
                 profiler(&site.palette, &r.profiler),
                 reproduced_mark(site, &r.profiler),
+                material_mark(r),
                 rate_cell(r.pair_accuracy, ci("pair_accuracy")),
                 rate_cell(r.root_cause_top1, ci("root_cause_top1")),
                 rate_cell(r.symptom_accuracy, ci("symptom_accuracy")),
@@ -217,6 +252,28 @@ pub fn index(site: &Site) -> String {
             );
         }
         b.push_str("</table>\n");
+        let unranked: Vec<String> = site
+            .leaderboard
+            .rows
+            .iter()
+            .filter(|r| (r.collectors, r.mode) == view && !is_probe(&r.profiler))
+            .filter(|r| r.material != site.leaderboard.headline_material())
+            .map(|r| {
+                format!(
+                    "{} {}{}",
+                    esc(&r.profiler),
+                    rate(r.pair_accuracy),
+                    material_mark(r)
+                )
+            })
+            .collect();
+        if !unranked.is_empty() {
+            let _ = write!(
+                b,
+                "<p class=\"note unranked\">Not ranked, public material: {}</p>\n",
+                unranked.join("; ")
+            );
+        }
         let bars: Vec<Bar> = rows
             .iter()
             .map(|r| Bar {
