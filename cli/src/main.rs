@@ -21,6 +21,7 @@ mod megakernel;
 mod megakernel_bpf;
 mod megakernel_run;
 mod progress;
+mod published;
 mod run;
 mod shard;
 mod site;

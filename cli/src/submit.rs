@@ -287,7 +287,7 @@ fn material(split: &SplitDraw) -> String {
 
 /// Puts the entry's material at the top of its `leaderboard.md` (every row of an entry
 /// is scored on its one split).
-fn mark_public(out: &Path, split: &SplitDraw) -> Result<(), Failure> {
+pub(crate) fn mark_public(out: &Path, split: &SplitDraw) -> Result<(), Failure> {
     let path = out.join(evaluator::LEADERBOARD_MD);
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let line = format!(
@@ -397,9 +397,15 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         ));
     }
     compare_scores(dir, &metadata, &scores)?;
+    // What the entry shows must be what its scores give (written, then read back).
+    let written = entry_file(dir, evaluator::SCORES_FILE, SMALL_FILE)
+        .map_err(|why| reject(dir, why))
+        .and_then(|path| evaluator::read_scores(&path).map_err(|e| reject(dir, e)))?;
+    let published =
+        crate::published::verify(dir, &written, &metadata.split, |why| reject(dir, why))?;
     println!(
         "check {}: accepted `{}` {}: {} bundles verified by hash, {} explanations re-scored, \
-         scores match; {}",
+         scores match, {published} published files regenerated and the same; {}",
         dir.display(),
         metadata.name,
         metadata.version,
@@ -429,10 +435,17 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         return rerun(&args, &metadata, &view_key, &bundles, &explained);
     }
     if dir.join(REPRODUCTION_FILE).exists() {
+        let counted = crate::published::reproduction_of(dir)?.is_some();
         println!(
-            "check {}: {REPRODUCTION_FILE} is the submitter's statement: only `check --rerun` \
-             verifies that the command reproduces the explanations",
-            dir.display()
+            "check {}: {REPRODUCTION_FILE} {}: only `check --rerun` verifies that the command \
+             reproduces the explanations",
+            dir.display(),
+            if counted {
+                "describes these explanations, as the submitter's statement"
+            } else {
+                "is IGNORED (it describes other explanations, or `check --rerun` never wrote \
+                 it) and shown nowhere"
+            }
         );
     }
     Ok(())
@@ -524,7 +537,11 @@ const SMALL_FILE: u64 = 1 << 30;
 /// without `..`, reached through no symbolic link, naming a regular file (never a FIFO,
 /// a device or a directory, which would hang or feed the reader without end) of at
 /// most `limit` bytes. Refused with exit 2 otherwise.
-fn entry_file(dir: &Path, relative: impl AsRef<Path>, limit: u64) -> Result<PathBuf, String> {
+pub(crate) fn entry_file(
+    dir: &Path,
+    relative: impl AsRef<Path>,
+    limit: u64,
+) -> Result<PathBuf, String> {
     use std::path::Component;
     let relative = relative.as_ref();
     let shown = relative.display();
@@ -783,8 +800,19 @@ fn rerun(
         first_difference: first_difference.clone(),
         machine: machine(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        explanations_sha256: crate::published::explanations_sha256(dir),
     };
     write_json(&dir.join(REPRODUCTION_FILE), &reproduction)?;
+    // The entry's site shows the reproduction from now on (as check regenerates it).
+    let mut scores = evaluator::read_scores(&dir.join(evaluator::SCORES_FILE))?;
+    if let Some(builtin) = crate::submit_beside::builtin_scores(dir)? {
+        scores.extend(builtin);
+    }
+    crate::site::write(
+        dir,
+        &dir.join("html"),
+        &evaluator::Leaderboard::from_scores(&scores),
+    )?;
     match first_difference {
         None => {
             println!(
@@ -809,7 +837,7 @@ fn without_time(x: &Explanation) -> Explanation {
 }
 
 /// A private scratch directory outside the entry's folder.
-fn tempdir() -> Result<PathBuf, Failure> {
+pub(crate) fn tempdir() -> Result<PathBuf, Failure> {
     let dir = std::env::temp_dir().join(format!(
         "causalbench-check-{}-{}",
         std::process::id(),

@@ -87,7 +87,7 @@ pub fn with_builtins(results: &Path) -> Result<Option<Leaderboard>, Failure> {
 
 /// Appends (once) the ranking of the entry among the built-in profilers to its
 /// `leaderboard.md`.
-fn mark_leaderboard(out: &Path) -> Result<(), Failure> {
+pub(crate) fn mark_leaderboard(out: &Path) -> Result<(), Failure> {
     let Some(leaderboard) = with_builtins(out)? else {
         return Ok(());
     };

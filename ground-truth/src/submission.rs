@@ -104,6 +104,11 @@ pub struct Reproduction {
     pub first_difference: Option<String>,
     pub machine: Machine,
     pub tool_version: String,
+    /// One sha256 of the explanations compared (each file's sha256 by its path in
+    /// the entry): a reproduction counts only for the explanations it describes.
+    /// Absent in reproductions written before it was kept, which then count for none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub explanations_sha256: String,
 }
 
 fn version_problem(found: u32) -> Vec<(String, String)> {

@@ -108,18 +108,14 @@ fn submission_entry(
     results: &Path,
 ) -> Result<Option<(String, Option<ground_truth::submission::Reproduction>)>, Failure> {
     use ground_truth::io::Readable;
-    use ground_truth::submission::{Reproduction, Submission, METADATA_FILE, REPRODUCTION_FILE};
+    use ground_truth::submission::{Submission, METADATA_FILE};
     let meta = results.join(METADATA_FILE);
     if !meta.is_file() {
         return Ok(None);
     }
     let entry = Submission::read(&meta).map_err(|e| Failure::input(e.to_string()))?;
-    let rerun = results.join(REPRODUCTION_FILE);
-    let reproduction = if rerun.is_file() {
-        Some(Reproduction::read(&rerun).map_err(|e| Failure::input(e.to_string()))?)
-    } else {
-        None
-    };
+    // Only a reproduction of the explanations the entry holds is shown.
+    let reproduction = crate::published::reproduction_of(results)?;
     Ok(Some((entry.name, reproduction)))
 }
 
