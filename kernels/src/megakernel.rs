@@ -214,8 +214,10 @@ pub mod bpf_slot {
     pub const ARENAS: usize = BANKS + 2 * BANK_BYTES;
     /// Per hook: ns spent in its program's runs (`hook_ns[3]`, after the arenas).
     pub const HOOK_NS: usize = ARENAS + 2 * ARENA_BYTES;
+    /// Per hook: of those, ns in the interpreter's dispatch loop (`exec_ns[3]`).
+    pub const EXEC_NS: usize = HOOK_NS + 8 * HOOK_KINDS;
     /// `sizeof(mk_bpf_slot)`.
-    pub const SLOT_BYTES: usize = HOOK_NS + 8 * HOOK_KINDS;
+    pub const SLOT_BYTES: usize = EXEC_NS + 8 * HOOK_KINDS;
 }
 
 /// `struct mk_task` (48 bytes).
@@ -416,14 +418,14 @@ mod tests {
         }
         assert!(source().contains(&format!("extern \"C\" __global__ void {ENTRY}(")));
         for s in [
-            "sizeof(mk_bpf_slot) == 148264",
+            "sizeof(mk_bpf_slot) == 148288",
             "sizeof(mk_bpf_bank) == 8480",
             "#define MK_BPF_MAX_INSNS 1024",
             "#define MK_BPF_ARENA_BYTES 65536",
         ] {
             assert!(BPF_SOURCE.contains(s), "{s} missing from mk_bpf.cu");
         }
-        assert_eq!(bpf_slot::SLOT_BYTES, 148264);
+        assert_eq!(bpf_slot::SLOT_BYTES, 148288);
         assert_eq!(
             bpf_slot::BANK_INSNS + 8 * bpf_slot::MAX_INSNS,
             bpf_slot::BANK_BYTES

@@ -55,8 +55,9 @@ struct mk_bpf_slot {
     mk_bpf_bank bank[2];
     unsigned char arena[2][MK_BPF_ARENA_BYTES];
     mk_u64 hook_ns[MK_BPF_HOOK_KINDS]; // per hook: %globaltimer ns spent in runs of its program, all workers
+    mk_u64 exec_ns[MK_BPF_HOOK_KINDS]; // of which in the interpreter's dispatch loop (mk_bpf_exec; 0 compiled)
 };
-static_assert(sizeof(mk_bpf_slot) == 148264, "mk_bpf_slot must be 148264 bytes");
+static_assert(sizeof(mk_bpf_slot) == 148288, "mk_bpf_slot must be 148288 bytes");
 
 #ifdef MK_BPF_COMPILED
 // Compiled with MK_BPF_COMPILED (kernels::megakernel::compile_cubin_with_compiled_hooks,
@@ -367,7 +368,9 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     mk_bpf_put(m.ctx + 64, 8, notify_ns);
     mk_bpf_put(m.ctx + 72, 8, queue_ns);
     mk_u64 executed = 0, ring_dropped = 0;
+    const mk_u64 t_exec = mk_bpf_now();
     const bool ok = mk_bpf_exec(&m, bank->prog_start[hook], len, &executed, &ring_dropped);
+    atomicAdd(&slot->exec_ns[hook], mk_bpf_now() - t_exec);
     atomicAdd(&slot->insns, executed);
     if (ok) atomicAdd(&slot->observed[cls], 1ull);
     if (!ok || ring_dropped) atomicAdd(&slot->dropped[cls], ok ? ring_dropped : 1ull);

@@ -26,6 +26,8 @@ pub struct Attachment {
     /// Nanoseconds the device spent in the hooks with a program, summed over
     /// workers (`mk_bpf_slot.hook_ns`; 0 off the GPU).
     pub device_hook_ns: u64,
+    /// Of which in the device interpreter's dispatch loop (`mk_bpf_slot.exec_ns`; 0 compiled).
+    pub device_exec_ns: u64,
     /// When `Some`, every hook context the set ran on, in order (the
     /// recorded task events the compiled translation is checked against).
     pub recorded: Option<Vec<(Hook, Context)>>,
@@ -46,6 +48,7 @@ impl Attachment {
             insns: 0,
             helper_calls: 0,
             device_hook_ns: 0,
+            device_exec_ns: 0,
             recorded: None,
         })
     }

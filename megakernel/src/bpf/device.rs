@@ -175,6 +175,9 @@ impl GpuPrograms {
         att.device_hook_ns = (0..L::HOOK_KINDS)
             .map(|h| get64(img, L::HOOK_NS + 8 * h))
             .sum();
+        att.device_exec_ns = (0..L::HOOK_KINDS)
+            .map(|h| get64(img, L::EXEC_NS + 8 * h))
+            .sum();
     }
 
     /// `att`'s set compiled and linked into the megakernel (once per set name).

@@ -46,6 +46,7 @@ struct Sample {
     runs: u64,
     insns: u64,
     hook_ns: u64,
+    exec_ns: u64,
 }
 
 /// Median kernel time of one schedule under each monitor, interleaved rounds: a JSON
@@ -115,6 +116,7 @@ pub fn perturbation(
                 smp.runs = a.eligible.iter().sum();
                 smp.insns = a.insns;
                 smp.hook_ns = a.device_hook_ns;
+                smp.exec_ns = a.device_exec_ns;
             }
             samples[i].push(smp);
         }
@@ -143,6 +145,7 @@ pub fn perturbation(
                 o["hook_runs"] = json!(runs);
                 o["insns_per_run"] = json!(med(&v, |x| x.insns) / runs.max(1.0));
                 o["hook_ns_per_run"] = json!(hook_ns / runs.max(1.0));
+                o["interp_loop_ns_per_run"] = json!(med(&v, |x| x.exec_ns) / runs.max(1.0));
                 o["hook_us_per_worker"] = json!(hook_ns / workers / 1e3);
             }
             o

@@ -183,7 +183,74 @@ pub fn gpu_costs_line(summary: &Path) -> String {
         num(&a["swap_us"]),
         num(&a["rebuild_with_hooks_cold_ms"]),
         num(&a["rebuild_warm_ms"]),
-    )
+    ) + &compiled_line(&v)
+}
+
+/// The compiled programs' figures of a `megakernel bpf --backend cuda` summary
+/// (megakernel/README.md, "Compiled monitors"): the diagnosis program's and the
+/// query programs' perturbation compiled and interpreted beside the fixed
+/// configuration's, and a new question's compiled attach against the rebuild.
+/// Empty for a summary from before the compiled path.
+pub fn compiled_line(v: &Value) -> String {
+    let arms = v["perturbation"].as_array().cloned().unwrap_or_default();
+    let pct = |monitor: &str, execution: Option<&str>| {
+        arms.iter()
+            .find(|a| a["monitor"] == monitor && a["execution"].as_str() == execution)
+            .and_then(|a| a["perturbation_pct"].as_f64())
+    };
+    let range = |execution: &str| {
+        let v: Vec<f64> = arms
+            .iter()
+            .filter(|a| {
+                a["execution"] == execution
+                    && a["monitor"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("ebpf:"))
+            })
+            .filter_map(|a| a["perturbation_pct"].as_f64())
+            .collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.1}–{hi:.1}")
+    };
+    let (Some(compiled), Some(interpreted), Some(fixed)) = (
+        pct("diagnosis:ebpf", Some("compiled")),
+        pct("diagnosis:ebpf", Some("interpreted")),
+        pct("aggregate", None),
+    ) else {
+        return String::new();
+    };
+    let programs = v["compiled_attach"]["programs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let attach = |name: &str| programs.iter().find(|p| p["program"] == name).cloned();
+    let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
+    let mut line = format!(
+        "Compiled (translated to CUDA C, NVRTC, linked by the driver into the megakernel): the \
+         diagnosis program perturbs the kernel by {compiled:.1} % (interpreted {interpreted:.1} \
+         %, the fixed aggregation configuration {fixed:.1} %), the query programs by {} % \
+         (interpreted {} %)",
+        range("compiled"),
+        range("interpreted"),
+    );
+    if let Some(d) = attach("diagnose") {
+        line += &format!(
+            "; attaching the diagnosis compiled takes {:.1} ms (verify {:.2} + translate {:.2} + \
+             NVRTC {:.1} + driver link {:.1} + load {:.1} + swap {:.2} ms), its linked kernel \
+             {} registers and {} B local memory per thread",
+            num(&d["total_ms"]),
+            num(&d["verify_ms"]),
+            num(&d["translate_ms"]),
+            num(&d["nvrtc_ms"]),
+            num(&d["driver_link_ms"]),
+            num(&d["load_ms"]),
+            num(&d["swap_ms"]),
+            d["linked_kernel"]["regs"],
+            d["linked_kernel"]["local_bytes"],
+        );
+    }
+    line + ".\n"
 }
 
 #[cfg(test)]
