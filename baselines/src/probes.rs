@@ -331,3 +331,138 @@ fn graph_node(r: &Record) -> Option<u64> {
         _ => None,
     }
 }
+
+/// The learned surface-statistics probe (docs/integrity.md, "A learned probe"):
+/// nearest centroid over a query's surface features ([`surface_features`]), one
+/// centroid per cause, fitted on views whose causes are known (the dev split). It is
+/// what a submitter who trains on public material instead of analysing would ship;
+/// its pair accuracy on a fresh split must stay under the leakage ceiling
+/// (`baselines/tests/learned_probe.rs`).
+#[derive(Debug, Clone)]
+pub struct LearnedSurface {
+    /// Per cause, the mean of its training features (standardised).
+    centroids: Vec<(CauseLabel, Vec<f64>)>,
+    /// Per feature, the training mean and standard deviation.
+    scale: Vec<(f64, f64)>,
+}
+
+/// Kind buckets of [`surface_features`]: every record kind counted in one of them.
+const KIND_BUCKETS: usize = 12;
+
+/// What a view shows of a query without any causal reasoning: how many records of
+/// each kind (by a hash of the kind's name), how many records and distinct kinds,
+/// the queried record's duration, and that duration against the median of the
+/// records of its kind.
+pub fn surface_features(view: &TraceView, query: &Query) -> Vec<f64> {
+    let mut kinds = [0.0f64; KIND_BUCKETS];
+    let mut durations: HashMap<&'static str, Vec<u64>> = HashMap::new();
+    for r in &view.records {
+        let kind = r.kind_name();
+        let bucket = kind
+            .bytes()
+            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+        kinds[bucket % KIND_BUCKETS] += 1.0;
+        let (start, end) = r.interval();
+        durations
+            .entry(kind)
+            .or_default()
+            .push(end.saturating_sub(start));
+    }
+    let queried = view.records.iter().find(|r| r.rid() == query.rid);
+    let own = queried.map_or(0, |r| {
+        let (start, end) = r.interval();
+        end.saturating_sub(start)
+    });
+    let median = queried
+        .and_then(|r| durations.get_mut(r.kind_name()))
+        .map_or(0, |d| {
+            d.sort_unstable();
+            d[d.len() / 2]
+        });
+    let ln = |x: f64| (1.0 + x.max(0.0)).ln();
+    let mut f: Vec<f64> = kinds.iter().map(|&c| ln(c)).collect();
+    f.push(ln(view.records.len() as f64));
+    f.push(ln(durations.len() as f64));
+    f.push(ln(own as f64));
+    f.push(ln(own as f64 / median.max(1) as f64));
+    f
+}
+
+impl LearnedSurface {
+    /// Fits one centroid per cause on `(features, cause)` examples.
+    pub fn fit(examples: &[(Vec<f64>, CauseLabel)]) -> LearnedSurface {
+        let n = examples.first().map_or(0, |(f, _)| f.len());
+        let count = examples.len().max(1) as f64;
+        let scale: Vec<(f64, f64)> = (0..n)
+            .map(|i| {
+                let mean = examples.iter().map(|(f, _)| f[i]).sum::<f64>() / count;
+                let var = examples
+                    .iter()
+                    .map(|(f, _)| (f[i] - mean).powi(2))
+                    .sum::<f64>()
+                    / count;
+                (mean, var.sqrt().max(1e-9))
+            })
+            .collect();
+        let mut sums: Vec<(CauseLabel, Vec<f64>, f64)> = Vec::new();
+        for (f, label) in examples {
+            let z = standardise(&scale, f);
+            match sums.iter_mut().find(|(l, _, _)| l == label) {
+                Some((_, sum, k)) => {
+                    sum.iter_mut().zip(&z).for_each(|(s, x)| *s += x);
+                    *k += 1.0;
+                }
+                None => sums.push((*label, z, 1.0)),
+            }
+        }
+        let centroids = sums
+            .into_iter()
+            .map(|(l, sum, k)| (l, sum.into_iter().map(|s| s / k).collect()))
+            .collect();
+        LearnedSurface { centroids, scale }
+    }
+
+    /// The cause whose centroid is nearest to these features.
+    pub fn predict(&self, features: &[f64]) -> CauseLabel {
+        let z = standardise(&self.scale, features);
+        let distance = |c: &[f64]| c.iter().zip(&z).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+        self.centroids
+            .iter()
+            .min_by(|a, b| distance(&a.1).total_cmp(&distance(&b.1)))
+            .map_or(CauseLabel::HostCompute, |(l, _)| *l)
+    }
+}
+
+fn standardise(scale: &[(f64, f64)], features: &[f64]) -> Vec<f64> {
+    features
+        .iter()
+        .zip(scale)
+        .map(|(x, (mean, sd))| (x - mean) / sd)
+        .collect()
+}
+
+impl Profiler for LearnedSurface {
+    fn name(&self) -> &str {
+        "probe-learned"
+    }
+    fn version(&self) -> &str {
+        crate::VERSION
+    }
+    fn explain(&self, view: &TraceView) -> Explanation {
+        let started = Instant::now();
+        let mut out = Output::default();
+        for q in &view.queries {
+            out.diagnoses.push(match q.question {
+                Question::Cause => Diagnosis {
+                    causes: vec![RankedCause {
+                        label: self.predict(&surface_features(view, q)),
+                        score: 1.0,
+                    }],
+                    ..empty_diagnosis(q)
+                },
+                _ => empty_diagnosis(q),
+            });
+        }
+        finish(self.name(), view, started, out)
+    }
+}
