@@ -1,6 +1,8 @@
 //! Hidden splits (issue 34): `submit` on the test split without a seed draws one
 //! itself, and the profiler it scores finds it nowhere it can look (command lines,
-//! environments and `/proc` of every process it can see, its own environment); an
+//! environments and `/proc` of every process it can see, its own environment, every
+//! file it can read under the temporary folder, its working folder and the folder
+//! above its view) nor can ask anyone for it (no TCP connection gets through); an
 //! entry on the dev split or on a seed given to `submit` is marked public, and so is
 //! each of its rows on the leaderboard and the site.
 
@@ -9,14 +11,35 @@ mod common;
 use common::{causalbench, python3};
 use std::path::Path;
 
-/// Writes every command line and environment it can find to stderr, then abstains.
-const SNOOP_PY: &str = r#"import glob, json, os, sys
+/// Writes every command line and environment it can find to stderr, every long
+/// number in any file it can read where a harness keeps things, and whether it
+/// reached the test's TCP listener (the port is its third argument), then abstains.
+const SNOOP_PY: &str = r#"import glob, json, os, re, socket, sys
 for f in glob.glob("/proc/[0-9]*/cmdline") + glob.glob("/proc/[0-9]*/environ"):
     try:
         print(f, open(f, "rb").read().replace(b"\0", b" ").decode(errors="replace"), file=sys.stderr)
     except OSError as e:
         print(f, e, file=sys.stderr)
 print("env", dict(os.environ), file=sys.stderr)
+numbers, readable, tried = set(), 0, 0
+for top in ["/tmp", os.getcwd(), os.path.dirname(os.path.dirname(sys.argv[1]))]:
+    for root, dirs, files in os.walk(top):
+        tried += len(files)
+        if tried > 3000:
+            break
+        for name in files[:200]:
+            try:
+                text = open(os.path.join(root, name), "rb").read(1 << 16)
+            except OSError:
+                continue
+            readable += 1
+            numbers.update(re.findall(rb"[0-9]{8,20}", text)[:100])
+print("files", readable, b" ".join(sorted(numbers)[:20000]).decode(), file=sys.stderr)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=2)
+    print("tcp: CONNECTED", file=sys.stderr)
+except OSError as e:
+    print("tcp: refused", e, file=sys.stderr)
 view = json.load(open(sys.argv[1]))
 json.dump({"schema_version": 1,
            "meta": {"profiler": "x", "version": "1", "view": view["spec"], "wall_ms": 1.0}},
@@ -26,7 +49,9 @@ json.dump({"schema_version": 1,
 fn submit(tools: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
     let script = tools.join("snoop.py");
     std::fs::write(&script, SNOOP_PY).unwrap();
-    let profiler = format!("snoop=python3 {} {{view}} {{out}}", script.display());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let profiler = format!("snoop=python3 {} {{view}} {{out}} {port}", script.display());
     let mut args = vec![
         "submit",
         "--profiler",
@@ -91,6 +116,13 @@ fn a_hidden_seed_is_nowhere_the_profiler_can_look() {
     let seen = logs(&hidden.join("logs"));
     assert!(!seen.is_empty());
     assert!(seen.iter().all(|l| l.contains("env {")), "{:?}", seen[0]);
+    // It looked through files and tried the network: no seed, no connection.
+    assert!(seen.iter().all(|l| l.contains("\nfiles ")), "{:?}", seen[0]);
+    assert!(
+        seen.iter().all(|l| l.contains("tcp: refused")),
+        "{:?}",
+        seen[0]
+    );
     assert!(
         seen.iter().all(|l| !l.contains(&seed)),
         "the seed {seed} was visible"
