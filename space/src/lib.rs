@@ -249,7 +249,7 @@ fn axes(s: &Structure, w: &build::Workload) -> BTreeMap<String, AxisValue> {
             } if w.chain.contains(id) => Some(*memory),
             _ => None,
         })
-        .last()
+        .next_back()
         .map_or("none", |m| match m {
             ground_truth::trace::HostMemory::Pinned => "pinned",
             ground_truth::trace::HostMemory::Pageable => "pageable",
