@@ -1,6 +1,7 @@
 //! The PyTorch track's committed corpus (results/corpus/h200-580-kineto,
 //! docs/torch-track.md): it replays to exactly the committed leaderboard (its
-//! `hta-critical-path` rows, HTA on the native traces, where HTA is installed), every
+//! `hta-critical-path`, `hta-idle-time` and `hta-launch-stats` rows, HTA on the native
+//! traces, where HTA is installed; required in CI by CAUSALBENCH_REQUIRE_HTA=1), every
 //! native Kineto trace beside a bundle reads, and the completeness table in the
 //! committed leaderboard is the one its `completeness.json` gives.
 
@@ -48,8 +49,8 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     // HTA is optional: without it the rest must still be exactly the committed rows.
     let with_hta = baselines::hta_available();
     if !with_hta {
-        let msg = "HolisticTraceAnalysis is not importable: the hta-critical-path rows are not \
-                   compared (bash baselines/hta/setup-hta.sh)";
+        let msg = "HolisticTraceAnalysis is not importable: the hta-critical-path, hta-idle-time \
+                   and hta-launch-stats rows are not compared (bash baselines/hta/setup-hta.sh)";
         assert!(
             !std::env::var("CAUSALBENCH_REQUIRE_HTA").is_ok_and(|v| v == "1"),
             "{msg}"
@@ -57,7 +58,7 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
         eprintln!("partly skipped: {msg}");
     }
     let profilers = if with_hta {
-        "builtin,kineto-flows,hta-critical-path"
+        "builtin,kineto-flows,hta-critical-path,hta-idle-time,hta-launch-stats"
     } else {
         "builtin,kineto-flows"
     };
@@ -78,6 +79,9 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     let mut committed_verdicts = verdicts(&committed);
     if !with_hta {
         without_profiler(&mut committed_verdicts, baselines::hta::NAME);
+        for name in baselines::hta_analyses::NAMES {
+            without_profiler(&mut committed_verdicts, name);
+        }
     }
     assert!(
         fresh == committed_verdicts,
@@ -85,6 +89,14 @@ fn kineto_corpus_replays_to_the_committed_leaderboard() {
     );
     let md = std::fs::read_to_string(out.path().join("leaderboard.md")).unwrap();
     let committed_md = std::fs::read_to_string(root.join(RESULTS).join("leaderboard.md")).unwrap();
+    // HTA's three analyses each have their rows, and their notes say what they abstain on.
+    for name in std::iter::once(&baselines::hta::NAME).chain(baselines::hta_analyses::NAMES) {
+        assert!(
+            committed_md.contains(&format!("| {name} |"))
+                && committed_md.contains(&format!("- `{name}`:")),
+            "{RESULTS}/leaderboard.md has no `{name}` rows or note"
+        );
+    }
     // The completeness table, up to the next section (the third-party rows' notes
     // follow it only where HTA ran).
     let section = |t: &str| {
