@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod profiler_cost;
+
 /// `causalbench measure`'s studies.
 #[derive(clap::Subcommand)]
 pub enum MeasureCommand {
@@ -46,6 +48,10 @@ pub enum MeasureCommand {
     /// One large case on the simulator, stage by stage: seconds and peak RSS of
     /// recording, the bundle's and view's files, the view, causal-graph and the score.
     Large(crate::measure_large::LargeArgs),
+    /// What one external profiler adds to a run per view it explains, against the
+    /// built-in profilers' run per view: the same run twice, without and with it
+    /// (`-- RUN OPTIONS` for both), timed end to end (no GPU needed).
+    ProfilerCost(profiler_cost::ProfilerCostArgs),
 }
 
 #[derive(clap::Args)]
@@ -155,6 +161,7 @@ pub struct LaunchOverheadArgs {
 pub fn measure(command: MeasureCommand) -> Result<(), Failure> {
     let (out, value) = match command {
         MeasureCommand::Large(a) => return crate::measure_large::large(&a),
+        MeasureCommand::ProfilerCost(a) => return profiler_cost::profiler_cost(&a),
         MeasureCommand::Injections(a) => {
             let scenarios = crate::catalog::load_suite(&a.suite.suite, None)?;
             let be = study_backend("measure injections", &a.suite)?;

@@ -193,3 +193,20 @@ fn collectors_and_modes_narrow_the_external_profilers_views() {
         "{err}"
     );
 }
+
+#[test]
+fn measure_profiler_cost_starts_fresh_runs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("builtin")).unwrap();
+    let out = dir.path().to_str().unwrap();
+    let (code, _, err) = causalbench(&[
+        "measure",
+        "profiler-cost",
+        "--profiler",
+        "mine=serve: python3 mine.py",
+        "--out",
+        out,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("must start fresh"), "{err}");
+}
