@@ -196,3 +196,54 @@ impl Agreement {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(verdict: &str, lateness_us: f64, depth: f64, backend: &str) -> Side {
+        Side {
+            verdict: verdict.into(),
+            lateness_us,
+            axes: [("gating_depth".to_string(), AxisValue::Number(depth))].into(),
+            backend: backend.into(),
+        }
+    }
+
+    #[test]
+    fn agreement_counts_same_verdicts_lateness_ratios_and_profiler_verdicts_per_bucket() {
+        let a: BTreeMap<String, Side> = [
+            ("s1".to_string(), side("kept", 100.0, 1.0, "sim")),
+            ("s2".to_string(), side("kept", 50.0, 9.0, "sim")),
+            ("only-a".to_string(), side("kept", 10.0, 1.0, "sim")),
+        ]
+        .into();
+        let b: BTreeMap<String, Side> = [
+            ("s1".to_string(), side("kept", 200.0, 1.0, "cuda")),
+            ("s2".to_string(), side("dropped", 50.0, 9.0, "cuda")),
+        ]
+        .into();
+        let key = |s: &str, p: &str| (s.to_string(), p.to_string());
+        let va: ProfilerVerdicts = [(key("s1", "p"), true), (key("s2", "p"), true)].into();
+        let vb: ProfilerVerdicts = [(key("s1", "p"), true), (key("s2", "p"), false)].into();
+        let agreement = compare(&a, &b, &va, &vb);
+        assert_eq!(agreement.matched, 2);
+        assert_eq!(agreement.backends, ("sim".to_string(), "cuda".to_string()));
+        let text = agreement.render();
+        assert!(text.starts_with("# Agreement: cuda against sim"), "{text}");
+        // Both scenarios: one label verdict of two the same, lateness ratios 2 and 1
+        // (median the upper), the profiler's verdict the same once in two.
+        assert!(
+            text.contains("| all | all | 2 | 0.50 | 2.00 | 0.50 (2) |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| gating_depth | 1 | 1 | 1.00 | 2.00 | 1.00 (1) |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| gating_depth | 9+ | 1 | 0.00 | 1.00 | 0.00 (1) |"),
+            "{text}"
+        );
+    }
+}
