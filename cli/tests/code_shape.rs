@@ -41,12 +41,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "ground-truth/src/graph/detail.rs",
         "ground-truth/src/trace/detail.rs",
     ],
-    // CUPTI's activity buffers, the capability probe and the record layouts.
-    &[
-        "recorder-cupti/src/activity.rs",
-        "recorder-cupti/src/capability.rs",
-        "recorder-cupti/src/layout.rs",
-    ],
 ];
 
 /// Functions over the limit that stand, as `file: function` (matched by file), each in a

@@ -98,7 +98,7 @@ pub fn capabilities(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activity::{KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT};
+    use crate::raw::{KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT};
 
     #[test]
     fn releases_follow_the_api_version() {

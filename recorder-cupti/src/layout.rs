@@ -15,7 +15,7 @@
 //! layout is never read past its end and a value this build does not know
 //! stays a plain integer.
 
-use crate::activity::{
+use crate::raw::{
     Raw, KIND_CONCURRENT_KERNEL, KIND_CUDA_EVENT, KIND_DRIVER, KIND_EXTERNAL_CORRELATION,
     KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_SYNCHRONIZATION,
 };

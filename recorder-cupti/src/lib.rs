@@ -14,6 +14,7 @@ pub mod activity;
 pub mod capability;
 pub mod convert;
 pub mod layout;
+pub mod raw;
 
 pub use activity::{
     ensure_cupti, loaded_library, pop, pop_token, push, push_token, set_binding, starve_buffers,
