@@ -296,6 +296,15 @@ fn magnitude_ratio(rng: &mut ChaCha8Rng) -> f64 {
     (r * 100.0).round() / 100.0
 }
 
+/// A training step's loader queue: unbounded or bounded to one or two batches,
+/// a third of instances each. Drawn from a generator of its own, seeded from a
+/// copy of `rng`, which it leaves where it was: every other property of an
+/// instance is what it was before this axis existed.
+fn loader_queue(rng: &ChaCha8Rng) -> Option<u32> {
+    let mut own = ChaCha8Rng::seed_from_u64(rng.clone().random::<u64>() ^ 0x6c6f_6164_6572);
+    [None, Some(1), Some(2)].choose(&mut own).copied().flatten()
+}
+
 fn number(v: f64) -> AxisValue {
     AxisValue::Number(v)
 }
@@ -501,7 +510,10 @@ fn pipelined_microbatches(rng: &mut ChaCha8Rng) -> ShapeWorkload {
 /// gradient all-reduce on a communication stream and the optimizer, then
 /// reads the loss back (`.item()`, a blocking pageable copy) before it takes
 /// the next batch. Steps are issued as fast as the loader goes, and the loader
-/// prepares a batch in about the time the main thread takes for a step.
+/// prepares a batch in about the time the main thread takes for a step. The
+/// queue is unbounded or holds one or two batches (`loader_queue`), as a
+/// loader's `queue.Queue(maxsize)` does: a loader ahead of the main thread
+/// then waits for room (the truth's `backpressure` edge, docs/records.md).
 fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
     let mut n = Names::new(rng);
     let total = rng.random_range(3..=5u32);
@@ -536,6 +548,7 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
         n.copy("loss", "s0", CopyDirection::D2h, 4096, HostMemory::Pageable),
     ];
     let ratio = magnitude_ratio(rng);
+    let capacity = loader_queue(rng);
     ShapeWorkload {
         threads: vec![thread("loader", 1), thread("main", 1)],
         queues: vec![QueueDecl {
@@ -543,7 +556,7 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             kind: QueueKind::Channel,
             consumer: "main".into(),
             randomized: false,
-            capacity: None,
+            capacity,
         }],
         streams: vec![stream("s0"), stream("s1")],
         events: ["grads_ready", "comm_done"]
@@ -592,6 +605,10 @@ fn training_step(rng: &mut ChaCha8Rng) -> ShapeWorkload {
             ("upstream".into(), number(1.0)),
             ("symptom_position".into(), category("later")),
             ("shape".into(), category("training")),
+            (
+                "loader_queue".into(),
+                category(&capacity.map_or("unbounded".into(), |c| c.to_string())),
+            ),
         ]),
         magnitude_ratio: ratio,
     }

@@ -109,4 +109,10 @@ fn the_dev_split_samples_every_shape_along_its_axes() {
     assert!(serving("upstream").len() >= 3, "1-3 requests upstream");
     assert_eq!(serving("symptom_position").len(), 2, "first and later ops");
     assert!(serving("batch_sizes").len() >= 2);
+    let training = |axis: &str| &seen[&("training-step".to_string(), axis.to_string())];
+    assert_eq!(
+        training("loader_queue").len(),
+        3,
+        "unbounded and bounded loader queues"
+    );
 }
