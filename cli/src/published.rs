@@ -2,16 +2,13 @@
 //! "Getting onto the leaderboard"): every published file (`leaderboard.md`,
 //! `leaderboard.csv`, `axes.csv`, `html/`) is regenerated from the entry's verified
 //! case scores by the writers `run` and `submit` use, into a scratch folder, and must
-//! be byte-for-byte the one in the entry; and `reproduction.json` counts only when
-//! it describes the entry's explanations as they are ([`explanations_sha256`]).
+//! be byte-for-byte the one in the entry (how `reproduction.json` counts:
+//! cli/src/reproduction.rs).
 
-use crate::manifest::{sha256_file, MANIFEST_FILE};
+use crate::manifest::MANIFEST_FILE;
 use crate::Failure;
 use evaluator::CaseScore;
-use ground_truth::submission::{Reproduction, SplitDraw, REPRODUCTION_FILE};
-use ground_truth::Readable;
-use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use ground_truth::submission::SplitDraw;
 use std::path::{Path, PathBuf};
 
 /// The published files besides `leaderboard.json` (which `check` compares first) and
@@ -25,51 +22,6 @@ const SITE: &str = "html";
 /// The built-in rows kept beside an entry (cli/src/submit_beside.rs).
 const BUILTIN_SCORES: &str = "builtin-scores.jsonl";
 
-/// One digest of every regular file under `dir/explanations` (each file's sha256 by
-/// its path inside the folder): what `check --rerun` compared, recorded in
-/// `reproduction.json`, so that a reproduction of other explanations is ignored.
-pub fn explanations_sha256(dir: &Path) -> String {
-    let mut files: BTreeMap<String, String> = BTreeMap::new();
-    let mut stack = vec![dir.join("explanations")];
-    while let Some(at) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&at) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(path),
-                Ok(t) if t.is_file() => {
-                    let name = path
-                        .strip_prefix(dir)
-                        .unwrap_or(&path)
-                        .display()
-                        .to_string();
-                    files.insert(name, sha256_file(&path).unwrap_or_else(|e| e));
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut h = Sha256::new();
-    for (name, sha) in &files {
-        h.update(format!("{name}\0{sha}\n").as_bytes());
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The entry's `reproduction.json` when `check --rerun` wrote it for the explanations
-/// the entry holds now; `None` when there is none, or it describes other explanations
-/// (edited since, or a file `check --rerun` never wrote).
-pub fn reproduction_of(dir: &Path) -> Result<Option<Reproduction>, Failure> {
-    let path = dir.join(REPRODUCTION_FILE);
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let r = Reproduction::read(&path).map_err(|e| Failure::input(e.to_string()))?;
-    Ok((r.explanations_sha256 == explanations_sha256(dir)).then_some(r))
-}
-
 /// The entry's published files regenerated from its case scores `scores` into
 /// `scratch`, as `run` and then `submit` wrote them.
 fn regenerate(
@@ -81,14 +33,14 @@ fn regenerate(
     let report =
         evaluator::write_results(scratch, scores).map_err(crate::commands::eval_failure)?;
     // The warning line of an unisolated run comes from the manifest (as stated).
-    if let Ok(manifest) = crate::submit::entry_file(dir, MANIFEST_FILE, 1 << 30) {
+    if let Ok(manifest) = crate::entry::entry_file(dir, MANIFEST_FILE, 1 << 30) {
         std::fs::copy(&manifest, scratch.join(MANIFEST_FILE))
             .map_err(|e| Failure::failed(format!("cannot copy {}: {e}", manifest.display())))?;
     }
     crate::manifest::mark_leaderboard(scratch)?;
-    crate::submit::mark_public(scratch, split)?;
+    crate::entry::mark_public(scratch, split)?;
     let mut leaderboard = report.leaderboard;
-    if let Ok(builtin) = crate::submit::entry_file(dir, BUILTIN_SCORES, 1 << 30) {
+    if let Ok(builtin) = crate::entry::entry_file(dir, BUILTIN_SCORES, 1 << 30) {
         std::fs::copy(&builtin, scratch.join(BUILTIN_SCORES))
             .map_err(|e| Failure::failed(format!("cannot copy {}: {e}", builtin.display())))?;
         crate::submit_beside::mark_leaderboard(scratch)?;
@@ -131,7 +83,7 @@ pub fn verify(
     split: &SplitDraw,
     reject: impl Fn(String) -> Failure,
 ) -> Result<usize, Failure> {
-    let scratch = crate::submit::tempdir()?;
+    let scratch = crate::entry::tempdir()?;
     let verified = compare(dir, &scratch, scores, split, reject);
     let _ = std::fs::remove_dir_all(&scratch);
     verified
@@ -160,7 +112,7 @@ fn compare(
                 relative.display()
             ))
         })?;
-        let published = crate::submit::entry_file(dir, relative, 1 << 30).map_err(&reject)?;
+        let published = crate::entry::entry_file(dir, relative, 1 << 30).map_err(&reject)?;
         let bytes = std::fs::read(&published)
             .map_err(|e| reject(format!("cannot read {}: {e}", published.display())))?;
         if bytes != fresh {

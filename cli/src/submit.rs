@@ -8,6 +8,7 @@
 //! each explanation against its view, re-scores them and compares with the submitted
 //! scores; `--rerun` runs the command again and records whether it reproduced them.
 
+use crate::entry::{entry_file, mark_public, material, tempdir};
 use crate::external::Externals;
 use crate::manifest::{sha256_file, Manifest, VIEW_KEY_FILE};
 use crate::run::{label_verdict, record_key, RunArgs};
@@ -270,37 +271,6 @@ pub fn mark_hidden<'a>(
     }
 }
 
-/// What the entry's split is, as `submit`, `check` and `leaderboard.md` say it.
-fn material(split: &SplitDraw) -> String {
-    if split.public {
-        format!(
-            "public — memorizable: the {} split, seed {}, is public material",
-            split.split, split.seed
-        )
-    } else {
-        format!(
-            "hidden split: seed {} drawn by submit out of the profiler's reach",
-            split.seed
-        )
-    }
-}
-
-/// Puts the entry's material at the top of its `leaderboard.md` (every row of an entry
-/// is scored on its one split).
-pub(crate) fn mark_public(out: &Path, split: &SplitDraw) -> Result<(), Failure> {
-    let path = out.join(evaluator::LEADERBOARD_MD);
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let line = format!(
-        "> **{}** (baselines/PROTOCOL.md, \"Hidden splits\")\n\n",
-        material(split)
-    );
-    if text.starts_with(&line) {
-        return Ok(());
-    }
-    write_atomic(&path, (line + &text).as_bytes())
-        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
-}
-
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(value).expect("submission formats serialize") + "\n";
     write_atomic(path, text.as_bytes())
@@ -435,7 +405,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         return rerun(&args, &metadata, &view_key, &bundles, &explained);
     }
     if dir.join(REPRODUCTION_FILE).exists() {
-        let counted = crate::published::reproduction_of(dir)?.is_some();
+        let counted = crate::reproduction::reproduction_of(dir)?.is_some();
         println!(
             "check {}: {REPRODUCTION_FILE} {}: only `check --rerun` verifies that the command \
              reproduces the explanations",
@@ -532,56 +502,6 @@ fn verified_bundles(dir: &Path, metadata: &Submission) -> Result<Vec<(String, Bu
 
 /// Largest metadata, view key, scores or leaderboard file `check` reads.
 const SMALL_FILE: u64 = 1 << 30;
-
-/// `relative` inside the entry's folder `dir`, as `check` may read it: a relative path
-/// without `..`, reached through no symbolic link, naming a regular file (never a FIFO,
-/// a device or a directory, which would hang or feed the reader without end) of at
-/// most `limit` bytes. Refused with exit 2 otherwise.
-pub(crate) fn entry_file(
-    dir: &Path,
-    relative: impl AsRef<Path>,
-    limit: u64,
-) -> Result<PathBuf, String> {
-    use std::path::Component;
-    let relative = relative.as_ref();
-    let shown = relative.display();
-    let mut path = dir.to_path_buf();
-    for part in relative.components() {
-        match part {
-            Component::Normal(name) => path.push(name),
-            _ => {
-                return Err(format!(
-                    "{shown}: a file of the entry is named by a plain relative path inside it"
-                ))
-            }
-        }
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("no file at {}", path.display()),
-            _ => format!("cannot read {}: {e}", path.display()),
-        })?;
-        if meta.file_type().is_symlink() {
-            return Err(format!(
-                "{} is a symbolic link: check reads only the folder's own files",
-                path.display()
-            ));
-        }
-    }
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("no file at {}", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
-    })?;
-    if !meta.file_type().is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > limit {
-        return Err(format!(
-            "{} is {} bytes, over the limit of {limit}",
-            path.display(),
-            meta.len()
-        ));
-    }
-    Ok(path)
-}
 
 /// The first thing under `explanations` that is not one of the `expected` files (each
 /// a directory on the way to one, or the file itself): another file, a link, a FIFO.
@@ -800,7 +720,7 @@ fn rerun(
         first_difference: first_difference.clone(),
         machine: machine(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        explanations_sha256: crate::published::explanations_sha256(dir),
+        explanations_sha256: crate::reproduction::explanations_sha256(dir),
     };
     write_json(&dir.join(REPRODUCTION_FILE), &reproduction)?;
     // The entry's site shows the reproduction from now on (as check regenerates it).
@@ -834,19 +754,4 @@ fn without_time(x: &Explanation) -> Explanation {
     let mut x = x.clone();
     x.meta.wall_ms = 0.0;
     x
-}
-
-/// A private scratch directory outside the entry's folder.
-pub(crate) fn tempdir() -> Result<PathBuf, Failure> {
-    let dir = std::env::temp_dir().join(format!(
-        "causalbench-check-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
 }

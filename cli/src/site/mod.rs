@@ -115,7 +115,7 @@ fn submission_entry(
     }
     let entry = Submission::read(&meta).map_err(|e| Failure::input(e.to_string()))?;
     // Only a reproduction of the explanations the entry holds is shown.
-    let reproduction = crate::published::reproduction_of(results)?;
+    let reproduction = crate::reproduction::reproduction_of(results)?;
     Ok(Some((entry.name, reproduction)))
 }
 
