@@ -4,9 +4,9 @@
 use super::graph::Graph;
 use super::thresholds::{
     CLOCK_NS, FENCED_COPY_CAUSE, HOST_COMPUTE_ALTERNATIVE, LATENESS_SHARE, MAX_BLOCKING_DEPTH,
-    MAX_HOPS, MAX_PATH_STEPS, NOISE_NS, NONE_WHEN_CLEAN, NONE_WHEN_UNSURE, NOT_LATE_GATE,
-    SECONDARY_PHASE, SPREAD_MARGIN, UNGATED_RECORD_BACKLOG, UNGATED_RECORD_NONE, UNGATED_SYNC,
-    UNKNOWN_GATE, UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_HOST_DESCHEDULE, UNSEEN_HOST_PAGE_FAULT,
+    MAX_HOPS, NOISE_NS, NONE_WHEN_CLEAN, NONE_WHEN_UNSURE, NOT_LATE_GATE, SECONDARY_PHASE,
+    SPREAD_MARGIN, UNGATED_RECORD_BACKLOG, UNGATED_RECORD_NONE, UNGATED_SYNC, UNKNOWN_GATE,
+    UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_HOST_DESCHEDULE, UNSEEN_HOST_PAGE_FAULT,
     UNSEEN_LINK_CONTENTION, UNSEEN_SM_CONTENTION, WAIT_RECORD_BACKLOG, WAIT_RECORD_EVENT,
 };
 use crate::analysis::{
@@ -47,6 +47,14 @@ impl Graph<'_> {
         let (mut causes, phases, npeers) = self.causes(p, 0);
         if let Some(held) = self.held_by_other_requests(p) {
             causes = held;
+        }
+        // Nothing late against the symptom's own norms: its peers may be late
+        // with it (a pipeline, a batch an earlier request held), so the delays
+        // the records show upstream are each removed in turn (`candidates.rs`).
+        if top_cause(&causes) == Some(CauseLabel::None) {
+            if let Some(found) = self.counterfactual_root(p) {
+                causes = found;
+            }
         }
         self.asked_latency.set(f64::INFINITY);
         let call = self.call_of(p);
@@ -591,7 +599,8 @@ impl Graph<'_> {
     /// Rule 7d: an op of `p`'s own request upstream on its critical path that
     /// ran longer than its peers (a phase the device timed) and delayed `p` by
     /// more than `p`'s execution floor, as far as the path's slack lets the
-    /// excess through ([`Graph::slack_after`]): the cause, named by the gate it
+    /// excess through (the counterfactual, [`Graph::effect`]: the graph's finish
+    /// times re-evaluated without the excess): the cause, named by the gate it
     /// passed the delay through (a copy: its own transfer). The peers' finishes
     /// are no reference then: on the H200 the handoff chains before the op make
     /// them stray by hundreds of µs, which hid a 690 µs longer side kernel
@@ -608,6 +617,7 @@ impl Graph<'_> {
             return None;
         }
         let own_token = self.token(p)?;
+        let cone = self.cone(p);
         let mut best: Option<(usize, f64)> = None;
         for (i, &x) in path.iter().enumerate() {
             if x == p || !ix.rec(x).is_device_op() || self.token(x).as_ref() != Some(&own_token) {
@@ -629,7 +639,7 @@ impl Graph<'_> {
             if excess <= self.phase_floors(&peers)[EXECUTION_PHASE] {
                 continue;
             }
-            let reached = self.slack_after(&path, i, excess);
+            let reached = self.effect(&cone, x, excess);
             if best.is_none_or(|(_, r)| reached > r) {
                 best = Some((i, reached));
             }
@@ -655,52 +665,6 @@ impl Graph<'_> {
             _ => self.gate_after(&path, i),
         };
         Some((vec![(label, reached)], reached))
-    }
-
-    /// How much of an `excess` at `path[i]` (it finished that much later than it
-    /// would have) reaches the path's end: at each later step the excess passes
-    /// only as far as the step's other gates were released before the gate on
-    /// the path (its slack); a step with no other gate passes it whole, and so
-    /// does a gate that itself waited for the delayed part of the path (it would
-    /// have been released earlier too).
-    fn slack_after(&self, path: &[Pos], i: usize, excess: f64) -> f64 {
-        let delayed: std::collections::HashSet<Pos> = path[i..].iter().copied().collect();
-        let mut reached = excess;
-        for w in path[i..].windows(2) {
-            let (from, to) = (w[0], w[1]);
-            let incoming = self.incoming(to);
-            let Some(on_path) = incoming.iter().find(|e| e.src == from) else {
-                return 0.0;
-            };
-            let released = self.effective(on_path);
-            if let Some(other) = incoming
-                .iter()
-                .filter(|e| e.src != from && !self.waited_for_any(e.src, &delayed))
-                .map(|e| self.effective(e))
-                .max()
-            {
-                reached = reached.min(released.saturating_sub(other) as f64);
-            }
-            if reached <= 0.0 {
-                return 0.0;
-            }
-        }
-        reached
-    }
-
-    /// Whether `src`'s own critical path passes through one of `delayed`.
-    fn waited_for_any(&self, src: Pos, delayed: &std::collections::HashSet<Pos>) -> bool {
-        let mut cur = src;
-        for _ in 0..MAX_PATH_STEPS {
-            if delayed.contains(&cur) {
-                return true;
-            }
-            match self.gating_edge(cur) {
-                Some(e) => cur = e.src,
-                None => return false,
-            }
-        }
-        false
     }
 
     /// How long after its launch let it go `p` still waited for the gate that
@@ -843,6 +807,11 @@ impl Graph<'_> {
             ),
         }
     }
+}
+
+/// The highest-weighted cause of an unranked list.
+fn top_cause(causes: &[(CauseLabel, f64)]) -> Option<CauseLabel> {
+    ranked(causes.to_vec()).first().map(|c| c.label)
 }
 
 /// The largest phase above its noise floor: (index, excess), or (0, 0) when none is.

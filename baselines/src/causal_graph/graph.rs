@@ -54,6 +54,9 @@ pub(crate) struct Graph<'a> {
     /// (`Graph::normal_latency_of`); infinite between diagnoses. Device phases of the ops upstream are
     /// judged against it too (`Graph::phase_floors`).
     pub(super) asked_latency: std::cell::Cell<f64>,
+    /// Each request's size as its records give it (`Graph::request_size`),
+    /// gathered on first use.
+    pub(super) request_sizes: std::cell::OnceCell<FastMap<ground_truth::SharedStr, Vec<u64>>>,
 }
 
 impl<'a> Graph<'a> {
@@ -79,6 +82,7 @@ impl<'a> Graph<'a> {
             asked_latency: std::cell::Cell::new(f64::INFINITY),
             wait_satisfied: FastMap::default(),
             position: Vec::new(),
+            request_sizes: Default::default(),
         };
         g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();

@@ -88,6 +88,8 @@
 //! device timing in a host-only view, and anything not written in some record.
 
 mod attribution;
+mod candidates;
+mod counterfactual;
 mod critical_path;
 mod diagnosis;
 mod event_sync;

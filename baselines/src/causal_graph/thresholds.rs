@@ -12,6 +12,8 @@ use ground_truth::Ns;
 /// The diagnosis files, relative to `src/causal_graph/`: the sources whose
 /// numeric literals must come from this table.
 pub const DIAGNOSIS_FILES: &[&str] = &[
+    "candidates.rs",
+    "counterfactual.rs",
     "diagnosis.rs",
     "gating.rs",
     "peers.rs",
@@ -155,6 +157,12 @@ pub const CLOSED_MODE_QUEUEING: f64 = 0.4;
 /// late at all (rule 5a).
 pub const STRUCTURAL_NONE: f64 = 0.3;
 
+/// Weight of `none` beside the candidates of the counterfactual reading
+/// (`candidates.rs`). Unit: times the floor an effect had to pass. Why: a
+/// candidate that just passes the floor is about as likely noise as a cause;
+/// one that moves the symptom twice as far clearly outranks `none`.
+pub const COUNTERFACTUAL_NONE: f64 = 1.0;
+
 // ---- Lateness ----
 
 /// The share of a lateness a cause must explain. Unit: fraction. Why: a cause
@@ -223,9 +231,13 @@ pub const MAX_HANDOFF_LINKS: usize = 64;
 /// marker. Unit: steps.
 pub const MAX_TASK_STEPS: usize = 100_000;
 
-/// Gating edges followed back to see whether a gate waited for the delayed
-/// part of a path (rule 7d). Unit: steps.
-pub const MAX_PATH_STEPS: usize = 256;
+/// Records of a symptom's ancestors the counterfactual re-evaluates
+/// (`counterfactual.rs`), the nearest first; those beyond count as unmoved.
+/// Unit: records. Why: a scenario's whole graph is a few thousand records
+/// (docs/scenario-space.md), while a large case's symptom can have millions
+/// of ancestors through its stream and thread: the bound keeps each
+/// symptom's cost constant (issue 35's cost target).
+pub const MAX_CONE_NODES: usize = 16_384;
 
 /// Peer calls measured for a host call's excess. Unit: calls. Why: their
 /// median and spread are stable long before, and a name called millions of

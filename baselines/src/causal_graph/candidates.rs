@@ -1,0 +1,250 @@
+//! Candidate delays in what can reach a symptom, each measured by the
+//! counterfactual (`counterfactual.rs`): the cause is the candidate whose
+//! removal makes the symptom finish earliest (issue 35).
+//!
+//! A candidate is a delay the records show against one norm: a device op of
+//! the symptom's ancestors that ran longer than its peers (the same operation
+//! at the same place in other requests of the same size, `peers.rs`) beyond
+//! its execution floor, device work of no request where requests carry
+//! tokens (all of it is delay: the norm of work that is not there is none), or
+//! a scheduler or page-fault record that held a thread whose work the symptom
+//! waited for. Each is removed in turn and the graph's finish times
+//! re-evaluated; a delay another gate absorbed moves nothing. Candidates are
+//! tried largest first, and one no larger than the best effect so far is not
+//! tried (an effect never exceeds its delay), so a symptom costs its cone plus
+//! a few re-evaluations.
+//!
+//! This reading is what a symptom gets whose own phases and request say
+//! nothing is late: in a pipeline or a batch whose earlier request held it,
+//! the symptom's peers are late with it and lateness against them reads
+//! nothing, while the delay's root is still late against its own peers.
+
+use super::counterfactual::Cone;
+use super::graph::{Graph, E};
+use super::readings;
+use super::structural::{contention, stall_of};
+use super::thresholds::{COUNTERFACTUAL_NONE, DEVICE_SHARE, NOISE_NS};
+use crate::analysis::{self, EXECUTION_PHASE};
+use crate::index::{FastMap, Pos};
+use ground_truth::trace::{HostMemory, Record};
+use ground_truth::{CauseLabel, EdgeType, SharedStr};
+
+/// One delay the records show: where, how long (ns), and what it is.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    at: Pos,
+    delay: f64,
+    kind: DelayKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum DelayKind {
+    /// A device op ran longer than its peers.
+    RanLong,
+    /// A stall record held its thread: the cause it names.
+    Stall(CauseLabel),
+    /// Device work of no request, in a view whose requests carry tokens: all
+    /// of it is delay to the requests it held.
+    NoRequest,
+}
+
+impl Graph<'_> {
+    /// The cause of `p` read as the candidate delay whose removal moves `p`'s
+    /// finish most, beyond the noise floor and a quarter of `p`'s normal
+    /// latency ([`DEVICE_SHARE`]: the benchmark scores lateness from 0.3× it,
+    /// docs/design.md); `None` when no candidate moves it that far. The
+    /// runner-up candidates stay ranked with their effects, `none` beside them
+    /// at the floor's weight.
+    pub(super) fn counterfactual_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
+        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        if !floor.is_finite() {
+            return None;
+        }
+        let cone = self.cone(p);
+        let mut candidates = self.candidates(&cone, p);
+        candidates.sort_by(|a, b| b.delay.total_cmp(&a.delay));
+        let mut effects: Vec<(CauseLabel, f64)> = Vec::new();
+        let mut best = 0.0_f64;
+        for c in candidates {
+            if c.delay <= floor || c.delay <= best {
+                break;
+            }
+            let (effect, route) = self.effect_and_route(&cone, c.at, c.delay);
+            if effect <= floor {
+                continue;
+            }
+            best = best.max(effect);
+            let label = match c.kind {
+                DelayKind::Stall(label) => label,
+                DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
+                DelayKind::NoRequest => self.gate_label(&route),
+            };
+            effects.push((label, effect));
+        }
+        if effects.is_empty() {
+            return None;
+        }
+        cov_mark::hit!(counterfactual_root);
+        effects.push((CauseLabel::None, floor * COUNTERFACTUAL_NONE));
+        Some(effects)
+    }
+
+    /// The delays the records show in `cone` (other than `p` itself).
+    fn candidates(&self, cone: &Cone, p: Pos) -> Vec<Candidate> {
+        let ix = &self.ix;
+        let with_requests = self.token(p).is_some();
+        let mut out = Vec::new();
+        for &x in cone.members() {
+            if x == p {
+                continue;
+            }
+            let r = ix.rec(x);
+            if let Some((label, held)) = stall_of(r) {
+                out.push(Candidate {
+                    at: x,
+                    delay: held,
+                    kind: DelayKind::Stall(label),
+                });
+                continue;
+            }
+            if !r.is_device_op() {
+                continue;
+            }
+            if with_requests && self.token(x).is_none() {
+                out.push(Candidate {
+                    at: x,
+                    delay: ix.end(x).saturating_sub(ix.start(x)) as f64,
+                    kind: DelayKind::NoRequest,
+                });
+                continue;
+            }
+            let peers = self.peers_of_the_same_size(x);
+            let Some(own) = readings::dev_phases(ix, x) else {
+                continue;
+            };
+            let runs: Vec<f64> = peers
+                .iter()
+                .filter_map(|&k| readings::dev_phases(ix, k))
+                .map(|d| d.execution)
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let excess = analysis::excess(Some(own.execution), runs, 0.0);
+            if excess > self.phase_floors(&peers)[EXECUTION_PHASE] {
+                out.push(Candidate {
+                    at: x,
+                    delay: excess,
+                    kind: DelayKind::RanLong,
+                });
+            }
+        }
+        out
+    }
+
+    /// `x`'s peers (`device_peers`) whose requests have the size of `x`'s,
+    /// where the records give sizes: the bytes of each request's copies and
+    /// memsets, in order. A serving loop's batches of several sizes run the
+    /// same kernels, longer with the batch (docs/scenario-space.md, the real
+    /// program shapes), and only a batch of the same size is their norm.
+    /// Without sizes, or with no peer of the same size, every peer.
+    fn peers_of_the_same_size(&self, x: Pos) -> Vec<Pos> {
+        let peers = self.device_peers(x);
+        let Some(own) = self.request_size(x) else {
+            return peers;
+        };
+        let same: Vec<Pos> = peers
+            .iter()
+            .copied()
+            .filter(|&k| self.request_size(k) == Some(own))
+            .collect();
+        if same.is_empty() {
+            peers
+        } else {
+            same
+        }
+    }
+
+    /// The bytes of the copies and memsets of `x`'s request, in enqueue
+    /// order; `None` without a request token or without sized records.
+    fn request_size(&self, x: Pos) -> Option<&[u64]> {
+        let token = self.token(x)?;
+        let sizes = self.request_sizes.get_or_init(|| {
+            let ix = &self.ix;
+            let mut by_token: FastMap<SharedStr, Vec<(u64, u64, u64)>> = FastMap::default();
+            for &op in &ix.device_ops {
+                let bytes = match ix.rec(op) {
+                    Record::Memcpy { detail, .. } => detail.bytes,
+                    Record::Memset { detail, .. } => detail.bytes,
+                    _ => continue,
+                };
+                if let Some(t) = self.token(op) {
+                    by_token
+                        .entry(t)
+                        .or_default()
+                        .push((self.enqueue_key(op), ix.rid(op), bytes));
+                }
+            }
+            by_token
+                .into_iter()
+                .map(|(t, mut v)| {
+                    v.sort_unstable();
+                    (t, v.into_iter().map(|(_, _, b)| b).collect())
+                })
+                .collect()
+        });
+        sizes.get(&token).map(Vec::as_slice)
+    }
+
+    /// A lengthened op's label (docs/scenario-space.md, "Labelling
+    /// convention"): a copy is its own transfer (`pcie_contention` when
+    /// other copies shared the link meanwhile, else `slow_copy`); a kernel is
+    /// named by the first gate after it on the `route` its delay travelled
+    /// other than stream order (an event, a graph edge, a blocking call, the
+    /// fence of a pageable copy, another stream's work holding the resource),
+    /// and is `stream_backlog` when stream order alone carried it.
+    fn lengthened_op_label(&self, x: Pos, route: &[E]) -> CauseLabel {
+        let ix = &self.ix;
+        if matches!(ix.rec(x), Record::Memcpy { .. }) {
+            let shared = analysis::overlap_by_others(ix, x, ix.start(x), ix.end(x), |o| {
+                matches!(o, Record::Memcpy { .. })
+            });
+            return if shared > 0.0 {
+                CauseLabel::PcieContention
+            } else {
+                CauseLabel::SlowCopy
+            };
+        }
+        self.gate_label(route)
+    }
+
+    /// The first gate other than stream order on `route` (module doc of
+    /// [`Graph::lengthened_op_label`]); `stream_backlog` when stream order
+    /// alone carried the delay.
+    fn gate_label(&self, route: &[E]) -> CauseLabel {
+        let ix = &self.ix;
+        for e in route {
+            match e.kind {
+                EdgeType::Event => return CauseLabel::EventWait,
+                EdgeType::Graph => return CauseLabel::GraphDependency,
+                EdgeType::Sync => return CauseLabel::ImplicitSync,
+                EdgeType::Fault if ix.rec(e.dst).is_device_op() => {
+                    return contention(matches!(ix.rec(e.dst), Record::Memcpy { .. }));
+                }
+                EdgeType::StreamOrder
+                    if matches!(
+                        ix.rec(e.dst),
+                        Record::Memcpy {
+                            memory: HostMemory::Pageable,
+                            ..
+                        }
+                    ) =>
+                {
+                    return CauseLabel::ImplicitSync;
+                }
+                _ => {}
+            }
+        }
+        CauseLabel::StreamBacklog
+    }
+}

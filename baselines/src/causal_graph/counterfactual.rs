@@ -1,0 +1,167 @@
+//! The counterfactual over the reconstructed graph (issue 35): how much earlier
+//! the record asked about would have finished had one record upstream of it
+//! finished earlier by some amount (a delay removed), the graph's finish times
+//! re-evaluated forward from that record. This is the benchmark's own meaning
+//! of lateness (the same run without the delay, docs/scenario-space.md
+//! "Labels from the truth") read from one run, as causal profilers' virtual
+//! speed-ups and what-if analyzers read it.
+//!
+//! The model: every record keeps its own duration and the wait between its
+//! last gate's release and its own completion; it completes as much earlier as
+//! its last gate would release it earlier. A gate is an incoming edge, released
+//! when [`Graph::effective`] says; a gate whose source finishes `s` earlier
+//! releases `s` earlier. So a record gated by several predecessors moves only
+//! as far as the others let it (the slack), and a delay absorbed by a later
+//! gate (a launch that came after its stream was free) moves nothing.
+//!
+//! Cost: the symptom's ancestors are gathered once ([`Cone`], at most
+//! [`MAX_CONE_NODES`]); each candidate re-evaluates only the records of that
+//! cone after it in topological order, and stops as soon as no record it
+//! could still reach moved.
+
+use super::graph::{Graph, E};
+use super::thresholds::MAX_CONE_NODES;
+use crate::index::{FastMap, Pos};
+use ground_truth::trace::{Record, SyncType};
+
+/// The records that can reach one symptom (its ancestors through incoming
+/// edges), each listed after everything that gates it.
+pub(crate) struct Cone {
+    /// Ancestors first, the symptom last.
+    order: Vec<Pos>,
+    /// A record's place in `order`.
+    place: FastMap<Pos, u32>,
+    /// The record whose completion is the symptom's ([`Graph::counterfactual_target`]).
+    target: Pos,
+}
+
+impl Cone {
+    /// The records that can reach the symptom, ancestors first.
+    pub(crate) fn members(&self) -> &[Pos] {
+        &self.order
+    }
+}
+
+impl Graph<'_> {
+    /// The record whose completion stands for `p`'s in the counterfactual: a
+    /// blocking call's CUPTI record has no edges of its own, its API call does
+    /// (as the critical path reads it, `critical_path.rs`).
+    fn counterfactual_target(&self, p: Pos) -> Pos {
+        if let Record::Sync {
+            sync_type,
+            correlation_id,
+            ..
+        } = self.ix.rec(p)
+        {
+            if *sync_type != SyncType::StreamWaitEvent && self.incoming(p).is_empty() {
+                if let Some(call) = self.ix.api_of_corr(*correlation_id) {
+                    return call;
+                }
+            }
+        }
+        p
+    }
+
+    /// The ancestors of `symptom` in topological order, at most
+    /// [`MAX_CONE_NODES`] of them, the nearest first (breadth-first over
+    /// incoming edges): a record beyond the bound counts as unmoved. The order
+    /// is a depth-first post-order within the gathered set.
+    pub(crate) fn cone(&self, symptom: Pos) -> Cone {
+        let target = self.counterfactual_target(symptom);
+        let mut gathered: FastMap<Pos, ()> = FastMap::default();
+        gathered.insert(target, ());
+        let mut frontier = std::collections::VecDeque::from([target]);
+        while let Some(x) = frontier.pop_front() {
+            for e in self.incoming(x) {
+                if gathered.len() >= MAX_CONE_NODES {
+                    break;
+                }
+                if gathered.insert(e.src, ()).is_none() {
+                    frontier.push_back(e.src);
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(gathered.len());
+        let mut place: FastMap<Pos, u32> = FastMap::default();
+        let mut visited: FastMap<Pos, ()> = FastMap::default();
+        let mut stack: Vec<(Pos, bool)> = vec![(target, false)];
+        while let Some((x, expanded)) = stack.pop() {
+            if expanded {
+                place.insert(x, order.len() as u32);
+                order.push(x);
+                continue;
+            }
+            if visited.insert(x, ()).is_some() {
+                continue;
+            }
+            stack.push((x, true));
+            for e in self.incoming(x) {
+                if gathered.contains_key(&e.src) && !visited.contains_key(&e.src) {
+                    stack.push((e.src, false));
+                }
+            }
+        }
+        Cone {
+            order,
+            place,
+            target,
+        }
+    }
+
+    /// How much earlier (ns) the cone's symptom finishes when `x` finishes
+    /// `amount` ns earlier, every record between them re-evaluated by the
+    /// model of the module doc; 0 when `x` cannot reach the symptom.
+    pub(crate) fn effect(&self, cone: &Cone, x: Pos, amount: f64) -> f64 {
+        self.effect_and_route(cone, x, amount).0
+    }
+
+    /// [`Graph::effect`], and the edges the earlier finish travelled by from
+    /// `x` to the symptom (`x`'s own out-edge first): at each record the moved
+    /// gate that held it last. Empty when nothing reached the symptom.
+    pub(crate) fn effect_and_route(&self, cone: &Cone, x: Pos, amount: f64) -> (f64, Vec<E>) {
+        let x = self.counterfactual_target(x);
+        let Some(&from) = cone.place.get(&x) else {
+            return (0.0, Vec::new());
+        };
+        if amount <= 0.0 {
+            return (0.0, Vec::new());
+        }
+        // Each moved record: how much earlier it finishes, and the gate it moved by.
+        let mut moved: FastMap<Pos, (f64, Option<E>)> = FastMap::default();
+        moved.insert(x, (amount, None));
+        for &n in &cone.order[from as usize + 1..] {
+            let incoming = self.incoming(n);
+            let Some(via) = incoming
+                .iter()
+                .filter(|e| moved.contains_key(&e.src))
+                .max_by_key(|e| (self.effective(e), self.ix.rid(e.src)))
+                .copied()
+            else {
+                continue;
+            };
+            let released = incoming.iter().map(|e| self.effective(e)).max();
+            let released_sooner = incoming
+                .iter()
+                .map(|e| {
+                    let shift = moved.get(&e.src).map_or(0.0, |m| m.0);
+                    self.effective(e) as f64 - shift
+                })
+                .fold(f64::NEG_INFINITY, f64::max);
+            let shift = released.map_or(0.0, |r| (r as f64 - released_sooner).max(0.0));
+            if shift > 0.0 {
+                moved.insert(n, (shift, Some(via)));
+            }
+        }
+        let Some(&(effect, _)) = moved.get(&cone.target) else {
+            return (0.0, Vec::new());
+        };
+        let mut route = Vec::new();
+        let mut cur = cone.target;
+        while let Some(&(_, Some(e))) = moved.get(&cur) {
+            route.push(e);
+            cur = e.src;
+        }
+        route.reverse();
+        (effect, route)
+    }
+}
