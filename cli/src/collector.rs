@@ -29,6 +29,20 @@ pub enum CollectorCommand {
     Bind(BindArgs),
     /// The project's eBPF host recorder attached to a workload by PID.
     Ebpf(EbpfArgs),
+    /// One markdown table of several result sets' rows, each marked with
+    /// its source (own collectors beside the view-based rows).
+    Table(TableArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TableArgs {
+    /// `SOURCE=RESULTS_DIR` (repeatable): the rows of RESULTS_DIR/leaderboard.json,
+    /// marked SOURCE.
+    #[arg(long = "rows", value_name = "SOURCE=DIR", required = true)]
+    pub rows: Vec<String>,
+    /// Only the rows of these views (`cupti-closed`, `host-closed`, …; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub views: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -99,6 +113,7 @@ pub fn collector(command: CollectorCommand) -> Result<(), Failure> {
         CollectorCommand::Run(a) => run(&a),
         CollectorCommand::Bind(a) => bind(&a.workload, &a.records, &a.out).map(|_| ()),
         CollectorCommand::Ebpf(a) => ebpf(&a),
+        CollectorCommand::Table(a) => table(&a),
     }
 }
 
@@ -139,6 +154,21 @@ fn wait(mut child: Child, what: &str, deadline: Instant) -> Result<(), Failure> 
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => return Err(Failure::failed(format!("waiting for {what}: {e}"))),
         }
+    }
+}
+
+/// A workload some of whose scenarios failed still recorded the others
+/// (`workload.json` says which): go on with those, saying so.
+fn survivable(r: Result<(), Failure>, workload_dir: &Path) -> Result<(), Failure> {
+    match r {
+        Err(f) if f.code == 1 && workload_dir.join("workload.json").is_file() => {
+            eprintln!(
+                "causalbench: {} (going on with the scenarios it recorded)",
+                f.message
+            );
+            Ok(())
+        }
+        r => r,
     }
 }
 
@@ -208,7 +238,10 @@ fn run(a: &RunArgs) -> Result<(), Failure> {
             })
             .collect();
         let child = spawn(&argv, "the collector", Some(&native.join("stdout.txt")))?;
-        wait(child, "the collector with its workload", deadline)?;
+        survivable(
+            wait(child, "the collector with its workload", deadline),
+            &workload_dir,
+        )?;
     } else {
         let (pid_file, go) = (out.join("workload.pid"), out.join("go"));
         let _ = std::fs::remove_file(&pid_file);
@@ -243,17 +276,17 @@ fn run(a: &RunArgs) -> Result<(), Failure> {
             // The workload waits for the go file to go: release it.
             let _ = std::fs::remove_file(&go);
         }
-        wait(w, "the workload", deadline)?;
+        survivable(wait(w, "the workload", deadline), &workload_dir)?;
         collected?;
     }
     let collect_seconds = started.elapsed().as_secs_f64();
-    convert(a, &native, &converted, &out)?;
+    let isolation = convert(a, &native, &converted, &out)?;
     let bound = out.join("bundles");
     let summary = bind(&workload_dir, &converted.join("records.json"), &bound)?;
     let manifest = json!({
         "collector": a.name, "collector_command": a.collector, "converter_command": a.converter,
         "scenarios": a.scenarios, "cases": a.cases, "only": a.only, "sample": a.sample,
-        "collect_seconds": collect_seconds, "binding": summary,
+        "collect_seconds": collect_seconds, "converter_isolation": isolation, "binding": summary,
         "causalbench_version": env!("CARGO_PKG_VERSION"),
     });
     crate::gpu::write_json(&out.join("collector.json"), &manifest)?;
@@ -261,7 +294,12 @@ fn run(a: &RunArgs) -> Result<(), Failure> {
         return Ok(());
     }
     score(&exe, &bound, &out.join("results"))?;
-    let rows = own_rows(&a.name, &out.join("results"))?;
+    let rows = TABLE_HEAD.to_string()
+        + &own_rows(
+            &format!("own collector: {}", a.name),
+            &out.join("results"),
+            &[],
+        )?;
     std::fs::write(out.join("leaderboard-own-collector.md"), rows)
         .map_err(|e| Failure::failed(format!("cannot write the leaderboard: {e}")))?;
     Ok(())
@@ -269,7 +307,7 @@ fn run(a: &RunArgs) -> Result<(), Failure> {
 
 /// The converter, isolated as an external profiler is: it reads the native
 /// output (and its own files), writes only `converted/`.
-fn convert(a: &RunArgs, native: &Path, converted: &Path, out: &Path) -> Result<(), Failure> {
+fn convert(a: &RunArgs, native: &Path, converted: &Path, out: &Path) -> Result<String, Failure> {
     let argv = substitute(
         &words(&a.converter, "converter")?,
         &[("{native}", native), ("{out}", converted)],
@@ -304,7 +342,8 @@ fn convert(a: &RunArgs, native: &Path, converted: &Path, out: &Path) -> Result<(
         child,
         "the converter",
         Instant::now() + Duration::from_secs(a.timeout),
-    )
+    )?;
+    Ok(isolation.describe())
 }
 
 /// Binds `records` to every bundle of `workload_dir`, writes the bound bundles
@@ -379,30 +418,34 @@ fn score(exe: &Path, bundles: &Path, results: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The leaderboard's rows of the views that hold the collector's records,
-/// marked "own collector" (a collector's records are all of one source, so
-/// the other views of its bundles are empty).
-pub fn own_rows(name: &str, results: &Path) -> Result<String, Failure> {
+const TABLE_HEAD: &str = "| source | profiler | view | cases | symptom accuracy | top-3 | edge F1 | pair accuracy |\n|---|---|---|---|---|---|---|---|\n";
+
+/// The rows of `results/leaderboard.json` (of `views`, or all), marked `source`.
+pub fn own_rows(source: &str, results: &Path, views: &[String]) -> Result<String, Failure> {
     let path = results.join("leaderboard.json");
     let doc: Value = serde_json::from_slice(
         &std::fs::read(&path)
             .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?,
     )
     .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    let mut md = format!(
-        "| source | profiler | view | cases | symptom accuracy | top-3 | edge F1 | pair accuracy |\n|---|---|---|---|---|---|---|---|\n"
-    );
+    let mut md = String::new();
     for r in doc["rows"].as_array().into_iter().flatten() {
+        let view = format!(
+            "{}-{}",
+            r["collectors"].as_str().unwrap_or("?"),
+            r["mode"].as_str().unwrap_or("?")
+        );
+        if !views.is_empty() && !views.contains(&view) {
+            continue;
+        }
         let f = |k: &str| {
             r[k].as_f64()
                 .map(|v| format!("{v:.3}"))
                 .unwrap_or_else(|| "–".into())
         };
         md.push_str(&format!(
-            "| own collector: {name} | {} | {}-{} | {} | {} | {} | {} | {} |\n",
+            "| {source} | {} | {view} | {} | {} | {} | {} | {} |\n",
             r["profiler"].as_str().unwrap_or("?"),
-            r["collectors"].as_str().unwrap_or("?"),
-            r["mode"].as_str().unwrap_or("?"),
             r["cases"],
             f("symptom_accuracy"),
             f("root_cause_top3"),
@@ -411,6 +454,18 @@ pub fn own_rows(name: &str, results: &Path) -> Result<String, Failure> {
         ));
     }
     Ok(md)
+}
+
+fn table(a: &TableArgs) -> Result<(), Failure> {
+    let mut md = TABLE_HEAD.to_string();
+    for r in &a.rows {
+        let (source, dir) = r
+            .split_once('=')
+            .ok_or_else(|| Failure::input(format!("--rows `{r}`: expected SOURCE=DIR")))?;
+        md.push_str(&own_rows(source, Path::new(dir), &a.views)?);
+    }
+    print!("{md}");
+    Ok(())
 }
 
 fn ebpf(a: &EbpfArgs) -> Result<(), Failure> {
