@@ -121,7 +121,7 @@ pub fn ask(
     let slot = {
         let mut all = servers().lock().unwrap_or_else(|p| p.into_inner());
         let slot = all.entry(key).or_default().clone();
-        stop_idle_beyond(&all, MAX_LIVE_SERVERS);
+        stop_idle_beyond(&all, MAX_LIVE_SERVERS.saturating_sub(1));
         slot
     };
     let mut server = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,19 +138,24 @@ pub fn ask(
     answer
 }
 
-/// Stops the least recently used idle servers while more than `max` run.
+/// Stops the least recently used idle servers while more than `max` run (a server
+/// answering a view, its slot locked, counts as running).
 fn stop_idle_beyond(all: &HashMap<ServerKey, Slot>, max: usize) {
-    let mut live: Vec<(Instant, &Slot)> = all
-        .values()
-        .filter_map(|slot| {
-            let s = slot.try_lock().ok()?;
-            s.as_ref().map(|s| (s.last_used, slot))
-        })
-        .collect();
-    let busy = all.len() - live.len();
-    live.sort_by_key(|(t, _)| *t);
-    let excess = (live.len() + busy).saturating_sub(max);
-    for (_, slot) in live.into_iter().take(excess) {
+    let mut busy = 0;
+    let mut idle: Vec<(Instant, &Slot)> = Vec::new();
+    for slot in all.values() {
+        match slot.try_lock() {
+            Ok(s) => {
+                if let Some(s) = s.as_ref() {
+                    idle.push((s.last_used, slot));
+                }
+            }
+            Err(_) => busy += 1,
+        }
+    }
+    idle.sort_by_key(|(t, _)| *t);
+    let excess = (idle.len() + busy).saturating_sub(max);
+    for (_, slot) in idle.into_iter().take(excess) {
         if let Ok(mut s) = slot.try_lock() {
             *s = None;
         }
