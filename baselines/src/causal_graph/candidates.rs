@@ -6,9 +6,8 @@
 //! the symptom's ancestors that ran longer than its peers (the same operation
 //! at the same place in other requests of the same size, `peers.rs`) beyond
 //! its execution floor, device work of no request where requests carry
-//! tokens (all of it is delay: the norm of work that is not there is none), or
-//! a scheduler or page-fault record that held a thread whose work the symptom
-//! waited for. Each is removed in turn and the graph's finish times
+//! tokens (all of it is delay: the norm of work that is not there is none).
+//! Host stalls stay with the rules before this reading (see `candidates`). Each is removed in turn and the graph's finish times
 //! re-evaluated; a delay another gate absorbed moves nothing. Candidates are
 //! tried largest first, and one no larger than the best effect so far is not
 //! tried (an effect never exceeds its delay), so a symptom costs its cone plus
@@ -22,7 +21,7 @@
 use super::counterfactual::Cone;
 use super::graph::{Graph, E};
 use super::readings;
-use super::structural::{contention, stall_of};
+use super::structural::contention;
 use super::thresholds::{COUNTERFACTUAL_NONE, DEVICE_SHARE, NOISE_NS};
 use crate::analysis::{self, EXECUTION_PHASE};
 use crate::index::{FastMap, Pos};
@@ -41,8 +40,6 @@ struct Candidate {
 enum DelayKind {
     /// A device op ran longer than its peers.
     RanLong,
-    /// A stall record held its thread: the cause it names.
-    Stall(CauseLabel),
     /// Device work of no request, in a view whose requests carry tokens: all
     /// of it is delay to the requests it held.
     NoRequest,
@@ -75,7 +72,6 @@ impl Graph<'_> {
             }
             best = best.max(effect);
             let label = match c.kind {
-                DelayKind::Stall(label) => label,
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
                 DelayKind::NoRequest => self.gate_label(&route),
             };
@@ -98,15 +94,13 @@ impl Graph<'_> {
             if x == p {
                 continue;
             }
+            // Stall records are no candidates here: the rules before this
+            // reading judge a stall against the thread's wake-up jitter
+            // (`SPREAD_MARGIN`), and the H200 dev corpus of binary 3935938
+            // showed two deschedules the label check found within the quiet
+            // runs' noise named by their effect alone (baselines/README.md,
+            // step 4b).
             let r = ix.rec(x);
-            if let Some((label, held)) = stall_of(r) {
-                out.push(Candidate {
-                    at: x,
-                    delay: held,
-                    kind: DelayKind::Stall(label),
-                });
-                continue;
-            }
             if !r.is_device_op() {
                 continue;
             }
