@@ -22,7 +22,7 @@ use super::counterfactual::Cone;
 use super::graph::{Graph, E};
 use super::readings;
 use super::structural::contention;
-use super::thresholds::{COUNTERFACTUAL_NONE, DEVICE_SHARE, NOISE_NS};
+use super::thresholds::{COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_OPS, NOISE_NS};
 use crate::analysis::{self, EXECUTION_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{HostMemory, Record};
@@ -90,9 +90,13 @@ impl Graph<'_> {
         let ix = &self.ix;
         let with_requests = self.token(p).is_some();
         let mut out = Vec::new();
-        for &x in cone.members() {
+        let mut ops_read = 0;
+        for &x in cone.nearest_first() {
             if x == p {
                 continue;
+            }
+            if ops_read >= MAX_CANDIDATE_OPS {
+                break;
             }
             // Stall records are no candidates here: the rules before this
             // reading judge a stall against the thread's wake-up jitter
@@ -104,6 +108,7 @@ impl Graph<'_> {
             if !r.is_device_op() {
                 continue;
             }
+            ops_read += 1;
             if with_requests && self.token(x).is_none() {
                 out.push(Candidate {
                     at: x,

@@ -33,12 +33,14 @@ pub(crate) struct Cone {
     place: FastMap<Pos, u32>,
     /// The record whose completion is the symptom's ([`Graph::counterfactual_target`]).
     target: Pos,
+    /// The same records, the nearest to the symptom first (breadth-first).
+    nearest: Vec<Pos>,
 }
 
 impl Cone {
-    /// The records that can reach the symptom, ancestors first.
-    pub(crate) fn members(&self) -> &[Pos] {
-        &self.order
+    /// The records that can reach the symptom, the nearest first.
+    pub(crate) fn nearest_first(&self) -> &[Pos] {
+        &self.nearest
     }
 }
 
@@ -70,6 +72,7 @@ impl Graph<'_> {
         let target = self.counterfactual_target(symptom);
         let mut gathered: FastMap<Pos, ()> = FastMap::default();
         gathered.insert(target, ());
+        let mut nearest = vec![target];
         let mut frontier = std::collections::VecDeque::from([target]);
         while let Some(x) = frontier.pop_front() {
             for e in self.incoming(x) {
@@ -77,6 +80,7 @@ impl Graph<'_> {
                     break;
                 }
                 if gathered.insert(e.src, ()).is_none() {
+                    nearest.push(e.src);
                     frontier.push_back(e.src);
                 }
             }
@@ -105,6 +109,7 @@ impl Graph<'_> {
             order,
             place,
             target,
+            nearest,
         }
     }
 

@@ -239,6 +239,14 @@ pub const MAX_TASK_STEPS: usize = 100_000;
 /// symptom's cost constant (issue 35's cost target).
 pub const MAX_CONE_NODES: usize = 16_384;
 
+/// Device ops of a symptom's ancestors, the nearest first, whose norms the
+/// counterfactual reading reads for candidates (`candidates.rs`). Unit: ops.
+/// Why: reading an op's peers scans its operation's instances, millions in a
+/// large case (`causalbench measure large`: ten million launches of one
+/// kernel); a pipeline's or a batch's delay lies within a few requests, eight
+/// ops or fewer on the dev split's shapes.
+pub const MAX_CANDIDATE_OPS: usize = 32;
+
 /// Peer calls measured for a host call's excess. Unit: calls. Why: their
 /// median and spread are stable long before, and a name called millions of
 /// times would make each measure quadratic.
