@@ -89,6 +89,14 @@ impl Peers {
         Peers { by_key }
     }
 
+    /// How many device ops share `r`'s peer key (itself included; 0 for a
+    /// record with none), without gathering them.
+    pub fn instances(&self, r: &Record) -> usize {
+        peer_key(r)
+            .and_then(|k| self.by_key.get(&k))
+            .map_or(0, Vec::len)
+    }
+
     /// Other instances of the same operation (graph node replays first).
     pub fn of(&self, ix: &Index, p: Pos) -> Vec<Pos> {
         let r = ix.rec(p);

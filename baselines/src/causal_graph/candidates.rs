@@ -22,7 +22,9 @@ use super::counterfactual::Cone;
 use super::graph::{Graph, E};
 use super::readings;
 use super::structural::contention;
-use super::thresholds::{COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_OPS, NOISE_NS};
+use super::thresholds::{
+    COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS, NOISE_NS,
+};
 use crate::analysis::{self, EXECUTION_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{HostMemory, Record};
@@ -109,6 +111,9 @@ impl Graph<'_> {
                 continue;
             }
             ops_read += 1;
+            if self.peers.instances(r) > MAX_CANDIDATE_INSTANCES {
+                continue;
+            }
             if with_requests && self.token(x).is_none() {
                 out.push(Candidate {
                     at: x,

@@ -247,6 +247,12 @@ pub const MAX_CONE_NODES: usize = 16_384;
 /// ops or fewer on the dev split's shapes.
 pub const MAX_CANDIDATE_OPS: usize = 32;
 
+/// Instances of an operation above which the counterfactual reading leaves
+/// its ops to the rules (`candidates.rs`). Unit: ops. Why: reading one op's
+/// peers scans every instance; the dev split's scenarios have at most a few
+/// dozen, the large case ten million of one kernel.
+pub const MAX_CANDIDATE_INSTANCES: usize = 4096;
+
 /// Peer calls measured for a host call's excess. Unit: calls. Why: their
 /// median and spread are stable long before, and a name called millions of
 /// times would make each measure quadratic.
