@@ -6,22 +6,8 @@
 
 mod common;
 
-use common::{causalbench, python3};
+use common::{causalbench, pair_suite as suite, python3};
 use std::path::{Path, PathBuf};
-
-/// A suite of two scenarios of one pair family, in `dir`.
-fn suite(dir: &Path) -> PathBuf {
-    let suite = dir.join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-    for name in [
-        "late-launch-vs-device-queueing.stream-backlog.yaml",
-        "late-launch-vs-device-queueing.occupancy-hog.yaml",
-    ] {
-        std::fs::copy(catalog.join(name), suite.join(name)).unwrap();
-    }
-    suite
-}
 
 fn run(dir: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
     let suite = suite(dir);
@@ -172,7 +158,7 @@ fn collectors_and_modes_narrow_the_external_profilers_views() {
     assert!(
         views
             .iter()
-            .all(|v| (v.starts_with("cupti-closed") || v.starts_with("host-closed"))),
+            .all(|v| v.starts_with("cupti-closed") || v.starts_with("host-closed")),
         "{views:?}"
     );
     // The built-in profilers still read every view.

@@ -5,22 +5,8 @@
 
 mod common;
 
-use common::{causalbench, python3};
-use std::path::{Path, PathBuf};
-
-/// A suite of two scenarios of one pair family, in `dir`.
-fn suite(dir: &Path) -> PathBuf {
-    let suite = dir.join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
-    for name in [
-        "late-launch-vs-device-queueing.stream-backlog.yaml",
-        "late-launch-vs-device-queueing.occupancy-hog.yaml",
-    ] {
-        std::fs::copy(catalog.join(name), suite.join(name)).unwrap();
-    }
-    suite
-}
+use common::{causalbench, pair_suite as suite, python3};
+use std::path::Path;
 
 fn run(dir: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
     let suite = suite(dir);

@@ -2,7 +2,7 @@
 //! binary uses only part of it).
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs the binary: (exit code, stdout, stderr).
@@ -55,4 +55,19 @@ pub fn verdicts(path: &Path) -> serde_json::Value {
     }
     strip(&mut v);
     v
+}
+
+/// A suite of the two scenarios of one pair family (late launch vs device
+/// queueing), in `dir/suite`: the smallest run that still scores a pair.
+pub fn pair_suite(dir: &Path) -> PathBuf {
+    let suite = dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog");
+    for name in [
+        "late-launch-vs-device-queueing.stream-backlog.yaml",
+        "late-launch-vs-device-queueing.occupancy-hog.yaml",
+    ] {
+        std::fs::copy(catalog.join(name), suite.join(name)).unwrap();
+    }
+    suite
 }
