@@ -5,6 +5,8 @@
 //! when the invocation ends, even without namespaces. Skipped, with a message,
 //! where this machine gives no writable cgroup hierarchy.
 
+mod survivors;
+
 use baselines::cgroup::{self, Cgroup, CgroupLimits, Mechanisms};
 use baselines::sandbox::Sandbox;
 use baselines::synth::{ViewBuilder, US};
@@ -13,6 +15,7 @@ use ground_truth::{Question, Readable};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use survivors::{none_left, processes_with};
 
 fn small_view(dir: &Path) -> PathBuf {
     let mut b = ViewBuilder::new();
@@ -62,38 +65,6 @@ fn python3() -> bool {
         eprintln!("skipped: python3 is not installed");
     }
     there
-}
-
-/// Host processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(marker) {
-            found.push(format!("{}: {cmdline}", name.to_string_lossy()));
-        }
-    }
-    found
-}
-
-/// Waits (60 s at most, which no busy machine misses) until no process with
-/// `marker` is left, and says which are.
-fn none_left(marker: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = processes_with(marker);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// `argv` started in `group` alone: no namespaces, no rlimits, no Landlock, so

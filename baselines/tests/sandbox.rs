@@ -4,11 +4,14 @@
 //! left running after the invocation or after the harness is killed — and what the
 //! harness measures of it (wall time, CPU time, peak memory, a capped stderr log).
 
+mod survivors;
+
 use baselines::synth::{ViewBuilder, US};
 use baselines::{ExternalCommand, ExternalError};
 use ground_truth::{Question, Readable, TraceView};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use survivors::{none_left, processes_with};
 
 fn small_view(dir: &Path) -> (PathBuf, TraceView) {
     let mut b = ViewBuilder::new();
@@ -68,38 +71,6 @@ fn run_sh(dir: &Path, body: &str, log: &Path) -> Result<ground_truth::Explanatio
         .with_timeout(Duration::from_secs(120))
         .with_stderr_log(log)
         .run(&view, &dir.join("o.json"))
-}
-
-/// Host processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(marker) {
-            found.push(format!("{}: {cmdline}", name.to_string_lossy()));
-        }
-    }
-    found
-}
-
-/// Waits (without a time limit that a busy machine could miss: 60 s) until no
-/// process with `marker` is left, and says which are.
-fn none_left(marker: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = processes_with(marker);
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
