@@ -286,6 +286,18 @@ impl Session {
         probe()?;
         // CUPTI first, so it sees the context being created.
         let recorder = cupti::Recorder::start()?;
+        Self::with_recorder(recorder, None).and_then(|mut s| {
+            s.spin_overhead_ns = s.spin_overhead()?;
+            Ok(s)
+        })
+    }
+
+    /// The context, the kernels' modules and the device log around `recorder`;
+    /// the eBPF host recorder attached unless `host_disabled` says why not.
+    fn with_recorder(
+        recorder: cupti::Recorder,
+        host_disabled: Option<String>,
+    ) -> Result<Session, String> {
         let ctx = cudarc::driver::CudaContext::new(0)
             .map_err(|e| format!("creating the CUDA context of device 0: {e:?}"))?;
         // Dependencies are managed explicitly (docs/gpu-facts.md: tracking breaks capture).
@@ -314,13 +326,9 @@ impl Session {
             fault_ns: HashMap::new(),
             host: hostname(),
             spin_overhead_ns: 0,
-            host_on: true,
-            host_disabled: None,
+            host_on: host_disabled.is_none(),
+            host_disabled,
             cupti_starvation: None,
-        })
-        .and_then(|mut s| {
-            s.spin_overhead_ns = s.spin_overhead()?;
-            Ok(s)
         })
     }
 

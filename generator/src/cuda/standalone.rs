@@ -75,39 +75,13 @@ impl Session {
     /// (records nothing, loads nothing) and no run flushes it.
     fn open_without_cupti() -> Result<Session, String> {
         probe_without_cupti()?;
-        let ctx = cudarc::driver::CudaContext::new(0)
-            .map_err(|e| format!("creating the CUDA context of device 0: {e:?}"))?;
-        // SAFETY: as in `Session::open`: dependencies are managed explicitly.
-        unsafe { ctx.disable_event_tracking() };
-        ctx.bind_to_thread()
-            .map_err(|e| format!("binding the context: {e:?}"))?;
-        let info = driver::device_info(ctx.cu_device())?;
-        let modules = Modules::new(info.cc, info.smem_optin);
-        let mut log: Ptr = 0;
-        let bytes = LOG_SLOTS as usize * kernels::LogEntry::SIZE;
-        // SAFETY: out pointer; the log lives as long as the session.
-        ck("cuMemAlloc(device log)", unsafe {
-            sys::cuMemAlloc_v2(&mut log, bytes)
-        })?;
+        let session = Session::with_recorder(
+            cupti::Recorder::offline(&[]),
+            Some("not attached by the workload itself".into()),
+        )?;
         // The executor's per-call binding would reach CUPTI's stacks.
         cupti::set_binding(false);
-        Ok(Session {
-            ctx,
-            recorder: cupti::Recorder::offline(&[]),
-            info,
-            modules,
-            funcs: HashMap::new(),
-            iterations: HashMap::new(),
-            scratch: Scratch::default(),
-            log,
-            log_slots: LOG_SLOTS,
-            fault_ns: HashMap::new(),
-            host: hostname(),
-            spin_overhead_ns: 0,
-            host_on: false,
-            host_disabled: Some("not attached by the workload itself".into()),
-            cupti_starvation: None,
-        })
+        Ok(session)
     }
 }
 
