@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{causalbench, copy_dir, python3};
+use common::{causalbench, copy_dir, minimal_profiler, python3};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,8 +95,7 @@ fn check_rejects_what_it_must_not_read_or_score() {
     }
     let dir = tempfile::tempdir().unwrap();
     let entry = dir.path().join("entry");
-    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/profilers/minimal.py");
-    let profiler = format!("minimal=python3 {} {{view}} {{out}}", minimal.display());
+    let profiler = minimal_profiler();
     let (code, _, err) = causalbench(&[
         "submit",
         "--profiler",

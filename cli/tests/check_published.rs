@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{causalbench, copy_dir, python3};
+use common::{causalbench, copy_dir, python3, submit_minimal};
 use std::path::Path;
 
 /// A copy of the entry in `base`, changed by `change`, and what `check` says of it.
@@ -36,22 +36,7 @@ fn check_refuses_an_edited_published_file_and_ignores_a_written_reproduction() {
     }
     let dir = tempfile::tempdir().unwrap();
     let entry = dir.path().join("entry");
-    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/profilers/minimal.py");
-    let profiler = format!("minimal=python3 {} {{view}} {{out}}", minimal.display());
-    let (code, _, err) = causalbench(&[
-        "submit",
-        "--profiler",
-        &profiler,
-        "--cases",
-        "2",
-        "--reps",
-        "1",
-        "--collectors",
-        "cupti",
-        "--allow-unisolated",
-        "--out",
-        entry.to_str().unwrap(),
-    ]);
+    let (code, _, err) = submit_minimal(&entry);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = causalbench(&["check", entry.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");

@@ -60,8 +60,7 @@ impl Cluster {
     fn start(dir: &Path) -> Cluster {
         // A port of this process: two test runs side by side get two clusters.
         let port = 17000 + (std::process::id() % 2000) * 2;
-        let o = Command::new("bash")
-            .arg(root().join("scripts/slurm/single-node.sh"))
+        let o = Command::new(root().join("scripts/slurm/single-node.sh"))
             .arg("start")
             .arg(dir)
             .env("SLURM_TEST_PORT", port.to_string())
@@ -151,8 +150,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(root().join("scripts/slurm/single-node.sh"))
+        let _ = Command::new(root().join("scripts/slurm/single-node.sh"))
             .arg("stop")
             .arg(&self.dir)
             .output();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{causalbench, copy_dir, python3};
+use common::{causalbench, copy_dir, minimal_profiler, python3};
 use std::path::{Path, PathBuf};
 
 /// A copy of the entry in `base`, damaged by `damage`, and what `check` says of it.
@@ -47,8 +47,7 @@ fn submit_writes_an_entry_that_check_accepts_and_rejects_when_damaged() {
     }
     let dir = tempfile::tempdir().unwrap();
     let entry = dir.path().join("entry");
-    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/profilers/minimal.py");
-    let profiler = format!("minimal=python3 {} {{view}} {{out}}", minimal.display());
+    let profiler = minimal_profiler();
     let (code, _, err) = causalbench(&[
         "submit",
         "--profiler",

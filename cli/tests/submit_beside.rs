@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{causalbench, python3};
+use common::{causalbench, python3, submit_minimal};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -32,22 +32,7 @@ fn a_submission_ranks_its_row_among_the_builtin_rows_of_its_split() {
     }
     let dir = tempfile::tempdir().unwrap();
     let entry = dir.path().join("entry");
-    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/profilers/minimal.py");
-    let profiler = format!("minimal=python3 {} {{view}} {{out}}", minimal.display());
-    let (code, _, err) = causalbench(&[
-        "submit",
-        "--profiler",
-        &profiler,
-        "--cases",
-        "2",
-        "--reps",
-        "1",
-        "--collectors",
-        "cupti",
-        "--allow-unisolated",
-        "--out",
-        entry.to_str().unwrap(),
-    ]);
+    let (code, _, err) = submit_minimal(&entry);
     assert_eq!(code, 0, "{err}");
 
     // The built-ins on the entry's own bundles and views, kept apart from its scores.

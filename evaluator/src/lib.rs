@@ -42,8 +42,7 @@ pub use diff::{
 pub use diff_evidence::{ChangeKind, Evidence, RecordChange};
 pub use leaderboard::{
     csv_header, is_probe, EdgeTypeRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, Material,
-    CI_METRICS,
-    CSV_COLUMNS, PROBE_PREFIX,
+    CI_METRICS, CSV_COLUMNS, PROBE_PREFIX,
 };
 pub use output::{
     parse_scores, read_scores, scores_in, scores_to_jsonl, write_scores, AXES_CSV, LEADERBOARD_CSV,

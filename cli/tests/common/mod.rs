@@ -71,3 +71,29 @@ pub fn pair_suite(dir: &Path) -> PathBuf {
     }
     suite
 }
+
+/// `--profiler` for the repository's minimal example profiler (per-view form).
+pub fn minimal_profiler() -> String {
+    let minimal = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/profilers/minimal.py");
+    format!("minimal=python3 {} {{view}} {{out}}", minimal.display())
+}
+
+/// A small entry of the minimal profiler in `entry` (two dev cases, one
+/// repetition, CUPTI views, no isolation needed): (exit code, stdout, stderr).
+pub fn submit_minimal(entry: &Path) -> (i32, String, String) {
+    let profiler = minimal_profiler();
+    causalbench(&[
+        "submit",
+        "--profiler",
+        &profiler,
+        "--cases",
+        "2",
+        "--reps",
+        "1",
+        "--collectors",
+        "cupti",
+        "--allow-unisolated",
+        "--out",
+        entry.to_str().unwrap(),
+    ])
+}
