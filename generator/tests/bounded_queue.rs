@@ -9,10 +9,9 @@
 
 mod common;
 
-use common::{parse, record, scenario};
-use ground_truth::graph::{EdgeType, GroundTruth, LabelVerdict, NodeId, NodeKind};
+use common::{assert_kept, assert_moved_by, parse, path_edges, record, scenario};
+use ground_truth::graph::{EdgeType, GroundTruth, NodeId, NodeKind};
 use ground_truth::labels::CauseLabel;
-use ground_truth::Bundle;
 
 /// A loader (decode, upload on its own stream) feeding a main thread (forward
 /// kernel, a pageable loss readback) four times slower, through a queue of
@@ -61,20 +60,6 @@ fn unbounded() -> String {
     LOADER.replace("    capacity: CAPACITY\n", "")
 }
 
-/// The edge types met along the symptom's true critical path, from its root on.
-fn path_edges(t: &GroundTruth) -> Vec<EdgeType> {
-    let path: &[NodeId] = &t.symptoms[0].critical_path;
-    path.windows(2)
-        .filter_map(|w| {
-            t.edges
-                .iter()
-                .filter(|e| e.src == w[0] && e.dst == w[1])
-                .map(|e| e.kind)
-                .max_by_key(|&k| t.gating_time(w[0], w[1], k))
-        })
-        .collect()
-}
-
 /// A node's request as its arrival index (tokens are 1, 2, … in arrival order).
 fn request_of(t: &GroundTruth, n: NodeId) -> i64 {
     let token = t.nodes[n as usize].request.as_deref().expect("a request");
@@ -87,29 +72,6 @@ fn backpressure(t: &GroundTruth) -> Vec<(NodeId, NodeId)> {
         .filter(|e| e.kind == EdgeType::Backpressure)
         .map(|e| (e.src, e.dst))
         .collect()
-}
-
-fn assert_kept(b: &Bundle, label: CauseLabel) {
-    let s = &b.ground_truth.symptoms[0];
-    let check = s.label.as_ref().expect("a timing case is checked");
-    assert_eq!(
-        check.verdict,
-        LabelVerdict::Kept,
-        "{}: {} (path edges {:?})",
-        b.manifest.scenario.variant,
-        check.reason,
-        path_edges(&b.ground_truth)
-    );
-    assert_eq!(s.cause, label);
-}
-
-/// Lateness within 10 % of the asked magnitude.
-fn assert_moved_by(b: &Bundle, magnitude_us: f64) {
-    let late_us = b.ground_truth.symptoms[0].lateness_ns / 1e3;
-    assert!(
-        (late_us - magnitude_us).abs() <= 0.1 * magnitude_us,
-        "{late_us:.1} µs late for {magnitude_us} µs asked"
-    );
 }
 
 #[test]

@@ -7,24 +7,10 @@
 
 mod common;
 
-use common::{record, scenario};
-use ground_truth::graph::{EdgeType, GroundTruth, LabelVerdict, NodeId, NodeKind};
+use common::{assert_kept, assert_moved_by, path_edges, record, scenario};
+use ground_truth::graph::{EdgeType, GroundTruth, NodeKind};
 use ground_truth::labels::CauseLabel;
 use ground_truth::Bundle;
-
-/// The edge types met along the symptom's true critical path, from its root on.
-fn path_edges(t: &GroundTruth) -> Vec<EdgeType> {
-    let path: &[NodeId] = &t.symptoms[0].critical_path;
-    path.windows(2)
-        .filter_map(|w| {
-            t.edges
-                .iter()
-                .filter(|e| e.src == w[0] && e.dst == w[1])
-                .map(|e| e.kind)
-                .max_by_key(|&k| t.gating_time(w[0], w[1], k))
-        })
-        .collect()
-}
 
 /// The requests whose nodes lie on the symptom's true critical path.
 fn path_requests(t: &GroundTruth) -> Vec<String> {
@@ -35,30 +21,6 @@ fn path_requests(t: &GroundTruth) -> Vec<String> {
         .collect();
     r.dedup();
     r
-}
-
-fn assert_kept(b: &Bundle, label: CauseLabel) {
-    let s = &b.ground_truth.symptoms[0];
-    let check = s.label.as_ref().expect("a timing case is checked");
-    assert_eq!(
-        check.verdict,
-        LabelVerdict::Kept,
-        "{}: {} (path edges {:?})",
-        b.manifest.scenario.variant,
-        check.reason,
-        path_edges(&b.ground_truth)
-    );
-    assert_eq!(s.cause, label);
-}
-
-/// Lateness within 10 % of the asked magnitude (issue "Truth, simulator and
-/// injector defects", acceptance).
-fn assert_moved_by(b: &Bundle, magnitude_us: f64) {
-    let late_us = b.ground_truth.symptoms[0].lateness_ns / 1e3;
-    assert!(
-        (late_us - magnitude_us).abs() <= 0.1 * magnitude_us,
-        "{late_us:.1} µs late for {magnitude_us} µs asked"
-    );
 }
 
 /// A single-thread stage (a tokenizer or launcher) serving requests in
