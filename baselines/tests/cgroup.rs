@@ -5,45 +5,16 @@
 //! when the invocation ends, even without namespaces. Skipped, with a message,
 //! where this machine gives no writable cgroup hierarchy.
 
-mod survivors;
+mod invocation;
 
 use baselines::cgroup::{self, Cgroup, CgroupLimits, Mechanisms};
 use baselines::sandbox::Sandbox;
-use baselines::synth::{ViewBuilder, US};
 use baselines::{ExternalCommand, ExternalError};
-use ground_truth::{Question, Readable};
+use ground_truth::Readable;
+use invocation::{none_left, processes_with, python3, script, small_view, VALID};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use survivors::{none_left, processes_with};
-
-fn small_view(dir: &Path) -> PathBuf {
-    let mut b = ViewBuilder::new();
-    let l = b.launch_at(
-        10,
-        "cudaLaunchKernel",
-        1_000_000,
-        1,
-        "k",
-        None,
-        None,
-        50 * US,
-        "a.py:1",
-    );
-    b.query("q", l.op, Question::Cause);
-    let p = dir.join("view.json");
-    b.build().write(&p).unwrap();
-    p
-}
-
-/// A shell line writing a valid explanation of `small_view` to `$2`.
-const VALID: &str = r#"printf '{"schema_version":1,"meta":{"profiler":"x","version":"1","view":{"collectors":"combined","mode":"instrumented"},"wall_ms":1},"edges":[],"attribution":[],"diagnoses":[]}' > "$2""#;
-
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p
-}
 
 /// The mechanisms this machine gives, or `None` (the test is skipped).
 fn mechanisms() -> Option<Mechanisms> {
@@ -54,17 +25,6 @@ fn mechanisms() -> Option<Mechanisms> {
             None
         }
     }
-}
-
-fn python3() -> bool {
-    let there = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        eprintln!("skipped: python3 is not installed");
-    }
-    there
 }
 
 /// `argv` started in `group` alone: no namespaces, no rlimits, no Landlock, so
@@ -92,7 +52,7 @@ fn a_profiler_past_its_memory_limit_is_killed_as_its_own_failure() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let view = small_view(dir.path());
+    let view = small_view(dir.path()).0;
     // 1 MiB at a time, each page touched, up to 1 GiB: 64 MiB are allowed.
     let hog = script(
         dir.path(),
@@ -196,7 +156,7 @@ fn helper_harness_without_namespaces() {
         return;
     };
     let dir = PathBuf::from(dir);
-    let view = small_view(&dir);
+    let view = small_view(&dir).0;
     let leaves = script(
         &dir,
         "leaves.sh",
@@ -243,7 +203,7 @@ fn without_namespaces_the_cgroup_ends_what_an_invocation_left() {
 fn the_cost_comes_from_the_cgroup_and_the_record_says_so() {
     let Some(m) = mechanisms() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let view_path = small_view(dir.path());
+    let view_path = small_view(dir.path()).0;
     let view = ground_truth::TraceView::read(&view_path).unwrap();
     let ok = script(dir.path(), "ok.sh", &format!("{VALID}\n"));
     let (explanation, cost) = ExternalCommand::new(format!("sh {} {{view}} {{out}}", ok.display()))

@@ -4,43 +4,12 @@
 //! left running after the invocation or after the harness is killed — and what the
 //! harness measures of it (wall time, CPU time, peak memory, a capped stderr log).
 
-mod survivors;
+mod invocation;
 
-use baselines::synth::{ViewBuilder, US};
 use baselines::{ExternalCommand, ExternalError};
-use ground_truth::{Question, Readable, TraceView};
+use invocation::{none_left, processes_with, python3, script, small_view, VALID};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use survivors::{none_left, processes_with};
-
-fn small_view(dir: &Path) -> (PathBuf, TraceView) {
-    let mut b = ViewBuilder::new();
-    let l = b.launch_at(
-        10,
-        "cudaLaunchKernel",
-        1_000_000,
-        1,
-        "k",
-        None,
-        None,
-        50 * US,
-        "a.py:1",
-    );
-    b.query("q", l.op, Question::Cause);
-    let v = b.build();
-    let p = dir.join("view.json");
-    v.write(&p).unwrap();
-    (p, v)
-}
-
-/// A shell line writing a valid explanation of `small_view` to `$2`, claiming 1 ms.
-const VALID: &str = r#"printf '{"schema_version":1,"meta":{"profiler":"x","version":"1","view":{"collectors":"combined","mode":"instrumented"},"wall_ms":1},"edges":[],"attribution":[],"diagnoses":[]}' > "$2""#;
-
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p
-}
 
 fn namespaces() -> bool {
     match baselines::sandbox::namespaces_available() {
@@ -50,17 +19,6 @@ fn namespaces() -> bool {
             false
         }
     }
-}
-
-fn python3() -> bool {
-    let there = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        eprintln!("skipped: python3 is not installed");
-    }
-    there
 }
 
 /// Runs `sh SCRIPT {view} {out}` on the small view, its stderr kept in `log`.
