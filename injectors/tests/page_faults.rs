@@ -81,39 +81,36 @@ fn calibration_gives_a_per_fault_cost() {
     assert!(c.fault_ratio >= 0.9);
 }
 
-/// The calling thread's involuntary context switches so far.
-fn involuntary_switches() -> i64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage of this thread.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
-    u.ru_nivcsw
-}
-
-/// Faulting until a deadline lasts the requested time (to within a few
-/// faults) and every page it touched faulted.
+/// Faulting until a deadline lasts at least the requested time, stops
+/// because of the deadline (not because the pages ran out) and every page
+/// it touched faulted. How far past the deadline it ends is printed, not
+/// asserted: one fault can take a busy machine's reclaim path for tens of
+/// microseconds, which is the kernel's time, not the loop's (CI once saw
+/// 89 µs with no preemption).
 #[test]
 fn faults_until_a_deadline_stop_at_the_deadline() {
     let mut pf = PageFaults::prepare(1 << 16, FaultKind::Minor).unwrap();
-    let preempted_before = involuntary_switches();
     let start = injectors::monotonic_ns();
     let r = pf.trigger_until(start + 1_000_000).unwrap();
-    let preempted = involuntary_switches() - preempted_before;
-    eprintln!("until: {r:?}, {preempted} involuntary switches");
-    assert!(r.pages_touched > 0 && r.pages_touched < 1 << 16, "{r:?}");
-    let overshoot = r.end_ns.saturating_sub(start + 1_000_000);
-    assert!(r.end_ns >= start + 1_000_000, "ended before the deadline");
-    // The deadline is checked before every page, so past it the loop stops
-    // within a fault or two, unless the scheduler took the CPU meanwhile (a
-    // busy machine's choice, not the loop's: then only the page count says
-    // it stopped).
-    assert!(
-        overshoot < 50_000 || preempted > 0,
-        "ended {overshoot} ns after the deadline without being preempted"
+    eprintln!(
+        "until: {r:?}, ended {} ns after the deadline",
+        r.end_ns.saturating_sub(start + 1_000_000)
     );
+    assert!(r.pages_touched > 0 && r.pages_touched < 1 << 16, "{r:?}");
+    assert!(r.end_ns >= start + 1_000_000, "ended before the deadline");
     assert!(
         r.minor_faults as f64 >= 0.9 * r.pages_touched as f64,
         "{r:?}"
     );
     assert_eq!(pf.resident_pages().unwrap(), r.pages_touched);
+}
+
+/// The deadline is checked before every page, so one already past touches
+/// none: the loop's stopping rule without any timing in the assertion.
+#[test]
+fn a_deadline_already_past_touches_no_page() {
+    let mut pf = PageFaults::prepare(64, FaultKind::Minor).unwrap();
+    let r = pf.trigger_until(injectors::monotonic_ns()).unwrap();
+    assert_eq!(r.pages_touched, 0, "{r:?}");
+    assert_eq!(pf.resident_pages().unwrap(), 0);
 }
