@@ -252,6 +252,7 @@ fn run_all(args: WorkloadArgs) -> Result<(), Failure> {
         };
         let mut entry = json!({
             "bundle": id, "window": [rec.window.0, rec.window.1],
+            "clock": rec.clock, "clock_drift_ns": rec.clock.drift_ns(),
             "known_kernels": rec.known,
         });
         match &rec.bundle {
@@ -335,7 +336,7 @@ fn write_docs(
             .filter(|p| p["same"] == json!(true))
             .count();
         let agreement = json!({
-            "what": "truth from the workload's stamps (step log, %globaltimer, CUDA events; clock offset by host-device pings) against CUPTI's truth of the same runs",
+            "what": "truth from the workload's stamps (step log, %globaltimer, CUDA events; clock offset by host-device pings before and after each run, interpolated) against CUPTI's truth of the same runs",
             "clock": w.clock(),
             "kernels": deltas_summary(all_deltas),
             "kernels_offset_calibrated": {

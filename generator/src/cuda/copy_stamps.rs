@@ -3,7 +3,8 @@
 //! nothing else of the stream runs between them), read after the run as
 //! elapsed time from one anchor event whose `%globaltimer` time a kernel
 //! stamped. Kernels time themselves (`kernels::LogEntry`); this is the
-//! counterpart for the work that runs no kernel of ours
+//! counterpart for the work that runs no kernel of ours, and for stream
+//! waits (when the stream reached the wait and when it went on)
 //! (docs/collectors.md, "Truth without CUPTI").
 
 use super::driver::{ck, H};

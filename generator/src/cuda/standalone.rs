@@ -6,7 +6,8 @@
 //! truth: the one truth builder reads the executor's step log, the kernels'
 //! `%globaltimer` log and CUDA events around copies and memsets
 //! (`truth::build_stamped`), all in CLOCK_MONOTONIC through an offset this
-//! module measures without CUPTI ([`clock`]).
+//! module measures without CUPTI ([`clock`]) before and after every run,
+//! interpolated linearly between the two (`truth::ClockFit`).
 //!
 //! [`Workload::open`] with `compare_cupti` runs the normal backend instead
 //! (the project's CUPTI recorder in the process) and builds every run twice,
@@ -46,13 +47,17 @@ pub struct Recorded {
     /// Every kernel of every run of the scenario (twin and quiet runs too),
     /// timed by its own stamps: what a collector's clock is aligned against.
     pub known: Vec<crate::collector::KnownKernel>,
+    /// The injected run's clock offset, measured before and after it.
+    pub clock: truth::ClockFit,
 }
 
 /// The GPU session of a workload process.
 pub struct Workload {
     session: Session,
     stamps: CopyStamps,
+    /// The offset measured when the session opened.
     clock: ClockCalibration,
+    pinger: clock::Pinger,
     anchor: clock::Anchor,
     /// The project's CUPTI recorder is in the process (`compare_cupti`).
     cupti: bool,
@@ -100,7 +105,8 @@ impl Workload {
                 Session::open_without_cupti()?
             };
             let arch = format!("compute_{}{}", session.info.cc.0, session.info.cc.1);
-            let clock = clock::calibrate(&arch)?;
+            let pinger = clock::Pinger::new(&arch)?;
+            let clock = pinger.measure()?;
             let anchor = clock::Anchor::new(&mut session)?;
             if !compare_cupti {
                 session.spin_overhead_ns = clock::spin_overhead(&mut session)?;
@@ -109,6 +115,7 @@ impl Workload {
                 session,
                 stamps: CopyStamps::new()?,
                 clock,
+                pinger,
                 anchor,
                 cupti: compare_cupti,
                 known: Vec::new(),
@@ -152,8 +159,7 @@ impl Workload {
         seed: u64,
     ) -> Result<(exec::RunLog, truth::Stamps), String> {
         let run = self.execute_once(sc, plan, seed)?;
-        self.known
-            .extend(known_kernels(&run.0, self.clock.offset_ns));
+        self.known.extend(known_kernels(&run.0, &run.1.clock));
         Ok(run)
     }
 
@@ -170,6 +176,9 @@ impl Workload {
         })?;
         // SAFETY: no arguments.
         ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        // The offset before the run (with the device idle; under CUPTI the
+        // ping kernel's records go with the flush below).
+        let before = self.pinger.measure()?;
         if self.cupti {
             // Whatever setup recorded is not part of the run.
             s.recorder.flush()?;
@@ -182,10 +191,15 @@ impl Workload {
         };
         let log = exec::Exec::new(sc, &dev, plan, seed).map(|e| e.run())?;
         let copies = self.stamps.times(anchor.event(), anchor.read(s)?);
+        // And after it, once its work is done (under CUPTI the ping's
+        // records go with the next run's flush).
+        // SAFETY: no arguments.
+        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        let after = self.pinger.measure()?;
         Ok((
             log,
             truth::Stamps {
-                offset_ns: self.clock.offset_ns,
+                clock: truth::ClockFit::between(before, after),
                 copies,
             },
         ))
@@ -293,6 +307,7 @@ impl Workload {
         }
         let (stamped, cupti_out) = self.build(sc, &run, plan.as_ref(), true);
         let window = (run.0.origin, run.0.end);
+        let clock = run.1.clock;
         let kernels = cupti_out
             .as_ref()
             .map(|c| kernel_deltas(&stamped, c))
@@ -317,47 +332,53 @@ impl Workload {
         });
         let p = part(stamped, twin.0.take(), quiet.0.take());
         let bundle = guarded("workload", || self.session.finish_part(sc, p, &mut stats))
-            .map(|b| self.as_stamped(b));
+            .map(|b| as_stamped(b, &clock));
         Ok(Recorded {
             bundle,
             cupti,
             kernels,
             window,
             known: std::mem::take(&mut self.known),
+            clock,
         })
     }
+}
 
-    /// The manifest of a bundle whose truth and records are the workload's
-    /// own stamps (`finish_part` writes the CUPTI backend's).
-    fn as_stamped(&self, mut b: Bundle) -> Bundle {
-        let m = &mut b.manifest;
-        m.collectors = vec!["stamps".into()];
-        m.cupti = format!(
-            "none: truth from the executor's step log, %globaltimer and CUDA events; clock offset {} ns (round trip {} ns, {} pings)",
-            self.clock.offset_ns, self.clock.round_trip_ns, self.clock.pings
-        );
-        m.cupti_capabilities = None;
-        if let Some(c) = &mut m.cross_check {
-            c.clock_offset_ns = self.clock.offset_ns;
-        }
-        let note = format!(
-            "; truth without CUPTI (causalbench workload): kernels from %globaltimer, copies and memsets from CUDA events, clock offset {} ns measured by {} host-device pings",
-            self.clock.offset_ns, self.clock.pings
-        );
-        for inj in &mut b.ground_truth.injections {
-            if let Some(i) = inj.mechanism.find("; CUPTI vs %globaltimer") {
-                inj.mechanism.truncate(i);
-            }
-            inj.mechanism.push_str(&note);
-        }
-        b
+/// The manifest of a bundle whose truth and records are the workload's own
+/// stamps (`finish_part` writes the CUPTI backend's), with the injected run's
+/// clock offset.
+fn as_stamped(mut b: Bundle, clock: &truth::ClockFit) -> Bundle {
+    let (c, drift) = (&clock.before, clock.drift_ns());
+    let m = &mut b.manifest;
+    m.collectors = vec!["stamps".into()];
+    m.cupti = format!(
+        "none: truth from the executor's step log, %globaltimer and CUDA events; clock offset {} ns before the run, {drift:+} ns after it, interpolated (round trip {} ns, {} pings each)",
+        c.offset_ns, c.round_trip_ns, c.pings
+    );
+    m.cupti_capabilities = None;
+    if let Some(x) = &mut m.cross_check {
+        x.clock_offset_ns = c.offset_ns;
     }
+    let note = format!(
+        "; truth without CUPTI (causalbench workload): kernels from %globaltimer, copies, memsets and stream waits from CUDA events, clock offset {} ns ({drift:+} ns over the run) measured by {} host-device pings before and after it",
+        c.offset_ns, c.pings
+    );
+    for inj in &mut b.ground_truth.injections {
+        if let Some(i) = inj.mechanism.find("; CUPTI vs %globaltimer") {
+            inj.mechanism.truncate(i);
+        }
+        inj.mechanism.push_str(&note);
+    }
+    b
 }
 
 /// Every kernel of `log` its own stamps timed, in CLOCK_MONOTONIC (a graph's
 /// nodes: its last replay, the one its log slots hold).
-fn known_kernels(log: &exec::RunLog, offset_ns: i64) -> Vec<crate::collector::KnownKernel> {
-    let mono = |g: Ns| (g as i64 + offset_ns).max(0) as Ns;
+fn known_kernels(
+    log: &exec::RunLog,
+    clock: &truth::ClockFit,
+) -> Vec<crate::collector::KnownKernel> {
+    let mono = |g: Ns| clock.to_mono(g);
     let entry = |slot: u32, id: u64| {
         log.device_log
             .get(slot as usize)

@@ -233,9 +233,20 @@ impl<'a> Exec<'a> {
                 let evs = self.events.lock().unwrap();
                 let (sh, eh) = (st.handle.0, evs[ei].handle.0);
                 // SAFETY: live event and stream.
-                self.call(&mut op, "cuStreamWaitEvent", || unsafe {
-                    sys::cuStreamWaitEvent(sh, eh, 0)
-                });
+                let wait = |op: &mut Op| {
+                    self.call(op, "cuStreamWaitEvent", || unsafe {
+                        sys::cuStreamWaitEvent(sh, eh, 0)
+                    })
+                };
+                // Without CUPTI, events around the wait time it on its stream
+                // (`truth::stamps`: the wait's record).
+                match self.dev.copy_stamps {
+                    Some(stamps) => {
+                        let id = op.id;
+                        stamps.around(id, sh, || wait(&mut op));
+                    }
+                    None => wait(&mut op),
+                }
                 op.stream = Some(si);
                 op.stream_cupti = st.cupti_id;
                 op.handle = eh as u64;

@@ -28,18 +28,15 @@ extern "C" __global__ void causalbench_clock_ping(volatile unsigned int* flag,
 }
 "#;
 
-const PINGS: u32 = 200;
-/// How long one ping may take before the calibration gives up.
+/// Pings of one measurement: at about 1.5 µs a round trip, well under a
+/// millisecond, so one is taken before and one after every run.
+const PINGS: u32 = 100;
+/// How long one ping may take before the calibration gives up (the first
+/// also waits for the ping kernel to start).
 const PING_TIMEOUT_NS: Ns = 100_000_000;
 
 /// CLOCK_MONOTONIC − `%globaltimer`, from the tightest pings.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct ClockCalibration {
-    pub offset_ns: i64,
-    /// The best ping's round trip: the offset is known to half of it.
-    pub round_trip_ns: u64,
-    pub pings: u32,
-}
+pub type ClockCalibration = super::super::truth::ClockSample;
 
 fn load(ptx: &str, entry: &str) -> Result<sys::CUfunction, String> {
     let c = CString::new(ptx).map_err(|_| "PTX contains a NUL byte".to_string())?;
@@ -57,110 +54,150 @@ fn load(ptx: &str, entry: &str) -> Result<sys::CUfunction, String> {
     Ok(f)
 }
 
-/// Measures the offset: each ping's `%globaltimer` answer lies between the
-/// host's write and its read of the answer; the midpoint of the pings with the
-/// shortest round trips (the best tenth, median offset) is the estimate.
-pub fn calibrate(arch: &str) -> Result<ClockCalibration, String> {
-    let ptx = kernels::ptx_cache::compile(
-        PING_SOURCE,
-        "causalbench_clock_ping.cu",
-        kernels::compile_options(arch),
-        arch,
-    )
-    .map_err(|e| format!("NVRTC could not compile the clock ping: {e}"))?;
-    let f = load(&ptx, "causalbench_clock_ping")?;
-    let bytes = 8 * (PINGS as usize + 1);
-    let mut host: *mut c_void = std::ptr::null_mut();
-    let mut dev: Ptr = 0;
-    let mut stream: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: out pointers; DEVICEMAP (2) maps the page-locked buffer into the device.
-    unsafe {
-        ck(
-            "cuMemHostAlloc(clock ping)",
-            sys::cuMemHostAlloc(&mut host, bytes, 2),
-        )?;
-        std::ptr::write_bytes(host as *mut u8, 0, bytes);
-        ck(
-            "cuMemHostGetDevicePointer(clock ping)",
-            sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0),
-        )?;
-        ck(
-            "cuStreamCreate(clock ping)",
-            sys::cuStreamCreate(&mut stream, 1),
-        )?;
-    }
-    let flag = host as *mut u32;
-    // The answers follow the flag's 8 bytes.
-    let out = (host as usize + 8) as *mut u64;
-    let (mut flag_dev, mut out_dev, mut n) = (dev, dev + 8, PINGS);
-    let mut params: Vec<*mut c_void> = vec![
-        &mut flag_dev as *mut u64 as *mut c_void,
-        &mut out_dev as *mut u64 as *mut c_void,
-        &mut n as *mut u32 as *mut c_void,
-    ];
-    // SAFETY: the parameters outlive the call; the buffers outlive the kernel.
-    let launched = ck("cuLaunchKernel(clock ping)", unsafe {
-        sys::cuLaunchKernel(
-            f,
-            1,
-            1,
-            1,
-            1,
-            1,
-            1,
-            0,
-            stream,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
+/// The ping kernel and its mapped buffer, made once per process; every
+/// [`Pinger::measure`] launches the kernel anew (with the device idle: it
+/// holds an SM while it answers).
+pub struct Pinger {
+    func: sys::CUfunction,
+    host: *mut c_void,
+    dev: Ptr,
+    stream: H<sys::CUstream>,
+}
+
+impl Pinger {
+    pub fn new(arch: &str) -> Result<Pinger, String> {
+        let ptx = kernels::ptx_cache::compile(
+            PING_SOURCE,
+            "causalbench_clock_ping.cu",
+            kernels::compile_options(arch),
+            arch,
         )
-    });
-    let mut samples: Vec<(u64, i64)> = Vec::new();
-    let mut failure = launched.err();
-    if failure.is_none() {
-        // Let the kernel start polling before the first ping.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        for k in 1..=PINGS {
-            let t0 = now();
-            // SAFETY: the mapped buffer lives until freed below.
-            unsafe { std::ptr::write_volatile(flag, k) };
-            let answer = loop {
-                // SAFETY: as above; the device writes the answer.
-                let g = unsafe { std::ptr::read_volatile(out.add(k as usize - 1)) };
-                if g != 0 {
-                    break Some(g);
-                }
-                if now() - t0 > PING_TIMEOUT_NS {
-                    break None;
-                }
-                std::hint::spin_loop();
-            };
-            let t1 = now();
-            let Some(g) = answer else {
-                failure = Some(format!("the clock ping kernel did not answer ping {k}"));
-                break;
-            };
-            samples.push((t1 - t0, ((t0 + t1) / 2) as i64 - g as i64));
+        .map_err(|e| format!("NVRTC could not compile the clock ping: {e}"))?;
+        let func = load(&ptx, "causalbench_clock_ping")?;
+        let mut host: *mut c_void = std::ptr::null_mut();
+        let mut dev: Ptr = 0;
+        let mut stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: out pointers; DEVICEMAP (2) maps the page-locked buffer into the device.
+        unsafe {
+            ck(
+                "cuMemHostAlloc(clock ping)",
+                sys::cuMemHostAlloc(&mut host, Self::BYTES, 2),
+            )?;
+            ck(
+                "cuMemHostGetDevicePointer(clock ping)",
+                sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0),
+            )?;
+            ck(
+                "cuStreamCreate(clock ping)",
+                sys::cuStreamCreate(&mut stream, 1),
+            )?;
         }
+        Ok(Pinger {
+            func,
+            host,
+            dev,
+            stream: H(stream),
+        })
     }
-    // SAFETY: ends the kernel whatever happened, then frees what it used.
-    unsafe {
-        std::ptr::write_volatile(flag, PINGS);
-        sys::cuStreamSynchronize(stream);
-        sys::cuStreamDestroy_v2(stream);
-        sys::cuMemFreeHost(host);
+
+    const BYTES: usize = 8 * (PINGS as usize + 1);
+
+    /// Measures the offset: each ping's `%globaltimer` answer lies between
+    /// the host's write and its read of the answer; the midpoint of the pings
+    /// with the shortest round trips (the best tenth, median offset) is the
+    /// estimate, taken at the median of their host times.
+    pub fn measure(&self) -> Result<ClockCalibration, String> {
+        // SAFETY: our own mapped buffer, no kernel of ours is using it.
+        unsafe { std::ptr::write_bytes(self.host as *mut u8, 0, Self::BYTES) };
+        let flag = self.host as *mut u32;
+        // The answers follow the flag's 8 bytes.
+        let out = (self.host as usize + 8) as *mut u64;
+        let (mut flag_dev, mut out_dev, mut n) = (self.dev, self.dev + 8, PINGS);
+        let mut params: Vec<*mut c_void> = vec![
+            &mut flag_dev as *mut u64 as *mut c_void,
+            &mut out_dev as *mut u64 as *mut c_void,
+            &mut n as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: the parameters outlive the call; the buffers outlive the kernel.
+        let launched = ck("cuLaunchKernel(clock ping)", unsafe {
+            sys::cuLaunchKernel(
+                self.func,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                self.stream.0,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        });
+        // (round trip, offset, host midpoint)
+        let mut samples: Vec<(u64, i64, Ns)> = Vec::new();
+        let mut failure = launched.err();
+        if failure.is_none() {
+            for k in 1..=PINGS {
+                let t0 = now();
+                // SAFETY: the mapped buffer lives as long as the pinger.
+                unsafe { std::ptr::write_volatile(flag, k) };
+                let answer = loop {
+                    // SAFETY: as above; the device writes the answer.
+                    let g = unsafe { std::ptr::read_volatile(out.add(k as usize - 1)) };
+                    if g != 0 {
+                        break Some(g);
+                    }
+                    if now() - t0 > PING_TIMEOUT_NS {
+                        break None;
+                    }
+                    std::hint::spin_loop();
+                };
+                let t1 = now();
+                let Some(g) = answer else {
+                    failure = Some(format!("the clock ping kernel did not answer ping {k}"));
+                    break;
+                };
+                let mid = (t0 + t1) / 2;
+                samples.push((t1 - t0, mid as i64 - g as i64, mid));
+            }
+        }
+        // SAFETY: ends the kernel whatever happened.
+        unsafe {
+            std::ptr::write_volatile(flag, PINGS);
+            sys::cuStreamSynchronize(self.stream.0);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(best_of(samples))
     }
-    if let Some(e) = failure {
-        return Err(e);
-    }
+}
+
+/// The estimate from (round trip, offset, host midpoint) samples.
+fn best_of(mut samples: Vec<(u64, i64, Ns)>) -> ClockCalibration {
     samples.sort_unstable();
     let best = &samples[..(samples.len() / 10).max(1)];
     let mut offsets: Vec<i64> = best.iter().map(|s| s.1).collect();
     offsets.sort_unstable();
-    Ok(ClockCalibration {
+    let mut at: Vec<Ns> = best.iter().map(|s| s.2).collect();
+    at.sort_unstable();
+    ClockCalibration {
         offset_ns: offsets[offsets.len() / 2],
+        at_ns: at[at.len() / 2],
         round_trip_ns: best[0].0,
         pings: samples.len() as u32,
-    })
+    }
+}
+
+impl Drop for Pinger {
+    fn drop(&mut self) {
+        // SAFETY: ours; no kernel of ours runs (each measure waits for it).
+        unsafe {
+            sys::cuStreamDestroy_v2(self.stream.0);
+            sys::cuMemFreeHost(self.host);
+        }
+    }
 }
 
 /// The event every copy stamp of a run is read against: recorded just before

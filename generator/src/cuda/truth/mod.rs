@@ -12,10 +12,12 @@
 
 mod binding;
 mod clock;
+pub mod clock_fit;
 mod device;
 mod neutral;
 mod stamps;
 
+pub use clock_fit::{ClockFit, ClockSample};
 pub use stamps::{build_stamped, Stamps};
 
 use super::cupti::{self, Raw};

@@ -9,17 +9,21 @@
 //! stamps in the trace-record format, so the bundle replays like any other;
 //! a collector's records replace them (`crate::collector`).
 
+use super::clock_fit::ClockFit;
 use super::*;
 use crate::record::log::Op as StepOp;
 use crate::record::truth::{Measured, Observer};
-use ground_truth::trace::{ApiDomain, CopyDetail, KernelDetail, MemsetDetail, SharedDetail};
+use ground_truth::trace::{
+    ApiDomain, CopyDetail, KernelDetail, MemsetDetail, SharedDetail, SyncType,
+};
 
 /// What the workload measured about its device work besides the kernels' log.
 #[derive(Debug, Clone, Default)]
 pub struct Stamps {
-    /// CLOCK_MONOTONIC − `%globaltimer` (ns).
-    pub offset_ns: i64,
-    /// Copies' and memsets' (start, end) in `%globaltimer` ns, by op id.
+    /// CLOCK_MONOTONIC − `%globaltimer`, measured around the run.
+    pub clock: ClockFit,
+    /// Copies', memsets' and stream waits' (start, end) in `%globaltimer`
+    /// ns, by op id (CUDA events around them, `cuda::copy_stamps`).
     pub copies: HashMap<u64, (Ns, Ns)>,
 }
 
@@ -38,7 +42,7 @@ impl<'a> StampObserver<'a> {
     }
 
     fn mono(&self, g: Ns) -> Ns {
-        (g as i64 + self.stamps.offset_ns).max(0) as Ns
+        self.stamps.clock.to_mono(g)
     }
 
     /// A kernel's (start, end) from its log entry, in CLOCK_MONOTONIC.
@@ -188,7 +192,32 @@ impl Observer for StampObserver<'_> {
 
     fn event_records(&mut self, _b: &mut RunBuilder, _op: &StepOp, _dev: NodeId, _queued: Ns) {}
 
-    fn wait_records(&mut self, _b: &mut RunBuilder, _op: &StepOp, _dev: NodeId) {}
+    /// A stream wait's record: the events around the wait on its stream
+    /// say when the stream reached it and when it went on (CUPTI's own
+    /// SYNCHRONIZATION record of a wait spans the host call instead); a wait
+    /// without stamps keeps its node's times, so the symptom a wait is still
+    /// has a record to be asked about.
+    fn wait_records(&mut self, b: &mut RunBuilder, op: &StepOp, dev: NodeId) {
+        let o = self.own(op);
+        let (start, end) = match self.stamps.copies.get(&o.id) {
+            Some(&(s, e)) => (self.mono(s), self.mono(e)),
+            None => {
+                let n = &b.truth.nodes[dev as usize];
+                (n.start, n.end)
+            }
+        };
+        let (stream, correlation_id) = (o.stream_cupti, correlation(o.id));
+        b.record(Some(dev), |rid| Record::Sync {
+            rid,
+            sync_type: SyncType::StreamWaitEvent,
+            stream,
+            event: o.handle,
+            event_sync_id: 0,
+            correlation_id,
+            start,
+            end,
+        });
+    }
 
     /// A graph's log slots hold its last replay only: the other replays'
     /// nodes last what the stamped replay's did, from when they could start.

@@ -502,3 +502,88 @@ fn a_cuda_and_a_torch_log_of_one_run_build_one_truth() {
         vec![0, 1, 2, 3, 5, 7, 9]
     );
 }
+
+/// The run of [`event_edge_run`] as `causalbench workload` records it
+/// without CUPTI: the kernels' `%globaltimer` log entries, CUDA events around
+/// the stream wait, and a clock offset that drifts 3 µs over the run, measured
+/// before and after it. Every time lands in CLOCK_MONOTONIC on the line
+/// through both samples, and the wait gets a record of its own.
+#[test]
+fn stamps_become_truth_on_the_two_point_clock_fit() {
+    let (sc, mut log) = event_edge_run();
+    log.flushed.records.clear();
+    let before = ClockSample {
+        offset_ns: -1_000_000_000,
+        at_ns: 50_000,
+        round_trip_ns: 1_500,
+        pings: 100,
+    };
+    let after = ClockSample {
+        offset_ns: -1_000_000_000 + 3_000,
+        at_ns: 3_050_000,
+        ..before
+    };
+    // CLOCK_MONOTONIC − %globaltimer at `t`, as the device drifted.
+    let offset = |t: Ns| -1_000_000_000 + (3_000 * (t as i64 - 50_000)) / 3_000_000;
+    let g = |t: Ns| (t as i64 - offset(t)) as Ns;
+    let entry = |op_id: u64, start: Ns, end: Ns| kernels::LogEntry {
+        op_id,
+        start_ns: g(start),
+        end_ns: g(end),
+        smid: 0,
+        blocks: 64,
+        last_end_ns: g(end),
+    };
+    log.threads[0].ops[0].slot = Some(0);
+    log.threads[0].ops[3].slot = Some(1);
+    log.device_log = vec![entry(1, 103_000, 2_103_000), entry(4, 2_105_000, 2_405_000)];
+    let stamps = |clock: ClockFit| Stamps {
+        clock,
+        copies: [(3u64, (g(125_000), g(2_103_500)))].into(),
+    };
+    let out = build_stamped(
+        &sc,
+        &log,
+        None,
+        &stamps(ClockFit::between(before, after)),
+        true,
+    );
+    let t = &out.builder.truth;
+    let near = |a: Ns, b: Ns| a.abs_diff(b) <= 1;
+    assert_eq!(t.nodes[3].kind, NodeKind::Kernel);
+    assert!(near(t.nodes[3].start, 103_000), "{}", t.nodes[3].start);
+    assert!(near(t.nodes[3].end, 2_103_000), "{}", t.nodes[3].end);
+    assert!(near(t.nodes[9].start, 2_105_000), "{}", t.nodes[9].start);
+    assert!(near(t.nodes[9].end, 2_405_000), "{}", t.nodes[9].end);
+    assert_eq!(out.stats.bound, 2);
+    // The wait's record: the events around it, on the wait's stream.
+    assert_eq!(t.nodes[7].kind, NodeKind::StreamWait);
+    let waits: Vec<&Record> = out
+        .builder
+        .trace
+        .iter()
+        .filter(|r| r.kind_name() == "sync")
+        .collect();
+    assert_eq!(waits.len(), 1);
+    match waits[0] {
+        Record::Sync {
+            sync_type,
+            stream,
+            start,
+            end,
+            rid,
+            ..
+        } => {
+            assert_eq!(*sync_type, ground_truth::trace::SyncType::StreamWaitEvent);
+            assert_eq!(*stream, 14);
+            assert!(near(*start, 125_000), "{start}");
+            assert!(near(*end, 2_103_500), "{end}");
+            assert!(t.nodes[7].rids.contains(rid));
+        }
+        r => panic!("{r:?}"),
+    }
+    // The offset of the run's start alone puts the producer's end 2 µs off.
+    let constant = build_stamped(&sc, &log, None, &stamps(ClockFit::constant(before)), true);
+    let end = constant.builder.truth.nodes[3].end;
+    assert_eq!(end.abs_diff(2_103_000), 2_053);
+}
