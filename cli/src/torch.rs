@@ -55,6 +55,13 @@ pub struct RecordArgs {
     /// Where the recorder cannot run, it says why once and records without.
     #[arg(long)]
     pub host: bool,
+    /// Run training-step programs as real training loops (a DataLoader, an
+    /// nn.Module, autograd, an optimizer) traced by TraceML (`traceml-ai`, importable
+    /// by the executor's python), one executor and one TraceML run per bundle; its
+    /// end-of-run verdict is kept as `ID.traceml.json.gz`. Other scenarios are
+    /// skipped (docs/torch-track.md, "TraceML on the training step").
+    #[arg(long)]
+    pub train_loop: bool,
 }
 
 pub fn torch(command: TorchCommand) -> Result<(), Failure> {
@@ -88,6 +95,13 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
             skipped.push(json!({"scenario": sc.name, "reason": why}));
             continue;
         }
+        if let (true, Err(why)) = (
+            args.train_loop,
+            generator::torch::runs_as_training_loop(&sc),
+        ) {
+            skipped.push(json!({"scenario": sc.name, "reason": why}));
+            continue;
+        }
         for rep in 0..args.reps.unwrap_or(sc.repetitions) {
             items.push((sc.clone(), rep));
         }
@@ -102,6 +116,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut backend = TorchBackend::new(Some(args.out.clone()));
     backend.keep_logs = args.keep_logs;
     backend.host_recorder = args.host;
+    backend.train_loop = args.train_loop;
     let started = Instant::now();
     let mut failures = Vec::new();
     let mut bundles = Vec::new();
@@ -119,6 +134,13 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
                 let steplog = args.out.join(format!("{id}.steplog.json"));
                 let written = written.and_then(|_| match args.keep_logs {
                     true => gzip(&steplog, &steplog.with_extension("json.gz")),
+                    false => Ok(()),
+                });
+                let verdict = args
+                    .out
+                    .join(generator::torch::traceml_file_name(&sc.name, *rep));
+                let written = written.and_then(|_| match args.train_loop {
+                    true => gzip(&verdict, &verdict.with_extension("json.gz")),
                     false => Ok(()),
                 });
                 if let Err(e) = written {

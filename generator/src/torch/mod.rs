@@ -37,11 +37,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
-pub use plan::supported;
+pub use plan::{runs_as_training_loop, supported};
 pub use truth::Completeness;
 
 /// The executor's source, embedded so the binary needs no file beside it.
 pub const EXECUTOR_SOURCE: &str = include_str!("executor.py");
+
+/// The training-loop runner (`--train-loop`): loads [`EXECUTOR_SOURCE`] unchanged
+/// and runs a training step's consumer thread as a real training loop traced by
+/// TraceML (docs/torch-track.md, "TraceML on the training step").
+pub const TRAIN_LOOP_SOURCE: &str = include_str!("train_loop.py");
+
+/// The side file of a bundle's injected run holding TraceML's end-of-run verdict
+/// (`--train-loop`), named like its Kineto trace.
+pub fn traceml_file_name(scenario: &str, repetition: u32) -> String {
+    format!("{scenario}.r{repetition}.traceml.json")
+}
 
 /// From a kernel becoming ready to its first block running, and from a copy
 /// becoming ready to its first byte moving, on the H200 (the GPU backend's
@@ -113,6 +124,10 @@ pub struct TorchBackend {
     /// records joined to the truth like the GPU backend's (`cuda::host`): the
     /// bundle then has `kineto+host` views (docs/torch-track.md, "kineto+host").
     pub host_recorder: bool,
+    /// Whether training-step programs run as real training loops traced by TraceML
+    /// (`train_loop.py`), one executor process (one TraceML run) per bundle, its
+    /// verdict written beside the Kineto trace ([`traceml_file_name`]).
+    pub train_loop: bool,
     /// Why the host recorder cannot run here, once it failed (later runs go on
     /// without host records).
     host_disabled: Mutex<Option<String>>,
@@ -130,6 +145,7 @@ impl TorchBackend {
             completeness: Mutex::new(Vec::new()),
             keep_logs: false,
             host_recorder: false,
+            train_loop: false,
             host_disabled: Mutex::new(None),
             last_answer: Mutex::new(String::new()),
         }
@@ -156,10 +172,26 @@ impl TorchBackend {
             // function's frames, which the host recorder's stacks resolve through.
             command.args(["-X", "perf"]);
         }
+        if self.train_loop {
+            // The runner gets the executor's source as an argument and compiles it
+            // under the executor's own file name; TraceML's aggregator logs go to a
+            // directory of this process's own.
+            static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let logs = std::env::temp_dir()
+                .join(format!("causalbench-traceml-{}-{n}", std::process::id()));
+            command
+                .arg("-c")
+                .arg(TRAIN_LOOP_SOURCE)
+                .env("CAUSALBENCH_TRACEML_LOGS", logs);
+        } else {
+            command.arg("-c").arg(EXECUTOR_SOURCE);
+        }
+        command.arg("serve");
+        if self.train_loop {
+            command.arg(EXECUTOR_SOURCE);
+        }
         let mut child = command
-            .arg("-c")
-            .arg(EXECUTOR_SOURCE)
-            .arg("serve")
             .env("PYTHONUNBUFFERED", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -274,6 +306,21 @@ impl TorchBackend {
             "kineto_out": trace.map(|p| p.display().to_string()),
             "kernel_names": names,
         });
+        let mut req = req;
+        if self.train_loop {
+            req["train_loop"] = serde_json::json!(true);
+            if let Some(trace) = trace {
+                let out = trace.with_file_name(
+                    trace
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.strip_suffix(".kineto.json"))
+                        .map(|stem| format!("{stem}.traceml.json"))
+                        .unwrap_or_else(|| "traceml.json".into()),
+                );
+                req["traceml_out"] = serde_json::json!(out.display().to_string());
+            }
+        }
         let log = self.request(&req)?;
         if !log.errors.is_empty() {
             return Err(format!("the run failed: {}", log.errors.join("; ")));
@@ -341,6 +388,12 @@ impl TorchBackend {
         let host_recorder = self.start_host_recorder()?;
         let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path));
         let host_trace = host_recorder.map(|r| r.stop());
+        if self.train_loop {
+            // One TraceML run per bundle: the next bundle starts a fresh executor.
+            if let Ok(mut server) = self.server.lock() {
+                *server = None;
+            }
+        }
         let log = log?;
         if let (true, Some(dir)) = (self.keep_logs, &self.trace_dir) {
             let answer = self

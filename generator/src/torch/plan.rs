@@ -138,3 +138,39 @@ pub fn mechanism(p: &Plan) -> String {
     }
     parts.join("; ")
 }
+
+/// Whether `sc` runs as a training loop (`torch record --train-loop`,
+/// `train_loop.py`): one program with one handoff (the loader's), after which the
+/// main thread's steps include a `forward` and, later, an `optimizer` step.
+pub fn runs_as_training_loop(sc: &Scenario) -> Result<(), String> {
+    let [program] = sc.programs.as_slice() else {
+        return Err(format!(
+            "a training loop runs one program, not {}",
+            sc.programs.len()
+        ));
+    };
+    let handoffs: Vec<usize> = program
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Step::Handoff { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let [handoff] = handoffs.as_slice() else {
+        return Err("a training loop needs exactly one handoff (loader -> main)".into());
+    };
+    let ids: Vec<Option<&str>> = program.steps[handoff + 1..]
+        .iter()
+        .map(|s| s.id())
+        .collect();
+    let forward = ids.iter().position(|id| *id == Some("forward"));
+    let optimizer = ids.iter().position(|id| *id == Some("optimizer"));
+    match (forward, optimizer) {
+        (Some(f), Some(o)) if f < o => Ok(()),
+        _ => Err(
+            "not a training step: the steps after the handoff have no `forward` and, later, \
+             `optimizer` step"
+                .into(),
+        ),
+    }
+}
