@@ -47,6 +47,26 @@ pub fn add_checked_symptom(
     twin: Option<&crate::label::QuietRun>,
     quiet: Option<&crate::label::QuietRun>,
 ) -> Result<(), String> {
+    add_symptom_checked_with_same_noise(sc, truth, trace, keys, origin, twin, quiet, None)
+}
+
+/// [`add_checked_symptom`], with what a backend that can replay its own noise
+/// knows besides: `same_noise`, the injected run again with the same noise and
+/// no injection (the simulator's). The symptom's end there against the injected
+/// run's is the injection's own effect, which tells a symptom the twin's noise
+/// made late from one a delay the truth does not name made late
+/// (`label::check_and_apply`).
+#[allow(clippy::too_many_arguments)]
+pub fn add_symptom_checked_with_same_noise(
+    sc: &Scenario,
+    truth: &mut GroundTruth,
+    trace: &[Record],
+    keys: &Keys,
+    origin: ground_truth::Ns,
+    twin: Option<&crate::label::QuietRun>,
+    quiet: Option<&crate::label::QuietRun>,
+    same_noise: Option<&crate::label::QuietRun>,
+) -> Result<(), String> {
     // A step's node in the twin, in the recorded run's clock.
     let twin_node = |key: &StepKey| {
         let t = twin?;
@@ -89,7 +109,12 @@ pub fn add_checked_symptom(
         (Some(a), Some(b)) => crate::label::noise_floor(sc, a, b, anchor.as_ref()),
         _ => 0.0,
     };
-    crate::label::check_and_apply(sc, truth, keys, noise_floor);
+    let injection_effect_ns = same_noise.and_then(|s| {
+        let n = s.keys.get(&key)?;
+        let unmoved = shifted(&s.truth.nodes[*n as usize], s.origin, origin);
+        Some(truth.nodes[node as usize].end as f64 - unmoved.end as f64)
+    });
+    crate::label::check_and_apply(sc, truth, keys, noise_floor, injection_effect_ns);
     Ok(())
 }
 

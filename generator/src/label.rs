@@ -203,11 +203,30 @@ pub fn applies(sc: &Scenario) -> bool {
 /// Checks the first symptom's declared cause against `truth` and applies the
 /// verdict: the symptom's `cause` becomes the checked label (`none` when
 /// relabelled) and its `label` says how it was decided.
-pub fn check_and_apply(sc: &Scenario, truth: &mut GroundTruth, keys: &Keys, noise_floor_ns: f64) {
+///
+/// `injection_effect_ns`, where the backend can say it (the simulator replays
+/// the injected run's noise without the injection), is how far the injection
+/// itself moved the symptom: a symptom late against the twin that the
+/// injection did not move is late by the twin's noise, which establishes
+/// nothing, rather than by a delay the truth fails to name.
+pub fn check_and_apply(
+    sc: &Scenario,
+    truth: &mut GroundTruth,
+    keys: &Keys,
+    noise_floor_ns: f64,
+    injection_effect_ns: Option<f64>,
+) {
     let Some(symptom) = truth.symptoms.first() else {
         return;
     };
-    let check = check(sc, truth, keys, symptom, noise_floor_ns);
+    let check = check(
+        sc,
+        truth,
+        keys,
+        symptom,
+        noise_floor_ns,
+        injection_effect_ns,
+    );
     let symptom = &mut truth.symptoms[0];
     if check.verdict == LabelVerdict::RelabelledNone {
         symptom.cause = CauseLabel::None;
@@ -221,6 +240,7 @@ fn check(
     keys: &Keys,
     symptom: &Symptom,
     noise_floor_ns: f64,
+    injection_effect_ns: Option<f64>,
 ) -> LabelCheck {
     let (lateness_ns, question, path) = (
         symptom.lateness_ns,
@@ -256,6 +276,12 @@ fn check(
                 LabelVerdict::Dropped,
                 Some(true),
                 format!("declared `none`, but the injected work is on the symptom's true path ({lateness_us:.1} µs late)"),
+            )
+        } else if late && moved_by_noise_only(injection_effect_ns) {
+            verdict(
+                LabelVerdict::Indeterminate,
+                Some(false),
+                format!("declared `none`, {lateness_us:.1} µs late against the twin (noise floor {floor_us:.1} µs), but the same run without the injection ends {:.1} µs apart: the twin's noise, not a delay; one pair of quiet runs did not bound it", injection_effect_ns.unwrap_or(0.0) / 1e3),
             )
         } else if late {
             // Off the path, yet the symptom moved: through something the
@@ -339,12 +365,25 @@ fn check(
             Some(true),
             format!("{lateness_us:.1} µs late (noise floor {floor_us:.1} µs) through the injected `{}` on the true path", injection.kind.as_str()),
         ),
+        (true, false) if moved_by_noise_only(injection_effect_ns) => verdict(
+            LabelVerdict::Indeterminate,
+            Some(false),
+            format!("{lateness_us:.1} µs late against the twin (noise floor {floor_us:.1} µs), but the injected `{}` is not on the true path and the same run without it ends {:.1} µs apart: late by the twin's noise, which establishes no label", injection.kind.as_str(), injection_effect_ns.unwrap_or(0.0) / 1e3),
+        ),
         (true, false) => verdict(
             LabelVerdict::Dropped,
             Some(false),
             format!("{lateness_us:.1} µs late (noise floor {floor_us:.1} µs), but the injected `{}` is not on the true path", injection.kind.as_str()),
         ),
     }
+}
+
+/// Whether the injection itself left the symptom where it was: the symptom
+/// ends within the clock granularity the truth trusts
+/// ([`FAULT_END_TOLERANCE_NS`]) of where the same run without the injection
+/// ends. Unknown (`None`, every backend but the simulator) is not "unmoved".
+fn moved_by_noise_only(injection_effect_ns: Option<f64>) -> bool {
+    injection_effect_ns.is_some_and(|e| e.abs() <= FAULT_END_TOLERANCE_NS as f64)
 }
 
 /// A lateness within the noise floor that still exceeds both the drift the
@@ -608,7 +647,7 @@ mod tests {
             truth.symptoms[0].cause = sc.cause;
             truth.symptoms[0].label = None;
             // A deschedule's mechanism is its fault node; no step lookup is needed.
-            check_and_apply(&sc, &mut truth, &Keys::new(), label.noise_floor_ns);
+            check_and_apply(&sc, &mut truth, &Keys::new(), label.noise_floor_ns, None);
             truth.symptoms[0].label.clone().unwrap()
         };
         let short = verdict_with(0.2 * lateness_us);
@@ -641,7 +680,7 @@ mod tests {
             let mut truth = bundle.ground_truth.clone();
             truth.symptoms[0].lateness_ns = lateness_ns;
             truth.symptoms[0].label = None;
-            check_and_apply(&sc, &mut truth, &keys, floor);
+            check_and_apply(&sc, &mut truth, &keys, floor, None);
             truth.symptoms[0].label.clone().unwrap()
         };
         let late = verdict_at(10.0 * floor);
@@ -655,6 +694,27 @@ mod tests {
             "{}",
             between.reason
         );
+        // Late as much, but the same run without the injection ends where the
+        // injected one does: the twin's noise made it late, which is no gap in
+        // the truth and establishes nothing; moved by the injection itself, it
+        // is.
+        let with_effect = |effect_ns: f64| {
+            let mut truth = bundle.ground_truth.clone();
+            truth.symptoms[0].lateness_ns = 10.0 * floor;
+            truth.symptoms[0].label = None;
+            check_and_apply(&sc, &mut truth, &keys, floor, Some(effect_ns));
+            truth.symptoms[0].label.clone().unwrap()
+        };
+        let noise = with_effect(0.0);
+        assert_eq!(
+            noise.verdict,
+            LabelVerdict::Indeterminate,
+            "{}",
+            noise.reason
+        );
+        assert!(noise.reason.contains("twin's noise"), "{}", noise.reason);
+        let moved = with_effect(10.0 * floor);
+        assert_eq!(moved.verdict, LabelVerdict::Dropped, "{}", moved.reason);
     }
 
     /// An injection smaller than the noise floor the twin and the quiet run
@@ -721,7 +781,7 @@ mod tests {
             for i in &mut truth.injections {
                 i.requested_us = sc.injection.as_ref().unwrap().magnitude_us;
             }
-            check_and_apply(sc, &mut truth, &keys, floor);
+            check_and_apply(sc, &mut truth, &keys, floor, None);
             let symptom = &truth.symptoms[0];
             (symptom.label.clone().unwrap(), symptom.cause)
         };
@@ -766,7 +826,13 @@ mod tests {
         let mut truth = bundle.ground_truth.clone();
         truth.symptoms[0].lateness_ns = FAULT_END_TOLERANCE_NS as f64;
         truth.symptoms[0].label = None;
-        check_and_apply(&sc, &mut truth, &keys, 3.0 * FAULT_END_TOLERANCE_NS as f64);
+        check_and_apply(
+            &sc,
+            &mut truth,
+            &keys,
+            3.0 * FAULT_END_TOLERANCE_NS as f64,
+            None,
+        );
         assert_eq!(tiny.verdict, LabelVerdict::RelabelledNone);
         assert_eq!(
             truth.symptoms[0].label.as_ref().unwrap().verdict,

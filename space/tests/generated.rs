@@ -105,6 +105,7 @@ fn labels_checked_against_the_simulator_truth() {
     let scenarios = generate(Split::Dev, DEV_SEED, 150);
     let mut verdicts: BTreeMap<(String, &'static str), usize> = BTreeMap::new();
     let mut failed = Vec::new();
+    let mut unnamed = Vec::new();
     for sc in &scenarios {
         match backend.record(sc, 0) {
             Ok(b) => {
@@ -118,6 +119,12 @@ fn labels_checked_against_the_simulator_truth() {
                     .or_default() += 1;
                 if label.verdict == LabelVerdict::Dropped {
                     eprintln!("dropped {}: {}", sc.name, label.reason);
+                    // Late, with the mechanism off the true path, and moved by
+                    // the injection (the simulator's same-noise run says so):
+                    // a delay the truth has no edge for.
+                    if label.mechanism_on_path == Some(false) {
+                        unnamed.push(format!("{}: {}", sc.name, label.reason));
+                    }
                 }
             }
             Err(e) => failed.push(format!("{}: {e}", sc.name)),
@@ -127,6 +134,10 @@ fn labels_checked_against_the_simulator_truth() {
         eprintln!("{k:?}: {v}");
     }
     assert!(failed.is_empty(), "{failed:#?}");
+    assert!(
+        unnamed.is_empty(),
+        "dropped because the truth lacks an edge: {unnamed:#?}"
+    );
     let kept: usize = verdicts
         .iter()
         .filter(|(k, _)| k.1 == "kept")

@@ -61,7 +61,7 @@ impl SimBackend {
         // is drawn independently of the injected run's (docs/records.md).
         let twin_noise = crate::mix(seed ^ 0x7477_696e);
         // Without an injection the twin is the run itself: simulate once.
-        let mut quiet = None;
+        let (mut quiet, mut same_noise) = (None, None);
         let (run, twin) = match &scenario.injection {
             Some(inj) => {
                 let twin = engine::run(scenario, self, seed, twin_noise, None, false);
@@ -94,6 +94,11 @@ impl SimBackend {
                 let inj = sized.as_ref().unwrap_or(inj);
                 let mut plan = crate::plan::plan(scenario, inj, &measured, device);
                 plan.mechanism = inject::mechanism(inj.kind).into();
+                if quiet.is_some() {
+                    // The injected run's own noise without the injection: what
+                    // the injection itself moved (`label::check_and_apply`).
+                    same_noise = Some(engine::run(scenario, self, seed, seed, None, false));
+                }
                 (
                     engine::run(scenario, self, seed, seed, Some(&plan), true),
                     Some(twin),
@@ -105,7 +110,7 @@ impl SimBackend {
         let injections = run.injections.clone();
         let (mut truth, trace) = run.builder.finish(seed);
         truth.injections = injections;
-        answers::add_checked_symptom(
+        answers::add_symptom_checked_with_same_noise(
             scenario,
             &mut truth,
             &trace,
@@ -113,6 +118,7 @@ impl SimBackend {
             0,
             twin.as_ref().map(as_quiet).as_ref(),
             quiet.as_ref().map(as_quiet).as_ref(),
+            same_noise.as_ref().map(as_quiet).as_ref(),
         )
         .map_err(|m| RecordError::Invalid(scenario.name.clone(), m))?;
         let mut collectors = vec!["cupti".to_string(), "ebpf".to_string()];
