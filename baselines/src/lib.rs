@@ -48,6 +48,7 @@ pub mod probes;
 pub mod sandbox;
 pub mod synth;
 pub mod timestamp_join;
+pub mod traceml;
 
 pub use causal_graph::{why_late, CausalGraph};
 pub use cupti_correlation::CuptiCorrelation;
@@ -98,6 +99,8 @@ pub fn optional_names() -> Vec<&'static str> {
         v.push(hta::NAME);
         v.extend(hta_analyses::NAMES);
     }
+    // Built in: it reads the verdict TraceML wrote while the run was recorded.
+    v.push(traceml::NAME);
     v
 }
 
@@ -109,6 +112,7 @@ pub fn row_notes() -> Vec<(&'static str, &'static str)> {
         let analysis = hta_analyses::Analysis::of_name(name).expect("its own names");
         notes.push((name, analysis.note()));
     }
+    notes.push((traceml::NAME, traceml::ROW_NOTE));
     notes
 }
 
@@ -119,6 +123,7 @@ pub fn reads_view(name: &str, spec: &ground_truth::ViewSpec) -> bool {
         hta::NAME => hta::reads_view(spec),
         name if hta_analyses::Analysis::of_name(name).is_some() => hta_analyses::reads_view(spec),
         kineto_flows::NAME => kineto_flows::reads_view(spec),
+        traceml::NAME => traceml::reads_view(spec),
         _ => true,
     }
 }
@@ -138,6 +143,13 @@ pub fn profiler_for(
     if name == hta::NAME && spec.collectors == ground_truth::Collectors::Kineto {
         let trace = bundle_file.and_then(hta_native::native_trace_beside)?;
         return Some(Box::new(HtaCriticalPath::on_native_trace(trace)));
+    }
+    if name == traceml::NAME {
+        // Only bundles recorded with TraceML in their training loop have a verdict.
+        let verdict = bundle_file.and_then(traceml::verdict_beside)?;
+        return Some(Box::new(traceml::TracemlStep {
+            verdict: Some(verdict),
+        }));
     }
     if let Some(analysis) = hta_analyses::Analysis::of_name(name) {
         let trace = bundle_file.and_then(hta_native::native_trace_beside)?;
@@ -161,6 +173,7 @@ pub fn builtin(name: &str) -> Option<Box<dyn Profiler>> {
     Some(match name {
         hta::NAME => Box::new(HtaCriticalPath::default()),
         kineto_flows::NAME => Box::new(kineto_flows::KinetoFlows),
+        traceml::NAME => Box::new(traceml::TracemlStep { verdict: None }),
         "timestamp-join" => Box::new(TimestampJoin),
         "cupti-correlation" => Box::new(CuptiCorrelation),
         "ebpf-host" => Box::new(EbpfHost),
