@@ -413,6 +413,9 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     mk_bpf_slot* const bpf_slot =
         (mk_bpf_slot*)(((mk_u64)c.cfg.reserved[1] << 32) | (mk_u64)c.cfg.reserved[0]);
     mk_u32 bpf_gen = 0;
+    // The task-end run thread 32 makes during the next task (mk_bpf_defers).
+    __shared__ mk_bpf_deferred s_bpf_end;
+    if (tid == 0) s_bpf_end.pending = 0u;
 #endif
     // Worker 0 dispatches the roots.
     if (c.worker == 0) {
@@ -485,6 +488,10 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
         }
         __syncthreads();
         if (s_abort) break;
+#ifdef MK_BPF_HOOKS
+        // The previous task's deferred task-end run, beside this task's body.
+        if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end);
+#endif
         // Body: each class in its own code region.
         switch (t.class_id) {
             case 0: mk_body_attention(p, t, c.worker, s_now, tid); break;
@@ -499,9 +506,20 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             ph[3] = end - t_start;
             mk_hook(c, MK_HOOK_END, task_id, t, c.worker, 0, end, ph[3]);
 #ifdef MK_BPF_HOOKS
-            mk_bpf_run_hook(bpf_slot, bpf_gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
-                            c.worker, t.dep_event, t_start, end, ph[2],
-                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
+            if (mk_bpf_defers(bpf_slot, bpf_gen)) {
+                volatile mk_bpf_deferred* d = &s_bpf_end;
+                d->gen = bpf_gen; d->task = task_id; d->class_id = t.class_id;
+                d->task_gen = t.task_gen; d->req_gen = t.req_gen; d->worker = c.worker;
+                d->dep_event = t.dep_event; d->ts_start = t_start; d->ts_end = end;
+                d->wait_ns = ph[2];
+                d->queue_depth = ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u);
+                d->notify_ns = ph[0]; d->queue_ns = ph[1];
+                d->pending = 1u;
+            } else {
+                mk_bpf_run_hook(bpf_slot, bpf_gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
+                                c.worker, t.dep_event, t_start, end, ph[2],
+                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
+            }
 #endif
             mk_aggregate(c, task_id, t, ph);
             s_complete = 0u;
@@ -530,6 +548,10 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
         }
         __syncthreads();
     }
+#ifdef MK_BPF_HOOKS
+    // The last task's deferred run, before the worker's end is taken.
+    if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end);
+#endif
     __syncthreads();
     if (tid == 0) atomicMax(&p->state->last_end, mk_now());
 }

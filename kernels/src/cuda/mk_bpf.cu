@@ -47,7 +47,7 @@ static_assert(sizeof(mk_bpf_bank) == 8480, "mk_bpf_bank must be 8480 bytes");
 
 struct mk_bpf_slot {
     mk_u32 generation;    // the host advances it after writing bank[generation & 1]
-    mk_u32 pad;
+    mk_u32 placement;     // 0: a set whose one program is at task end runs deferred (mk_bpf_defers); 1: inline
     mk_u64 eligible[8];   // per class: hook events with a program attached
     mk_u64 observed[8];   // per class: runs that completed
     mk_u64 dropped[8];    // per class: ring outputs refused, runs that faulted
@@ -375,4 +375,31 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     if (ok) atomicAdd(&slot->observed[cls], 1ull);
     if (!ok || ring_dropped) atomicAdd(&slot->dropped[cls], ok ? ring_dropped : 1ull);
     atomicAdd(&slot->hook_ns[hook], mk_bpf_now() - t_in);
+}
+
+// A task-end run handed to another warp of the worker (megakernel.cu): the
+// scheduling thread (thread 0) records the context at the task end and goes
+// on, and thread 32, idle while thread 0 spins the next task's body, runs the
+// program then (megakernel/README.md, "Compiled monitors on the H200": the
+// diagnosis's 343 instructions per task end were the worker's critical path).
+struct mk_bpf_deferred {
+    mk_u32 pending, gen, task, class_id, task_gen, req_gen, worker, dep_event, queue_depth, pad;
+    mk_u64 ts_start, ts_end, wait_ns, notify_ns, queue_ns;
+};
+
+// Only a set whose one program is at task end is deferred: one worker's runs
+// then still follow one another (the next one is handed over after this one
+// ended), and no begin or wait program of the same worker runs beside it.
+__device__ __forceinline__ bool mk_bpf_defers(const mk_bpf_slot* slot, mk_u32 gen) {
+    if (slot == 0 || blockDim.x <= 32u || slot->placement != 0u) return false;
+    const mk_bpf_bank* bank = &slot->bank[gen & 1u];
+    return bank->prog_len[1] != 0u && bank->prog_len[0] == 0u && bank->prog_len[2] == 0u;
+}
+
+__device__ __forceinline__ void mk_bpf_run_deferred(mk_bpf_slot* slot, volatile mk_bpf_deferred* d) {
+    if (!d->pending) return;
+    d->pending = 0u;
+    mk_bpf_run_hook(slot, d->gen, 1u, d->task, d->class_id, d->task_gen, d->req_gen, d->worker,
+                    d->dep_event, d->ts_start, d->ts_end, d->wait_ns, d->queue_depth, d->notify_ns,
+                    d->queue_ns);
 }

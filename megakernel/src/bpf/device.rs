@@ -9,7 +9,7 @@ use super::abi::{Hook, MapKind, ProgramSet};
 use super::attach::Attachment;
 use super::diagnosis::{self, Diagnosis};
 pub use super::evaluate::Execution;
-use super::evaluate::ProgramExecutor;
+use super::evaluate::{Placement, ProgramExecutor};
 use super::link::{CompiledKernel, Linked};
 use crate::bundle::Env;
 use crate::case::{Executor, Launch};
@@ -108,6 +108,8 @@ pub struct GpuPrograms {
     pub compiled: Result<CompiledKernel, String>,
     /// How launches with a program set attached run it.
     pub execution: Execution,
+    /// Where a task-end-only set runs (the slot's `placement` word).
+    pub placement: Placement,
     /// Program sets linked so far, by set name (a set is compiled once).
     linked: HashMap<String, Linked>,
     /// Why a compiled launch fell back to the interpreter, once per reason.
@@ -137,6 +139,7 @@ impl GpuPrograms {
         Ok(GpuPrograms {
             compiled,
             execution: Execution::Compiled,
+            placement: Placement::default(),
             linked: HashMap::new(),
             fallbacks: Vec::new(),
             gpu,
@@ -151,10 +154,16 @@ impl GpuPrograms {
         })
     }
 
-    /// The whole slot with `att`'s set in bank `generation & 1`, its arena and the counters zeroed.
-    fn slot_image(att: &Attachment) -> Result<Vec<u8>, String> {
+    /// The whole slot with `att`'s set in bank `generation & 1`, its arena
+    /// and the counters zeroed, placed as `placement` says.
+    fn slot_image(att: &Attachment, placement: Placement) -> Result<Vec<u8>, String> {
         let mut img = vec![0u8; L::SLOT_BYTES];
         put32(&mut img, L::GENERATION, att.generation);
+        put32(
+            &mut img,
+            L::PLACEMENT,
+            (placement == Placement::Inline) as u32,
+        );
         let bank = (att.generation & 1) as usize;
         let at = L::BANKS + bank * L::BANK_BYTES;
         img[at..at + L::BANK_BYTES].copy_from_slice(&bank_bytes(&att.set)?);
@@ -250,7 +259,7 @@ impl GpuPrograms {
         delay: Duration,
     ) -> Result<(), String> {
         b.generation = a.generation + 1;
-        let img = Self::slot_image(a)?;
+        let img = Self::slot_image(a, self.placement)?;
         let st = self.gpu.stream.clone();
         st.memcpy_htod(&img, self.slot())
             .map_err(err("uploading the slot"))?;
@@ -311,7 +320,7 @@ impl GpuPrograms {
     /// Uploads the slot with `att`'s set in its bank (synchronized); ns.
     fn upload(&mut self, att: &Attachment) -> Result<u64, String> {
         let t = Instant::now();
-        let img = Self::slot_image(att)?;
+        let img = Self::slot_image(att, self.placement)?;
         let st = self.gpu.stream.clone();
         st.memcpy_htod(&img, self.slot())
             .map_err(err("uploading the slot"))?;
@@ -354,6 +363,12 @@ impl ProgramExecutor for GpuPrograms {
     }
     fn set_execution(&mut self, e: Execution) {
         self.execution = e;
+    }
+    fn defers(&self) -> bool {
+        true
+    }
+    fn set_placement(&mut self, p: Placement) {
+        self.placement = p;
     }
     fn launch_programs(
         &mut self,

@@ -30,6 +30,18 @@ impl Execution {
     }
 }
 
+/// Where a GPU runs a program set whose one program is at task end
+/// (kernels/src/cuda/mk_bpf.cu, `mk_bpf_defers`): on thread 32 beside the
+/// next task's body, off the scheduling thread (the default), or inline on
+/// the scheduling thread at the task end, as every other set runs. The
+/// simulator runs every program inline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    #[default]
+    Deferred,
+    Inline,
+}
+
 /// Something that launches a schedule with a monitor configuration and,
 /// optionally, an attached program set (whose maps it fills).
 pub trait ProgramExecutor {
@@ -39,6 +51,12 @@ pub trait ProgramExecutor {
     }
     /// Runs attached programs this way from the next launch on (one of [`Self::executions`]).
     fn set_execution(&mut self, _e: Execution) {}
+    /// Whether it runs a task-end-only set deferred (else every program inline).
+    fn defers(&self) -> bool {
+        false
+    }
+    /// Places task-end-only program sets this way from the next launch on.
+    fn set_placement(&mut self, _p: Placement) {}
     fn launch_programs(
         &mut self,
         s: &Schedule,

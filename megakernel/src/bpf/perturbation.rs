@@ -4,7 +4,7 @@
 //! `causalbench megakernel bpf` measures it on the GPU or the simulator, the track's
 //! leaderboard section on the simulator ([`super::section`]).
 
-use super::evaluate::{Execution, ProgramExecutor};
+use super::evaluate::{Execution, Placement, ProgramExecutor};
 use super::{load, programs, queries, Attachment};
 use crate::schedule::Schedule;
 use ground_truth::megakernel::MonitorConfig;
@@ -36,6 +36,8 @@ struct Arm {
     cfg: MonitorConfig,
     /// How its program runs (`None`: no program).
     execution: Option<Execution>,
+    /// Where a task-end-only program runs on a GPU.
+    placement: Placement,
 }
 
 /// What one launch of an arm gave: kernel ns, and with a program, its hook
@@ -65,6 +67,7 @@ pub fn perturbation(
         program: None,
         cfg,
         execution: None,
+        placement: Placement::default(),
     };
     let mut arms = vec![
         fixed("none", MonitorConfig::none()),
@@ -78,16 +81,27 @@ pub fn perturbation(
                 program: Some(q.program),
                 cfg: MonitorConfig::none(),
                 execution: Some(e),
+                placement: Placement::default(),
             });
         }
-        // The diagnosis programs under the same interleaved protocol.
+        // The diagnosis programs under the same interleaved protocol, placed
+        // as by default and, where the executor defers (a GPU), also inline
+        // on the scheduling thread.
+        let placements: &[(Placement, &str)] = if ex.defers() {
+            &[(Placement::Deferred, ""), (Placement::Inline, ":inline")]
+        } else {
+            &[(Placement::Deferred, "")]
+        };
         for d in super::diagnosis::ALL {
-            arms.push(Arm {
-                name: format!("diagnosis:{}", d.monitor),
-                program: Some(d.program),
-                cfg: d.config(),
-                execution: Some(e),
-            });
+            for &(placement, suffix) in placements {
+                arms.push(Arm {
+                    name: format!("diagnosis:{}{suffix}", d.monitor),
+                    program: Some(d.program),
+                    cfg: d.config(),
+                    execution: Some(e),
+                    placement,
+                });
+            }
         }
         // The smallest program (a counter per class at task end): the fixed cost of a hook run.
         arms.push(Arm {
@@ -95,6 +109,7 @@ pub fn perturbation(
             program: Some("task_count"),
             cfg: MonitorConfig::none(),
             execution: Some(e),
+            placement: Placement::default(),
         });
     }
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); arms.len()];
@@ -103,6 +118,7 @@ pub fn perturbation(
             if let Some(e) = arm.execution {
                 ex.set_execution(e);
             }
+            ex.set_placement(arm.placement);
             let mut att = match arm.program {
                 Some(p) => Some(attachment(p)?.0),
                 None => None,
@@ -124,6 +140,7 @@ pub fn perturbation(
     if let Some(e) = ex.executions().first() {
         ex.set_execution(*e);
     }
+    ex.set_placement(Placement::default());
     let med = |v: &[Sample], f: fn(&Sample) -> u64| median(v.iter().map(f).collect()) as f64;
     let base = med(&samples[0], |x| x.kernel_ns);
     let workers = s.workers.max(1) as f64;
