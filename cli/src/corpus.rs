@@ -65,11 +65,9 @@ pub fn corpus(command: CorpusCommand) -> Result<(), Failure> {
 
 fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut items: Vec<(Scenario, u32)> = Vec::new();
-    let scenarios = match crate::catalog::split_draw(
-        &args.suite,
-        args.cases.map(|c| c as usize),
-        args.split_seed,
-    ) {
+    let draw =
+        crate::catalog::split_draw(&args.suite, args.cases.map(|c| c as usize), args.split_seed);
+    let scenarios = match draw.clone() {
         Some(draw) => crate::catalog::load_split(draw),
         None => crate::catalog::load_suite(&args.suite, None)?,
     };
@@ -101,35 +99,48 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
         "bundles recorded",
     );
     bar.set_item("recording under one recorder session");
-    let batch = be.record_batch(&items).map_err(Failure::failed)?;
-    bar.set_item("");
-    let per_run = started.elapsed().as_secs_f64() / items.len() as f64;
     let mut bundles = Vec::new();
     let mut failures = Vec::new();
     let mut sites = CallSites::default();
     let mut totals = Totals::default();
-    for ((sc, rep), (recorded, stats)) in items.iter().zip(batch) {
-        totals.add(&stats);
-        match recorded {
-            Ok(b) => {
-                let path = args.out.join(format!("{}.bundle.json", b.id()));
-                if let Err(e) = b.write(&path) {
-                    failures.push(json!({"bundle": b.id(), "error": format!("write: {e}")}));
-                }
-                let run = stats.iter().rev().find(|s| !s.twin);
-                if let Some(h) = run.and_then(|s| s.host.as_ref()) {
-                    sites.add(h, sc.family == "call-site-attribution");
-                }
-                bar.say(summary_line(&b, run, per_run));
-                bundles.push(bundle_summary(&b, run, per_run));
-            }
-            Err(e) => {
-                bar.say(format!("FAIL {} r{rep}: {e}", sc.name));
-                failures.push(json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string(),
-                    "stats_errors": stats.iter().flat_map(|s| s.errors.clone()).collect::<Vec<_>>()}));
-            }
+    let mut redrawn = Vec::new();
+    let mut round = items;
+    for attempt in 0..=crate::redraw::MAX_REDRAWS {
+        let batch = be.record_batch(&round).map_err(Failure::failed)?;
+        bar.set_item("");
+        let per_run = started.elapsed().as_secs_f64() / (bar.position() + round.len()) as f64;
+        let mut verdicts = Vec::new();
+        for ((sc, rep), (recorded, stats)) in round.iter().zip(batch) {
+            let verdict = recorded.as_ref().ok().and_then(crate::run::label_verdict);
+            verdicts.push((sc, *rep, verdict));
+            keep_recorded(
+                args,
+                (sc, *rep),
+                (recorded, stats),
+                per_run,
+                &bar,
+                Kept {
+                    bundles: &mut bundles,
+                    failures: &mut failures,
+                    sites: &mut sites,
+                    totals: &mut totals,
+                },
+            );
         }
-        bar.inc();
+        // A generated split re-draws the instances whose label dropped (`crate::redraw`).
+        let Some(draw) = draw
+            .as_ref()
+            .filter(|_| attempt < crate::redraw::MAX_REDRAWS)
+        else {
+            break;
+        };
+        let (more, now) = crate::redraw::replacements(draw.split, draw.seed, verdicts);
+        if more.is_empty() {
+            break;
+        }
+        bar.add_items(more.len());
+        redrawn.extend(now);
+        round = more;
     }
     bar.finish();
     let record_seconds = started.elapsed().as_secs_f64();
@@ -139,27 +150,76 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     let failed = failures.len();
     let mut summary = json!({
         "bundles_ok": ok, "failures": failures, "record_seconds": record_seconds,
-        "bundles": bundles,
+        "bundles": bundles, "redrawn": redrawn,
     });
     for (key, value) in totals.json() {
         summary[key] = value;
     }
     gpu::write_json(&args.out.join("recording-summary.json"), &summary)?;
     eprintln!(
-        "causalbench: {ok} bundles recorded on the GPU in {record_seconds:.1} s, {failed} failed; \
-         binding {}, globaltimer {}; corpus in {}",
+        "causalbench: {ok} bundles recorded on the GPU in {record_seconds:.1} s, {failed} failed, \
+         {} instances re-drawn for a dropped variant; binding {}, globaltimer {}; corpus in {}",
+        redrawn.len(),
         summary["binding"],
         summary["globaltimer"],
         args.out.display()
     );
     if failed > 0 {
         return Err(Failure::failed(format!(
-            "{failed} of {} bundles failed (see {})",
-            items.len(),
-            args.out.join("recording-summary.json").display()
+            "{failed} of {ok_and_failed} bundles failed (see {})",
+            args.out.join("recording-summary.json").display(),
+            ok_and_failed = ok + failed,
         )));
     }
     Ok(())
+}
+
+/// Where the outcome of one recorded bundle goes.
+struct Kept<'a> {
+    bundles: &'a mut Vec<Value>,
+    failures: &'a mut Vec<Value>,
+    sites: &'a mut CallSites,
+    totals: &'a mut Totals,
+}
+
+/// Writes one recorded bundle and adds it to the summary, or its failure.
+fn keep_recorded(
+    args: &RecordArgs,
+    (sc, rep): (&Scenario, u32),
+    (recorded, stats): (Result<Bundle, impl std::fmt::Display>, Vec<RunStats>),
+    per_run: f64,
+    bar: &crate::progress::Stage,
+    kept: Kept,
+) {
+    let Kept {
+        bundles,
+        failures,
+        sites,
+        totals,
+    } = kept;
+    totals.add(&stats);
+    match recorded {
+        Ok(b) => {
+            let path = args.out.join(format!("{}.bundle.json", b.id()));
+            if let Err(e) = b.write(&path) {
+                failures.push(json!({"bundle": b.id(), "error": format!("write: {e}")}));
+            }
+            let run = stats.iter().rev().find(|s| !s.twin);
+            if let Some(h) = run.and_then(|s| s.host.as_ref()) {
+                sites.add(h, sc.family == "call-site-attribution");
+            }
+            bar.say(summary_line(&b, run, per_run));
+            bundles.push(bundle_summary(&b, run, per_run));
+        }
+        Err(e) => {
+            bar.say(format!("FAIL {} r{rep}: {e}", sc.name));
+            failures.push(
+                json!({"bundle": format!("{}.r{rep}", sc.name), "error": e.to_string(),
+                "stats_errors": stats.iter().flat_map(|s| s.errors.clone()).collect::<Vec<_>>()}),
+            );
+        }
+    }
+    bar.inc();
 }
 
 fn summary_line(b: &Bundle, run: Option<&RunStats>, per_run: f64) -> String {

@@ -23,6 +23,7 @@ mod megakernel_run;
 mod merge;
 mod progress;
 mod published;
+mod redraw;
 mod reproduction;
 mod run;
 mod shard;

@@ -81,6 +81,16 @@ impl Stage {
         self.bar.inc(1);
     }
 
+    /// Steps done so far.
+    pub fn position(&self) -> usize {
+        self.bar.position() as usize
+    }
+
+    /// `n` more steps to do than the stage started with (a recording's re-draws).
+    pub fn add_items(&self, n: usize) {
+        self.bar.inc_length(n as u64);
+    }
+
     /// `profiler` explained one more view.
     pub fn viewed(&self, profiler: &str) {
         *self

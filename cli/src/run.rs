@@ -17,6 +17,7 @@ mod case;
 mod plan;
 mod profile;
 mod record;
+mod redraw;
 mod report;
 mod resume;
 mod score;
@@ -86,14 +87,42 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
     let report = args
         .progress
         .unwrap_or_else(|| crate::progress::Report::choose(args.quiet));
-    let ran = workers::run_cases(
-        &jobs,
-        &*inputs.backend,
-        out,
-        &profilers,
-        &shared,
-        workers,
-        report,
-    );
+    let run_cases = |jobs: &[plan::Job]| {
+        workers::run_cases(
+            jobs,
+            &*inputs.backend,
+            out,
+            &profilers,
+            &shared,
+            workers,
+            report,
+        )
+    };
+    let mut ran = run_cases(&jobs);
+    let mut jobs = jobs;
+    // A recorded split re-draws the instances whose label dropped (`redraw`).
+    let split = manifest
+        .split()
+        .filter(|_| inputs.record)
+        .and_then(|r| Some((scenario_space::Split::parse(&r.split)?, r.seed)));
+    if let Some((split, seed)) = split {
+        let mut round_from = 0;
+        for _ in 0..crate::redraw::MAX_REDRAWS {
+            let (more, redrawn) =
+                redraw::replacements(out, inputs.backend.name(), split, seed, &jobs[round_from..]);
+            if more.is_empty() {
+                break;
+            }
+            round_from = jobs.len();
+            let shard = args.shard.unwrap_or(crate::shard::Shard::WHOLE);
+            let more: Vec<plan::Job> = more
+                .into_iter()
+                .filter(|job| shard.holds(&job.key(inputs.backend.name())))
+                .collect();
+            ran.absorb(run_cases(&more));
+            ran.redrawn.extend(redrawn);
+            jobs.extend(more);
+        }
+    }
     report::report(&args, &inputs, &jobs, ran, started)
 }

@@ -77,21 +77,51 @@ pub const AXES: [&str; 11] = [
 pub fn generate(split: Split, seed: u64, cases: usize) -> Vec<Scenario> {
     let mut out = Vec::with_capacity(cases + 3);
     let mut index = 0u64;
-    let kinds = FAMILIES.len() + SHAPES.len();
     while out.len() < cases {
-        let i = index as usize % kinds;
-        match FAMILIES.get(i) {
-            Some(family) => out.extend(instance(split, seed, index, family)),
-            None => out.extend(shape_instance(
-                split,
-                seed,
-                index,
-                &SHAPES[i - FAMILIES.len()],
-            )),
-        }
+        out.extend(instance_at(split, seed, index));
         index += 1;
     }
     out
+}
+
+/// How many family kinds a split cycles through (chain families, then shapes):
+/// instance `i` belongs to kind `i mod KINDS`.
+pub const KINDS: usize = FAMILIES.len() + SHAPES.len();
+
+/// The variants of instance `index` of a split, of the family `index` selects.
+pub fn instance_at(split: Split, seed: u64, index: u64) -> Vec<Scenario> {
+    let i = index as usize % KINDS;
+    match FAMILIES.get(i) {
+        Some(family) => instance(split, seed, index, family),
+        None => shape_instance(split, seed, index, &SHAPES[i - FAMILIES.len()]),
+    }
+}
+
+/// How far a re-draw moves an instance's index: a multiple of [`KINDS`], so
+/// the new instance is of the same family, and beyond any split's own indices
+/// (a split of a million cases draws fewer than 10⁵·KINDS instances).
+pub const REDRAW_STRIDE: u64 = 100_000 * KINDS as u64;
+
+/// The instance drawn in place of instance `index` of a split whose label the
+/// check dropped (docs/scenario-space.md, "Cases that survive the noise"):
+/// another structure of the same family from the same seed, so the same drops
+/// re-draw the same instances. Re-drawing a re-drawn instance moves on again.
+pub fn redrawn_instance(split: Split, seed: u64, index: u64) -> Vec<Scenario> {
+    instance_at(split, seed, index + REDRAW_STRIDE)
+}
+
+/// The instance index of a scenario this crate generated, read back from the
+/// name [`variant_scenario`] gives it (`FAMILY.SPLITNNNNN.VARIANT`); `None` for
+/// any other scenario.
+pub fn instance_index(sc: &Scenario) -> Option<u64> {
+    let point = sc.space.as_ref()?;
+    let middle = sc
+        .name
+        .strip_prefix(sc.family.as_str())?
+        .strip_prefix('.')?
+        .strip_suffix(sc.variant.as_str())?
+        .strip_suffix('.')?;
+    middle.strip_prefix(point.suite.as_str())?.parse().ok()
 }
 
 /// The variants of one instance of a real-program-shape family

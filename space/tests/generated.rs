@@ -156,3 +156,21 @@ fn labels_checked_against_the_simulator_truth() {
         );
     }
 }
+
+/// A re-drawn instance is of the dropped one's family, and its index reads back
+/// from its name (what `run` re-draws by, cli/src/run/redraw.rs).
+#[test]
+fn a_redrawn_instance_keeps_its_family() {
+    for sc in generate(Split::Test, 99, 40) {
+        let index = scenario_space::instance_index(&sc).expect("a generated name");
+        let again = scenario_space::redrawn_instance(Split::Test, 99, index);
+        assert!(again.len() >= 2, "{}", sc.name);
+        for r in &again {
+            assert_eq!(r.family, sc.family);
+            assert_eq!(
+                scenario_space::instance_index(r),
+                Some(index + scenario_space::REDRAW_STRIDE)
+            );
+        }
+    }
+}

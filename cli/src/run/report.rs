@@ -32,6 +32,7 @@ pub(super) fn report(
         mut scores,
         failures,
         resumed,
+        redrawn,
     } = ran;
     // Which cases were scored on a hidden split (baselines/PROTOCOL.md, "Hidden splits").
     let recorded = jobs.iter().filter_map(|job| match job {
@@ -75,7 +76,7 @@ pub(super) fn report(
         }
     }
     let keys: Vec<String> = jobs.iter().map(|j| j.key(backend.name())).collect();
-    eprintln!("causalbench: {}", label_summary(out, &keys)?);
+    eprintln!("causalbench: {}", label_summary(out, &keys, &redrawn)?);
     eprintln!(
         "causalbench: {} bundles ({} resumed), {} case scores in {:.1} s; results in {}",
         jobs.len(),
@@ -100,7 +101,11 @@ pub(super) fn report(
 
 /// The label check's verdicts over a run's cases: counted for the summary and
 /// written to `labels.json` with the keys of the cases that lost their label.
-fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
+fn label_summary(
+    out: &Path,
+    keys: &[String],
+    redrawn: &[crate::redraw::Redrawn],
+) -> Result<String, Failure> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut changed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // The yield of each family (issue "Real program shapes"): how many of its
@@ -128,6 +133,11 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
         "counts": counts,
         "by_family": by_family,
         "cases": changed,
+        // Instance with a dropped variant → the instance drawn in its place.
+        "redrawn": redrawn
+            .iter()
+            .map(|r| (r.dropped.clone(), r.replacement.clone()))
+            .collect::<BTreeMap<_, _>>(),
     }))
     .expect("label summary serializes");
     let path = out.join("labels.json");
@@ -146,7 +156,7 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
         })
         .collect();
     Ok(format!(
-        "labels checked against the truth: {} kept, {} relabelled none, {} dropped and {} indeterminate (not scored), {} not timing questions, {} recorded before the check{}",
+        "labels checked against the truth: {} kept, {} relabelled none, {} dropped and {} indeterminate (not scored), {} not timing questions, {} recorded before the check{}{}",
         n("kept"),
         n("relabelled_none"),
         n("dropped"),
@@ -157,6 +167,14 @@ fn label_summary(out: &Path, keys: &[String]) -> Result<String, Failure> {
             String::new()
         } else {
             format!("\ncausalbench: timing cases scored per family: {}", yields.join(", "))
+        },
+        if redrawn.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\ncausalbench: {} instances re-drawn for a dropped variant (labels.json, `redrawn`)",
+                redrawn.len()
+            )
         }
     ))
 }

@@ -21,6 +21,18 @@ pub(super) struct Ran {
     pub failures: Vec<String>,
     /// Cases an earlier run had finished.
     pub resumed: usize,
+    /// Instances re-drawn because a variant's label dropped (`redraw`).
+    pub redrawn: Vec<crate::redraw::Redrawn>,
+}
+
+impl Ran {
+    /// Adds what a further round of cases came to.
+    pub(super) fn absorb(&mut self, more: Ran) {
+        self.scores.extend(more.scores);
+        self.failures.extend(more.failures);
+        self.resumed += more.resumed;
+        self.redrawn.extend(more.redrawn);
+    }
 }
 
 /// Runs every job on `workers` threads (a backend that records in batches records
@@ -93,5 +105,6 @@ pub(super) fn run_cases(
         scores: results.into_inner().unwrap(),
         failures: failures.into_inner().unwrap(),
         resumed: resumed.into_inner(),
+        redrawn: Vec::new(),
     }
 }
