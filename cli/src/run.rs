@@ -114,11 +114,8 @@ pub fn run_with(args: RunArgs, externals: Externals) -> Result<(), Failure> {
                 break;
             }
             round_from = jobs.len();
-            let shard = args.shard.unwrap_or(crate::shard::Shard::WHOLE);
-            let more: Vec<plan::Job> = more
-                .into_iter()
-                .filter(|job| shard.holds(&job.key(inputs.backend.name())))
-                .collect();
+            // Not filtered by `--shard`: the shard that saw the drop records the
+            // replacement, so the shards together re-draw what one run would.
             ran.absorb(run_cases(&more));
             ran.redrawn.extend(redrawn);
             jobs.extend(more);
