@@ -234,6 +234,12 @@ pub fn compiled_line(v: &Value) -> String {
         range("compiled"),
         range("interpreted"),
     );
+    // A summary from a GPU that defers task-end-only sets also has them inline.
+    if let Some(inline) = pct("diagnosis:ebpf:inline", Some("compiled")) {
+        line += &format!(
+            " (run on thread 32 beside the next task's body; inline on the scheduling thread {inline:.1} %)"
+        );
+    }
     if let Some(d) = attach("diagnose") {
         line += &format!(
             "; attaching the diagnosis compiled takes {:.1} ms (verify {:.2} + translate {:.2} + \
