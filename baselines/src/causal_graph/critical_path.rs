@@ -89,7 +89,11 @@ impl Graph<'_> {
                 break;
             }
             match best {
-                Some(e) if e.kind == EdgeType::HostOrder && e.ev == Evidence::Inferred => {
+                Some(e)
+                    if e.kind == EdgeType::HostOrder
+                        && e.ev == Evidence::Inferred
+                        && !self.joined(&e) =>
+                {
                     // Closed mode: which host task this call belongs to is not in the
                     // view; the path cannot be followed back with certainty.
                     unresolved = Some(cur);

@@ -2,12 +2,17 @@
 //! unresolved boundary.
 
 use super::graph::Graph;
+use super::readings;
 use super::thresholds::{
     CLOCK_NS, FENCED_COPY_CAUSE, HOST_COMPUTE_ALTERNATIVE, LATENESS_SHARE, MAX_BLOCKING_DEPTH,
     MAX_HOPS, NOISE_NS, NONE_WHEN_CLEAN, NONE_WHEN_UNSURE, NOT_LATE_GATE, SECONDARY_PHASE,
     SPREAD_MARGIN, UNGATED_RECORD_BACKLOG, UNGATED_RECORD_NONE, UNGATED_SYNC, UNKNOWN_GATE,
     UNSEEN_CONTENTION_SLOW_COPY, UNSEEN_HOST_DESCHEDULE, UNSEEN_HOST_PAGE_FAULT,
     UNSEEN_LINK_CONTENTION, UNSEEN_SM_CONTENTION, WAIT_RECORD_BACKLOG, WAIT_RECORD_EVENT,
+};
+use super::thresholds::{
+    CLOSED_MODE_QUEUEING, CLOSED_RULES_BEHIND_STALL, DEVICE_SHARE, STALL_LOOKBACK_NS, STALL_NS,
+    STALL_WORK_SHARE,
 };
 use crate::analysis::{
     self, dominant, ranked, EXECUTION_PHASE, HOST_PHASE, PHASE_COUNT, QUEUE_PHASE, START_PHASE,
@@ -53,6 +58,15 @@ impl Graph<'_> {
         // the records show upstream are each removed in turn (`candidates.rs`).
         if top_cause(&causes) == Some(CauseLabel::None) {
             if let Some(found) = self.counterfactual_root(p) {
+                causes = found;
+            }
+        }
+        // Without request identity or task markers (closed mode) the norms
+        // above lack the request's beginning: the host collector's stall
+        // records joined to the path by thread and time are judged by their
+        // counterfactual effect instead (`joined_stall_root`).
+        if self.lacks_request_identity() {
+            if let Some(found) = self.joined_stall_root(p, &path, &causes) {
                 causes = found;
             }
         }
@@ -121,6 +135,87 @@ impl Graph<'_> {
             },
             peers: npeers,
         }
+    }
+
+    /// Whether the view lacks what ties work to requests and tasks: request
+    /// tokens and task markers (closed mode, docs/design.md). The critical
+    /// path then crosses a thread's program order only where the host
+    /// collector's records join it (`host::joined_by_thread_and_time`).
+    pub(crate) fn lacks_request_identity(&self) -> bool {
+        self.ix.markers.is_empty() && self.ix.view.spec.mode == ground_truth::Mode::Closed
+    }
+
+    /// Closed mode: the largest host stall (scheduler or page-fault records of
+    /// a launching thread, between a call on `path` and the thread's call
+    /// before it: the stall immediately preceding that call) whose removal
+    /// moves `p`'s finish beyond the noise floor and a quarter of `p`'s
+    /// normal latency (the counterfactual, [`Graph::effect`], as step 4b reads
+    /// device delays), and which is not one of the small stalls any host
+    /// has (rule 5a's [`STALL_NS`] / [`STALL_WORK_SHARE`]). It names the
+    /// cause; the rules' reading (`rules`) stays ranked behind it, and
+    /// `handoff_queueing` beside it: without task markers a queue before the
+    /// call cannot be seen. `None` when no joined stall moves `p` that far:
+    /// the rules' reading stands, and where the path stopped at an unjoined
+    /// gap the diagnosis stays `complete: false` there.
+    fn joined_stall_root(
+        &self,
+        p: Pos,
+        path: &[Pos],
+        rules: &[(CauseLabel, f64)],
+    ) -> Option<Vec<(CauseLabel, f64)>> {
+        if !self.has_ebpf {
+            return None;
+        }
+        let ix = &self.ix;
+        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        if !floor.is_finite() {
+            return None;
+        }
+        let device_work = path
+            .iter()
+            .find(|&&x| ix.rec(x).is_device_op())
+            .map_or(0.0, |&x| ix.end(x).saturating_sub(ix.start(x)) as f64);
+        let cone = self.cone(p);
+        let mut best: Option<(CauseLabel, f64)> = None;
+        for &x in path {
+            if !matches!(ix.rec(x), Record::Api { .. } | Record::Uprobe { .. }) {
+                continue;
+            }
+            let Some(tid) = ix.rec(x).tid() else { continue };
+            let from = ix
+                .prev_call(x)
+                .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |c| ix.end(c));
+            let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
+            let (label, size) = if st.desched_ns >= st.fault_ns {
+                (CauseLabel::CpuDeschedule, st.desched_ns)
+            } else {
+                (CauseLabel::HostPageFault, st.fault_ns)
+            };
+            if size < STALL_NS && size < STALL_WORK_SHARE * device_work {
+                continue;
+            }
+            let effect = self.effect(&cone, x, size);
+            if effect > floor && best.is_none_or(|(_, b)| effect > b) {
+                best = Some((label, effect));
+            }
+        }
+        let (label, effect) = best?;
+        cov_mark::hit!(closed_mode_joined_stall);
+        let mut out = vec![
+            (label, effect),
+            (CauseLabel::HandoffQueueing, effect * CLOSED_MODE_QUEUEING),
+            (CauseLabel::HostCompute, effect * HOST_COMPUTE_ALTERNATIVE),
+        ];
+        let rules_total: f64 = rules.iter().map(|c| c.1.max(0.0)).sum();
+        if rules_total > 0.0 {
+            out.extend(
+                rules
+                    .iter()
+                    .filter(|c| c.0 != label)
+                    .map(|&(l, w)| (l, effect * CLOSED_RULES_BEHIND_STALL * w / rules_total)),
+            );
+        }
+        Some(out)
     }
 
     /// The host call behind a record: its launch API for device activities, the

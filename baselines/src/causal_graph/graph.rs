@@ -57,6 +57,9 @@ pub(crate) struct Graph<'a> {
     /// Each request's size as its records give it (`Graph::request_size`),
     /// gathered on first use.
     pub(super) request_sizes: std::cell::OnceCell<FastMap<ground_truth::SharedStr, Vec<u64>>>,
+    /// Closed mode: the calls whose inferred program-order edge the host
+    /// collector's records join (`host::joined_by_thread_and_time`), sorted.
+    pub(super) joined_calls: Vec<Pos>,
 }
 
 impl<'a> Graph<'a> {
@@ -83,6 +86,7 @@ impl<'a> Graph<'a> {
             wait_satisfied: FastMap::default(),
             position: Vec::new(),
             request_sizes: Default::default(),
+            joined_calls: Vec::new(),
         };
         g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();
@@ -162,6 +166,14 @@ impl<'a> Graph<'a> {
             .into_iter()
             .filter(|e| e.kind == kind)
             .max_by_key(|e| (self.ix.end(e.src), self.ix.rid(e.src)))
+    }
+
+    /// Whether `e` is an inferred program-order edge the host collector's
+    /// records join (closed mode, `host::joined_by_thread_and_time`).
+    pub(super) fn joined(&self, e: &E) -> bool {
+        e.kind == EdgeType::HostOrder
+            && e.ev == Evidence::Inferred
+            && self.joined_calls.binary_search(&e.dst).is_ok()
     }
 
     /// Completion time of a record (when its successors could proceed).

@@ -2,8 +2,12 @@
 //! records of the calling thread).
 
 use super::graph::{Graph, E};
-use super::thresholds::{NOISE_NS, STALL_LOOKBACK_NS};
+use super::thresholds::{
+    CLOSED_JOINED_CONFIDENCE, CLOSED_JOIN_GAP_NS, CLOSED_UNJOINED_CONFIDENCE, NOISE_NS,
+    STALL_LOOKBACK_NS,
+};
 use crate::index::FastMap;
+use crate::index::Index;
 use crate::index::Pos;
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{EdgeType, Evidence, Ns};
@@ -15,6 +19,9 @@ impl Graph<'_> {
         let mut add: Vec<E> = Vec::new();
         let mut miss = Vec::new();
         let mut miss_kind: Vec<(Pos, EdgeType)> = Vec::new();
+        // Closed mode: calls whose inferred program-order edge the host
+        // collector's records join (`joined_by_thread_and_time`).
+        let mut joined: Vec<Pos> = Vec::new();
         let markers_present = !ix.markers.is_empty();
         // Enqueue markers by (queue, token), in time order.
         let mut enq: FastMap<(&str, &str), Vec<Pos>> = FastMap::default();
@@ -194,8 +201,11 @@ impl Graph<'_> {
                 if let Some(pp) = prev {
                     let (ev, conf) = if markers_present {
                         (Evidence::Observed, 1.0)
+                    } else if joined_by_thread_and_time(ix, tid, pp, p) {
+                        joined.push(p);
+                        (Evidence::Inferred, CLOSED_JOINED_CONFIDENCE)
                     } else {
-                        (Evidence::Inferred, 0.6)
+                        (Evidence::Inferred, CLOSED_UNJOINED_CONFIDENCE)
                     };
                     add.push(E {
                         src: pp,
@@ -262,6 +272,8 @@ impl Graph<'_> {
         // largest list of the analysis unused at its peak.
         self.edges.reserve_exact(add.len());
         self.edges.extend(add);
+        joined.sort_unstable();
+        self.joined_calls = joined;
         let mc = self.missing_conf();
         for m in miss {
             self.add_missing(m, EdgeType::Handoff, mc);
@@ -270,4 +282,24 @@ impl Graph<'_> {
             self.add_missing(m, k, mc);
         }
     }
+}
+
+/// Closed mode (no task markers, no request identity): whether a thread went
+/// from its call `prev` straight on to its call `call`, so that `prev`'s
+/// completion gated `call` as it does inside a task. The host collector's
+/// records of the thread join them by thread and time: the gap between them,
+/// less the thread's scheduler and page-fault stalls in it, is at most
+/// [`CLOSED_JOIN_GAP_NS`]. A longer gap the records leave unexplained may be
+/// the thread idling until a handoff brought it work (which only task markers
+/// would show): there the evidence stops, and the walk with it
+/// (`critical_path`). Back-to-back tasks of one thread join too, rightly: the
+/// earlier one held the thread (the truth's `busy` edge, docs/records.md).
+pub(super) fn joined_by_thread_and_time(ix: &Index, tid: u32, prev: Pos, call: Pos) -> bool {
+    let (from, to) = (ix.end(prev), ix.start(call));
+    if to <= from {
+        return true;
+    }
+    let st = super::readings::host_stalls(ix, tid, from, to);
+    let unexplained = (to - from) as f64 - (st.desched_ns + st.fault_ns);
+    unexplained <= CLOSED_JOIN_GAP_NS
 }

@@ -271,3 +271,37 @@ pub const CROSS_REQUEST_CLEAN: f64 = 1.0;
 /// held chain: the close alternative when the excess is near its floor. Unit:
 /// share of the excess.
 pub const CROSS_REQUEST_ALTERNATIVE: f64 = 0.1;
+
+// ---- Closed mode (no request identity, no NVTX or task markers) ----
+
+/// The longest gap between two calls of one thread, less the thread's stall
+/// records in it, across which the host collector joins them in closed mode
+/// (`host::joined_by_thread_and_time`). Unit: ns (30 µs). Why: inside a task
+/// a thread goes from call to call with at most this much unexplained time;
+/// a longer gap may be idling until a handoff. Measured on the simulator's
+/// dev split (`--suite dev --cases 300`, combined instrumented views, whose
+/// task markers say which consecutive calls share a task): 99.8 % of 10,822
+/// within-task gaps less their stalls are at most 30 µs (97.97 % at most
+/// 20 µs), against 14.5 % of 1,377 gaps across a task boundary (a thread
+/// going straight on to its next task, which the truth's `busy` edge joins
+/// too).
+pub const CLOSED_JOIN_GAP_NS: f64 = 30_000.0;
+
+/// Confidence of a program-order edge the host collector's records join in
+/// closed mode. Unit: probability. Why: below 0.8, as every inferred edge
+/// (rule 1), above [`CLOSED_UNJOINED_CONFIDENCE`]: 99.8 % of the gaps it
+/// joins lie inside one task on the dev split (see [`CLOSED_JOIN_GAP_NS`]).
+pub const CLOSED_JOINED_CONFIDENCE: f64 = 0.75;
+
+/// Confidence of a program-order edge with no task markers and no join by
+/// the host collector's records. Unit: probability. Why: the call before on
+/// the thread may belong to another task (rule 1, rule 9).
+pub const CLOSED_UNJOINED_CONFIDENCE: f64 = 0.6;
+
+/// Weight of the rules' own reading behind a host stall the host collector
+/// joined to the path in closed mode (`diagnosis::joined_stall_root`). Unit:
+/// times the stall's effect, shared among the rules' causes by their weights.
+/// Why: the rules read the gates without the request's beginning, so their
+/// verdict is the runner-up, not discarded: a wrong join still leaves it
+/// ranked.
+pub const CLOSED_RULES_BEHIND_STALL: f64 = 0.5;
