@@ -11,12 +11,21 @@
 //! from request to request leaves untouched (a host gap, a stall, an execution
 //! do not grow because the op started late). The largest late phase is the root,
 //! labelled as docs/scenario-space.md "Labels across requests" says.
+//!
+//! Cost: the chain can be every request of a busy thread (a launch-bound
+//! loop whose requests all arrived at once holds each behind all earlier
+//! ones), so each step is constant: the requests' arrivals are read from one
+//! pass over the thread's markers, and an op of an operation with more than
+//! [`MAX_CANDIDATE_INSTANCES`] instances, whose peers alone would cost a scan
+//! of them all per op, is left unread; a chain with ops left unread and no
+//! late phase found is no finding (the rest of the diagnosis judges the
+//! symptom), as with records lost.
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN};
+use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
 use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
-use crate::index::Pos;
+use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{CauseLabel, EdgeType, SharedStr};
 
@@ -59,9 +68,10 @@ impl Graph<'_> {
             }
         }
         let mine = runs.iter().position(|r| r.0 == own)?;
+        let arrivals = self.arrivals(tid);
         let mut first = mine;
         while first > 0 {
-            let arrival = self.arrival(tid, &runs[first].0)?;
+            let arrival = *arrivals.get(&runs[first].0)?;
             if arrival >= ix.end(calls[runs[first - 1].2]) {
                 break;
             }
@@ -72,6 +82,7 @@ impl Graph<'_> {
         }
         cov_mark::hit!(held_by_earlier_request);
         let mut best: Option<(CauseLabel, f64)> = None;
+        let mut unread = false;
         for (k, run) in runs[first..=mine].iter().enumerate() {
             let is_own = first + k == mine;
             for &c in &calls[run.1..=run.2] {
@@ -79,6 +90,10 @@ impl Graph<'_> {
                     break;
                 }
                 for x in self.launched_ops(c) {
+                    if self.peers.instances(ix.rec(x)) > MAX_CANDIDATE_INSTANCES {
+                        unread = true;
+                        continue;
+                    }
                     if let Some(found) = self.late_in_chain(x, is_own, run, calls) {
                         if best.is_none_or(|b| found.1 > b.1) {
                             best = Some(found);
@@ -96,6 +111,11 @@ impl Graph<'_> {
             // may be gone: a clean chain is then no finding, and the rest of the
             // diagnosis judges the symptom.
             None if self.loss_plausible => None,
+            // Ops left unread may hold the late phase: no finding either.
+            None if unread => {
+                cov_mark::hit!(held_chain_unread);
+                None
+            }
             None => {
                 cov_mark::hit!(held_chain_clean);
                 Some(vec![(CauseLabel::None, CROSS_REQUEST_CLEAN)])
@@ -103,26 +123,42 @@ impl Graph<'_> {
         }
     }
 
-    /// When request `token`'s work was ready for `tid`: the enqueue its task on
-    /// the thread was handed off by, else the request's arrival (the
-    /// `request_begin` its task follows, or one on the thread itself).
-    fn arrival(&self, tid: u32, token: &SharedStr) -> Option<u64> {
+    /// When each request's work was ready for `tid`, by token: the enqueue its
+    /// task on the thread was handed off by, else the request's arrival (the
+    /// `request_begin` its task follows, or one on the thread itself). A
+    /// request with neither marker on the thread is absent. The first marker of
+    /// each phase and token counts, read in one pass over the thread's markers.
+    fn arrivals(&self, tid: u32) -> FastMap<SharedStr, u64> {
         let ix = &self.ix;
-        let markers = &ix.thread(tid)?.markers;
-        let of = |phase: MarkerPhase| {
-            markers.iter().copied().find(|&m| {
-                matches!(ix.rec(m), Record::Marker { phase: ph, token: t, .. } if *ph == phase && t == token)
-            })
+        let Some(thread) = ix.thread(tid) else {
+            return FastMap::default();
         };
-        if let Some(task) = of(MarkerPhase::TaskBegin) {
-            let readied = self
-                .incoming_of(task, EdgeType::Handoff)
-                .or_else(|| self.incoming_of(task, EdgeType::Request));
-            if let Some(e) = readied {
-                return Some(ix.start(e.src));
+        let mut first: FastMap<SharedStr, (Option<Pos>, Option<Pos>)> = FastMap::default();
+        for &m in &thread.markers {
+            if let Record::Marker { phase, token, .. } = ix.rec(m) {
+                let (task, begin) = first.entry(token.clone()).or_default();
+                let slot = match phase {
+                    MarkerPhase::TaskBegin => task,
+                    MarkerPhase::RequestBegin => begin,
+                    _ => continue,
+                };
+                slot.get_or_insert(m);
             }
         }
-        of(MarkerPhase::RequestBegin).map(|m| ix.start(m))
+        first
+            .into_iter()
+            .filter_map(|(token, (task, begin))| {
+                let readied = task.and_then(|t| {
+                    self.incoming_of(t, EdgeType::Handoff)
+                        .or_else(|| self.incoming_of(t, EdgeType::Request))
+                });
+                let at = match readied {
+                    Some(e) => ix.start(e.src),
+                    None => ix.start(begin?),
+                };
+                Some((token, at))
+            })
+            .collect()
     }
 
     /// The device ops a host call launched.

@@ -251,6 +251,8 @@ pub const MAX_CANDIDATE_OPS: usize = 32;
 /// its ops to the rules (`candidates.rs`). Unit: ops. Why: reading one op's
 /// peers scans every instance; the dev split's scenarios have at most a few
 /// dozen, the large case ten million of one kernel.
+/// The cross-request reading leaves such ops of a held chain unread
+/// (`requests.rs`): the chain of a launch-bound loop is every earlier request.
 pub const MAX_CANDIDATE_INSTANCES: usize = 4096;
 
 /// Peer calls measured for a host call's excess. Unit: calls. Why: their
