@@ -66,6 +66,28 @@ pub fn why_late(view: &TraceView, rid: u64) -> String {
             let _ = writeln!(s, "\nthe chain is complete in this view");
         }
     }
+    if g.lacks_request_identity() {
+        // What closed mode leaves out, and what stands in for it.
+        let joined = g.joined_calls.len();
+        let inferred = g
+            .edges
+            .iter()
+            .filter(|e| e.kind == ground_truth::EdgeType::HostOrder && e.ev == Evidence::Inferred)
+            .count();
+        let _ = writeln!(
+            s,
+            "\nmissing in this view: request identity (no external correlation or request \
+             markers), NVTX ranges and task markers. Program order joined by thread and time \
+             from the host collector's records: {joined} of {inferred} inferred host-order \
+             edges (a gap the thread's stall records explain); the verdict's confidence is \
+             lowered accordingly{}",
+            if g.has_ebpf {
+                ""
+            } else {
+                " (no host records here: nothing is joined)"
+            }
+        );
+    }
     let ph = d.diagnosis.phases;
     let _ = writeln!(
         s,
