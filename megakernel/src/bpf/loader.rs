@@ -167,7 +167,7 @@ pub fn load(name: &str, elf: &[u8]) -> Result<ProgramSet, LoadError> {
                 .position(|&o| o == sym.address())
                 .ok_or_else(|| bad("refers into `maps` but not to a declaration".into()))?;
             let at = off as usize;
-            if at % 8 != 0 || at + 16 > code.len() || code[at] != 0x18 {
+            if !at.is_multiple_of(8) || at + 16 > code.len() || code[at] != 0x18 {
                 return Err(bad("a map reference must be an lddw".into()));
             }
             code[at + 1] = (code[at + 1] & 0x0f) | (PSEUDO_MAP << 4);

@@ -328,7 +328,7 @@ impl<'a> Verifier<'a> {
                 }
                 let lo = (STACK_SIZE as i64 + at) as usize;
                 let slot = lo / 8;
-                let aligned = lo % 8 == 0 && size == 8;
+                let aligned = lo.is_multiple_of(8) && size == 8;
                 if let Some(v) = write {
                     for b in &mut st.stack_init[lo..lo + size] {
                         *b = true;

@@ -68,7 +68,7 @@ impl ClockFit {
     /// `t = g + offset_at(t)`, solved on the line (with the offsets of
     /// `b` and `a` at host times `t0` and `t1`, `t = g + o0 + k (t − t0)` for
     /// `k = (o1 − o0) / (t1 − t0)`).
-    pub fn to_mono(&self, g: Ns) -> Ns {
+    pub fn to_mono(self, g: Ns) -> Ns {
         let b = &self.before;
         let constant = || (g as i64 + b.offset_ns).max(0) as Ns;
         let Some(a) = &self.after else {
