@@ -26,7 +26,8 @@
 //! export of the view, or on a `kineto` view on the native trace beside the bundle
 //! ([`hta_native`]), through its adapter process; `hta-idle-time` and `hta-launch-stats`
 //! ([`hta_analyses`]): HTA's idle-time breakdown and kernel-launch statistics, on native
-//! Kineto traces only.
+//! Kineto traces only; `traceml-step` ([`traceml`]): TraceML's end-of-run step-time
+//! verdict, recorded beside a `torch record --train-loop` bundle.
 
 pub mod analysis;
 pub mod causal_graph;
