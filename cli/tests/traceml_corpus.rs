@@ -160,3 +160,78 @@ fn traceml_step_answers_from_the_verdict_beside_the_bundle() {
         "{md}"
     );
 }
+
+/// `torch record --train-loop` without a GPU: scenarios that are not a training step
+/// are skipped with the reason, and a training step's executor is the training-loop
+/// runner, which compiles the executor's own source under `<string>` (the traceback of
+/// its failure to start here runs through it).
+#[test]
+fn train_loop_records_training_steps_only_through_the_runner() {
+    if Command::new("python3")
+        .args(["-c", "pass"])
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("corpus");
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .args([
+            "torch",
+            "record",
+            "--suite",
+            "dev",
+            "--reps",
+            "1",
+            "--train-loop",
+        ])
+        .args([
+            "--only",
+            "training-step.dev00009",
+            "--only",
+            "continuous-batching.dev00007",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .env("CAUSALBENCH_PYTHON", "python3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("recording-summary.json")).unwrap())
+            .unwrap();
+    let skipped: Vec<(String, String)> = summary["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["scenario"].as_str().unwrap().to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        skipped
+            .iter()
+            .any(|(sc, why)| sc == "continuous-batching.dev00007.harmless"
+                && why.contains("a training loop runs one program")),
+        "{skipped:?}"
+    );
+    assert!(
+        !skipped
+            .iter()
+            .any(|(sc, _)| sc == "training-step.dev00009.previous-step-fence"),
+        "{skipped:?}"
+    );
+    if o.status.success() {
+        // A machine with a GPU, torch, CuPy and TraceML recorded it.
+        return;
+    }
+    assert!(
+        stderr.contains("File \"<string>\""),
+        "the runner's executor failed elsewhere: {stderr}"
+    );
+}
