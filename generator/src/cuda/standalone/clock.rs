@@ -376,3 +376,27 @@ pub fn spin_overhead(s: &mut Session) -> Result<u64, String> {
         .map(|m| m.saturating_sub(SPIN).min(20_000))
         .unwrap_or(0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::best_of;
+
+    /// The estimate is the median offset of the tenth of the pings with the
+    /// shortest round trips, taken at their median host time; slow pings
+    /// (the first one waits for the kernel to start) do not move it.
+    #[test]
+    fn the_tightest_pings_give_the_offset_and_its_time() {
+        // (round trip, offset, host midpoint): 20 tight pings around offset
+        // 1000 and 180 slow ones far off.
+        let mut samples: Vec<(u64, i64, u64)> = (0..20)
+            .map(|k| (1_400 + k, 1_000 + (k as i64 % 3) - 1, 50_000 + 10 * k))
+            .collect();
+        samples.extend((0..180).map(|k| (20_000 + k, 9_000 + k as i64, 10 * k)));
+        samples.push((5_000_000, -77, 1)); // the first ping, waiting for the kernel
+        let c = best_of(samples);
+        assert_eq!(c.offset_ns, 1_000);
+        assert_eq!(c.round_trip_ns, 1_400);
+        assert_eq!(c.pings, 201);
+        assert_eq!(c.at_ns, 50_100);
+    }
+}
