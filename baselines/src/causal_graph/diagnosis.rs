@@ -56,8 +56,18 @@ impl Graph<'_> {
         // Nothing late against the symptom's own norms: its peers may be late
         // with it (a pipeline, a batch an earlier request held), so the delays
         // the records show upstream are each removed in turn (`candidates.rs`).
-        if top_cause(&causes) == Some(CauseLabel::None) {
+        // In closed mode the rules rank a gate above `none` when nothing is
+        // late (the host gap is unmeasured, rule 8): nothing late is then read
+        // from the phases themselves.
+        let nothing_late = top_cause(&causes) == Some(CauseLabel::None)
+            || (self.lacks_request_identity() && dominant(&phases).1 <= 0.0);
+        let mut device_effect = 0.0_f64;
+        if nothing_late {
             if let Some(found) = self.counterfactual_root(p) {
+                device_effect = found
+                    .iter()
+                    .filter(|c| c.0 != CauseLabel::None)
+                    .fold(0.0, |m, c| m.max(c.1));
                 causes = found;
             }
         }
@@ -66,7 +76,7 @@ impl Graph<'_> {
         // records joined to the path by thread and time are judged by their
         // counterfactual effect instead (`joined_stall_root`).
         if self.lacks_request_identity() {
-            if let Some(found) = self.joined_stall_root(p, &path, &causes) {
+            if let Some(found) = self.joined_stall_root(p, &path, &causes, device_effect) {
                 causes = found;
             }
         }
@@ -150,7 +160,8 @@ impl Graph<'_> {
     /// before it: the stall immediately preceding that call) whose removal
     /// moves `p`'s finish beyond the noise floor and a quarter of `p`'s
     /// normal latency (the counterfactual, [`Graph::effect`], as step 4b reads
-    /// device delays), and which is not one of the small stalls any host
+    /// device delays) and further than the largest device delay step 4b found
+    /// (`device_effect`), and which is not one of the small stalls any host
     /// has (rule 5a's [`STALL_NS`] / [`STALL_WORK_SHARE`]). It names the
     /// cause; the rules' reading (`rules`) stays ranked behind it, and
     /// `handoff_queueing` beside it: without task markers a queue before the
@@ -162,6 +173,7 @@ impl Graph<'_> {
         p: Pos,
         path: &[Pos],
         rules: &[(CauseLabel, f64)],
+        device_effect: f64,
     ) -> Option<Vec<(CauseLabel, f64)>> {
         if !self.has_ebpf {
             return None;
@@ -195,7 +207,7 @@ impl Graph<'_> {
                 continue;
             }
             let effect = self.effect(&cone, x, size);
-            if effect > floor && best.is_none_or(|(_, b)| effect > b) {
+            if effect > floor.max(device_effect) && best.is_none_or(|(_, b)| effect > b) {
                 best = Some((label, effect));
             }
         }
