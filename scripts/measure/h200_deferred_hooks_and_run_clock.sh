@@ -35,10 +35,10 @@ B=/tmp/causalbench
 R=/tmp/byo; mkdir -p $R
 { date -u; nvidia-smi; echo "commit $COMMIT"; sha256sum $B; } > $R/machine.txt 2>&1
 for S in catalog dev; do
-  if [ $S = catalog ]; then SEL="--suite catalog"; else SEL="--suite dev --sample 30"; fi
+  if [ $S = catalog ]; then SEL="--suite catalog"; else SEL="--suite dev --sample ${BYO_SAMPLE:-30}"; fi
   echo "causalbench workload $SEL --out cmp-$S --compare-cupti" > $R/compare-$S.command
   s=$(date +%s)
-  (cd $R && timeout 110 $B workload $SEL --out cmp-$S --compare-cupti > cmp-$S.stdout 2> compare-$S.log)
+  (cd $R && timeout ${BYO_TIMEOUT:-110} $B workload $SEL --out cmp-$S --compare-cupti > cmp-$S.stdout 2> compare-$S.log)
   echo "rc $? seconds $(( $(date +%s) - s ))" >> $R/compare-$S.log
   tail -n 2 $R/compare-$S.log
   cp $R/cmp-$S/truth-agreement.json $R/truth-agreement-$S.json 2>/dev/null

@@ -15,14 +15,18 @@
 //! gate (a launch that came after its stream was free) moves nothing.
 //!
 //! Cost: the symptom's ancestors are gathered once ([`Cone`], at most
-//! [`MAX_CONE_NODES`]); each candidate re-evaluates only the records of that
-//! cone after it in topological order, and stops as soon as no record it
-//! could still reach moved.
+//! [`MAX_CONE_NODES`]), with each one's successors within the cone; each
+//! candidate re-evaluates only the records it can reach from there (its
+//! forward cone towards the symptom), in the cone's topological order, and
+//! only those a moved record gates: the evaluation stops as soon as no record
+//! it could still reach moved.
 
 use super::graph::{Graph, E};
 use super::thresholds::MAX_CONE_NODES;
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{Record, SyncType};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The records that can reach one symptom (its ancestors through incoming
 /// edges), each listed after everything that gates it.
@@ -35,6 +39,9 @@ pub(crate) struct Cone {
     target: Pos,
     /// The same records, the nearest to the symptom first (breadth-first).
     nearest: Vec<Pos>,
+    /// By place in `order`: the places of the records of the cone it gates
+    /// (its out-edges within the cone).
+    successors: Vec<Vec<u32>>,
 }
 
 impl Cone {
@@ -105,11 +112,20 @@ impl Graph<'_> {
                 }
             }
         }
+        let mut successors: Vec<Vec<u32>> = vec![Vec::new(); order.len()];
+        for (i, &x) in order.iter().enumerate() {
+            for e in self.incoming(x) {
+                if let Some(&from) = place.get(&e.src) {
+                    successors[from as usize].push(i as u32);
+                }
+            }
+        }
         Cone {
             order,
             place,
             target,
             nearest,
+            successors,
         }
     }
 
@@ -134,7 +150,22 @@ impl Graph<'_> {
         // Each moved record: how much earlier it finishes, and the gate it moved by.
         let mut moved: FastMap<Pos, (f64, Option<E>)> = FastMap::default();
         moved.insert(x, (amount, None));
-        for &n in &cone.order[from as usize + 1..] {
+        // The places still to evaluate, the earliest in topological order first:
+        // only records a moved record gates (the others keep their finish), each
+        // once, and only after every record before it in the order (as a walk
+        // over the whole order after `from` would see them).
+        let mut pending: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+        let mut queued: FastMap<u32, ()> = FastMap::default();
+        let mut queue_after = |at: u32, pending: &mut BinaryHeap<Reverse<u32>>| {
+            for &next in &cone.successors[at as usize] {
+                if next > at && queued.insert(next, ()).is_none() {
+                    pending.push(Reverse(next));
+                }
+            }
+        };
+        queue_after(from, &mut pending);
+        while let Some(Reverse(at)) = pending.pop() {
+            let n = cone.order[at as usize];
             let incoming = self.incoming(n);
             let Some(via) = incoming
                 .iter()
@@ -155,6 +186,7 @@ impl Graph<'_> {
             let shift = released.map_or(0.0, |r| (r as f64 - released_sooner).max(0.0));
             if shift > 0.0 {
                 moved.insert(n, (shift, Some(via)));
+                queue_after(at, &mut pending);
             }
         }
         let Some(&(effect, _)) = moved.get(&cone.target) else {
