@@ -282,7 +282,32 @@ impl Observer for StampObserver<'_> {
         });
     }
 
-    fn sync_records(&mut self, _b: &mut RunBuilder, _op: &StepOp, _call: NodeId) {}
+    /// A host synchronization's record spans its call, as CUPTI's
+    /// SYNCHRONIZATION record of it does; the workload stamps the call
+    /// itself, so a symptom that is a synchronization has its record here
+    /// too (without it, the label check refused such a case: "no device or
+    /// sync record").
+    fn sync_records(&mut self, b: &mut RunBuilder, op: &StepOp, call: NodeId) {
+        let o = self.own(op);
+        let What::Sync { target } = o.what else {
+            return;
+        };
+        let (sync_type, stream, event) = match target {
+            SyncTarget::Stream => (SyncType::StreamSynchronize, o.stream_cupti, 0),
+            SyncTarget::Event => (SyncType::EventSynchronize, 0, o.handle),
+            SyncTarget::Device => (SyncType::ContextSynchronize, 0, 0),
+        };
+        b.record(Some(call), |rid| Record::Sync {
+            rid,
+            sync_type,
+            stream,
+            event,
+            event_sync_id: 0,
+            correlation_id: correlation(o.id),
+            start: o.t0,
+            end: o.t1,
+        });
+    }
 }
 
 /// The truth of `log` from the workload's own stamps alone (no CUPTI record

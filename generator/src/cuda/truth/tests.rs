@@ -562,7 +562,15 @@ fn stamps_become_truth_on_the_two_point_clock_fit() {
         .builder
         .trace
         .iter()
-        .filter(|r| r.kind_name() == "sync")
+        .filter(|r| {
+            matches!(
+                r,
+                Record::Sync {
+                    sync_type: ground_truth::trace::SyncType::StreamWaitEvent,
+                    ..
+                }
+            )
+        })
         .collect();
     assert_eq!(waits.len(), 1);
     match waits[0] {
@@ -582,6 +590,26 @@ fn stamps_become_truth_on_the_two_point_clock_fit() {
         }
         r => panic!("{r:?}"),
     }
+    // The device synchronization's record spans its call, on its node.
+    assert_eq!(t.nodes[10].kind, NodeKind::Synchronization);
+    let syncs: Vec<&Record> = out
+        .builder
+        .trace
+        .iter()
+        .filter(|r| t.nodes[10].rids.contains(&r.rid()))
+        .collect();
+    assert!(
+        syncs.iter().any(|r| matches!(
+            r,
+            Record::Sync {
+                sync_type: ground_truth::trace::SyncType::ContextSynchronize,
+                start,
+                end,
+                ..
+            } if (*start, *end) == (t.nodes[10].start, t.nodes[10].end)
+        )),
+        "{syncs:?}"
+    );
     // The offset of the run's start alone puts the producer's end 2 µs off.
     let constant = build_stamped(&sc, &log, None, &stamps(ClockFit::constant(before)), true);
     let end = constant.builder.truth.nodes[3].end;
