@@ -241,7 +241,14 @@ const UNLOCKED_GRACE: Duration = Duration::from_secs(3600);
 /// up left in the temporary directory: those whose lock no one holds. Run once per
 /// process before its first invocation.
 pub fn remove_stale_private_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+    remove_stale_private_dirs_in(&std::env::temp_dir());
+}
+
+/// [`remove_stale_private_dirs`] in `temp`: a test's own directory, which no other
+/// harness of the same process cleans at the same time (a cleaner holds a lock while
+/// it looks, so a second one sees that directory as live).
+pub fn remove_stale_private_dirs_in(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
         return;
     };
     for entry in entries.flatten() {

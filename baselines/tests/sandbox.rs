@@ -270,7 +270,9 @@ fn a_failure_is_summarised_without_paths_of_its_invocation() {
 
 #[test]
 fn a_killed_harness_leaves_no_private_directory_behind() {
-    let temp = std::env::temp_dir();
+    // Not the shared temporary directory: other tests' harnesses clean it concurrently.
+    let dir = tempfile::tempdir().unwrap();
+    let temp = dir.path();
     let pid = std::process::id();
     // What a harness killed with `kill -9` leaves: its lock no longer held.
     let stale = temp.join(format!("causalbench-profiler-test-stale-{pid}"));
@@ -282,7 +284,7 @@ fn a_killed_harness_leaves_no_private_directory_behind() {
     std::fs::create_dir_all(&live).unwrap();
     let lock = std::fs::File::create(live.join("owner.lock")).unwrap();
     lock.lock().unwrap();
-    baselines::external::remove_stale_private_dirs();
+    baselines::external::remove_stale_private_dirs_in(temp);
     assert!(!stale.exists());
     assert!(live.exists());
     drop(lock);
