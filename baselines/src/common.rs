@@ -120,6 +120,36 @@ pub(crate) fn empty_diagnosis(q: &ground_truth::Query) -> Diagnosis {
     }
 }
 
+/// `profiler`'s explanation of `view` that claims nothing: no edges, no causes,
+/// nothing complete (an analyzer that abstains on every query of the view).
+pub(crate) fn abstaining(
+    view: &ground_truth::TraceView,
+    profiler: &str,
+    version: &str,
+    wall_ms: f64,
+) -> ground_truth::Explanation {
+    ground_truth::Explanation {
+        schema_version: ground_truth::SCHEMA_VERSION,
+        meta: ground_truth::ExplanationMeta {
+            profiler: profiler.to_string(),
+            version: version.to_string(),
+            view: view.spec,
+            wall_ms,
+            failure: None,
+        },
+        edges: Vec::new(),
+        attribution: Vec::new(),
+        diagnoses: view
+            .queries
+            .iter()
+            .map(|q| Diagnosis {
+                causes: Vec::new(),
+                ..empty_diagnosis(q)
+            })
+            .collect(),
+    }
+}
+
 /// Launch edges by correlation id and stream order of device ops by start;
 /// returns each op's stream predecessor.
 pub(crate) fn correlation_edges(ix: &Index, out: &mut Output) -> HashMap<Pos, Pos> {

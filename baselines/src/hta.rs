@@ -24,12 +24,9 @@
 //! on `cupti` and `combined` views, loss-free or with targeted loss, and on loss-free
 //! `kineto` views from the native trace ([`reads_view`]).
 
-use crate::common::empty_diagnosis;
 use crate::{Profiler, VERSION};
 use ground_truth::view::LossSpec;
-use ground_truth::{
-    Collectors, Explanation, ExplanationMeta, Readable, TraceView, ViewSpec, SCHEMA_VERSION,
-};
+use ground_truth::{Collectors, Explanation, Readable, TraceView, ViewSpec};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -157,26 +154,7 @@ impl HtaCriticalPath {
 
 /// An explanation that claims nothing: no edges, no causes, nothing complete.
 pub fn abstain(view: &TraceView, version: &str, wall_ms: f64) -> Explanation {
-    Explanation {
-        schema_version: SCHEMA_VERSION,
-        meta: ExplanationMeta {
-            profiler: NAME.to_string(),
-            version: version.to_string(),
-            view: view.spec,
-            wall_ms,
-            failure: None,
-        },
-        edges: Vec::new(),
-        attribution: Vec::new(),
-        diagnoses: view
-            .queries
-            .iter()
-            .map(|q| ground_truth::Diagnosis {
-                causes: Vec::new(),
-                ..empty_diagnosis(q)
-            })
-            .collect(),
-    }
+    crate::common::abstaining(view, NAME, version, wall_ms)
 }
 
 /// `message` as `meta.failure` takes it: one line, bounded.

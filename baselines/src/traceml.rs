@@ -18,11 +18,9 @@
 //! or where it failed to start or summarize is its outcome: the view's
 //! `meta.failure` (counted as crashed, with the message; evaluator/METRICS.md).
 
-use crate::common::empty_diagnosis;
 use crate::{Profiler, VERSION};
 use ground_truth::io::{read_input, InputLimits};
 use ground_truth::{CauseLabel, Explanation, Question, TraceView, ViewSpec};
-use ground_truth::{ExplanationMeta, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -174,26 +172,7 @@ impl TracemlStep {
 
 /// An explanation that claims nothing (every query abstained).
 fn abstain(view: &TraceView, wall_ms: f64) -> Explanation {
-    Explanation {
-        schema_version: SCHEMA_VERSION,
-        meta: ExplanationMeta {
-            profiler: NAME.to_string(),
-            version: VERSION.to_string(),
-            view: view.spec,
-            wall_ms,
-            failure: None,
-        },
-        edges: Vec::new(),
-        attribution: Vec::new(),
-        diagnoses: view
-            .queries
-            .iter()
-            .map(|q| ground_truth::Diagnosis {
-                causes: Vec::new(),
-                ..empty_diagnosis(q)
-            })
-            .collect(),
-    }
+    crate::common::abstaining(view, NAME, VERSION, wall_ms)
 }
 
 impl Profiler for TracemlStep {
