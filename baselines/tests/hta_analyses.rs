@@ -6,7 +6,6 @@
 //! skipped (with a message) when HTA is not installed, unless CAUSALBENCH_REQUIRE_HTA=1.
 
 use baselines::hta_analyses;
-use baselines::Profiler;
 use ground_truth::trace::Record;
 use ground_truth::view::{LossSpec, ViewSpec};
 use ground_truth::Question;
