@@ -128,16 +128,18 @@ pub fn symptom(
 ) -> Result<Symptom, String> {
     let n = &truth.nodes[node as usize];
     let critical_path = truth.critical_path(node);
-    // Only the records of the symptom and of its path matter here: a handful,
-    // looked up by binary search while scanning a trace of millions.
-    let mut wanted: Vec<Rid> = critical_path
-        .iter()
-        .flat_map(|&p| truth.nodes[p as usize].rids.iter().copied())
-        .collect();
-    wanted.sort_unstable();
+    // Only the records of the symptom and of its path matter here, picked out
+    // while scanning a trace of millions; the path of a long chain holds most
+    // of them (`RidSet`).
+    let wanted = RidSet::new(
+        critical_path
+            .iter()
+            .flat_map(|&p| truth.nodes[p as usize].rids.iter().copied())
+            .collect(),
+    );
     let by_rid: HashMap<Rid, &Record> = trace
         .iter()
-        .filter(|r| wanted.binary_search(&r.rid()).is_ok())
+        .filter(|r| wanted.contains(r.rid()))
         .map(|r| (r.rid(), r))
         .collect();
     let primary = n
@@ -237,5 +239,83 @@ pub fn phase_delta(n: &Node, twin: &Node) -> Phases {
             submitted_to_start: 0.0,
             execution: d(n.end - n.start, twin.end - twin.start),
         },
+    }
+}
+
+/// A set of record ids asked about once per record of a trace. A bitmap over
+/// the ids' range where that range is at most a few bits per id (the ids of
+/// one run are dense); else the sorted ids, searched. A binary search per
+/// record over a critical path of millions missed the cache on every probe:
+/// the record stage of `causalbench measure large` grew faster than the work.
+enum RidSet {
+    Dense(Vec<u64>),
+    Sorted(Vec<Rid>),
+}
+
+impl RidSet {
+    /// Dense while the bitmap has at most this many bits per id (and always
+    /// for a small range).
+    const DENSE_BITS_PER_ID: u64 = 64;
+
+    fn new(mut rids: Vec<Rid>) -> RidSet {
+        let Some(&max) = rids.iter().max() else {
+            return RidSet::Sorted(rids);
+        };
+        let room = (rids.len() as u64).saturating_mul(Self::DENSE_BITS_PER_ID);
+        if max >= room.max(1 << 16) {
+            rids.sort_unstable();
+            return RidSet::Sorted(rids);
+        }
+        let mut words = vec![0u64; (max / 64 + 1) as usize];
+        for r in rids {
+            words[(r / 64) as usize] |= 1 << (r % 64);
+        }
+        RidSet::Dense(words)
+    }
+
+    fn contains(&self, rid: Rid) -> bool {
+        match self {
+            RidSet::Dense(words) => words
+                .get((rid / 64) as usize)
+                .is_some_and(|w| w & (1 << (rid % 64)) != 0),
+            RidSet::Sorted(rids) => rids.binary_search(&rid).is_ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod rid_set_tests {
+    use super::RidSet;
+
+    #[test]
+    fn dense_and_sparse_sets_hold_exactly_their_ids() {
+        let dense = RidSet::new(vec![5, 0, 63, 64, 1000]);
+        assert!(matches!(dense, RidSet::Dense(_)));
+        let sparse = RidSet::new(vec![3, u64::MAX - 1, 1 << 40]);
+        assert!(matches!(sparse, RidSet::Sorted(_)));
+        for (set, ids) in [
+            (&dense, vec![5u64, 0, 63, 64, 1000]),
+            (&sparse, vec![3, u64::MAX - 1, 1 << 40]),
+        ] {
+            for probe in [
+                0u64,
+                1,
+                3,
+                5,
+                62,
+                63,
+                64,
+                65,
+                999,
+                1000,
+                1001,
+                1 << 40,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(set.contains(probe), ids.contains(&probe), "{probe}");
+            }
+        }
+        assert!(!RidSet::new(Vec::new()).contains(0));
     }
 }
