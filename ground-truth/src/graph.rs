@@ -1,9 +1,9 @@
 //! Ground truth (docs/design.md): typed nodes and edges known by construction, the
 //! symptoms asked about and their true answers.
 
+use crate::ids::Rid;
 use crate::labels::{CauseLabel, Collectors, Mode, Question};
 use crate::shared_str::SharedStr;
-use crate::trace::Rid;
 use crate::Ns;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,10 +11,8 @@ use serde::{Deserialize, Serialize};
 mod detail;
 pub mod wire;
 
+pub use crate::ids::NodeId;
 pub use detail::{NodeDetail, SharedNodeDetail};
-
-/// Index of a node in `GroundTruth::nodes`.
-pub type NodeId = u32;
 
 /// The rids observing one node. Small and inline: ground truths reach tens of
 /// millions of nodes, and a heap allocation per node would dominate their size.

@@ -4,14 +4,14 @@
 mod detail;
 mod wire;
 
-pub use detail::{CopyDetail, KernelDetail, MemsetDetail, SharedDetail};
+pub use crate::shared_detail::SharedDetail;
+pub use detail::{CopyDetail, KernelDetail, MemsetDetail};
 
 use crate::{Ns, SharedStack, SharedStr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Stable record id, unique within a bundle and kept by every view derived from it.
-pub type Rid = u64;
+pub use crate::ids::Rid;
 
 /// Which collector produced a record; views filter on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

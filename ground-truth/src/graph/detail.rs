@@ -1,10 +1,10 @@
 //! A node's thread, stream, call site and operator, kept behind one shared pointer so that
 //! a node is 104 bytes in memory (docs/records.md "Memory of a large case"). A launch-bound
 //! truth has a handful of combinations of them across millions of nodes: equal details
-//! made on one thread share one allocation (`crate::trace::SharedDetail`), and a node with
+//! made on one thread share one allocation (`crate::shared_detail`), and a node with
 //! none of them holds no allocation at all.
 
-use crate::trace::SharedDetail;
+use crate::shared_detail::{shareable, SharedDetail};
 use crate::SharedStr;
 use std::fmt;
 use std::ops::Deref;
@@ -20,6 +20,8 @@ pub struct NodeDetail {
     /// NVTX range (operator) enclosing the launch call, if any.
     pub operator: Option<SharedStr>,
 }
+
+shareable!(NodeDetail => NODE_DETAILS);
 
 /// What a node without a detail reads as.
 static EMPTY: NodeDetail = NodeDetail {

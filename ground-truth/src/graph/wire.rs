@@ -5,7 +5,7 @@
 
 use super::Node as InMemory;
 use super::{NodeDetail, NodeId, NodeKind, NodeRids};
-use crate::trace::Rid;
+use crate::ids::Rid;
 use crate::{Ns, SharedStr};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
