@@ -160,6 +160,53 @@ impl LogEntry {
     }
 }
 
+/// A CUDA graph node's log ring, mirroring `CB_RING` in the CUDA source: a
+/// graph is captured once with fixed kernel arguments but runs once per
+/// replay, so the slot argument of its nodes names a ring of entries. Entry
+/// `header` counts the finished replays (its `blocks` field) and replay `r`
+/// writes entry `header + 1 + r`; replays past `capacity` are not logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRing {
+    /// Index of the header entry; the ring's entries follow it.
+    pub header: u32,
+    /// Replays the ring has an entry for.
+    pub capacity: u32,
+}
+
+impl LogRing {
+    const FLAG: u32 = 0x8000_0000;
+    const CAPACITY_SHIFT: u32 = 20;
+    /// The most replays one ring logs (11 bits of the slot argument).
+    pub const MAX_CAPACITY: u32 = 0x7ff;
+    /// Headers must lie below this index (20 bits of the slot argument).
+    pub const HEADER_LIMIT: u32 = 1 << 20;
+
+    /// Log entries the ring occupies: its header and one per replay.
+    pub fn entries(self) -> u32 {
+        self.capacity + 1
+    }
+
+    /// The kernel's `slot` argument naming this ring; `None` where the ring
+    /// does not fit the argument's fields.
+    pub fn slot_arg(self) -> Option<u32> {
+        (self.header < Self::HEADER_LIMIT && (1..=Self::MAX_CAPACITY).contains(&self.capacity))
+            .then_some(Self::FLAG | (self.capacity << Self::CAPACITY_SHIFT) | self.header)
+    }
+
+    /// The ring a kernel's `slot` argument names; `None` for a single entry.
+    pub fn from_slot_arg(arg: u32) -> Option<LogRing> {
+        (arg & Self::FLAG != 0).then_some(LogRing {
+            header: arg & (Self::HEADER_LIMIT - 1),
+            capacity: (arg >> Self::CAPACITY_SHIFT) & Self::MAX_CAPACITY,
+        })
+    }
+
+    /// The entry replay `replay` (0-based) wrote, if the ring has one for it.
+    pub fn entry(self, replay: usize) -> Option<u32> {
+        (replay < self.capacity as usize).then(|| self.header + 1 + replay as u32)
+    }
+}
+
 // SAFETY: plain-old-data with the same layout as the device struct; all-zero
 // bits are a valid value.
 unsafe impl cudarc::driver::DeviceRepr for LogEntry {}
@@ -227,6 +274,38 @@ pub(crate) fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ring_round_trips_through_the_slot_argument_the_cuda_source_decodes() {
+        let ring = LogRing {
+            header: 12_345,
+            capacity: 7,
+        };
+        let arg = ring.slot_arg().unwrap();
+        assert_eq!(LogRing::from_slot_arg(arg), Some(ring));
+        assert_eq!(LogRing::from_slot_arg(12_345), None);
+        assert_eq!(ring.entry(0), Some(12_346));
+        assert_eq!(ring.entry(6), Some(12_352));
+        assert_eq!(ring.entry(7), None);
+        assert_eq!(ring.entries(), 8);
+        // Fields that do not fit are refused, not truncated.
+        let too_big = LogRing {
+            header: LogRing::HEADER_LIMIT,
+            capacity: 1,
+        };
+        assert_eq!(too_big.slot_arg(), None);
+        let too_many = LogRing {
+            header: 0,
+            capacity: LogRing::MAX_CAPACITY + 1,
+        };
+        assert_eq!(too_many.slot_arg(), None);
+        // The CUDA source decodes the same fields.
+        let src = source();
+        assert!(src.contains("#define CB_RING 0x80000000u"));
+        assert!(src.contains("#define CB_RING_CAP_SHIFT 20"));
+        assert!(src.contains("#define CB_RING_CAP_MASK 0x7ffu"));
+        assert!(src.contains("#define CB_RING_HEADER_MASK 0xfffffu"));
+    }
 
     #[test]
     fn log_entry_layout_matches_cuda() {

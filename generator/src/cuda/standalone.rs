@@ -373,7 +373,7 @@ fn as_stamped(mut b: Bundle, clock: &truth::ClockFit) -> Bundle {
 }
 
 /// Every kernel of `log` its own stamps timed, in CLOCK_MONOTONIC (a graph's
-/// nodes: its last replay, the one its log slots hold).
+/// nodes: every replay its log ring holds).
 fn known_kernels(
     log: &exec::RunLog,
     clock: &truth::ClockFit,
@@ -397,13 +397,15 @@ fn known_kernels(
         }
     }
     for (gi, g) in log.graphs.iter().enumerate() {
-        for (ni, (name, &slot)) in g.entries.iter().zip(&g.slots).enumerate() {
-            if let Some(e) = entry(slot, exec::graph_op_id(gi, ni)) {
-                out.push(crate::collector::KnownKernel {
-                    name: name.clone(),
-                    start: mono(e.start_ns),
-                    end: mono(e.last_end_ns.max(e.end_ns)),
-                });
+        for (ni, name) in g.entries.iter().enumerate() {
+            for slot in g.node_slots(ni) {
+                if let Some(e) = entry(slot, exec::graph_op_id(gi, ni)) {
+                    out.push(crate::collector::KnownKernel {
+                        name: name.clone(),
+                        start: mono(e.start_ns),
+                        end: mono(e.last_end_ns.max(e.end_ns)),
+                    });
+                }
             }
         }
     }

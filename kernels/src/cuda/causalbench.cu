@@ -10,7 +10,16 @@
 //     into `last_end_ns` (so the log must be zeroed before first use, e.g. with
 //     cuMemsetD8 / alloc_zeros);
 //   * block 0 thread 0 writes `op_id`, `start_ns`, `end_ns` and `smid` with
-//     plain stores (these fields need no initialisation).
+//     plain stores (these fields need no initialisation);
+//   * a CUDA graph's node is captured once with fixed arguments but runs once
+//     per replay, so its slot may name a ring instead of one entry (CB_RING
+//     set; kernels/src/lib.rs `LogRing`): entry `header` counts the replays
+//     whose every block finished (its `blocks` field), and replay r writes
+//     entry header + 1 + r. All blocks of replay r read r: the count moves
+//     only when the last block of the replay has finished, and replays of
+//     one graph exec run one after another (cuGraphLaunch orders a launch
+//     behind the exec's previous launches). Replays past the ring's capacity
+//     are not logged.
 //
 // %globaltimer is a wall-clock-based nanosecond counter (ticks every 32 ns on
 // Hopper); it is a different clock domain from the host's CLOCK_MONOTONIC, so
@@ -50,11 +59,31 @@ __device__ __forceinline__ bool cb_is_block0() {
     return blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
 }
 
+#define CB_RING 0x80000000u
+#define CB_RING_CAP_SHIFT 20
+#define CB_RING_CAP_MASK 0x7ffu
+#define CB_RING_HEADER_MASK 0xfffffu
+
+// The ring header of `slot`, or null when `slot` names one entry.
+__device__ __forceinline__ cb_log_entry* cb_ring_header(cb_log_entry* log, cb_u32 slot) {
+    return (slot & CB_RING) != 0u ? log + (slot & CB_RING_HEADER_MASK) : nullptr;
+}
+
+// The entry this run of the kernel writes, or null past a ring's capacity.
+__device__ __forceinline__ cb_log_entry* cb_log_target(cb_log_entry* log, cb_u32 slot) {
+    cb_log_entry* ring = cb_ring_header(log, slot);
+    if (ring == nullptr) return log + slot;
+    const cb_u32 cap = (slot >> CB_RING_CAP_SHIFT) & CB_RING_CAP_MASK;
+    const cb_u32 replay = *(volatile cb_u32*)&ring->blocks;
+    return replay < cap ? ring + 1 + replay : nullptr;
+}
+
 // Called by thread 0 of every block when the block is done.
 __device__ __forceinline__ void cb_log_block(cb_log_entry* log, cb_u32 slot, cb_u64 op_id,
                                              cb_u64 start, cb_u64 end) {
     if (log == nullptr) return;
-    cb_log_entry* e = log + slot;
+    cb_log_entry* e = cb_log_target(log, slot);
+    if (e == nullptr) return;
     if (cb_is_block0()) {
         e->op_id = op_id;
         e->start_ns = start;
@@ -63,7 +92,12 @@ __device__ __forceinline__ void cb_log_block(cb_log_entry* log, cb_u32 slot, cb_
     }
     atomicMax(&e->last_end_ns, end);
     __threadfence();
-    atomicAdd(&e->blocks, 1u);
+    const cb_u32 done = atomicAdd(&e->blocks, 1u) + 1u;
+    cb_log_entry* ring = cb_ring_header(log, slot);
+    if (ring != nullptr && done == gridDim.x * gridDim.y * gridDim.z) {
+        __threadfence();
+        atomicAdd(&ring->blocks, 1u);
+    }
 }
 
 // Thread 0 spins until `deadline` on %globaltimer; returns its last reading.
@@ -201,12 +235,18 @@ extern "C" __global__ void cb_occupancy_hog(cb_u64 op_id, cb_log_entry* log, cb_
 extern "C" __global__ void cb_empty(cb_u64 op_id, cb_log_entry* log, cb_u32 slot) {
     if (log != nullptr && cb_is_thread0() && cb_is_block0()) {
         const cb_u64 t = cb_globaltimer();
-        cb_log_entry* e = log + slot;
+        cb_log_entry* e = cb_log_target(log, slot);
+        if (e == nullptr) return;
         e->op_id = op_id;
         e->start_ns = t;
         e->end_ns = cb_globaltimer();
         e->smid = cb_smid();
         e->last_end_ns = e->end_ns;
         e->blocks = 1;
+        cb_log_entry* ring = cb_ring_header(log, slot);
+        if (ring != nullptr) {
+            __threadfence();
+            atomicAdd(&ring->blocks, 1u);
+        }
     }
 }

@@ -172,11 +172,40 @@ pub struct ReqInfo {
     pub at_rel: Ns,
 }
 
-/// Per graph: the kernel entry names and log slots of its nodes (decl order).
+/// Per graph: the kernel entry names and log slot arguments of its nodes
+/// (decl order).
 #[derive(Debug, Clone)]
 pub struct GraphMeta {
     pub entries: Vec<String>,
+    /// Each node's `slot` kernel argument: a ring with an entry per replay
+    /// (`kernels::LogRing`), or one plain slot that every replay overwrites.
     pub slots: Vec<u32>,
+}
+
+impl GraphMeta {
+    /// The log entry node `ni`'s replay `replay` wrote: its ring entry, or
+    /// the plain slot when `last` (the replay a plain slot holds).
+    pub fn replay_slot(&self, ni: usize, replay: usize, last: bool) -> Option<u32> {
+        let arg = *self.slots.get(ni)?;
+        match kernels::LogRing::from_slot_arg(arg) {
+            Some(ring) => ring.entry(replay),
+            None => last.then_some(arg),
+        }
+    }
+
+    /// Every log entry node `ni` may have written, by replay (a plain slot:
+    /// one entry, the last replay's).
+    pub fn node_slots(&self, ni: usize) -> Vec<u32> {
+        let Some(&arg) = self.slots.get(ni) else {
+            return Vec::new();
+        };
+        match kernels::LogRing::from_slot_arg(arg) {
+            Some(ring) => (0..ring.capacity as usize)
+                .filter_map(|r| ring.entry(r))
+                .collect(),
+            None => vec![arg],
+        }
+    }
 }
 
 /// Everything one execution produced.

@@ -322,6 +322,20 @@ impl<'a> Exec<'a> {
         s % self.dev.log_slots
     }
 
+    /// The slot argument of a node of graph `gi`: a ring with an entry per
+    /// replay the scenario launches (`kernels::LogRing`), so every replay's
+    /// times are logged, not only the last's; one plain slot where the ring
+    /// would not fit the log without wrapping.
+    fn graph_node_slot(&self, gi: usize) -> u32 {
+        let capacity = graph_launches(self.sc, gi).clamp(1, kernels::LogRing::MAX_CAPACITY);
+        let header = self.next_slot.fetch_add(capacity + 1, Ordering::Relaxed);
+        let ring = kernels::LogRing { header, capacity };
+        match ring.slot_arg() {
+            Some(arg) if header + ring.entries() <= self.dev.log_slots => arg,
+            _ => self.slot(),
+        }
+    }
+
     /// Kernel arguments for a scenario kernel of `kind` lasting `dur_ns`.
     fn kernel_args(
         &self,
@@ -426,7 +440,7 @@ impl<'a> Exec<'a> {
                 }
                 let kernel = Kernel::from(n.kernel.kind);
                 let (f, entry) = resolved[ni].clone();
-                let slot = self.slot();
+                let slot = self.graph_node_slot(gi);
                 let dur = (n.kernel.duration_us * 1000.0).round() as u64;
                 let op_id = graph_op_id(gi, ni);
                 let mut a =
@@ -542,6 +556,25 @@ impl<'a> Exec<'a> {
 }
 
 /// Reserves `cap` elements and touches their pages.
+/// How many times the scenario launches graph `gi`: every request of a
+/// program runs each of its graph-launch steps once.
+fn graph_launches(sc: &Scenario, gi: usize) -> u32 {
+    let Some(name) = sc.graphs.get(gi).map(|g| &g.name) else {
+        return 0;
+    };
+    sc.programs
+        .iter()
+        .map(|p| {
+            let steps = p
+                .steps
+                .iter()
+                .filter(|s| matches!(s, Step::GraphLaunch { graph, .. } if graph == name))
+                .count() as u32;
+            steps.saturating_mul(p.requests)
+        })
+        .fold(0u32, u32::saturating_add)
+}
+
 fn prefault<T>(v: &mut Vec<T>, cap: usize) {
     v.reserve(cap);
     let spare = v.spare_capacity_mut();

@@ -14,7 +14,7 @@ impl<'a> CuptiObserver<'a> {
                 .filter(|e| e.is_written_for(id))
                 .copied()
         };
-        let mut last_graph_launch: HashMap<usize, (Ns, u64)> = HashMap::new();
+        let mut graph_launches: HashMap<usize, Vec<(Ns, u64)>> = HashMap::new();
         for op in self.ops.values() {
             match &op.what {
                 What::Kernel { .. } => {
@@ -32,27 +32,34 @@ impl<'a> CuptiObserver<'a> {
                     }
                 }
                 What::GraphLaunch { graph, .. } => {
-                    let l = last_graph_launch.entry(*graph).or_insert((0, 0));
-                    if op.t0 >= l.0 {
-                        *l = (op.t0, op.id);
-                    }
+                    graph_launches
+                        .entry(*graph)
+                        .or_default()
+                        .push((op.t0, op.id));
                 }
                 _ => {}
             }
         }
-        // A graph's log slots hold its last replay only.
-        for (&gi, &(_, op)) in &last_graph_launch {
-            let recs = self.graph_assignment(gi, op);
-            for (ni, r) in recs.into_iter().enumerate() {
-                let Some(r) = r else { continue };
-                let slot = self.log.graphs[gi].slots[ni];
-                if let (Raw::Kernel { start, end, .. }, Some(e)) =
-                    (self.raw(r), entry(slot, graph_op_id(gi, ni)))
-                {
-                    pairs.push((
-                        *start as i64 - e.start_ns as i64,
-                        *end as i64 - e.last_end_ns.max(e.end_ns) as i64,
-                    ));
+        // Replays of one graph exec run in launch order, so the r-th launch
+        // wrote each node's r-th ring entry (a plain slot: the last launch).
+        for (&gi, launches) in &mut graph_launches {
+            launches.sort_unstable();
+            let meta = &self.log.graphs[gi];
+            for (replay, &(_, op)) in launches.iter().enumerate() {
+                let last = replay + 1 == launches.len();
+                let recs = self.graph_assignment(gi, op);
+                for (ni, r) in recs.into_iter().enumerate() {
+                    let (Some(r), Some(slot)) = (r, meta.replay_slot(ni, replay, last)) else {
+                        continue;
+                    };
+                    if let (Raw::Kernel { start, end, .. }, Some(e)) =
+                        (self.raw(r), entry(slot, graph_op_id(gi, ni)))
+                    {
+                        pairs.push((
+                            *start as i64 - e.start_ns as i64,
+                            *end as i64 - e.last_end_ns.max(e.end_ns) as i64,
+                        ));
+                    }
                 }
             }
         }

@@ -255,7 +255,7 @@ impl Observer for CuptiObserver<'_> {
         op: &StepOp,
         gi: usize,
         ni: usize,
-        _replay: usize,
+        replay: usize,
         ready: Ns,
     ) -> (Ns, Ns) {
         let o = self.own(op);
@@ -273,8 +273,9 @@ impl Observer for CuptiObserver<'_> {
                         self.sc.graphs[gi].name, self.sc.graphs[gi].nodes[ni].id, o.id
                     ));
                 }
-                let slot = self.log.graphs[gi].slots[ni];
-                self.fallback_times(Some(slot), graph_op_id(gi, ni), ready)
+                // This replay's ring entry; a plain slot holds some replay's.
+                let slot = self.log.graphs[gi].replay_slot(ni, replay, true);
+                self.fallback_times(slot, graph_op_id(gi, ni), ready)
             }
         }
     }

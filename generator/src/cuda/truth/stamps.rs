@@ -219,28 +219,36 @@ impl Observer for StampObserver<'_> {
         });
     }
 
-    /// A graph's log slots hold its last replay only: the other replays'
-    /// nodes last what the stamped replay's did, from when they could start.
+    /// Each replay's nodes are timed by their own ring entries. A replay
+    /// without one (a plain slot's earlier replays, a ring past its
+    /// capacity) lasts what a logged replay did, from when it could start.
     fn graph_node_times(
         &mut self,
         op: &StepOp,
         gi: usize,
         ni: usize,
-        _replay: usize,
+        replay: usize,
         ready: Ns,
     ) -> (Ns, Ns) {
         let o = self.own(op);
         self.stats.device_ops += 1;
-        let slot = self.log.graphs[gi].slots[ni];
-        let Some((start, end)) = self.logged(Some(slot), graph_op_id(gi, ni)) else {
+        let meta = &self.log.graphs[gi];
+        let id = graph_op_id(gi, ni);
+        let last = self.last_launch.get(&gi) == Some(&o.id);
+        if let Some(times) = self.logged(meta.replay_slot(ni, replay, last), id) {
+            self.stats.bound += 1;
+            return times;
+        }
+        let logged = meta
+            .node_slots(ni)
+            .into_iter()
+            .rev()
+            .find_map(|slot| self.logged(Some(slot), id));
+        let Some((start, end)) = logged else {
             return (ready, ready);
         };
         self.stats.bound += 1;
-        if self.last_launch.get(&gi) == Some(&o.id) {
-            (start, end)
-        } else {
-            (ready, ready + (end - start))
-        }
+        (ready, ready + (end - start))
     }
 
     fn graph_node_records(

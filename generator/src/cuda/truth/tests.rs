@@ -615,3 +615,191 @@ fn stamps_become_truth_on_the_two_point_clock_fit() {
     let end = constant.builder.truth.nodes[3].end;
     assert_eq!(end.abs_diff(2_103_000), 2_053);
 }
+
+const GRAPH_SCENARIO: &str = r#"
+schema_version: 1
+name: t.graph-replays
+family: t
+variant: graph-replays
+cause: graph_dependency
+mode: instrumented
+threads: [{name: host}]
+streams: [{name: s1}]
+graphs:
+  - name: block
+    build: captured
+    nodes:
+      - {id: gemm, kernel: {name: gemm, duration_us: 500}}
+      - {id: norm, kernel: {name: layer_norm, duration_us: 200}, after: [gemm]}
+programs:
+  - name: serve
+    start: host
+    requests: 2
+    interval_us: 1000
+    steps:
+      - {op: graph_launch, id: step, graph: block, stream: s1}
+      - {op: sync, target: stream, stream: s1}
+symptom: {step: step, graph_node: norm, request: 1}
+"#;
+
+/// A graph launched by two requests, its nodes logging into per-replay rings
+/// (`kernels::LogRing`): without CUPTI, each replay's nodes take their own
+/// replay's stamps, so the second replay's slow gemm does not stretch the
+/// first's (a graph's log used to hold its last replay only).
+#[test]
+fn each_graph_replay_is_timed_by_its_own_ring_entry() {
+    let sc: Scenario =
+        ground_truth::io::from_yaml(std::path::Path::new("t.yaml"), GRAPH_SCENARIO.as_bytes())
+            .unwrap();
+    assert!(sc.check().is_empty(), "{:?}", sc.check());
+    let launch = |id: u64, request: u32, t0: Ns| {
+        let mut o = op(
+            id,
+            0,
+            What::GraphLaunch {
+                graph: 0,
+                extra_ns: 0,
+            },
+            t0,
+            Some(0),
+            vec![],
+        );
+        o.request = Some(request as usize);
+        o.skey.as_mut().unwrap().request = request;
+        o
+    };
+    let sync = |id: u64, request: u32, t0: Ns, launched: u64| {
+        let what = What::Sync {
+            target: SyncTarget::Stream,
+        };
+        let mut o = op(id, 1, what, t0, Some(0), vec![]);
+        o.request = Some(request as usize);
+        o.skey.as_mut().unwrap().request = request;
+        o.waited = vec![DevRef {
+            op: launched,
+            gnode: Some(1),
+        }];
+        o
+    };
+    let ops = vec![
+        launch(1, 0, 100_000),
+        sync(2, 0, 110_000, 1),
+        launch(3, 1, 1_100_000),
+        sync(4, 1, 1_110_000, 3),
+    ];
+    let mut events = Vec::new();
+    for (request, t, first) in [(0usize, 90_000, 1u64), (1, 1_090_000, 3)] {
+        events.push(HostEv::TaskBegin {
+            t,
+            thread_free: 0,
+            pending: None,
+            request,
+            handoff: None,
+            queue: String::new(),
+        });
+        for op in [first, first + 1] {
+            events.push(HostEv::Api {
+                op,
+                fault: None,
+                pending: None,
+            });
+        }
+    }
+    let ring = |header: u32| {
+        kernels::LogRing {
+            header,
+            capacity: 2,
+        }
+        .slot_arg()
+        .unwrap()
+    };
+    let entry = |op_id: u64, start: Ns, end: Ns| kernels::LogEntry {
+        op_id,
+        start_ns: start,
+        end_ns: end,
+        smid: 0,
+        blocks: 1,
+        last_end_ns: end,
+    };
+    let header = kernels::LogEntry {
+        blocks: 2,
+        ..Default::default()
+    };
+    let (gemm, norm) = (graph_op_id(0, 0), graph_op_id(0, 1));
+    let device_log = vec![
+        header,
+        entry(gemm, 106_000, 606_000),
+        entry(gemm, 1_106_000, 4_106_000),
+        header,
+        entry(norm, 607_000, 807_000),
+        entry(norm, 4_107_000, 4_307_000),
+    ];
+    let log = RunLog {
+        origin: 50_000,
+        arrivals: vec![
+            Arrival {
+                request: 0,
+                t: 80_000,
+                tid: 77,
+            },
+            Arrival {
+                request: 1,
+                t: 1_080_000,
+                tid: 77,
+            },
+        ],
+        threads: vec![ThreadLog {
+            tid: 77,
+            events,
+            ops,
+            ..Default::default()
+        }],
+        requests: (0..2)
+            .map(|index| ReqInfo {
+                program: 0,
+                index,
+                token: index as u64 + 1,
+                at_rel: index as Ns * 1_000_000,
+            })
+            .collect(),
+        graphs: vec![GraphMeta {
+            entries: vec!["gemm".into(), "layer_norm".into()],
+            slots: vec![ring(0), ring(3)],
+        }],
+        stalls: vec![],
+        errors: vec![],
+        injector: None,
+        device_log,
+        flushed: Default::default(),
+        end: 5_000_000,
+    };
+    let sample = ClockSample {
+        offset_ns: 0,
+        at_ns: 0,
+        round_trip_ns: 1_000,
+        pings: 10,
+    };
+    let stamps = Stamps {
+        clock: ClockFit::between(sample, sample),
+        copies: HashMap::new(),
+    };
+    let out = build_stamped(&sc, &log, None, &stamps, true);
+    let times: Vec<(Ns, Ns)> = out
+        .builder
+        .truth
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::GraphNode)
+        .map(|n| (n.start, n.end))
+        .collect();
+    assert_eq!(
+        times,
+        vec![
+            (106_000, 606_000),
+            (607_000, 807_000),
+            (1_106_000, 4_106_000),
+            (4_107_000, 4_307_000),
+        ]
+    );
+    assert_eq!(out.stats.bound, 4);
+}
