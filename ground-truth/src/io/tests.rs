@@ -52,161 +52,199 @@ fn large_outputs_are_written_whole_and_in_order() {
 /// Every record kind with every field set, repeated past the size at
 /// which the arrays are serialized in parallel.
 pub(super) fn big_bundle() -> Bundle {
-    use crate::graph::{Edge, EdgeType, Node, Phases, Symptom};
-    use crate::trace::*;
     let scenario = Scenario::parse(
         Path::new("dependency-vs-overlap.event-edge.yaml"),
         include_bytes!("../../../catalog/dependency-vs-overlap.event-edge.yaml"),
     )
     .unwrap();
-    let s = |t: &str| crate::SharedStr::from(t);
-    let records = |i: u64| {
-        let rid = i * 12 + 1;
-        [
-            Record::Api {
-                rid,
-                domain: ApiDomain::Driver,
-                cbid: 7,
-                name: s("cuLaunchKernel"),
-                tid: 3,
-                start: i,
-                end: i + 1,
-                correlation_id: 9,
-            },
-            Record::Kernel {
-                rid: rid + 1,
-                stream: 1,
-                correlation_id: 4,
-                queued: 7,
-                submitted: 8,
-                start: 9,
-                end: 10,
-                detail: crate::trace::KernelDetail {
-                    name: s("k\"q"),
-                    context: 2,
-                    device: 3,
-                    graph_id: 5,
-                    graph_node_id: 6,
-                    grid: [1, 2, 3],
-                    block: [4, 5, 6],
-                    channel: 11,
-                }
-                .into(),
-            },
-            Record::Memcpy {
-                rid: rid + 2,
-                direction: CopyDirection::D2h,
-                memory: HostMemory::Pageable,
-                stream: 2,
-                correlation_id: 5,
-                queued: 8,
-                submitted: 9,
-                start: 10,
-                end: 11,
-                detail: crate::trace::CopyDetail {
-                    bytes: 1,
-                    context: 3,
-                    device: 4,
-                    graph_id: 6,
-                    graph_node_id: 7,
-                    channel: 12,
-                }
-                .into(),
-            },
-            Record::Memset {
-                rid: rid + 3,
-                stream: 2,
-                correlation_id: 5,
-                queued: 6,
-                submitted: 7,
-                start: 8,
-                end: 9,
-                detail: crate::trace::MemsetDetail {
-                    bytes: 1,
-                    context: 3,
-                    device: 4,
-                }
-                .into(),
-            },
-            Record::Sync {
-                rid: rid + 4,
-                sync_type: SyncType::EventSynchronize,
-                stream: 1,
-                event: 2,
-                event_sync_id: 3,
-                correlation_id: 4,
-                start: 5,
-                end: 6,
-            },
-            Record::CudaEvent {
-                rid: rid + 5,
-                event: 1,
-                event_sync_id: 2,
-                stream: 3,
-                correlation_id: 4,
-                ts: 5,
-            },
-            Record::ExternalCorrelation {
-                rid: rid + 6,
-                external_kind: s("request"),
-                external_id: 1,
-                correlation_id: 2,
-            },
-            Record::Nvtx {
-                rid: rid + 7,
-                tid: 1,
-                name: s("attention"),
-                start: 2,
-                end: 3,
-            },
-            Record::Marker {
-                rid: rid + 8,
-                tid: 1,
-                phase: MarkerPhase::Enqueue,
-                queue: s("q"),
-                token: s("7"),
-                ts: 2,
-            },
-            Record::Uprobe {
-                rid: rid + 9,
-                tid: 1,
-                function: s("cuLaunchKernel"),
-                enter: 2,
-                exit: 3,
-                handle: 4,
-                stack: vec![s("a"), s("b")].into(),
-            },
-            Record::Sched {
-                rid: rid + 10,
-                tid: 1,
-                cpu: 2,
-                switch_out: 3,
-                switch_in: 4,
-                reason: SwitchReason::Traced,
-            },
-            Record::PageFault {
-                rid: rid + 11,
-                tid: 1,
-                ts: 2,
-                duration: 3,
-                address: 4,
-                major: true,
-            },
-        ]
-    };
+    let ground_truth = big_truth(scenario.cause);
+    Bundle {
+        schema_version: crate::SCHEMA_VERSION,
+        manifest: crate::Manifest {
+            scenario,
+            seed: 1,
+            repetition: 0,
+            backend: "sim".into(),
+            gpu: "g".into(),
+            driver: "d".into(),
+            cuda: "c".into(),
+            cupti: "p".into(),
+            tool_version: "0".into(),
+            host: "h".into(),
+            collectors: vec!["cupti".into()],
+            cross_check: Some(Default::default()),
+            cupti_capabilities: None,
+        },
+        ground_truth,
+        trace: (0..7_000).flat_map(one_record_of_each_kind).collect(),
+        loss: crate::LossAccounting {
+            cupti_dropped: 1,
+            cupti_timestamps_dropped: 2,
+            ringbuffer_dropped: 3,
+            cupti_unobservable: 4,
+        },
+    }
+}
+
+/// A shared string, as records and nodes hold names.
+fn shared(t: &str) -> crate::SharedStr {
+    crate::SharedStr::from(t)
+}
+
+/// The `i`th run of records: one of each kind, every field set, rids `12 i + 1 ..`.
+fn one_record_of_each_kind(i: u64) -> [crate::trace::Record; 12] {
+    use crate::trace::*;
+    let rid = i * 12 + 1;
+    [
+        Record::Api {
+            rid,
+            domain: ApiDomain::Driver,
+            cbid: 7,
+            name: shared("cuLaunchKernel"),
+            tid: 3,
+            start: i,
+            end: i + 1,
+            correlation_id: 9,
+        },
+        Record::Kernel {
+            rid: rid + 1,
+            stream: 1,
+            correlation_id: 4,
+            queued: 7,
+            submitted: 8,
+            start: 9,
+            end: 10,
+            detail: crate::trace::KernelDetail {
+                name: shared("k\"q"),
+                context: 2,
+                device: 3,
+                graph_id: 5,
+                graph_node_id: 6,
+                grid: [1, 2, 3],
+                block: [4, 5, 6],
+                channel: 11,
+            }
+            .into(),
+        },
+        Record::Memcpy {
+            rid: rid + 2,
+            direction: CopyDirection::D2h,
+            memory: HostMemory::Pageable,
+            stream: 2,
+            correlation_id: 5,
+            queued: 8,
+            submitted: 9,
+            start: 10,
+            end: 11,
+            detail: crate::trace::CopyDetail {
+                bytes: 1,
+                context: 3,
+                device: 4,
+                graph_id: 6,
+                graph_node_id: 7,
+                channel: 12,
+            }
+            .into(),
+        },
+        Record::Memset {
+            rid: rid + 3,
+            stream: 2,
+            correlation_id: 5,
+            queued: 6,
+            submitted: 7,
+            start: 8,
+            end: 9,
+            detail: crate::trace::MemsetDetail {
+                bytes: 1,
+                context: 3,
+                device: 4,
+            }
+            .into(),
+        },
+        Record::Sync {
+            rid: rid + 4,
+            sync_type: SyncType::EventSynchronize,
+            stream: 1,
+            event: 2,
+            event_sync_id: 3,
+            correlation_id: 4,
+            start: 5,
+            end: 6,
+        },
+        Record::CudaEvent {
+            rid: rid + 5,
+            event: 1,
+            event_sync_id: 2,
+            stream: 3,
+            correlation_id: 4,
+            ts: 5,
+        },
+        Record::ExternalCorrelation {
+            rid: rid + 6,
+            external_kind: shared("request"),
+            external_id: 1,
+            correlation_id: 2,
+        },
+        Record::Nvtx {
+            rid: rid + 7,
+            tid: 1,
+            name: shared("attention"),
+            start: 2,
+            end: 3,
+        },
+        Record::Marker {
+            rid: rid + 8,
+            tid: 1,
+            phase: MarkerPhase::Enqueue,
+            queue: shared("q"),
+            token: shared("7"),
+            ts: 2,
+        },
+        Record::Uprobe {
+            rid: rid + 9,
+            tid: 1,
+            function: shared("cuLaunchKernel"),
+            enter: 2,
+            exit: 3,
+            handle: 4,
+            stack: vec![shared("a"), shared("b")].into(),
+        },
+        Record::Sched {
+            rid: rid + 10,
+            tid: 1,
+            cpu: 2,
+            switch_out: 3,
+            switch_in: 4,
+            reason: SwitchReason::Traced,
+        },
+        Record::PageFault {
+            rid: rid + 11,
+            tid: 1,
+            ts: 2,
+            duration: 3,
+            address: 4,
+            major: true,
+        },
+    ]
+}
+
+/// A chain of 70,000 nodes with every field set (edges cycling through the edge types)
+/// and one symptom with the scenario's cause.
+fn big_truth(cause: crate::CauseLabel) -> crate::GroundTruth {
+    use crate::graph::{Edge, EdgeType, Node, Phases, Symptom};
     let n = 70_000u32;
     let nodes = (0..n)
         .map(|i| Node {
             id: i,
             kind: NodeKind::Kernel,
-            name: s("k"),
-            request: (i % 2 == 0).then(|| s("1")),
-            step: Some(s("producer")),
+            name: shared("k"),
+            request: (i % 2 == 0).then(|| shared("1")),
+            step: Some(shared("producer")),
             detail: crate::graph::NodeDetail {
                 thread: Some(4),
                 stream: (i % 3 == 0).then_some(13),
-                call_site: Some(s("app!site")),
-                operator: Some(s("mlp")),
+                call_site: Some(shared("app!site")),
+                operator: Some(shared("mlp")),
             }
             .into(),
             generation: i % 2,
@@ -229,7 +267,7 @@ pub(super) fn big_bundle() -> Bundle {
         node: 1,
         rid: 2,
         question: crate::Question::Cause,
-        cause: scenario.cause,
+        cause,
         answer: None,
         lateness_ns: 1.5,
         critical_path: vec![0, 1],
@@ -237,36 +275,11 @@ pub(super) fn big_bundle() -> Bundle {
         boundaries: vec![],
         label: None,
     };
-    Bundle {
-        schema_version: crate::SCHEMA_VERSION,
-        manifest: crate::Manifest {
-            scenario,
-            seed: 1,
-            repetition: 0,
-            backend: "sim".into(),
-            gpu: "g".into(),
-            driver: "d".into(),
-            cuda: "c".into(),
-            cupti: "p".into(),
-            tool_version: "0".into(),
-            host: "h".into(),
-            collectors: vec!["cupti".into()],
-            cross_check: Some(Default::default()),
-            cupti_capabilities: None,
-        },
-        ground_truth: crate::GroundTruth {
-            nodes,
-            edges,
-            symptoms: vec![symptom],
-            injections: vec![],
-        },
-        trace: (0..7_000).flat_map(records).collect(),
-        loss: crate::LossAccounting {
-            cupti_dropped: 1,
-            cupti_timestamps_dropped: 2,
-            ringbuffer_dropped: 3,
-            cupti_unobservable: 4,
-        },
+    crate::GroundTruth {
+        nodes,
+        edges,
+        symptoms: vec![symptom],
+        injections: vec![],
     }
 }
 
