@@ -20,16 +20,6 @@ const MAX_FUNCTION_LINES: usize = 200;
 /// workspace root). Each is in files other work was changing when this test landed
 /// (issue 37); break one by moving what both sides need into a file of its own.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    // The ten-edge recording path: `backend` selects the backends, which call
-    // `answers` / `label`, which reach back for `backend`'s shared types and the simulator.
-    &[
-        "generator/src/answers.rs",
-        "generator/src/backend.rs",
-        "generator/src/cuda/mod.rs",
-        "generator/src/label.rs",
-        "generator/src/sim/mod.rs",
-        "generator/src/torch/mod.rs",
-    ],
     // The sandbox's request server and the external-profiler runner share types both ways.
     &[
         "baselines/src/external.rs",
