@@ -35,7 +35,6 @@ const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "generator/src/torch/mod.rs: record_one",
     "baselines/src/causal_graph/host.rs: host_edges",
     "baselines/src/causal_graph/stream_order.rs: stream_edges",
-    "evaluator/src/leaderboard.rs: from_scores",
     "megakernel/src/bundle.rs: build",
     "megakernel/src/gpu/pc_sampling.rs: pc_sampling_collect",
     "megakernel/src/sim.rs: run_with_programs",

@@ -3,12 +3,14 @@
 
 use crate::axes::{breakdown, AxisRow, HeadlineRow};
 use crate::bootstrap::{intervals, seed_of, Interval, Tally};
-use crate::pairs::{InstanceKey, PairCount, PairKey, PairUnit};
-use crate::score::{ratio, type_index, CaseScore, EdgeCounts};
+use crate::pairs::{InstanceKey, PairCount};
+use crate::score::{type_index, CaseScore, EdgeCounts};
 use ground_truth::{Collectors, EdgeType, Mode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod tally;
 
 /// Columns of `leaderboard.csv`, in order. The first 19 are the docs/cli.md contract.
 pub const CSV_COLUMNS: &[&str] = &[
@@ -492,317 +494,23 @@ impl Leaderboard {
         }
     }
 
-    /// [`Leaderboard::from_scores`] of cases all of one material.
+    /// [`Leaderboard::from_scores`] of cases all of one material: the cases tallied in
+    /// a canonical order, their pair units scored, then each table made from the tallies.
     fn of_material(scores: &[CaseScore], material: Material) -> Leaderboard {
-        // Canonical order, so float sums do not depend on input order.
-        let mut order: Vec<&CaseScore> = scores.iter().collect();
-        order.sort_by(|a, b| {
-            (
-                &a.profiler,
-                a.collectors,
-                a.mode,
-                &a.bundle,
-                &a.view,
-                &a.backend,
-            )
-                .cmp(&(
-                    &b.profiler,
-                    b.collectors,
-                    b.mode,
-                    &b.bundle,
-                    &b.view,
-                    &b.backend,
-                ))
-                .then(a.analysis_ms.total_cmp(&b.analysis_ms))
-        });
-
-        let mut rows: BTreeMap<RowKey, Agg> = BTreeMap::new();
-        let mut pooled_types: BTreeMap<String, [EdgeCounts; EdgeType::ALL.len()]> = BTreeMap::new();
-        // (profiler, collectors?, mode?, (rate order, label)) → (Agg, rate)
-        type LossKey = (String, Option<Collectors>, Option<Mode>, (u64, String));
-        let mut loss: BTreeMap<LossKey, (Agg, Option<f64>)> = BTreeMap::new();
-        // Pair units: family instance × backend × view (evaluator/src/pairs.rs).
-        let mut groups: BTreeMap<PairKey, PairUnit> = BTreeMap::new();
-        // Each row's cases per family instance, the bootstrap's clusters.
-        let mut clusters: BTreeMap<RowKey, BTreeMap<InstanceKey, (Agg, PairCount)>> =
-            BTreeMap::new();
-        let mut loss_free: Vec<&CaseScore> = Vec::new();
-        let mut crashes: BTreeMap<(RowKey, String), (u64, BTreeSet<String>)> = BTreeMap::new();
-
-        for c in &order {
-            if let Some(message) = &c.crashed {
-                let (cases, families) = crashes
-                    .entry(((c.profiler.clone(), c.collectors, c.mode), message.clone()))
-                    .or_default();
-                *cases += 1;
-                families.insert(c.family.clone());
-            }
-            let lf = c.is_loss_free();
-            let row = (c.profiler.clone(), c.collectors, c.mode);
-            clusters
-                .entry(row.clone())
-                .or_default()
-                .entry(InstanceKey::of(c))
-                .or_default()
-                .0
-                .add(c, lf);
-            rows.entry(row).or_default().add(c, lf);
-            if lf {
-                loss_free.push(c);
-                let t = pooled_types.entry(c.profiler.clone()).or_default();
-                for ts in &c.edges.by_type {
-                    t[type_index(ts.kind)].add(&ts.counts);
-                }
-                groups.entry(PairKey::of(c)).or_default().add(c);
-            }
-            let lo = loss_order(c.loss_rate, &c.loss);
-            for (col, mode) in [(Some(c.collectors), Some(c.mode)), (None, None)] {
-                let e = loss
-                    .entry((c.profiler.clone(), col, mode, lo.clone()))
-                    .or_insert_with(|| (Agg::default(), c.loss_rate));
-                e.0.add(c, true);
-            }
-        }
-
-        // Pair accuracy per row, per family × row, per family pooled.
-        let mut row_pairs: BTreeMap<RowKey, PairCount> = BTreeMap::new();
-        let mut fam_pairs: BTreeMap<(String, String, Collectors, Mode), PairCount> =
-            BTreeMap::new();
-        let mut fam_pooled: BTreeMap<(String, String), PairCount> = BTreeMap::new();
-        type BackendKey = (String, String, Collectors, Mode, String);
-        let mut fam_backend: BTreeMap<BackendKey, PairCount> = BTreeMap::new();
-        let mut row_backend: BTreeMap<(String, String, Collectors, Mode), PairCount> =
-            BTreeMap::new();
-        let mut row_version: BTreeMap<(String, String, Collectors, Mode), PairCount> =
-            BTreeMap::new();
-        for (key, unit) in &groups {
-            let v = unit.score();
-            let PairKey {
-                unit: InstanceKey { family, .. },
-                backend,
-                cupti,
-                profiler,
-                collectors: col,
-                mode,
-            } = key;
-            row_version
-                .entry((cupti.clone(), profiler.clone(), *col, *mode))
-                .or_default()
-                .add(v);
-            if let Some(cell) = clusters
-                .get_mut(&(profiler.clone(), *col, *mode))
-                .and_then(|by| by.get_mut(&key.unit))
-            {
-                cell.1.add(v);
-            }
-            fam_backend
-                .entry((
-                    family.clone(),
-                    profiler.clone(),
-                    *col,
-                    *mode,
-                    backend.clone(),
-                ))
-                .or_default()
-                .add(v);
-            row_backend
-                .entry((backend.clone(), profiler.clone(), *col, *mode))
-                .or_default()
-                .add(v);
-            row_pairs
-                .entry((profiler.clone(), *col, *mode))
-                .or_default()
-                .add(v);
-            fam_pairs
-                .entry((family.clone(), profiler.clone(), *col, *mode))
-                .or_default()
-                .add(v);
-            fam_pooled
-                .entry((family.clone(), profiler.clone()))
-                .or_default()
-                .add(v);
-        }
-
-        let crashes = crashes
-            .into_iter()
-            .map(
-                |(((profiler, collectors, mode), message), (cases, families))| CrashRow {
-                    profiler,
-                    collectors,
-                    mode,
-                    message,
-                    cases,
-                    families: families.into_iter().collect(),
-                },
-            )
-            .collect();
+        let order = tally::canonical_order(scores);
+        let mut cases = tally::CaseTallies::of(&order);
+        let pairs = tally::PairTallies::of(&mut cases);
         let mut lb = Leaderboard {
-            crashes,
+            crashes: cases.crash_rows(),
             ..Leaderboard::default()
         };
-        for ((profiler, collectors, mode), a) in &rows {
-            let p = row_pairs
-                .get(&(profiler.clone(), *collectors, *mode))
-                .copied()
-                .unwrap_or_default();
-            lb.rows.push(LeaderboardRow {
-                profiler: profiler.clone(),
-                collectors: *collectors,
-                mode: *mode,
-                cases: a.cases,
-                pair_accuracy: r6(p.accuracy()),
-                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
-                root_cause_top3: r6(ratio(a.top3, a.symptoms)),
-                edge_precision: r6(a.edges.precision()),
-                edge_recall: r6(a.edges.recall()),
-                edge_f1: r6(a.edges.f1()),
-                false_causal_edges: a.false_causal,
-                request_correct: r6(ratio(a.req_correct, a.req_eligible)),
-                request_wrong: r6(ratio(a.req_wrong, a.req_eligible)),
-                request_abstained: r6(ratio(a.req_abstained, a.req_eligible)),
-                critical_path_fidelity: r6(Agg::mean(a.fidelity_sum, a.symptoms)),
-                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
-                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
-                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
-                analysis_ms: r6(Agg::mean(a.ms_sum, a.all_cases)),
-                pairs: p.pairs,
-                symptoms: a.symptoms,
-                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
-                phase_blame_error: r6(Agg::mean(a.phase_sum, a.symptoms)),
-                lossy_cases: a.lossy_cases,
-                unresolved_symptoms: a.unresolved,
-                ci: clusters
-                    .get(&(profiler.clone(), *collectors, *mode))
-                    .map(|by| row_intervals(&(profiler.clone(), *collectors, *mode), by))
-                    .unwrap_or_default(),
-                crashed: a.crashed,
-                material,
-            });
-            for (i, &t) in EdgeType::ALL.iter().enumerate() {
-                let c = a.by_type[i];
-                if c.claims > 0 || c.truth > 0 {
-                    lb.edge_types
-                        .push(type_row(profiler, Some(*collectors), Some(*mode), t, c));
-                }
-            }
-        }
-        for (profiler, counts) in &pooled_types {
-            for (i, &t) in EdgeType::ALL.iter().enumerate() {
-                let c = counts[i];
-                if c.claims > 0 || c.truth > 0 {
-                    lb.edge_types_pooled
-                        .push(type_row(profiler, None, None, t, c));
-                }
-            }
-        }
-        for ((family, profiler, col, mode), p) in &fam_pairs {
-            lb.families.push(FamilyRow {
-                family: family.clone(),
-                profiler: profiler.clone(),
-                collectors: Some(*col),
-                mode: Some(*mode),
-                pairs: p.pairs,
-                pairs_correct: round6(p.score_sum),
-                pair_accuracy: r6(p.accuracy()),
-            });
-        }
-        for ((family, profiler), p) in &fam_pooled {
-            lb.families_pooled.push(FamilyRow {
-                family: family.clone(),
-                profiler: profiler.clone(),
-                collectors: None,
-                mode: None,
-                pairs: p.pairs,
-                pairs_correct: round6(p.score_sum),
-                pair_accuracy: r6(p.accuracy()),
-            });
-        }
-        for ((backend, profiler, collectors, mode), p) in &row_backend {
-            lb.backends.push(BackendRow {
-                backend: backend.clone(),
-                profiler: profiler.clone(),
-                collectors: *collectors,
-                mode: *mode,
-                pairs: p.pairs,
-                pair_accuracy: r6(p.accuracy()),
-            });
-        }
-        // Only where results mix CUPTI versions (docs/cupti-versions.md).
-        let versions: std::collections::BTreeSet<&str> = row_version
-            .keys()
-            .map(|(v, ..)| v.as_str())
-            .filter(|v| !v.is_empty())
-            .collect();
-        if versions.len() > 1 {
-            for ((cupti, profiler, collectors, mode), p) in &row_version {
-                lb.versions.push(VersionRow {
-                    cupti: cupti.clone(),
-                    profiler: profiler.clone(),
-                    collectors: *collectors,
-                    mode: *mode,
-                    pairs: p.pairs,
-                    pair_accuracy: r6(p.accuracy()),
-                });
-            }
-        }
-        let mut agreement: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for ((family, profiler, collectors, mode, backend), p) in &fam_backend {
-            lb.families_by_backend.push(BackendFamilyRow {
-                family: family.clone(),
-                profiler: profiler.clone(),
-                collectors: *collectors,
-                mode: *mode,
-                backend: backend.clone(),
-                pairs: p.pairs,
-                pair_accuracy: r6(p.accuracy()),
-            });
-            if backend == "sim" {
-                let real = fam_backend.get(&(
-                    family.clone(),
-                    profiler.clone(),
-                    *collectors,
-                    *mode,
-                    "cuda".to_string(),
-                ));
-                if let (Some(sim), Some(real)) = (p.accuracy(), real.and_then(|r| r.accuracy())) {
-                    let a = agreement.entry(profiler.clone()).or_default();
-                    a.0 += 1;
-                    a.1 += u64::from((sim >= 0.5) == (real >= 0.5));
-                }
-            }
-        }
-        for (profiler, (groups, agreeing)) in agreement {
-            lb.sim_to_real.push(SimToRealRow {
-                profiler,
-                groups,
-                agreeing,
-                agreement: r6(ratio(agreeing, groups)),
-            });
-        }
-        for ((profiler, col, mode, (_, label)), (a, rate)) in &loss {
-            let row = LossRow {
-                profiler: profiler.clone(),
-                collectors: *col,
-                mode: *mode,
-                loss: label.clone(),
-                loss_rate: r6(*rate),
-                cases: a.cases,
-                symptoms: a.symptoms,
-                unresolved_symptoms: a.unresolved,
-                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
-                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
-                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
-                edge_f1: r6(a.edges.f1()),
-                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
-                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
-            };
-            if col.is_some() {
-                lb.loss.push(row);
-            } else {
-                lb.loss_pooled.push(row);
-            }
-        }
-        (lb.axes, lb.headline) = breakdown(&loss_free, &groups);
+        cases.push_rows(&pairs, material, &mut lb);
+        cases.push_pooled_edge_types(&mut lb);
+        pairs.push_family_rows(&mut lb);
+        pairs.push_backend_and_version_rows(&mut lb);
+        pairs.push_backend_family_rows(&mut lb);
+        cases.push_loss_rows(&mut lb);
+        (lb.axes, lb.headline) = breakdown(&cases.loss_free, &cases.groups);
         lb
     }
 
