@@ -328,8 +328,76 @@ impl TorchBackend {
         Ok(log)
     }
 
+    /// One repetition, in its steps: the twin, the quiet run and the plan sized from
+    /// them ([`TorchBackend::twin_and_plan`]); the injected run ([`TorchBackend::injected_run`])
+    /// and its truth and trace ([`TorchBackend::truth_of_injected_run`]); the symptom's
+    /// checked answers; the bundle's manifest ([`manifest`]).
     fn record_one(&self, sc: &Scenario, repetition: u32) -> Result<Bundle, String> {
         let seed = crate::mix(sc.seed ^ crate::mix(repetition as u64 + 1));
+        let Planned { plan, twin, quiet } = self.twin_and_plan(sc, seed)?;
+        let executor_plan = plan
+            .as_ref()
+            .map(|p| plan::for_executor(sc, p, seed))
+            .transpose()?;
+        let trace_path = self.trace_path(sc, repetition, seed);
+        let (log, host_trace) = self.injected_run(
+            sc,
+            repetition,
+            seed,
+            executor_plan.as_ref(),
+            &trace_path,
+            twin.is_some(),
+        )?;
+        let host_attached = host_trace.is_some();
+        let out = self.truth_of_injected_run(
+            sc,
+            repetition,
+            &log,
+            plan.as_ref(),
+            &trace_path,
+            host_trace,
+        )?;
+        let origin = out.origin;
+        let keys = out.keys;
+        let stats = out.stats;
+        let (mut truth, trace) = out.builder.finish(seed);
+        truth.injections = out.injections;
+        fn as_quiet(r: &truth::Output) -> QuietRun<'_> {
+            QuietRun {
+                truth: &r.builder.truth,
+                keys: &r.keys,
+                origin: r.origin,
+            }
+        }
+        crate::answers::add_checked_symptom(
+            sc,
+            &mut truth,
+            &trace,
+            &keys,
+            origin,
+            twin.as_ref().map(as_quiet).as_ref(),
+            quiet.as_ref().map(as_quiet).as_ref(),
+        )?;
+        kineto_boundaries(&mut truth, host_attached);
+        let check = format!(
+            "; Kineto vs %globaltimer over {} kernels (median offset {} ns removed): max |start diff| {} ns, max |end diff| {} ns",
+            stats.kernels_compared, stats.clock_offset_ns, stats.max_start_diff_ns, stats.max_end_diff_ns
+        );
+        for inj in &mut truth.injections {
+            inj.mechanism.push_str(&check);
+        }
+        Ok(Bundle {
+            schema_version: SCHEMA_VERSION,
+            manifest: manifest(sc, seed, repetition, &log, &stats, host_attached),
+            ground_truth: truth,
+            trace,
+            loss: LossAccounting::default(),
+        })
+    }
+
+    /// For a scenario with an injection: the no-injection twin, the quiet run where the
+    /// label check applies, and the plan sized from them; nothing for one without.
+    fn twin_and_plan(&self, sc: &Scenario, seed: u64) -> Result<Planned, String> {
         let mut plan = None;
         let mut twin = None;
         let mut quiet = None;
@@ -365,28 +433,40 @@ impl TorchBackend {
             plan = Some(p);
             twin = Some(out);
         }
-        let executor_plan = plan
-            .as_ref()
-            .map(|p| plan::for_executor(sc, p, seed))
-            .transpose()?;
-        let temp;
-        let trace_path = match &self.trace_dir {
+        Ok(Planned { plan, twin, quiet })
+    }
+
+    /// Where the injected run's Kineto trace is written: beside the bundle when the
+    /// backend keeps traces, else a temporary file of this process.
+    fn trace_path(&self, sc: &Scenario, repetition: u32, seed: u64) -> PathBuf {
+        match &self.trace_dir {
             Some(dir) => dir.join(Self::trace_file_name(&sc.name, repetition)),
-            None => {
-                temp = std::env::temp_dir().join(format!(
-                    "causalbench-{}-{}.kineto.json",
-                    std::process::id(),
-                    crate::mix(seed)
-                ));
-                temp.clone()
-            }
-        };
-        if self.host_recorder && twin.is_none() {
+            None => std::env::temp_dir().join(format!(
+                "causalbench-{}-{}.kineto.json",
+                std::process::id(),
+                crate::mix(seed)
+            )),
+        }
+    }
+
+    /// The injected run, recorded by Kineto into `trace_path` (and by the host recorder
+    /// when asked for), its step log kept when asked for. `warmed`: the executor already
+    /// ran this scenario (its twin).
+    fn injected_run(
+        &self,
+        sc: &Scenario,
+        repetition: u32,
+        seed: u64,
+        executor_plan: Option<&serde_json::Value>,
+        trace_path: &Path,
+        warmed: bool,
+    ) -> Result<(log::StepLog, Option<ebpf_recorder::HostTrace>), String> {
+        if self.host_recorder && !warmed {
             // The recorder resolves libcuda from the executor's maps: one run first.
             self.run(sc, seed, None, None)?;
         }
         let host_recorder = self.start_host_recorder()?;
-        let log = self.run(sc, seed, executor_plan.as_ref(), Some(&trace_path));
+        let log = self.run(sc, seed, executor_plan, Some(trace_path));
         let host_trace = host_recorder.map(|r| r.stop());
         if self.train_loop {
             // One TraceML run per bundle: the next bundle starts a fresh executor.
@@ -404,9 +484,24 @@ impl TorchBackend {
             let file = dir.join(format!("{}.r{repetition}.steplog.json", sc.name));
             std::fs::write(&file, answer).map_err(|e| format!("{}: {e}", file.display()))?;
         }
-        let acts = kineto::read_activities(&trace_path).map_err(|e| e.to_string())?;
+        Ok((log, host_trace))
+    }
+
+    /// The injected run's truth and trace: Kineto's activities bound to the executor's
+    /// calls, the host recorder's records joined to them, and the run's completeness
+    /// counted for the corpus.
+    fn truth_of_injected_run(
+        &self,
+        sc: &Scenario,
+        repetition: u32,
+        log: &log::StepLog,
+        plan: Option<&crate::plan::Plan>,
+        trace_path: &Path,
+        host_trace: Option<ebpf_recorder::HostTrace>,
+    ) -> Result<truth::Output, String> {
+        let acts = kineto::read_activities(trace_path).map_err(|e| e.to_string())?;
         if self.trace_dir.is_none() {
-            let _ = std::fs::remove_file(&trace_path);
+            let _ = std::fs::remove_file(trace_path);
         }
         let shift = (log.clock.realtime_minus_monotonic_ns[0]
             + log.clock.realtime_minus_monotonic_ns[1])
@@ -421,8 +516,7 @@ impl TorchBackend {
             })
             .collect();
         let binding = observe::bind(&acts, shift, &calls);
-        let mut out = truth::build(sc, &log, plan.as_ref(), Some((&acts, &binding)));
-        let host_attached = host_trace.is_some();
+        let mut out = truth::build(sc, log, plan, Some((&acts, &binding)));
         if let Some(host) = host_trace {
             if host.stack_copies_dropped > 0 || host.ringbuffer_dropped > 0 {
                 // Said where it happens: those stacks end where the frame-pointer
@@ -447,107 +541,94 @@ impl TorchBackend {
                 counts: out.stats.completeness.clone(),
             });
         }
-        let origin = out.origin;
-        let keys = out.keys;
-        let stats = out.stats;
-        let (mut truth, trace) = out.builder.finish(seed);
-        truth.injections = out.injections;
-        fn as_quiet(r: &truth::Output) -> QuietRun<'_> {
-            QuietRun {
-                truth: &r.builder.truth,
-                keys: &r.keys,
-                origin: r.origin,
-            }
-        }
-        crate::answers::add_checked_symptom(
-            sc,
-            &mut truth,
-            &trace,
-            &keys,
-            origin,
-            twin.as_ref().map(as_quiet).as_ref(),
-            quiet.as_ref().map(as_quiet).as_ref(),
-        )?;
-        // A `kineto` view keeps what a `cupti` view keeps (Kineto's records are
-        // CUPTI's kinds): its first unresolved boundaries are the same; a
-        // `kineto+host` view keeps what a `combined` view keeps.
-        use ground_truth::Collectors;
-        for s in &mut truth.symptoms {
-            let mut pairs = vec![(Collectors::Cupti, Collectors::Kineto)];
-            if host_attached {
-                pairs.push((Collectors::Combined, Collectors::KinetoHost));
-            }
-            for (like, collectors) in pairs {
-                let same: Vec<_> = s
-                    .boundaries
-                    .iter()
-                    .filter(|b| b.collectors == like)
-                    .map(|b| ground_truth::graph::Boundary {
-                        collectors,
-                        ..b.clone()
-                    })
-                    .collect();
-                s.boundaries.extend(same);
-            }
-        }
-        let check = format!(
-            "; Kineto vs %globaltimer over {} kernels (median offset {} ns removed): max |start diff| {} ns, max |end diff| {} ns",
-            stats.kernels_compared, stats.clock_offset_ns, stats.max_start_diff_ns, stats.max_end_diff_ns
-        );
-        for inj in &mut truth.injections {
-            inj.mechanism.push_str(&check);
-        }
-        let c = &stats.completeness;
-        let mut collectors = vec!["kineto".to_string()];
-        if host_attached {
-            collectors.push("ebpf".into());
-        }
-        if sc.mode == Mode::Instrumented {
-            collectors.push("app".into());
-        }
-        Ok(Bundle {
-            schema_version: SCHEMA_VERSION,
-            manifest: Manifest {
-                scenario: sc.clone(),
-                seed,
-                repetition,
-                backend: "torch".into(),
-                gpu: format!(
-                    "{} ({} SMs, compute capability {}.{})",
-                    log.device.name,
-                    log.device.sms,
-                    log.device.capability[0],
-                    log.device.capability[1]
-                ),
-                driver: String::new(),
-                cuda: log.versions.cuda.clone().unwrap_or_default(),
-                cupti: format!(
-                    "Kineto of torch {} (CuPy {}, Python {})",
-                    log.versions.torch, log.versions.cupy, log.versions.python
-                ),
-                tool_version: env!("CARGO_PKG_VERSION").into(),
-                host: host_name(),
-                collectors,
-                cross_check: Some(CrossCheck {
-                    kernels: stats.kernels_compared,
-                    clock_offset_ns: stats.clock_offset_ns,
-                    max_start_diff_ns: stats.max_start_diff_ns,
-                    max_end_diff_ns: stats.max_end_diff_ns,
-                    spin_overhead_ns: 0,
-                    device_ops: c.device_ops + c.graph_kernels,
-                    device_ops_bound: c.device_ops_seen + c.graph_kernels_seen,
-                    call_sites_exact: 0,
-                    call_sites_nearest_wrong: 0,
-                }),
-                cupti_capabilities: None,
-            },
-            ground_truth: truth,
-            trace,
-            loss: LossAccounting::default(),
-        })
+        Ok(out)
     }
 }
 
+/// What [`TorchBackend::twin_and_plan`] ran and sized: the plan, the twin's truth and
+/// the quiet run's (`None` for a scenario without an injection, and `quiet` where the
+/// label check does not apply).
+struct Planned {
+    plan: Option<crate::plan::Plan>,
+    twin: Option<truth::Output>,
+    quiet: Option<truth::Output>,
+}
+
+/// A `kineto` view keeps what a `cupti` view keeps (Kineto's records are CUPTI's
+/// kinds): its first unresolved boundaries are the same; a `kineto+host` view keeps
+/// what a `combined` view keeps. Adds those boundaries to every symptom.
+fn kineto_boundaries(truth: &mut ground_truth::GroundTruth, host_attached: bool) {
+    use ground_truth::Collectors;
+    for s in &mut truth.symptoms {
+        let mut pairs = vec![(Collectors::Cupti, Collectors::Kineto)];
+        if host_attached {
+            pairs.push((Collectors::Combined, Collectors::KinetoHost));
+        }
+        for (like, collectors) in pairs {
+            let same: Vec<_> = s
+                .boundaries
+                .iter()
+                .filter(|b| b.collectors == like)
+                .map(|b| ground_truth::graph::Boundary {
+                    collectors,
+                    ..b.clone()
+                })
+                .collect();
+            s.boundaries.extend(same);
+        }
+    }
+}
+
+/// The manifest of a torch bundle: the executor's device and versions, the collectors
+/// that recorded it, and Kineto's cross-check against the kernels' own clocks.
+fn manifest(
+    sc: &Scenario,
+    seed: u64,
+    repetition: u32,
+    log: &log::StepLog,
+    stats: &truth::RunStats,
+    host_attached: bool,
+) -> Manifest {
+    let c = &stats.completeness;
+    let mut collectors = vec!["kineto".to_string()];
+    if host_attached {
+        collectors.push("ebpf".into());
+    }
+    if sc.mode == Mode::Instrumented {
+        collectors.push("app".into());
+    }
+    Manifest {
+        scenario: sc.clone(),
+        seed,
+        repetition,
+        backend: "torch".into(),
+        gpu: format!(
+            "{} ({} SMs, compute capability {}.{})",
+            log.device.name, log.device.sms, log.device.capability[0], log.device.capability[1]
+        ),
+        driver: String::new(),
+        cuda: log.versions.cuda.clone().unwrap_or_default(),
+        cupti: format!(
+            "Kineto of torch {} (CuPy {}, Python {})",
+            log.versions.torch, log.versions.cupy, log.versions.python
+        ),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        host: host_name(),
+        collectors,
+        cross_check: Some(CrossCheck {
+            kernels: stats.kernels_compared,
+            clock_offset_ns: stats.clock_offset_ns,
+            max_start_diff_ns: stats.max_start_diff_ns,
+            max_end_diff_ns: stats.max_end_diff_ns,
+            spin_overhead_ns: 0,
+            device_ops: c.device_ops + c.graph_kernels,
+            device_ops_bound: c.device_ops_seen + c.graph_kernels_seen,
+            call_sites_exact: 0,
+            call_sites_nearest_wrong: 0,
+        }),
+        cupti_capabilities: None,
+    }
+}
 fn parse_answer(answer: &str) -> Result<log::StepLog, String> {
     let value: serde_json::Value = serde_json::from_str(answer)
         .map_err(|e| format!("the torch executor's answer is not JSON: {e}"))?;

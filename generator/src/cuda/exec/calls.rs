@@ -80,6 +80,8 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// One API step's calls, by the step's kind, bound to one op; the op carries the
+    /// NVTX range the thread is in.
     pub(super) fn api_step(
         &self,
         ti: usize,
@@ -89,291 +91,330 @@ impl<'a> Exec<'a> {
         request: usize,
     ) -> Op {
         let operator = log.nvtx.last().map(|n| n.0.clone());
-        let stretch = self.stretch_of(skey);
-        let tid = log.tid;
+        let call = StepCall {
+            ti,
+            tid: log.tid,
+            skey,
+            request,
+            stretch: self.stretch_of(skey),
+        };
         let mut op = match step {
-            Step::Kernel {
-                stream,
-                name,
-                kind,
-                duration_us,
-                grid,
-                block,
-                launch: api,
-                ..
-            } => {
-                let extra = match stretch {
-                    Some(Stretch::Ns(n)) if skey_plain(self.plan) => n,
-                    _ => 0,
-                };
-                let dur = (duration_us * 1000.0).round() as u64 + extra;
-                let kernel = Kernel::from(*kind);
-                let (kname, site) = self.step_names[skey.program][skey.step].clone();
-                let what = What::Kernel {
-                    name: kname,
-                    kind: *kind,
-                    dur_ns: dur,
-                    extra_ns: extra,
-                    grid: *grid,
-                    block: *block,
-                    launch: *api,
-                    kernel,
-                };
-                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
-                op.call_site = site;
-                let via = if *api == LaunchApi::DriverEx {
-                    LaunchVia::LaunchEx
-                } else {
-                    LaunchVia::Launch
-                };
-                let f = self.step_funcs[skey.program][skey.step]
-                    .clone()
-                    .ok_or_else(|| format!("kernel `{name}` was not prepared"));
-                self.enqueue_kernel(
-                    &mut op,
-                    self.stream_ix[stream.as_str()],
-                    f,
-                    kernel,
-                    *grid,
-                    *block,
-                    dur,
-                    via,
-                );
-                op
-            }
-            Step::Copy {
-                stream,
-                direction,
-                bytes,
-                memory,
-                ..
-            } => {
-                let extra = match stretch {
-                    Some(Stretch::Bytes(b)) => b,
-                    _ => 0,
-                };
-                let what = What::Copy {
-                    direction: *direction,
-                    bytes: *bytes + extra,
-                    extra_bytes: extra,
-                    memory: *memory,
-                };
-                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
-                op.call_site = self.step_names[skey.program][skey.step].1.clone();
-                self.enqueue_copy(
-                    &mut op,
-                    self.stream_ix[stream.as_str()],
-                    *direction,
-                    *bytes + extra,
-                    *memory,
-                );
-                op
-            }
-            Step::Memset { stream, bytes, .. } => {
-                let extra = match stretch {
-                    Some(Stretch::Bytes(b)) => b,
-                    _ => 0,
-                };
-                let n = (*bytes + extra).min(self.dev.dev_cap as u64) as usize;
-                let what = What::Memset {
-                    bytes: n as u64,
-                    extra_bytes: extra,
-                };
-                let mut op = self.new_op(ti, tid, Some(request), Some(skey), what);
-                let dst = self.dev.dev_a;
-                self.on_stream(
-                    &mut op,
-                    self.stream_ix[stream.as_str()],
-                    "cuMemsetD8Async",
-                    |s| unsafe {
-                        // SAFETY: scratch buffer of at least n bytes.
-                        sys::cuMemsetD8Async(dst, 0, n, s)
-                    },
-                );
-                op
-            }
-            Step::EventRecord { event, stream, .. } => {
-                let ei = self.event_slot(event, step, skey.request);
-                let mut op = self.new_op(
-                    ti,
-                    tid,
-                    Some(request),
-                    Some(skey),
-                    What::EventRecord { event: ei },
-                );
-                let si = self.stream_ix[stream.as_str()];
-                let mut st = self.streams[si].lock().unwrap();
-                let mut evs = self.events.lock().unwrap();
-                let (sh, eh) = (st.handle.0, evs[ei].handle.0);
-                // Whatever the step's `api`: this backend loads only the driver (cudarc), as
-                // for a launch the scenario calls through the runtime.
-                // SAFETY: live event and stream.
-                self.call(&mut op, "cuEventRecord", || unsafe {
-                    sys::cuEventRecord(eh, sh)
-                });
-                op.stream = Some(si);
-                op.stream_cupti = st.cupti_id;
-                op.handle = eh as u64;
-                op.generation = evs[ei].generation;
-                op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
-                evs[ei].last = Some(op.id);
-                op
-            }
-            Step::StreamWait { stream, event, .. } => {
-                let ei = self.event_slot(event, step, skey.request);
-                let mut op = self.new_op(
-                    ti,
-                    tid,
-                    Some(request),
-                    Some(skey),
-                    What::StreamWait { event: ei },
-                );
-                let si = self.stream_ix[stream.as_str()];
-                let mut st = self.streams[si].lock().unwrap();
-                let evs = self.events.lock().unwrap();
-                let (sh, eh) = (st.handle.0, evs[ei].handle.0);
-                // SAFETY: live event and stream.
-                let wait = |op: &mut Op| {
-                    self.call(op, "cuStreamWaitEvent", || unsafe {
-                        sys::cuStreamWaitEvent(sh, eh, 0)
-                    })
-                };
-                // Without CUPTI, events around the wait time it on its stream
-                // (`truth::stamps`: the wait's record).
-                match self.dev.copy_stamps {
-                    Some(stamps) => {
-                        let id = op.id;
-                        stamps.around(id, sh, || wait(&mut op));
-                    }
-                    None => wait(&mut op),
-                }
-                op.stream = Some(si);
-                op.stream_cupti = st.cupti_id;
-                op.handle = eh as u64;
-                op.generation = evs[ei].generation;
-                op.event_src = evs[ei].last;
-                op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
-                op
-            }
-            Step::GraphLaunch { graph, stream, .. } => {
-                let gi = self.graph_ix[graph.as_str()];
-                let extra = match (&self.plan, stretch) {
-                    (Some(p), Some(Stretch::Ns(n))) if p.stretch_graph_node().is_some() => n,
-                    _ => 0,
-                };
-                let mut op = self.new_op(
-                    ti,
-                    tid,
-                    Some(request),
-                    Some(skey),
-                    What::GraphLaunch {
-                        graph: gi,
-                        extra_ns: extra,
-                    },
-                );
-                let si = self.stream_ix[stream.as_str()];
-                let g = self.graphs[gi].lock().unwrap();
-                let mut st = self.streams[si].lock().unwrap();
-                let (sh, exec) = (st.handle.0, g.exec.0);
-                // A lengthened node: update the exec's kernel parameters for this
-                // one launch (graph and node identity stay the same), then restore.
-                let target = (extra > 0)
-                    .then(|| self.plan.and_then(|p| p.stretch_graph_node()))
-                    .flatten()
-                    .and_then(|nid| self.sc.graphs[gi].nodes.iter().position(|n| n.id == nid));
-                if let Some(ni) = target {
-                    if let Err(e) = set_node_duration(&g, ni, g.args[ni].a + extra) {
-                        self.error(format!("graph_dependency injection: {e}"));
-                    }
-                }
-                // SAFETY: live exec and stream.
-                self.call(&mut op, "cuGraphLaunch", || unsafe {
-                    sys::cuGraphLaunch(exec, sh)
-                });
-                if let Some(ni) = target {
-                    if let Err(e) = set_node_duration(&g, ni, g.args[ni].a) {
-                        self.error(format!("graph_dependency injection: {e}"));
-                    }
-                }
-                op.stream = Some(si);
-                op.stream_cupti = st.cupti_id;
-                op.handle = exec as u64;
-                op.generation = g.generation;
-                let sinks: Vec<DevRef> = g
-                    .sinks
-                    .iter()
-                    .map(|&n| DevRef {
-                        op: op.id,
-                        gnode: Some(n),
-                    })
-                    .collect();
-                op.prev = std::mem::replace(&mut st.tail, Tail::from_vec(sinks));
-                op
-            }
-            Step::Sync {
-                target,
-                stream,
-                event,
-                ..
-            } => {
-                let mut op = self.new_op(
-                    ti,
-                    tid,
-                    Some(request),
-                    Some(skey),
-                    What::Sync { target: *target },
-                );
-                match target {
-                    SyncTarget::Stream => {
-                        let si = stream.as_deref().map(|s| self.stream_ix[s]).unwrap_or(0);
-                        let (sh, waited, cid) = {
-                            let st = self.streams[si].lock().unwrap();
-                            (st.handle, st.tail.as_slice().to_vec(), st.cupti_id)
-                        };
-                        op.waited = waited;
-                        op.stream = Some(si);
-                        op.stream_cupti = cid;
-                        op.handle = sh.0 as u64;
-                        // SAFETY: live stream.
-                        self.call(&mut op, "cuStreamSynchronize", || unsafe {
-                            sys::cuStreamSynchronize(sh.0)
-                        });
-                    }
-                    SyncTarget::Event => {
-                        let ei = event
-                            .as_deref()
-                            .map(|e| self.event_slot(e, step, skey.request))
-                            .unwrap_or(0);
-                        let (eh, last) = {
-                            let evs = self.events.lock().unwrap();
-                            (evs[ei].handle, evs[ei].last)
-                        };
-                        op.waited = last
-                            .map(|o| DevRef { op: o, gnode: None })
-                            .into_iter()
-                            .collect();
-                        op.handle = eh.0 as u64;
-                        // SAFETY: live event.
-                        self.call(&mut op, "cuEventSynchronize", || unsafe {
-                            sys::cuEventSynchronize(eh.0)
-                        });
-                    }
-                    SyncTarget::Device => {
-                        for s in &self.streams {
-                            op.waited
-                                .extend(s.lock().unwrap().tail.as_slice().iter().copied());
-                        }
-                        // SAFETY: no arguments.
-                        self.call(&mut op, "cuCtxSynchronize", || unsafe {
-                            sys::cuCtxSynchronize()
-                        });
-                    }
-                }
-                op
-            }
+            Step::Kernel { .. } => self.kernel_step(&call, step),
+            Step::Copy { .. } => self.copy_step(&call, step),
+            Step::Memset { .. } => self.memset_step(&call, step),
+            Step::EventRecord { .. } => self.event_record_step(&call, step),
+            Step::StreamWait { .. } => self.stream_wait_step(&call, step),
+            Step::GraphLaunch { .. } => self.graph_launch_step(&call, step),
+            Step::Sync { .. } => self.sync_step(&call, step),
             _ => unreachable!("not an API step"),
         };
         op.operator = operator;
+        op
+    }
+
+    /// The op of one of the step's calls.
+    fn step_op(&self, call: &StepCall, what: What) -> Op {
+        self.new_op(call.ti, call.tid, Some(call.request), Some(call.skey), what)
+    }
+
+    /// A kernel launch, lengthened by the plan's stretch when this is its target.
+    fn kernel_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::Kernel {
+            stream,
+            name,
+            kind,
+            duration_us,
+            grid,
+            block,
+            launch: api,
+            ..
+        } = step
+        else {
+            unreachable!("a kernel step")
+        };
+        let skey = call.skey;
+        let extra = match call.stretch {
+            Some(Stretch::Ns(n)) if skey_plain(self.plan) => n,
+            _ => 0,
+        };
+        let dur = (duration_us * 1000.0).round() as u64 + extra;
+        let kernel = Kernel::from(*kind);
+        let (kname, site) = self.step_names[skey.program][skey.step].clone();
+        let what = What::Kernel {
+            name: kname,
+            kind: *kind,
+            dur_ns: dur,
+            extra_ns: extra,
+            grid: *grid,
+            block: *block,
+            launch: *api,
+            kernel,
+        };
+        let mut op = self.step_op(call, what);
+        op.call_site = site;
+        let via = if *api == LaunchApi::DriverEx {
+            LaunchVia::LaunchEx
+        } else {
+            LaunchVia::Launch
+        };
+        let f = self.step_funcs[skey.program][skey.step]
+            .clone()
+            .ok_or_else(|| format!("kernel `{name}` was not prepared"));
+        self.enqueue_kernel(
+            &mut op,
+            self.stream_ix[stream.as_str()],
+            f,
+            kernel,
+            *grid,
+            *block,
+            dur,
+            via,
+        );
+        op
+    }
+
+    /// A copy, of more bytes by the plan's stretch when this is its target.
+    fn copy_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::Copy {
+            stream,
+            direction,
+            bytes,
+            memory,
+            ..
+        } = step
+        else {
+            unreachable!("a copy step")
+        };
+        let skey = call.skey;
+        let extra = match call.stretch {
+            Some(Stretch::Bytes(b)) => b,
+            _ => 0,
+        };
+        let what = What::Copy {
+            direction: *direction,
+            bytes: *bytes + extra,
+            extra_bytes: extra,
+            memory: *memory,
+        };
+        let mut op = self.step_op(call, what);
+        op.call_site = self.step_names[skey.program][skey.step].1.clone();
+        self.enqueue_copy(
+            &mut op,
+            self.stream_ix[stream.as_str()],
+            *direction,
+            *bytes + extra,
+            *memory,
+        );
+        op
+    }
+
+    /// A memset of the scratch buffer, of more bytes by the plan's stretch when this is
+    /// its target (at most the buffer).
+    fn memset_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::Memset { stream, bytes, .. } = step else {
+            unreachable!("a memset step")
+        };
+        let extra = match call.stretch {
+            Some(Stretch::Bytes(b)) => b,
+            _ => 0,
+        };
+        let n = (*bytes + extra).min(self.dev.dev_cap as u64) as usize;
+        let what = What::Memset {
+            bytes: n as u64,
+            extra_bytes: extra,
+        };
+        let mut op = self.step_op(call, what);
+        let dst = self.dev.dev_a;
+        self.on_stream(
+            &mut op,
+            self.stream_ix[stream.as_str()],
+            "cuMemsetD8Async",
+            |s| unsafe {
+                // SAFETY: scratch buffer of at least n bytes.
+                sys::cuMemsetD8Async(dst, 0, n, s)
+            },
+        );
+        op
+    }
+
+    /// An event record on a stream: the event's slot of its ring remembers the op.
+    fn event_record_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::EventRecord { event, stream, .. } = step else {
+            unreachable!("an event record step")
+        };
+        let ei = self.event_slot(event, step, call.skey.request);
+        let mut op = self.step_op(call, What::EventRecord { event: ei });
+        let si = self.stream_ix[stream.as_str()];
+        let mut st = self.streams[si].lock().unwrap();
+        let mut evs = self.events.lock().unwrap();
+        let (sh, eh) = (st.handle.0, evs[ei].handle.0);
+        // Whatever the step's `api`: this backend loads only the driver (cudarc), as
+        // for a launch the scenario calls through the runtime.
+        // SAFETY: live event and stream.
+        self.call(&mut op, "cuEventRecord", || unsafe {
+            sys::cuEventRecord(eh, sh)
+        });
+        op.stream = Some(si);
+        op.stream_cupti = st.cupti_id;
+        op.handle = eh as u64;
+        op.generation = evs[ei].generation;
+        op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
+        evs[ei].last = Some(op.id);
+        op
+    }
+
+    /// A stream's wait on an event: the op joins to the event's last record.
+    fn stream_wait_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::StreamWait { stream, event, .. } = step else {
+            unreachable!("a stream wait step")
+        };
+        let ei = self.event_slot(event, step, call.skey.request);
+        let mut op = self.step_op(call, What::StreamWait { event: ei });
+        let si = self.stream_ix[stream.as_str()];
+        let mut st = self.streams[si].lock().unwrap();
+        let evs = self.events.lock().unwrap();
+        let (sh, eh) = (st.handle.0, evs[ei].handle.0);
+        // SAFETY: live event and stream.
+        let wait = |op: &mut Op| {
+            self.call(op, "cuStreamWaitEvent", || unsafe {
+                sys::cuStreamWaitEvent(sh, eh, 0)
+            })
+        };
+        // Without CUPTI, events around the wait time it on its stream
+        // (`truth::stamps`: the wait's record).
+        match self.dev.copy_stamps {
+            Some(stamps) => {
+                let id = op.id;
+                stamps.around(id, sh, || wait(&mut op));
+            }
+            None => wait(&mut op),
+        }
+        op.stream = Some(si);
+        op.stream_cupti = st.cupti_id;
+        op.handle = eh as u64;
+        op.generation = evs[ei].generation;
+        op.event_src = evs[ei].last;
+        op.prev = std::mem::replace(&mut st.tail, Tail::one(op.id));
+        op
+    }
+
+    /// A graph launch: its sinks become the stream's tail; a node the plan lengthens
+    /// runs longer for this one launch.
+    fn graph_launch_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::GraphLaunch { graph, stream, .. } = step else {
+            unreachable!("a graph launch step")
+        };
+        let gi = self.graph_ix[graph.as_str()];
+        let extra = match (&self.plan, call.stretch) {
+            (Some(p), Some(Stretch::Ns(n))) if p.stretch_graph_node().is_some() => n,
+            _ => 0,
+        };
+        let mut op = self.step_op(
+            call,
+            What::GraphLaunch {
+                graph: gi,
+                extra_ns: extra,
+            },
+        );
+        let si = self.stream_ix[stream.as_str()];
+        let g = self.graphs[gi].lock().unwrap();
+        let mut st = self.streams[si].lock().unwrap();
+        let (sh, exec) = (st.handle.0, g.exec.0);
+        // A lengthened node: update the exec's kernel parameters for this
+        // one launch (graph and node identity stay the same), then restore.
+        let target = (extra > 0)
+            .then(|| self.plan.and_then(|p| p.stretch_graph_node()))
+            .flatten()
+            .and_then(|nid| self.sc.graphs[gi].nodes.iter().position(|n| n.id == nid));
+        if let Some(ni) = target {
+            if let Err(e) = set_node_duration(&g, ni, g.args[ni].a + extra) {
+                self.error(format!("graph_dependency injection: {e}"));
+            }
+        }
+        // SAFETY: live exec and stream.
+        self.call(&mut op, "cuGraphLaunch", || unsafe {
+            sys::cuGraphLaunch(exec, sh)
+        });
+        if let Some(ni) = target {
+            if let Err(e) = set_node_duration(&g, ni, g.args[ni].a) {
+                self.error(format!("graph_dependency injection: {e}"));
+            }
+        }
+        op.stream = Some(si);
+        op.stream_cupti = st.cupti_id;
+        op.handle = exec as u64;
+        op.generation = g.generation;
+        let sinks: Vec<DevRef> = g
+            .sinks
+            .iter()
+            .map(|&n| DevRef {
+                op: op.id,
+                gnode: Some(n),
+            })
+            .collect();
+        op.prev = std::mem::replace(&mut st.tail, Tail::from_vec(sinks));
+        op
+    }
+
+    /// A synchronization on a stream, an event or the device: the op waits on what the
+    /// target's tail (or the event's last record) was when it was called.
+    fn sync_step(&self, call: &StepCall, step: &Step) -> Op {
+        let Step::Sync {
+            target,
+            stream,
+            event,
+            ..
+        } = step
+        else {
+            unreachable!("a sync step")
+        };
+        let mut op = self.step_op(call, What::Sync { target: *target });
+        match target {
+            SyncTarget::Stream => {
+                let si = stream.as_deref().map(|s| self.stream_ix[s]).unwrap_or(0);
+                let (sh, waited, cid) = {
+                    let st = self.streams[si].lock().unwrap();
+                    (st.handle, st.tail.as_slice().to_vec(), st.cupti_id)
+                };
+                op.waited = waited;
+                op.stream = Some(si);
+                op.stream_cupti = cid;
+                op.handle = sh.0 as u64;
+                // SAFETY: live stream.
+                self.call(&mut op, "cuStreamSynchronize", || unsafe {
+                    sys::cuStreamSynchronize(sh.0)
+                });
+            }
+            SyncTarget::Event => {
+                let ei = event
+                    .as_deref()
+                    .map(|e| self.event_slot(e, step, call.skey.request))
+                    .unwrap_or(0);
+                let (eh, last) = {
+                    let evs = self.events.lock().unwrap();
+                    (evs[ei].handle, evs[ei].last)
+                };
+                op.waited = last
+                    .map(|o| DevRef { op: o, gnode: None })
+                    .into_iter()
+                    .collect();
+                op.handle = eh.0 as u64;
+                // SAFETY: live event.
+                self.call(&mut op, "cuEventSynchronize", || unsafe {
+                    sys::cuEventSynchronize(eh.0)
+                });
+            }
+            SyncTarget::Device => {
+                for s in &self.streams {
+                    op.waited
+                        .extend(s.lock().unwrap().tail.as_slice().iter().copied());
+                }
+                // SAFETY: no arguments.
+                self.call(&mut op, "cuCtxSynchronize", || unsafe {
+                    sys::cuCtxSynchronize()
+                });
+            }
+        }
         op
     }
 
@@ -554,4 +595,14 @@ impl<'a> Exec<'a> {
         }
         op
     }
+}
+
+/// What the calls of one API step share: the calling thread (index and tid), the step,
+/// the request it serves, and the plan's stretch when the step is its target.
+struct StepCall<'s> {
+    ti: usize,
+    tid: u32,
+    skey: &'s StepKey,
+    request: usize,
+    stretch: Option<Stretch>,
 }

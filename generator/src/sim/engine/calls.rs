@@ -193,6 +193,9 @@ impl Engine<'_> {
         (node, corr)
     }
 
+    /// One API step: the call and what it enqueues or waits for, by the step's kind
+    /// ([`Engine::stream_step`], [`Engine::graph_launch_step`], [`Engine::sync_step`]);
+    /// then what the call waited on (an injected stall, a pageable copy's sync) and its key.
     pub(super) fn api_step(
         &mut self,
         th: usize,
@@ -215,232 +218,29 @@ impl Engine<'_> {
         targets.event = targets
             .event
             .map(|base| self.event_slot(base, step, skey.request));
-        let info = |call_site: Option<SharedStr>, stream: Option<u32>, generation: u32| NodeInfo {
-            request: Some(token.clone()),
-            step: step_id.clone(),
-            thread: Some(tid),
-            stream,
-            call_site,
-            operator: operator.clone(),
-            generation,
-        };
         let start = self.threads[th].clock;
+        let call = StepCall {
+            th,
+            skey,
+            key,
+            start,
+            external_id,
+            targets,
+            token,
+            step_id,
+            tid,
+            operator,
+        };
         let pending_sync = item.pending_sync;
         self.threads[th].current.as_mut().unwrap().pending_sync = None;
-        let be = self.be;
-        let hp = &be.host;
-        let api_node: Option<NodeId>;
-        match step {
+        let node = match step {
             Step::Kernel { .. }
             | Step::Copy { .. }
             | Step::Memset { .. }
             | Step::EventRecord { .. }
-            | Step::StreamWait { .. } => {
-                // Calls that enqueue one op on one stream share everything but the op itself.
-                let si = targets.stream.expect("stream steps name a stream");
-                let call = self.stream_call(step, skey.program, si, skey.step, targets.event);
-                let end = start + self.call_latency(key, call.latency_ns);
-                let inf = info(
-                    call.call_site,
-                    Some(self.streams[si].cupti_id),
-                    call.generation,
-                );
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::ApiCall,
-                    call.api,
-                    inf.clone(),
-                    start,
-                    end,
-                    call.handle,
-                    external_id,
-                );
-                api_node = Some(node);
-                let at = Enqueued {
-                    si,
-                    launch: node,
-                    queued: start + QUEUE_OFFSET_NS,
-                    corr,
-                    info: inf,
-                };
-                let dev = match step {
-                    Step::Kernel {
-                        duration_us,
-                        grid,
-                        block,
-                        ..
-                    } => {
-                        let names = self.names.step(skey.program, skey.step);
-                        let name = names.name.clone().expect("kernels have a name");
-                        let duration = self.jitter(key ^ 0xD, (duration_us * 1000.0) as Ns)
-                            + self.stretch(&skey);
-                        let launch = KernelLaunch {
-                            name: &name,
-                            grid: *grid,
-                            block: *block,
-                            duration,
-                        };
-                        self.place_kernel(at, launch, &skey)
-                    }
-                    Step::Copy {
-                        direction,
-                        bytes,
-                        memory,
-                        ..
-                    } => {
-                        let copy = Transfer {
-                            direction: *direction,
-                            bytes: *bytes,
-                            memory: *memory,
-                        };
-                        self.memcpy(at, copy, &skey, key)
-                    }
-                    Step::Memset { bytes, .. } => self.memset(at, *bytes, &skey, key),
-                    Step::EventRecord { .. } => {
-                        let ei = targets.event.expect("event steps name an event");
-                        self.event_record(at, ei)
-                    }
-                    Step::StreamWait { .. } => {
-                        let ei = targets.event.expect("event steps name an event");
-                        self.stream_wait(at, ei)
-                    }
-                    _ => unreachable!("matched above"),
-                };
-                self.remember(&skey, dev);
-                let mut ret = end;
-                // Pageable copies are staged through the host: the call returns only
-                // when the copy is done (an implicit synchronization).
-                if let Step::Copy {
-                    memory: HostMemory::Pageable,
-                    direction,
-                    ..
-                } = step
-                {
-                    if *direction != CopyDirection::D2d {
-                        let done = self.b.truth.nodes[dev as usize].end;
-                        ret = end.max(done + self.jitter(key ^ 7, hp.resume_ns));
-                        self.block(th, end, ret);
-                        self.b.truth.nodes[node as usize].end = ret;
-                        if let Some(Record::Api { end, .. }) = self.last_record_of(node, "api") {
-                            *end = ret;
-                        }
-                        self.threads[th].current.as_mut().unwrap().pending_sync = Some(dev);
-                    }
-                }
-                self.threads[th].clock = ret;
-            }
-            Step::GraphLaunch { .. } => {
-                let si = targets.stream.expect("graph launches name a stream");
-                let gi = targets.graph.expect("graph launches name a graph");
-                let end = start + self.call_latency(key, hp.graph_launch_ns);
-                let s = &self.streams[si];
-                let inf = info(None, Some(s.cupti_id), self.graphs[gi].generation);
-                let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::GraphLaunch,
-                    Api::GraphLaunch,
-                    inf.clone(),
-                    start,
-                    end,
-                    handle,
-                    external_id,
-                );
-                api_node = Some(node);
-                let at = Enqueued {
-                    si,
-                    launch: node,
-                    queued: start + QUEUE_OFFSET_NS,
-                    corr,
-                    info: inf,
-                };
-                self.graph_launch(at, gi, &skey, key);
-                self.remember(&skey, node);
-                self.threads[th].clock = end;
-            }
-            Step::Sync { target, event, .. } => {
-                let (api, sync_type, handle, waited, sync_stream) = match target {
-                    SyncTarget::Stream => {
-                        let si = targets.stream.expect("stream syncs name a stream");
-                        self.stream_ready(si);
-                        let s = &self.streams[si];
-                        (
-                            Api::StreamSynchronize,
-                            SyncType::StreamSynchronize,
-                            s.handle,
-                            s.tail.clone(),
-                            s.cupti_id,
-                        )
-                    }
-                    SyncTarget::Event => {
-                        let e = &self.events[targets.event.expect("event syncs name an event")];
-                        (
-                            Api::EventSynchronize,
-                            SyncType::EventSynchronize,
-                            e.handle,
-                            e.last.map(|l| vec![l.0]).unwrap_or_default(),
-                            0,
-                        )
-                    }
-                    SyncTarget::Device => (
-                        Api::DeviceSynchronize,
-                        SyncType::ContextSynchronize,
-                        0,
-                        self.all_tails(),
-                        0,
-                    ),
-                };
-                // An event sync joins to the record it waited on, like a stream wait does.
-                let waited_sync_id = match (target, event) {
-                    (SyncTarget::Event, Some(_)) => self.events
-                        [targets.event.expect("event syncs name an event")]
-                    .last
-                    .map(|l| l.2)
-                    .unwrap_or(0),
-                    _ => 0,
-                };
-                let call_end = start + self.call_latency(key, hp.sync_call_ns);
-                let done = waited
-                    .iter()
-                    .map(|&n| self.b.truth.nodes[n as usize].end)
-                    .max()
-                    .unwrap_or(0);
-                let ret = if done > call_end {
-                    done + self.jitter(key ^ 7, hp.resume_ns)
-                } else {
-                    call_end
-                };
-                let inf = info(None, None, 0);
-                let (node, corr) = self.api_call(
-                    th,
-                    NodeKind::Synchronization,
-                    api,
-                    inf,
-                    start,
-                    ret,
-                    handle,
-                    external_id,
-                );
-                api_node = Some(node);
-                self.b.sync_waits(node, &waited);
-                self.b.record(Some(node), |rid| Record::Sync {
-                    rid,
-                    sync_type,
-                    stream: sync_stream,
-                    event: if sync_type == SyncType::EventSynchronize {
-                        handle
-                    } else {
-                        0
-                    },
-                    event_sync_id: waited_sync_id,
-                    correlation_id: corr,
-                    start,
-                    end: ret,
-                });
-                self.block(th, call_end, ret);
-                self.remember(&skey, node);
-                self.threads[th].clock = ret;
-            }
+            | Step::StreamWait { .. } => self.stream_step(&call, step),
+            Step::GraphLaunch { .. } => self.graph_launch_step(&call),
+            Step::Sync { target, event, .. } => self.sync_step(&call, target, event.is_some()),
             Step::HostWork { .. }
             | Step::Handoff { .. }
             | Step::NvtxPush { .. }
@@ -448,12 +248,277 @@ impl Engine<'_> {
             | Step::Recreate { .. } => {
                 unreachable!("not an API step")
             }
+        };
+        self.b.call_waited(node, fault, pending_sync);
+        if call.step_id.is_some() {
+            self.keys.insert(
+                StepKey {
+                    api: true,
+                    ..call.skey
+                },
+                node,
+            );
         }
-        if let Some(node) = api_node {
-            self.b.call_waited(node, fault, pending_sync);
-            if step_id.is_some() {
-                self.keys.insert(StepKey { api: true, ..skey }, node);
+    }
+
+    /// A call that enqueues one op on one stream (a kernel, a copy, a memset, an event
+    /// record, a stream wait): these share everything but the op itself. Returns the
+    /// call's node.
+    fn stream_step(&mut self, call: &StepCall, step: &Step) -> NodeId {
+        let (th, key, start) = (call.th, call.key, call.start);
+        let si = call.targets.stream.expect("stream steps name a stream");
+        let stream_call = self.stream_call(
+            step,
+            call.skey.program,
+            si,
+            call.skey.step,
+            call.targets.event,
+        );
+        let end = start + self.call_latency(key, stream_call.latency_ns);
+        let inf = call.info(
+            stream_call.call_site,
+            Some(self.streams[si].cupti_id),
+            stream_call.generation,
+        );
+        let (node, corr) = self.api_call(
+            th,
+            NodeKind::ApiCall,
+            stream_call.api,
+            inf.clone(),
+            start,
+            end,
+            stream_call.handle,
+            call.external_id,
+        );
+        let at = Enqueued {
+            si,
+            launch: node,
+            queued: start + QUEUE_OFFSET_NS,
+            corr,
+            info: inf,
+        };
+        let dev = self.enqueue_stream_op(call, step, at);
+        self.remember(&call.skey, dev);
+        let ret = self.wait_for_pageable_copy(call, step, node, end, dev);
+        self.threads[th].clock = ret;
+        node
+    }
+
+    /// Places a stream step's device op, enqueued `at`. Returns its node.
+    fn enqueue_stream_op(&mut self, call: &StepCall, step: &Step, at: Enqueued) -> NodeId {
+        let (skey, key) = (&call.skey, call.key);
+        match step {
+            Step::Kernel {
+                duration_us,
+                grid,
+                block,
+                ..
+            } => {
+                let names = self.names.step(skey.program, skey.step);
+                let name = names.name.clone().expect("kernels have a name");
+                let duration =
+                    self.jitter(key ^ 0xD, (duration_us * 1000.0) as Ns) + self.stretch(skey);
+                let launch = KernelLaunch {
+                    name: &name,
+                    grid: *grid,
+                    block: *block,
+                    duration,
+                };
+                self.place_kernel(at, launch, skey)
             }
+            Step::Copy {
+                direction,
+                bytes,
+                memory,
+                ..
+            } => {
+                let copy = Transfer {
+                    direction: *direction,
+                    bytes: *bytes,
+                    memory: *memory,
+                };
+                self.memcpy(at, copy, skey, key)
+            }
+            Step::Memset { bytes, .. } => self.memset(at, *bytes, skey, key),
+            Step::EventRecord { .. } => {
+                let ei = call.targets.event.expect("event steps name an event");
+                self.event_record(at, ei)
+            }
+            Step::StreamWait { .. } => {
+                let ei = call.targets.event.expect("event steps name an event");
+                self.stream_wait(at, ei)
+            }
+            _ => unreachable!("not a stream step"),
+        }
+    }
+
+    /// When a stream step's call returns: pageable copies are staged through the host,
+    /// so the call returns only when the copy `dev` is done (an implicit
+    /// synchronization); every other call at its `end`.
+    fn wait_for_pageable_copy(
+        &mut self,
+        call: &StepCall,
+        step: &Step,
+        node: NodeId,
+        end: Ns,
+        dev: NodeId,
+    ) -> Ns {
+        let mut ret = end;
+        if let Step::Copy {
+            memory: HostMemory::Pageable,
+            direction,
+            ..
+        } = step
+        {
+            if *direction != CopyDirection::D2d {
+                let (th, key) = (call.th, call.key);
+                let be = self.be;
+                let hp = &be.host;
+                let done = self.b.truth.nodes[dev as usize].end;
+                ret = end.max(done + self.jitter(key ^ 7, hp.resume_ns));
+                self.block(th, end, ret);
+                self.b.truth.nodes[node as usize].end = ret;
+                if let Some(Record::Api { end, .. }) = self.last_record_of(node, "api") {
+                    *end = ret;
+                }
+                self.threads[th].current.as_mut().unwrap().pending_sync = Some(dev);
+            }
+        }
+        ret
+    }
+
+    /// A graph launch: the call, and the graph's nodes enqueued on its stream. Returns
+    /// the call's node.
+    fn graph_launch_step(&mut self, call: &StepCall) -> NodeId {
+        let (th, key, start) = (call.th, call.key, call.start);
+        let be = self.be;
+        let hp = &be.host;
+        let si = call.targets.stream.expect("graph launches name a stream");
+        let gi = call.targets.graph.expect("graph launches name a graph");
+        let end = start + self.call_latency(key, hp.graph_launch_ns);
+        let s = &self.streams[si];
+        let inf = call.info(None, Some(s.cupti_id), self.graphs[gi].generation);
+        let handle = 0x5800_0000_0000 + self.graphs[gi].exec_id as u64 * 0x100;
+        let (node, corr) = self.api_call(
+            th,
+            NodeKind::GraphLaunch,
+            Api::GraphLaunch,
+            inf.clone(),
+            start,
+            end,
+            handle,
+            call.external_id,
+        );
+        let at = Enqueued {
+            si,
+            launch: node,
+            queued: start + QUEUE_OFFSET_NS,
+            corr,
+            info: inf,
+        };
+        self.graph_launch(at, gi, &call.skey, key);
+        self.remember(&call.skey, node);
+        self.threads[th].clock = end;
+        node
+    }
+
+    /// A synchronization call: it returns when what it waits on is done (and the thread
+    /// blocks until then). `joins_event`: an event sync that names its event joins to the
+    /// record it waited on. Returns the call's node.
+    fn sync_step(&mut self, call: &StepCall, target: &SyncTarget, joins_event: bool) -> NodeId {
+        let (th, key, start) = (call.th, call.key, call.start);
+        let be = self.be;
+        let hp = &be.host;
+        let (api, sync_type, handle, waited, sync_stream) = self.sync_waits_on(call, target);
+        // An event sync joins to the record it waited on, like a stream wait does.
+        let waited_sync_id = match (target, joins_event) {
+            (SyncTarget::Event, true) => self.events
+                [call.targets.event.expect("event syncs name an event")]
+            .last
+            .map(|l| l.2)
+            .unwrap_or(0),
+            _ => 0,
+        };
+        let call_end = start + self.call_latency(key, hp.sync_call_ns);
+        let done = waited
+            .iter()
+            .map(|&n| self.b.truth.nodes[n as usize].end)
+            .max()
+            .unwrap_or(0);
+        let ret = if done > call_end {
+            done + self.jitter(key ^ 7, hp.resume_ns)
+        } else {
+            call_end
+        };
+        let inf = call.info(None, None, 0);
+        let (node, corr) = self.api_call(
+            th,
+            NodeKind::Synchronization,
+            api,
+            inf,
+            start,
+            ret,
+            handle,
+            call.external_id,
+        );
+        self.b.sync_waits(node, &waited);
+        self.b.record(Some(node), |rid| Record::Sync {
+            rid,
+            sync_type,
+            stream: sync_stream,
+            event: if sync_type == SyncType::EventSynchronize {
+                handle
+            } else {
+                0
+            },
+            event_sync_id: waited_sync_id,
+            correlation_id: corr,
+            start,
+            end: ret,
+        });
+        self.block(th, call_end, ret);
+        self.remember(&call.skey, node);
+        self.threads[th].clock = ret;
+        node
+    }
+
+    /// What a synchronization call is and waits on: its API, CUPTI sync type and handle,
+    /// the device nodes it waits for and the CUPTI id of the stream it names (0: none).
+    fn sync_waits_on(
+        &mut self,
+        call: &StepCall,
+        target: &SyncTarget,
+    ) -> (Api, SyncType, u64, Vec<NodeId>, u32) {
+        match target {
+            SyncTarget::Stream => {
+                let si = call.targets.stream.expect("stream syncs name a stream");
+                self.stream_ready(si);
+                let s = &self.streams[si];
+                (
+                    Api::StreamSynchronize,
+                    SyncType::StreamSynchronize,
+                    s.handle,
+                    s.tail.clone(),
+                    s.cupti_id,
+                )
+            }
+            SyncTarget::Event => {
+                let e = &self.events[call.targets.event.expect("event syncs name an event")];
+                (
+                    Api::EventSynchronize,
+                    SyncType::EventSynchronize,
+                    e.handle,
+                    e.last.map(|l| vec![l.0]).unwrap_or_default(),
+                    0,
+                )
+            }
+            SyncTarget::Device => (
+                Api::DeviceSynchronize,
+                SyncType::ContextSynchronize,
+                0,
+                self.all_tails(),
+                0,
+            ),
         }
     }
 
@@ -550,6 +615,37 @@ impl Engine<'_> {
                 switch_in: to,
                 reason: SwitchReason::Blocked,
             });
+        }
+    }
+}
+
+/// What the calls of one API step share: the calling thread, the step, when the call
+/// starts, the request it serves (and its external correlation id), the objects the step
+/// names, and the facts of the call's node.
+struct StepCall {
+    th: usize,
+    skey: StepKey,
+    key: u64,
+    start: Ns,
+    external_id: Option<u64>,
+    targets: StepTargets,
+    token: SharedStr,
+    step_id: Option<SharedStr>,
+    tid: u32,
+    operator: Option<SharedStr>,
+}
+
+impl StepCall {
+    /// The call's node facts, given what differs by call.
+    fn info(&self, call_site: Option<SharedStr>, stream: Option<u32>, generation: u32) -> NodeInfo {
+        NodeInfo {
+            request: Some(self.token.clone()),
+            step: self.step_id.clone(),
+            thread: Some(self.tid),
+            stream,
+            call_site,
+            operator: self.operator.clone(),
+            generation,
         }
     }
 }
