@@ -78,10 +78,13 @@ __device__ __forceinline__ cb_log_entry* cb_log_target(cb_log_entry* log, cb_u32
     return replay < cap ? ring + 1 + replay : nullptr;
 }
 
-// Called by thread 0 of every block when the block is done.
-__device__ __forceinline__ void cb_log_block(cb_log_entry* log, cb_u32 slot, cb_u64 op_id,
-                                             cb_u64 start, cb_u64 end) {
-    if (log == nullptr) return;
+// A ring's block: the last block of a replay (the one whose count completes
+// the grid) moves the header's replay count on. Waiting for that count is an
+// atomic's round trip the plain path does not take (its atomics' results are
+// unused, so they are fire-and-forget reductions), and it is part of the
+// kernel's run as CUPTI sees it, so the block's end is stamped after it.
+__device__ __forceinline__ void cb_log_ring_block(cb_log_entry* log, cb_u32 slot, cb_u64 op_id,
+                                                  cb_u64 start, cb_u64 end) {
     cb_log_entry* e = cb_log_target(log, slot);
     if (e == nullptr) return;
     if (cb_is_block0()) {
@@ -90,14 +93,33 @@ __device__ __forceinline__ void cb_log_block(cb_log_entry* log, cb_u32 slot, cb_
         e->end_ns = end;
         e->smid = cb_smid();
     }
-    atomicMax(&e->last_end_ns, end);
     __threadfence();
     const cb_u32 done = atomicAdd(&e->blocks, 1u) + 1u;
-    cb_log_entry* ring = cb_ring_header(log, slot);
-    if (ring != nullptr && done == gridDim.x * gridDim.y * gridDim.z) {
+    atomicMax(&e->last_end_ns, cb_globaltimer());
+    if (done == gridDim.x * gridDim.y * gridDim.z) {
         __threadfence();
-        atomicAdd(&ring->blocks, 1u);
+        atomicAdd(&cb_ring_header(log, slot)->blocks, 1u);
     }
+}
+
+// Called by thread 0 of every block when the block is done.
+__device__ __forceinline__ void cb_log_block(cb_log_entry* log, cb_u32 slot, cb_u64 op_id,
+                                             cb_u64 start, cb_u64 end) {
+    if (log == nullptr) return;
+    if (cb_ring_header(log, slot) != nullptr) {
+        cb_log_ring_block(log, slot, op_id, start, end);
+        return;
+    }
+    cb_log_entry* e = log + slot;
+    if (cb_is_block0()) {
+        e->op_id = op_id;
+        e->start_ns = start;
+        e->end_ns = end;
+        e->smid = cb_smid();
+    }
+    atomicMax(&e->last_end_ns, end);
+    __threadfence();
+    atomicAdd(&e->blocks, 1u);
 }
 
 // Thread 0 spins until `deadline` on %globaltimer; returns its last reading.
