@@ -10,81 +10,41 @@ use crate::index::FastMap;
 use crate::index::Index;
 use crate::index::Pos;
 use ground_truth::trace::{MarkerPhase, Record};
-use ground_truth::{EdgeType, Evidence, Ns};
+use ground_truth::{EdgeType, Evidence, Ns, SharedStr};
 
 impl Graph<'_> {
-    /// Request, handoff, host-order and fault edges on the host side.
+    /// Request, handoff, host-order and fault edges on the host side: those the
+    /// task-begin markers name ([`Markers::request_and_handoff_edges`]), then each
+    /// thread's host operations in program order ([`ThreadWalk`]); then the edges are
+    /// added and what is missing is claimed.
     pub(super) fn host_edges(&mut self) {
         let ix = &self.ix;
-        let mut add: Vec<E> = Vec::new();
-        let mut miss = Vec::new();
-        let mut miss_kind: Vec<(Pos, EdgeType)> = Vec::new();
-        // Closed mode: calls whose inferred program-order edge the host
-        // collector's records join (`joined_by_thread_and_time`).
-        let mut joined: Vec<Pos> = Vec::new();
-        let markers_present = !ix.markers.is_empty();
-        // Enqueue markers by (queue, token), in time order.
-        let mut enq: FastMap<(&str, &str), Vec<Pos>> = FastMap::default();
-        let mut req: FastMap<&str, Pos> = FastMap::default();
-        for &m in &ix.markers {
-            if let Record::Marker {
-                phase,
-                queue,
-                token,
-                ..
-            } = ix.rec(m)
-            {
-                match phase {
-                    MarkerPhase::Enqueue => enq
-                        .entry((queue.as_str(), token.as_str()))
-                        .or_default()
-                        .push(m),
-                    MarkerPhase::RequestBegin => {
-                        req.entry(token.as_str()).or_insert(m);
-                    }
-                    MarkerPhase::TaskBegin => {}
-                }
+        let mut found = HostFindings::default();
+        let markers = Markers::of(ix);
+        markers.request_and_handoff_edges(ix, &mut found);
+        let lost_on = self.lost_calls_by_thread();
+        let mut tids: Vec<u32> = ix.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            let mut walk = ThreadWalk {
+                ix,
+                tid,
+                markers: &markers,
+                lost_here: lost_on.get(&tid),
+                prev: None,
+                task: None,
+            };
+            for &(_, _, _, p) in &thread_ops(ix, tid) {
+                walk.step(p, &mut found);
             }
         }
-        for &m in &ix.markers {
-            if let Record::Marker {
-                phase: MarkerPhase::TaskBegin,
-                queue,
-                token,
-                ts,
-                ..
-            } = ix.rec(m)
-            {
-                // Every host task of a request hangs off the request (explicit token).
-                if let Some(&r) = req.get(token.as_str()) {
-                    add.push(E {
-                        src: r,
-                        dst: m,
-                        kind: EdgeType::Request,
-                        ev: Evidence::Explicit,
-                        conf: 1.0,
-                    });
-                }
-                if queue.is_empty() {
-                    continue;
-                }
-                let found = enq.get(&(queue.as_str(), token.as_str())).and_then(|v| {
-                    let k = v.partition_point(|&e| ix.start(e) <= *ts);
-                    (k > 0).then(|| v[k - 1])
-                });
-                match found {
-                    Some(e) => add.push(E {
-                        src: e,
-                        dst: m,
-                        kind: EdgeType::Handoff,
-                        ev: Evidence::Observed,
-                        conf: 1.0,
-                    }),
-                    None => miss.push(m),
-                }
-            }
-        }
-        // Where lost launch calls were made: the thread running their request then.
+        self.add_host_findings(found);
+    }
+
+    /// Where lost launch calls were made: the thread running their request then (by
+    /// its task-begin markers), thread → when each was made.
+    fn lost_calls_by_thread(&self) -> FastMap<u32, Vec<Ns>> {
+        let ix = &self.ix;
         let mut tasks_of_token: FastMap<&str, Vec<(Ns, u32)>> = FastMap::default();
         for &m in &ix.markers {
             if let Record::Marker {
@@ -110,164 +70,18 @@ impl Graph<'_> {
                 lost_on.entry(tid).or_default().push(*q);
             }
         }
-        let mut tids: Vec<u32> = ix.threads.keys().copied().collect();
-        tids.sort_unstable();
-        for tid in tids {
-            let th = &ix.threads[&tid];
-            let lost_here = lost_on.get(&tid);
-            // Host operations of the thread in program order: calls and markers.
-            let mut ops: Vec<(Ns, u8, u64, Pos)> = th
-                .calls
-                .iter()
-                .chain(th.markers.iter().filter(|&&m| {
-                    !matches!(
-                        ix.rec(m),
-                        Record::Marker {
-                            phase: MarkerPhase::RequestBegin,
-                            ..
-                        }
-                    )
-                }))
-                // A task begins before the calls it makes at the same instant.
-                .map(|&p| {
-                    let rank = u8::from(!matches!(
-                        ix.rec(p),
-                        Record::Marker {
-                            phase: MarkerPhase::TaskBegin,
-                            ..
-                        }
-                    ));
-                    (ix.start(p), rank, ix.rid(p), p)
-                })
-                .collect();
-            ops.sort_unstable();
-            let mut prev: Option<Pos> = None;
-            let mut task: Option<Pos> = None;
-            for &(_, _, _, p) in &ops {
-                match ix.rec(p) {
-                    Record::Marker {
-                        phase: MarkerPhase::TaskBegin,
-                        token,
-                        queue,
-                        ..
-                    } => {
-                        if queue.is_empty() && !req.contains_key(token.as_str()) {
-                            // A request's first task without its request_begin.
-                            miss_kind.push((p, EdgeType::Request));
-                        }
-                        prev = Some(p);
-                        task = Some(p);
-                        continue;
-                    }
-                    Record::Marker {
-                        phase: MarkerPhase::Enqueue,
-                        token: etok,
-                        ..
-                    } => {
-                        let task_tok = task.and_then(|tb| match ix.rec(tb) {
-                            Record::Marker { token, .. } => Some(token),
-                            _ => None,
-                        });
-                        if task_tok != Some(etok) {
-                            // Handed on by a task whose begin marker is missing.
-                            miss_kind.push((p, EdgeType::Handoff));
-                            continue;
-                        }
-                        // The task hands its request on; program order continues past it.
-                        if let Some(t) = task {
-                            add.push(E {
-                                src: t,
-                                dst: p,
-                                kind: EdgeType::Handoff,
-                                ev: Evidence::Observed,
-                                conf: 1.0,
-                            });
-                        }
-                        // The hand-on waits for the task's last call: a blocking call
-                        // that returned late delays it (docs/records.md, `host_order`).
-                        if let Some(pp) = prev.filter(|&pp| Some(pp) != task) {
-                            add.push(E {
-                                src: pp,
-                                dst: p,
-                                kind: EdgeType::HostOrder,
-                                ev: Evidence::Observed,
-                                conf: 1.0,
-                            });
-                        }
-                        continue;
-                    }
-                    _ => {}
-                }
-                if let Some(pp) = prev {
-                    let (ev, conf) = if markers_present {
-                        (Evidence::Observed, 1.0)
-                    } else if joined_by_thread_and_time(ix, tid, pp, p) {
-                        joined.push(p);
-                        (Evidence::Inferred, CLOSED_JOINED_CONFIDENCE)
-                    } else {
-                        (Evidence::Inferred, CLOSED_UNJOINED_CONFIDENCE)
-                    };
-                    add.push(E {
-                        src: pp,
-                        dst: p,
-                        kind: EdgeType::HostOrder,
-                        ev,
-                        conf,
-                    });
-                }
-                // A call of request T must run in a task of request T: otherwise that
-                // task's begin marker is missing. A lost launch call of this thread
-                // between the previous op and this one is a missing program-order
-                // predecessor.
-                if markers_present {
-                    if let Some(t) = ix.token(p) {
-                        let task_tok = task.and_then(|tb| match ix.rec(tb) {
-                            Record::Marker { token, .. } => Some(token),
-                            _ => None,
-                        });
-                        if task_tok.map(|k| k.as_str()) != Some(t.as_str()) {
-                            miss_kind.push((p, EdgeType::HostOrder));
-                        }
-                    }
-                }
-                if let Some(qs) = lost_here {
-                    let lo = prev.map(|pp| ix.end(pp)).unwrap_or(0);
-                    if qs.iter().any(|&q| q >= lo && q <= ix.start(p)) {
-                        miss_kind.push((p, EdgeType::HostOrder));
-                    }
-                }
-                // Scheduler / page-fault evidence between the previous op and this call.
-                if !matches!(ix.rec(p), Record::Marker { .. }) {
-                    let from = prev
-                        .map(|pp| ix.end(pp))
-                        .unwrap_or(ix.start(p).saturating_sub(STALL_LOOKBACK_NS));
-                    let st = super::readings::host_stalls(ix, tid, from, ix.start(p));
-                    if st.desched_ns >= NOISE_NS {
-                        if let Some(s) = st.last_sched {
-                            add.push(E {
-                                src: s,
-                                dst: p,
-                                kind: EdgeType::Fault,
-                                ev: Evidence::Observed,
-                                conf: 0.9,
-                            });
-                        }
-                    }
-                    if st.fault_ns >= NOISE_NS || st.major > 0 {
-                        if let Some(f) = st.last_fault {
-                            add.push(E {
-                                src: f,
-                                dst: p,
-                                kind: EdgeType::Fault,
-                                ev: Evidence::Observed,
-                                conf: 0.9,
-                            });
-                        }
-                    }
-                }
-                prev = Some(p);
-            }
-        }
+        lost_on
+    }
+
+    /// Adds what the host pass found: its edges, then its missing predecessors
+    /// (handoffs without their enqueue first, then the others in the order found).
+    fn add_host_findings(&mut self, found: HostFindings) {
+        let HostFindings {
+            add,
+            miss,
+            miss_kind,
+            mut joined,
+        } = found;
         // Room for exactly these: growing by doubling here left a third of the
         // largest list of the analysis unused at its peak.
         self.edges.reserve_exact(add.len());
@@ -280,6 +94,292 @@ impl Graph<'_> {
         }
         for (m, k) in miss_kind {
             self.add_missing(m, k, mc);
+        }
+    }
+}
+
+/// What the host pass finds, in the order it finds it.
+#[derive(Default)]
+struct HostFindings {
+    add: Vec<E>,
+    /// Task begins whose enqueue marker is missing (a missing handoff).
+    miss: Vec<Pos>,
+    /// Other missing predecessors, by kind.
+    miss_kind: Vec<(Pos, EdgeType)>,
+    /// Closed mode: calls whose inferred program-order edge the host
+    /// collector's records join (`joined_by_thread_and_time`).
+    joined: Vec<Pos>,
+}
+
+/// The request-begin and enqueue markers, by what task-begin markers look them up by.
+struct Markers<'a> {
+    /// Enqueue markers by (queue, token), in time order.
+    enq: FastMap<(&'a str, &'a str), Vec<Pos>>,
+    /// Each request's first request-begin marker, by token.
+    req: FastMap<&'a str, Pos>,
+    /// Whether the view has task markers at all (else closed mode).
+    present: bool,
+}
+
+impl<'a> Markers<'a> {
+    fn of(ix: &Index<'a>) -> Markers<'a> {
+        let mut enq: FastMap<(&str, &str), Vec<Pos>> = FastMap::default();
+        let mut req: FastMap<&str, Pos> = FastMap::default();
+        for &m in &ix.markers {
+            if let Record::Marker {
+                phase,
+                queue,
+                token,
+                ..
+            } = ix.rec(m)
+            {
+                match phase {
+                    MarkerPhase::Enqueue => enq
+                        .entry((queue.as_str(), token.as_str()))
+                        .or_default()
+                        .push(m),
+                    MarkerPhase::RequestBegin => {
+                        req.entry(token.as_str()).or_insert(m);
+                    }
+                    MarkerPhase::TaskBegin => {}
+                }
+            }
+        }
+        Markers {
+            enq,
+            req,
+            present: !ix.markers.is_empty(),
+        }
+    }
+
+    /// Every host task of a request hangs off the request (explicit token); a task
+    /// handed on through a queue hangs off the last enqueue of its token before it
+    /// began, or its handoff is missing.
+    fn request_and_handoff_edges(&self, ix: &Index<'a>, found: &mut HostFindings) {
+        for &m in &ix.markers {
+            if let Record::Marker {
+                phase: MarkerPhase::TaskBegin,
+                queue,
+                token,
+                ts,
+                ..
+            } = ix.rec(m)
+            {
+                if let Some(&r) = self.req.get(token.as_str()) {
+                    found.add.push(E {
+                        src: r,
+                        dst: m,
+                        kind: EdgeType::Request,
+                        ev: Evidence::Explicit,
+                        conf: 1.0,
+                    });
+                }
+                if queue.is_empty() {
+                    continue;
+                }
+                let enqueued = self
+                    .enq
+                    .get(&(queue.as_str(), token.as_str()))
+                    .and_then(|v| {
+                        let k = v.partition_point(|&e| ix.start(e) <= *ts);
+                        (k > 0).then(|| v[k - 1])
+                    });
+                match enqueued {
+                    Some(e) => found.add.push(E {
+                        src: e,
+                        dst: m,
+                        kind: EdgeType::Handoff,
+                        ev: Evidence::Observed,
+                        conf: 1.0,
+                    }),
+                    None => found.miss.push(m),
+                }
+            }
+        }
+    }
+}
+
+/// Host operations of thread `tid` in program order: its calls and its task-begin and
+/// enqueue markers, as (start, rank, rid, position) sorted (a task begins before the
+/// calls it makes at the same instant).
+fn thread_ops(ix: &Index<'_>, tid: u32) -> Vec<(Ns, u8, u64, Pos)> {
+    let th = &ix.threads[&tid];
+    let mut ops: Vec<(Ns, u8, u64, Pos)> = th
+        .calls
+        .iter()
+        .chain(th.markers.iter().filter(|&&m| {
+            !matches!(
+                ix.rec(m),
+                Record::Marker {
+                    phase: MarkerPhase::RequestBegin,
+                    ..
+                }
+            )
+        }))
+        // A task begins before the calls it makes at the same instant.
+        .map(|&p| {
+            let rank = u8::from(!matches!(
+                ix.rec(p),
+                Record::Marker {
+                    phase: MarkerPhase::TaskBegin,
+                    ..
+                }
+            ));
+            (ix.start(p), rank, ix.rid(p), p)
+        })
+        .collect();
+    ops.sort_unstable();
+    ops
+}
+
+/// One thread's host operations walked in program order: the task the thread runs and
+/// its previous operation.
+struct ThreadWalk<'w, 'a> {
+    ix: &'w Index<'a>,
+    tid: u32,
+    markers: &'w Markers<'a>,
+    /// When the lost launch calls made on this thread were made.
+    lost_here: Option<&'w Vec<Ns>>,
+    prev: Option<Pos>,
+    task: Option<Pos>,
+}
+
+impl<'a> ThreadWalk<'_, 'a> {
+    fn step(&mut self, p: Pos, found: &mut HostFindings) {
+        match self.ix.rec(p) {
+            Record::Marker {
+                phase: MarkerPhase::TaskBegin,
+                token,
+                queue,
+                ..
+            } => {
+                if queue.is_empty() && !self.markers.req.contains_key(token.as_str()) {
+                    // A request's first task without its request_begin.
+                    found.miss_kind.push((p, EdgeType::Request));
+                }
+                self.prev = Some(p);
+                self.task = Some(p);
+            }
+            Record::Marker {
+                phase: MarkerPhase::Enqueue,
+                token,
+                ..
+            } => self.enqueue(p, token, found),
+            _ => self.call(p, found),
+        }
+    }
+
+    /// The token of the task the thread runs.
+    fn task_token(&self) -> Option<&'a SharedStr> {
+        self.task.and_then(|tb| match self.ix.rec(tb) {
+            Record::Marker { token, .. } => Some(token),
+            _ => None,
+        })
+    }
+
+    /// An enqueue marker: the task hands its request on.
+    fn enqueue(&mut self, p: Pos, etok: &SharedStr, found: &mut HostFindings) {
+        if self.task_token() != Some(etok) {
+            // Handed on by a task whose begin marker is missing.
+            found.miss_kind.push((p, EdgeType::Handoff));
+            return;
+        }
+        // The task hands its request on; program order continues past it.
+        if let Some(t) = self.task {
+            found.add.push(E {
+                src: t,
+                dst: p,
+                kind: EdgeType::Handoff,
+                ev: Evidence::Observed,
+                conf: 1.0,
+            });
+        }
+        // The hand-on waits for the task's last call: a blocking call
+        // that returned late delays it (docs/records.md, `host_order`).
+        if let Some(pp) = self.prev.filter(|&pp| Some(pp) != self.task) {
+            found.add.push(E {
+                src: pp,
+                dst: p,
+                kind: EdgeType::HostOrder,
+                ev: Evidence::Observed,
+                conf: 1.0,
+            });
+        }
+    }
+
+    /// A call: its program-order edge from the previous operation, what is missing
+    /// before it, and the stalls that delayed it.
+    fn call(&mut self, p: Pos, found: &mut HostFindings) {
+        let ix = self.ix;
+        if let Some(pp) = self.prev {
+            let (ev, conf) = if self.markers.present {
+                (Evidence::Observed, 1.0)
+            } else if joined_by_thread_and_time(ix, self.tid, pp, p) {
+                found.joined.push(p);
+                (Evidence::Inferred, CLOSED_JOINED_CONFIDENCE)
+            } else {
+                (Evidence::Inferred, CLOSED_UNJOINED_CONFIDENCE)
+            };
+            found.add.push(E {
+                src: pp,
+                dst: p,
+                kind: EdgeType::HostOrder,
+                ev,
+                conf,
+            });
+        }
+        // A call of request T must run in a task of request T: otherwise that
+        // task's begin marker is missing. A lost launch call of this thread
+        // between the previous op and this one is a missing program-order
+        // predecessor.
+        if self.markers.present {
+            if let Some(t) = ix.token(p) {
+                if self.task_token().map(|k| k.as_str()) != Some(t.as_str()) {
+                    found.miss_kind.push((p, EdgeType::HostOrder));
+                }
+            }
+        }
+        if let Some(qs) = self.lost_here {
+            let lo = self.prev.map(|pp| ix.end(pp)).unwrap_or(0);
+            if qs.iter().any(|&q| q >= lo && q <= ix.start(p)) {
+                found.miss_kind.push((p, EdgeType::HostOrder));
+            }
+        }
+        if !matches!(ix.rec(p), Record::Marker { .. }) {
+            self.stall_edges(p, found);
+        }
+        self.prev = Some(p);
+    }
+
+    /// Scheduler / page-fault evidence between the previous op and call `p`.
+    fn stall_edges(&self, p: Pos, found: &mut HostFindings) {
+        let ix = self.ix;
+        let from = self
+            .prev
+            .map(|pp| ix.end(pp))
+            .unwrap_or(ix.start(p).saturating_sub(STALL_LOOKBACK_NS));
+        let st = super::readings::host_stalls(ix, self.tid, from, ix.start(p));
+        if st.desched_ns >= NOISE_NS {
+            if let Some(s) = st.last_sched {
+                found.add.push(E {
+                    src: s,
+                    dst: p,
+                    kind: EdgeType::Fault,
+                    ev: Evidence::Observed,
+                    conf: 0.9,
+                });
+            }
+        }
+        if st.fault_ns >= NOISE_NS || st.major > 0 {
+            if let Some(f) = st.last_fault {
+                found.add.push(E {
+                    src: f,
+                    dst: p,
+                    kind: EdgeType::Fault,
+                    ev: Evidence::Observed,
+                    conf: 0.9,
+                });
+            }
         }
     }
 }

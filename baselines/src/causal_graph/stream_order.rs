@@ -32,8 +32,40 @@ impl Graph<'_> {
         }
     }
 
-    /// Stream order, graph dependencies inside launches, and missing stream predecessors.
+    /// Stream order, graph dependencies inside launches, and missing stream predecessors:
+    /// the graph edges inside launches ([`Graph::graph_edges_in_launches`]), then each
+    /// stream's units in enqueue order ([`Graph::stream_order`]), then the edges into
+    /// each graph launch's entry nodes on its other streams
+    /// ([`Graph::graph_launch_entry_edges`]).
     pub(super) fn stream_edges(&mut self) {
+        let mut by_stream = self.stream_items();
+        let orphans = self.orphan_launches();
+        let (graph_preds, graph_succs) = self.graph_edges_in_launches();
+        let launch_sinks = self.launch_sinks(&graph_succs);
+        let mut streams: Vec<u32> = by_stream.keys().copied().collect();
+        streams.sort_unstable();
+        let mut pass = StreamPass {
+            orphans,
+            graph_preds,
+            launch_sinks,
+            base_conf: if self.loss_plausible { 0.9 } else { 1.0 },
+            mc: self.missing_conf(),
+            launch_entries: FastMap::default(),
+            launch_preds: FastMap::default(),
+        };
+        for s in streams {
+            let mut items = by_stream.remove(&s).unwrap_or_default();
+            items.sort_unstable();
+            let units = self.units_of(&items);
+            let order = self.stream_order(s, &units, &mut pass);
+            self.stream_units.insert(s, order);
+        }
+        self.graph_launch_entry_edges(&pass.launch_preds, &pass.launch_entries);
+    }
+
+    /// The items of every CUPTI stream (device ops, event records, stream waits), as
+    /// (enqueue key, start, rid, position), unsorted.
+    fn stream_items(&self) -> FastMap<u32, Vec<(Ns, Ns, u64, Pos)>> {
         let ix = &self.ix;
         let mut by_stream: FastMap<u32, Vec<(Ns, Ns, u64, Pos)>> = FastMap::default();
         for (i, r) in ix.recs.iter().enumerate() {
@@ -56,7 +88,13 @@ impl Graph<'_> {
                 ));
             }
         }
-        let orphans = self.orphan_launches();
+        by_stream
+    }
+
+    /// Adds the inferred graph edges inside launches (and the missing ones of nodes
+    /// whose usual predecessor is absent). Returns the nodes with an inferred
+    /// predecessor and those with an inferred successor.
+    fn graph_edges_in_launches(&mut self) -> (FastMap<Pos, ()>, FastMap<Pos, ()>) {
         let graph_edges = self.infer_graph_edges();
         let mc0 = self.missing_conf();
         for b in self.graph_lost.take() {
@@ -69,10 +107,14 @@ impl Graph<'_> {
             graph_preds.insert(b, ());
             graph_succs.insert(a, ());
         }
-        // Each graph launch's sinks (nodes nothing in it depends on), over every
-        // stream its nodes ran on: the launch completes through all of them,
-        // so a stream's next item or a synchronize on any of its streams waits
-        // for them, not only for the nodes CUPTI put on that stream.
+        (graph_preds, graph_succs)
+    }
+
+    /// Each graph launch's sinks (nodes nothing in it depends on), over every
+    /// stream its nodes ran on: the launch completes through all of them,
+    /// so a stream's next item or a synchronize on any of its streams waits
+    /// for them, not only for the nodes CUPTI put on that stream.
+    fn launch_sinks(&self, graph_succs: &FastMap<Pos, ()>) -> FastMap<u32, Activities> {
         let mut launch_sinks: FastMap<u32, Activities> = FastMap::default();
         for &d in &self.ix.device_ops {
             if let Record::Kernel {
@@ -86,150 +128,174 @@ impl Graph<'_> {
                 }
             }
         }
-        let mut streams: Vec<u32> = by_stream.keys().copied().collect();
-        streams.sort_unstable();
-        let base_conf = if self.loss_plausible { 0.9 } else { 1.0 };
-        let mc = self.missing_conf();
-        // Per graph launch (correlation id): its entry nodes on every stream, and
-        // the exits of the item before it on each stream its nodes ran on.
-        let mut launch_entries: FastMap<u32, Vec<Pos>> = FastMap::default();
-        let mut launch_preds: FastMap<u32, Vec<Pos>> = FastMap::default();
-        for s in streams {
-            let mut items = by_stream.remove(&s).unwrap_or_default();
-            items.sort_unstable();
-            // Group the kernels of one graph launch.
-            let mut units: Vec<(Ns, Unit)> = Vec::new();
-            for &(key, _, _, p) in &items {
-                let r = self.ix.rec(p);
-                let gk = match r {
-                    Record::Kernel {
-                        correlation_id,
-                        detail,
-                        ..
-                    } if detail.graph_node_id != 0 => Some(*correlation_id),
-                    _ => None,
-                };
-                if let (Some(c), Some((_, Unit::Graph(v)))) = (gk, units.last_mut()) {
-                    if self.ix.rec(v[0]).correlation_id() == Some(c) {
-                        v.push(p);
-                        continue;
-                    }
+        launch_sinks
+    }
+
+    /// A stream's items, sorted, as units: the kernels of one graph launch group into
+    /// one.
+    fn units_of(&self, items: &[(Ns, Ns, u64, Pos)]) -> Vec<(Ns, Unit)> {
+        let mut units: Vec<(Ns, Unit)> = Vec::new();
+        for &(key, _, _, p) in items {
+            let r = self.ix.rec(p);
+            let gk = match r {
+                Record::Kernel {
+                    correlation_id,
+                    detail,
+                    ..
+                } if detail.graph_node_id != 0 => Some(*correlation_id),
+                _ => None,
+            };
+            if let (Some(c), Some((_, Unit::Graph(v)))) = (gk, units.last_mut()) {
+                if self.ix.rec(v[0]).correlation_id() == Some(c) {
+                    v.push(p);
+                    continue;
                 }
-                units.push((
-                    key,
-                    if gk.is_some() {
-                        Unit::Graph(vec![p])
-                    } else {
-                        Unit::One(p)
-                    },
-                ));
             }
-            let orphan_keys = orphans.get(&s);
-            let mut prev: Option<(Ns, Activities)> = None;
-            let mut prev_multi = false;
-            let mut order: Vec<(Ns, Activities)> = Vec::with_capacity(units.len());
-            for (key, u) in &units {
-                let entries: Vec<Pos> = match u {
-                    Unit::One(p) => vec![*p],
-                    Unit::Graph(v) => v
-                        .iter()
-                        .copied()
-                        .filter(|p| !graph_preds.contains_key(p))
-                        .collect(),
-                };
-                // An API launch on this stream between prev and this unit left no activity record.
-                let orphan_between = orphan_keys
-                    .map(|ks| {
-                        let lo = prev.as_ref().map(|(k, _)| *k).unwrap_or(0);
-                        ks.iter()
-                            .filter(|(k, _)| *k > lo && *k <= *key)
-                            .map(|(_, c)| *c)
-                            .fold(0.0, f64::max)
-                    })
-                    .unwrap_or(0.0);
-                if let Unit::Graph(v) = u {
-                    if let Some(c) = self.ix.rec(v[0]).correlation_id() {
-                        launch_entries.entry(c).or_default().extend(&entries);
-                        if let Some((_, pp)) = &prev {
-                            launch_preds.entry(c).or_default().extend(pp);
-                        }
-                    }
-                }
-                for &x in &entries {
-                    let pred_exits: &[Pos] =
-                        prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
-                    // A stream wait lets its stream go on only once the stream's
-                    // previous item is done as well as the event it waits for. Its
-                    // record's `end` need not say so: docs/records.md has it "when
-                    // satisfied", but the H200's records (results/dev-corpus/h200-580)
-                    // end it with the API call, so a wait enqueued behind a long copy
-                    // "ends" long before the copy does.
-                    if matches!(
-                        self.ix.rec(x),
-                        Record::Sync {
-                            sync_type: SyncType::StreamWaitEvent,
-                            ..
-                        }
-                    ) {
-                        if let Some(behind) = pred_exits.iter().map(|&e| self.done(e)).max() {
-                            let done = self.done(x).max(behind);
-                            self.wait_satisfied.insert(x, done);
-                        }
-                    }
-                    let unexplained = self.unexplained_gating(x, pred_exits);
-                    let mut conf: f64 = base_conf;
-                    if orphan_between > 0.0 {
-                        self.add_missing(x, EdgeType::StreamOrder, orphan_between);
-                        conf = 0.4;
-                    } else if unexplained {
-                        self.add_missing(x, EdgeType::StreamOrder, mc);
-                        conf = 0.4;
-                    }
-                    if let Some((_, pp)) = &prev {
-                        // Which nodes of a graph launch enter and exit it follows from
-                        // the inferred topology: such an edge is inferred too.
-                        let inferred = matches!(u, Unit::Graph(v) if v.len() > 1) || prev_multi;
-                        for &e in pp {
-                            if inferred {
-                                self.add(
-                                    e,
-                                    x,
-                                    EdgeType::StreamOrder,
-                                    Evidence::Inferred,
-                                    conf.min(0.7),
-                                );
-                            } else {
-                                self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
-                            }
-                        }
-                    }
-                }
-                // A graph launch completes through its sinks (nodes nothing depends on).
-                // Kept inline: one unit per launch, nearly all a single op.
-                let exits: Activities = match u {
-                    Unit::One(p) => Activities::from_slice(&[*p]),
-                    // A launch has no sinks only when every node of it has an
-                    // inferred successor; its unit then has no exits either.
-                    Unit::Graph(v) => self
-                        .ix
-                        .rec(v[0])
-                        .correlation_id()
-                        .and_then(|c| launch_sinks.get(&c))
-                        .cloned()
-                        .unwrap_or_default(),
-                };
-                prev_multi = matches!(u, Unit::Graph(v) if v.len() > 1);
-                prev = Some((*key, exits.clone()));
-                order.push((*key, exits));
-            }
-            self.stream_units.insert(s, order);
+            units.push((
+                key,
+                if gk.is_some() {
+                    Unit::Graph(vec![p])
+                } else {
+                    Unit::One(p)
+                },
+            ));
         }
-        // A graph launch enters the stream it was launched into as one unit: every
-        // entry node waits for that stream's earlier work, on whichever stream
-        // CUPTI reports the node (the driver runs a graph's branches on streams of
-        // its own, docs/gpu-facts.md). The launch's stream is not in its API record,
-        // so the item before the launch on any of its nodes' streams stands for it;
-        // one that ended after an entry node started did not gate it.
+        units
+    }
+
+    /// Stream `s`'s order: each unit's entries follow the previous unit's exits.
+    /// Returns the stream's (enqueue key, exits) per unit; a graph launch's entries and
+    /// the exits before it are kept in `pass` for its other streams.
+    fn stream_order(
+        &mut self,
+        s: u32,
+        units: &[(Ns, Unit)],
+        pass: &mut StreamPass,
+    ) -> Vec<(Ns, Activities)> {
+        let orphan_keys = pass.orphans.get(&s);
+        let mut prev: Option<(Ns, Activities)> = None;
+        let mut prev_multi = false;
+        let mut order: Vec<(Ns, Activities)> = Vec::with_capacity(units.len());
+        for (key, u) in units {
+            let entries: Vec<Pos> = match u {
+                Unit::One(p) => vec![*p],
+                Unit::Graph(v) => v
+                    .iter()
+                    .copied()
+                    .filter(|p| !pass.graph_preds.contains_key(p))
+                    .collect(),
+            };
+            // An API launch on this stream between prev and this unit left no activity record.
+            let orphan_between = orphan_keys
+                .map(|ks| {
+                    let lo = prev.as_ref().map(|(k, _)| *k).unwrap_or(0);
+                    ks.iter()
+                        .filter(|(k, _)| *k > lo && *k <= *key)
+                        .map(|(_, c)| *c)
+                        .fold(0.0, f64::max)
+                })
+                .unwrap_or(0.0);
+            if let Unit::Graph(v) = u {
+                if let Some(c) = self.ix.rec(v[0]).correlation_id() {
+                    pass.launch_entries.entry(c).or_default().extend(&entries);
+                    if let Some((_, pp)) = &prev {
+                        pass.launch_preds.entry(c).or_default().extend(pp);
+                    }
+                }
+            }
+            // Which nodes of a graph launch enter and exit it follows from
+            // the inferred topology: such an edge is inferred too.
+            let inferred = matches!(u, Unit::Graph(v) if v.len() > 1) || prev_multi;
+            for &x in &entries {
+                let pred_exits: &[Pos] = prev.as_ref().map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                self.stream_order_into(x, pred_exits, inferred, orphan_between, pass);
+            }
+            // A graph launch completes through its sinks (nodes nothing depends on).
+            // Kept inline: one unit per launch, nearly all a single op.
+            let exits: Activities = match u {
+                Unit::One(p) => Activities::from_slice(&[*p]),
+                // A launch has no sinks only when every node of it has an
+                // inferred successor; its unit then has no exits either.
+                Unit::Graph(v) => self
+                    .ix
+                    .rec(v[0])
+                    .correlation_id()
+                    .and_then(|c| pass.launch_sinks.get(&c))
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            prev_multi = matches!(u, Unit::Graph(v) if v.len() > 1);
+            prev = Some((*key, exits.clone()));
+            order.push((*key, exits));
+        }
+        order
+    }
+
+    /// The stream-order edges into entry `x` of a unit from the previous unit's exits
+    /// (`inferred`: either unit is a graph launch of several nodes), less sure, and a
+    /// missing predecessor claimed, where a launch left no record between them
+    /// (`orphan_between`: the claim's confidence) or something unseen held `x` back.
+    fn stream_order_into(
+        &mut self,
+        x: Pos,
+        pred_exits: &[Pos],
+        inferred: bool,
+        orphan_between: f64,
+        pass: &StreamPass,
+    ) {
+        // A stream wait lets its stream go on only once the stream's
+        // previous item is done as well as the event it waits for. Its
+        // record's `end` need not say so: docs/records.md has it "when
+        // satisfied", but the H200's records (results/dev-corpus/h200-580)
+        // end it with the API call, so a wait enqueued behind a long copy
+        // "ends" long before the copy does.
+        if matches!(
+            self.ix.rec(x),
+            Record::Sync {
+                sync_type: SyncType::StreamWaitEvent,
+                ..
+            }
+        ) {
+            if let Some(behind) = pred_exits.iter().map(|&e| self.done(e)).max() {
+                let done = self.done(x).max(behind);
+                self.wait_satisfied.insert(x, done);
+            }
+        }
+        let unexplained = self.unexplained_gating(x, pred_exits);
+        let mut conf: f64 = pass.base_conf;
+        if orphan_between > 0.0 {
+            self.add_missing(x, EdgeType::StreamOrder, orphan_between);
+            conf = 0.4;
+        } else if unexplained {
+            self.add_missing(x, EdgeType::StreamOrder, pass.mc);
+            conf = 0.4;
+        }
+        for &e in pred_exits {
+            if inferred {
+                self.add(
+                    e,
+                    x,
+                    EdgeType::StreamOrder,
+                    Evidence::Inferred,
+                    conf.min(0.7),
+                );
+            } else {
+                self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
+            }
+        }
+    }
+
+    /// A graph launch enters the stream it was launched into as one unit: every
+    /// entry node waits for that stream's earlier work, on whichever stream
+    /// CUPTI reports the node (the driver runs a graph's branches on streams of
+    /// its own, docs/gpu-facts.md). The launch's stream is not in its API record,
+    /// so the item before the launch on any of its nodes' streams stands for it;
+    /// one that ended after an entry node started did not gate it.
+    fn graph_launch_entry_edges(
+        &mut self,
+        launch_preds: &FastMap<u32, Vec<Pos>>,
+        launch_entries: &FastMap<u32, Vec<Pos>>,
+    ) {
         let mut launches: Vec<u32> = launch_preds.keys().copied().collect();
         launches.sort_unstable();
         for c in launches {
@@ -426,4 +492,21 @@ impl Graph<'_> {
         }
         out
     }
+}
+
+/// What the stream-order pass shares across streams: the launches that left no record
+/// (by stream), the graph structure inside launches, the confidences of its edges and
+/// claims, and what each graph launch's other streams need (its entries, the exits
+/// before it), by correlation id.
+struct StreamPass {
+    orphans: FastMap<u32, Vec<(Ns, f64)>>,
+    /// Graph nodes with an inferred predecessor inside their launch.
+    graph_preds: FastMap<Pos, ()>,
+    launch_sinks: FastMap<u32, Activities>,
+    /// An observed stream-order edge's confidence.
+    base_conf: f64,
+    /// A missing predecessor's confidence.
+    mc: f64,
+    launch_entries: FastMap<u32, Vec<Pos>>,
+    launch_preds: FastMap<u32, Vec<Pos>>,
 }
