@@ -31,7 +31,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
 /// file other work was changing when this test landed (issue 37).
 const KNOWN_LONG_FUNCTIONS: &[&str] = &[
     "megakernel/src/gpu/pc_sampling.rs: pc_sampling_collect",
-    "megakernel/src/sim.rs: run_with_programs",
 ];
 
 /// Files over the limit that stand: none.

@@ -98,109 +98,186 @@ pub fn run_with_programs(
     cfg: &MonitorConfig,
     seed: u64,
     costs: &SimCosts,
-    mut programs: Option<&mut Attachment>,
+    programs: Option<&mut Attachment>,
 ) -> SimRun {
-    let w = s.workers as usize;
-    let mut mon = MonitorState::new(cfg, s.workers);
-    let mut queue: Vec<VecDeque<u32>> = vec![VecDeque::new(); w];
-    let mut busy = vec![false; w];
-    let mut head = vec![0u32; w];
-    let mut tail = vec![0u32; w];
-    let mut ready = vec![0u64; s.tasks.len()];
-    let mut ev_count = vec![0u32; s.events.len()];
-    let mut ev_done = vec![0u64; s.events.len()];
-    let mut heap: BinaryHeap<Reverse<(u64, u64, Action)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let t0 = SIM_CLOCK_BASE;
-    let mut last_end = t0;
-    let mut exec_ns = [0u64; CLASSES.len()];
-    let mut wait_ns = 0u64;
-    let ht = |i: u32| {
-        let t = &s.tasks[i as usize];
+    let mut sim = Sim::new(s, cfg, seed, costs, programs);
+    sim.launch();
+    sim.run_until_idle();
+    sim.finish()
+}
+
+/// Events of the simulation: (time, sequence number for a stable order, action).
+type Timeline = BinaryHeap<Reverse<(u64, u64, Action)>>;
+
+/// The state of one simulated launch: the workers' queues, the events' counters, the
+/// pending actions and what PC sampling would have counted.
+struct Sim<'a> {
+    s: &'a Schedule,
+    cfg: &'a MonitorConfig,
+    seed: u64,
+    costs: &'a SimCosts,
+    programs: Option<&'a mut Attachment>,
+    mon: MonitorState,
+    queue: Vec<VecDeque<u32>>,
+    busy: Vec<bool>,
+    /// Tasks each worker has taken, and that were pushed to it (their difference is
+    /// its queue depth as the device counts it).
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    /// When each task was made ready (dispatched).
+    ready: Vec<u64>,
+    ev_count: Vec<u32>,
+    /// When each event completed (0: not yet).
+    ev_done: Vec<u64>,
+    heap: Timeline,
+    seq: u64,
+    last_end: u64,
+    exec_ns: [u64; CLASSES.len()],
+    wait_ns: u64,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        s: &'a Schedule,
+        cfg: &'a MonitorConfig,
+        seed: u64,
+        costs: &'a SimCosts,
+        programs: Option<&'a mut Attachment>,
+    ) -> Sim<'a> {
+        let w = s.workers as usize;
+        Sim {
+            s,
+            cfg,
+            seed,
+            costs,
+            programs,
+            mon: MonitorState::new(cfg, s.workers),
+            queue: vec![VecDeque::new(); w],
+            busy: vec![false; w],
+            head: vec![0u32; w],
+            tail: vec![0u32; w],
+            ready: vec![0u64; s.tasks.len()],
+            ev_count: vec![0u32; s.events.len()],
+            ev_done: vec![0u64; s.events.len()],
+            heap: BinaryHeap::new(),
+            seq: 0,
+            last_end: SIM_CLOCK_BASE,
+            exec_ns: [0u64; CLASSES.len()],
+            wait_ns: 0,
+        }
+    }
+
+    /// What the hooks see of task `i`.
+    fn hook_task(&self, i: u32) -> HookTask {
+        let t = &self.s.tasks[i as usize];
         HookTask {
             task: i,
             class: t.class_id,
             task_gen: t.task_gen,
             req_gen: t.req_gen,
         }
-    };
-    // Dispatch of `list` by worker `by` at `at`; returns when the dispatcher is done.
-    let dispatch = |list: &[u32],
-                    ev: u32,
-                    by: u32,
-                    at: u64,
-                    mon: &mut MonitorState,
-                    ready: &mut [u64],
-                    tail: &mut [u32],
-                    head: &[u32],
-                    heap: &mut BinaryHeap<Reverse<(u64, u64, Action)>>,
-                    seq: &mut u64|
-     -> u64 {
+    }
+
+    /// What a hook costs the worker: more when it wrote an event.
+    fn hook_cost(&self, wrote: bool) -> u64 {
+        if wrote {
+            self.costs.hook_eligible_ns + self.costs.hook_write_ns
+        } else if mon_logs(self.cfg) {
+            self.costs.hook_eligible_ns
+        } else {
+            0
+        }
+    }
+
+    /// Dispatch of `list` by worker `by` at `at`; returns when the dispatcher is done.
+    fn dispatch(&mut self, list: &[u32], ev: u32, by: u32, at: u64) -> u64 {
+        let costs = self.costs;
         let threads = costs.threads.max(1) as usize;
         let mut t_end = at;
         for (k, &task) in list.iter().enumerate() {
             let round = (k / threads) as u64;
             let mut t = at + (round + 1) * costs.push_round_ns;
-            ready[task as usize] = at;
-            let h = ht(task);
-            let tw = s.tasks[task as usize].worker;
+            self.ready[task as usize] = at;
+            let h = self.hook_task(task);
+            let tw = self.s.tasks[task as usize].worker;
             let mut hook_cost = 0;
-            if mon.hook(by, HookKind::Ready, &h, tw, ev, at, 0) {
+            if self.mon.hook(by, HookKind::Ready, &h, tw, ev, at, 0) {
                 hook_cost += costs.hook_write_ns;
             }
-            tail[tw as usize] += 1;
-            let depth = tail[tw as usize].saturating_sub(head[tw as usize]).max(1);
-            if mon.hook(by, HookKind::Assigned, &h, tw, depth, at, 0) {
+            self.tail[tw as usize] += 1;
+            let depth = self.tail[tw as usize]
+                .saturating_sub(self.head[tw as usize])
+                .max(1);
+            if self.mon.hook(by, HookKind::Assigned, &h, tw, depth, at, 0) {
                 hook_cost += costs.hook_write_ns;
             }
-            mon.push_depth(by, &h, tw, depth, at);
-            if mon.cfg.log {
+            self.mon.push_depth(by, &h, tw, depth, at);
+            if self.mon.cfg.log {
                 hook_cost += 2 * costs.hook_eligible_ns;
             }
             t += hook_cost;
-            *seq += 1;
-            heap.push(Reverse((t, *seq, Action::Visible(tw, task))));
+            self.seq += 1;
+            self.heap
+                .push(Reverse((t, self.seq, Action::Visible(tw, task))));
             t_end = t_end.max(t);
         }
         t_end
-    };
-    // Roots: worker 0 dispatches them at launch.
-    let roots = s.roots.clone();
-    let w0_free = dispatch(
-        &roots, NONE, 0, t0, &mut mon, &mut ready, &mut tail, &head, &mut heap, &mut seq,
-    );
-    for wk in 0..w as u32 {
-        seq += 1;
-        heap.push(Reverse((
-            if wk == 0 { w0_free } else { t0 },
-            seq,
-            Action::Free(wk),
-        )));
-        busy[wk as usize] = true;
     }
-    while let Some(Reverse((now, _, action))) = heap.pop() {
-        let wk = match action {
-            Action::Visible(wk, task) => {
-                queue[wk as usize].push_back(task);
-                if busy[wk as usize] {
-                    continue;
+
+    /// Roots: worker 0 dispatches them at launch; every worker starts looking for work.
+    fn launch(&mut self) {
+        let s = self.s;
+        let t0 = SIM_CLOCK_BASE;
+        let w0_free = self.dispatch(&s.roots, NONE, 0, t0);
+        for wk in 0..s.workers {
+            self.seq += 1;
+            self.heap.push(Reverse((
+                if wk == 0 { w0_free } else { t0 },
+                self.seq,
+                Action::Free(wk),
+            )));
+            self.busy[wk as usize] = true;
+        }
+    }
+
+    /// The worker loop: a free worker takes the next task of its queue (FIFO) or idles
+    /// until a task becomes visible there.
+    fn run_until_idle(&mut self) {
+        while let Some(Reverse((now, _, action))) = self.heap.pop() {
+            let wk = match action {
+                Action::Visible(wk, task) => {
+                    self.queue[wk as usize].push_back(task);
+                    if self.busy[wk as usize] {
+                        continue;
+                    }
+                    wk
                 }
-                wk
-            }
-            Action::Free(wk) => wk,
-        };
-        let Some(task) = queue[wk as usize].pop_front() else {
-            busy[wk as usize] = false;
-            last_end = last_end.max(now);
-            continue;
-        };
-        busy[wk as usize] = true;
-        head[wk as usize] += 1;
+                Action::Free(wk) => wk,
+            };
+            let Some(task) = self.queue[wk as usize].pop_front() else {
+                self.busy[wk as usize] = false;
+                self.last_end = self.last_end.max(now);
+                continue;
+            };
+            self.busy[wk as usize] = true;
+            self.head[wk as usize] += 1;
+            let free_at = self.run_task(wk, task, now);
+            self.last_end = self.last_end.max(free_at);
+            self.seq += 1;
+            self.heap
+                .push(Reverse((free_at, self.seq, Action::Free(wk))));
+        }
+    }
+
+    /// Worker `wk` runs `task`, taken at `now`: hold, dependency wait, start, body, end,
+    /// notify and dispatch. Returns when the worker is free again.
+    fn run_task(&mut self, wk: u32, task: u32, now: u64) -> u64 {
+        let (s, costs) = (self.s, self.costs);
         let t = s.tasks[task as usize];
-        let h = ht(task);
-        let rd = ready[task as usize];
+        let h = self.hook_task(task);
+        let rd = self.ready[task as usize];
         let notify_phase = if t.dep_event != NONE {
-            rd.saturating_sub(ev_done[t.dep_event as usize])
+            rd.saturating_sub(self.ev_done[t.dep_event as usize])
         } else {
             0
         };
@@ -210,51 +287,20 @@ pub fn run_with_programs(
         }
         let queue_phase = clock.saturating_sub(rd);
         // What every hook of this task sees but its own timestamps.
-        let base = context(task, &h, wk, &tail, &head, [notify_phase, queue_phase]);
+        let base = context(
+            task,
+            &h,
+            wk,
+            &self.tail,
+            &self.head,
+            [notify_phase, queue_phase],
+        );
         let mut wait_phase = 0;
-        let hook_cost = |wrote: bool| {
-            if wrote {
-                costs.hook_eligible_ns + costs.hook_write_ns
-            } else if mon_logs(cfg) {
-                costs.hook_eligible_ns
-            } else {
-                0
-            }
-        };
         if t.wait_event != NONE {
-            let wb = clock;
-            let wrote = mon.hook(wk, HookKind::WaitBegin, &h, wk, t.wait_event, wb, 0);
-            clock += hook_cost(wrote);
-            let done = ev_done[t.wait_event as usize];
-            let visible = if done == 0 {
-                clock
-            } else {
-                done + s.events[t.wait_event as usize].postpone_ns as u64
-            };
-            clock = clock.max(visible) + 60;
-            wait_phase = clock - wb;
-            let wrote = mon.hook(
-                wk,
-                HookKind::WaitEnd,
-                &h,
-                wk,
-                t.wait_event,
-                clock,
-                wait_phase,
-            );
-            clock += hook_cost(wrote);
-            let ctx = Context {
-                dep_event: t.wait_event,
-                ts_start: wb,
-                ts_end: wb + wait_phase,
-                wait_ns: wait_phase,
-                hook: Hook::DepWait as u32,
-                ..base
-            };
-            clock += program_cost(&mut programs, Hook::DepWait, &ctx, costs);
+            (clock, wait_phase) = self.wait_for_event(wk, t.wait_event, &h, clock, base);
         }
         let start = clock;
-        let wrote = mon.hook(wk, HookKind::Start, &h, wk, 0, start, 0);
+        let wrote = self.mon.hook(wk, HookKind::Start, &h, wk, 0, start, 0);
         let ctx = Context {
             dep_event: t.dep_event,
             ts_start: start,
@@ -265,24 +311,25 @@ pub fn run_with_programs(
         };
         // The start hook is written, and the begin program run, before the
         // body begins; their cost delays the body.
-        let body_start =
-            start + hook_cost(wrote) + program_cost(&mut programs, Hook::TaskBegin, &ctx, costs);
+        let body_start = start
+            + self.hook_cost(wrote)
+            + program_cost(&mut self.programs, Hook::TaskBegin, &ctx, costs);
         let nominal = if t.body == 1 {
             (s.meta[task as usize].nominal_ns * t.cost.max(1) as u64) as f64
         } else {
             t.cost as f64
         };
-        let j = unit(mix2(seed, task as u64 * 7 + 1)) * 2.0 - 1.0;
+        let j = unit(mix2(self.seed, task as u64 * 7 + 1)) * 2.0 - 1.0;
         let exec_body = (nominal * (1.0 + costs.jitter * j)).round().max(1.0) as u64;
         let end = body_start + exec_body + t.extra_ns as u64;
         let exec_phase = end - start;
-        if (t.class_id as usize) < exec_ns.len() {
-            exec_ns[t.class_id as usize] += exec_phase;
+        if (t.class_id as usize) < self.exec_ns.len() {
+            self.exec_ns[t.class_id as usize] += exec_phase;
         }
-        wait_ns += wait_phase;
+        self.wait_ns += wait_phase;
         let mut clock = end;
-        let wrote = mon.hook(wk, HookKind::End, &h, wk, 0, end, exec_phase);
-        clock += hook_cost(wrote);
+        let wrote = self.mon.hook(wk, HookKind::End, &h, wk, 0, end, exec_phase);
+        clock += self.hook_cost(wrote);
         let ctx = Context {
             dep_event: t.dep_event,
             ts_start: start,
@@ -291,50 +338,90 @@ pub fn run_with_programs(
             hook: Hook::TaskEnd as u32,
             ..base
         };
-        clock += program_cost(&mut programs, Hook::TaskEnd, &ctx, costs);
-        if mon.aggregate(wk, &h, [notify_phase, queue_phase, wait_phase, exec_phase]) {
+        clock += program_cost(&mut self.programs, Hook::TaskEnd, &ctx, costs);
+        if self
+            .mon
+            .aggregate(wk, &h, [notify_phase, queue_phase, wait_phase, exec_phase])
+        {
             clock += costs.aggregate_ns;
-        } else if cfg.aggregate {
+        } else if self.cfg.aggregate {
             clock += costs.hook_eligible_ns;
         }
         let mut free_at = clock;
         if t.trigger_event != NONE {
             let e = t.trigger_event as usize;
-            ev_count[e] += 1;
+            self.ev_count[e] += 1;
             clock += costs.notify_ns;
             free_at = clock;
-            if ev_count[e] == s.events[e].target {
-                ev_done[e] = clock;
+            if self.ev_count[e] == s.events[e].target {
+                self.ev_done[e] = clock;
                 let ed = s.events[e];
                 let list = &s.deps[ed.first_dep as usize..(ed.first_dep + ed.n_dep) as usize];
-                free_at = dispatch(
-                    list, e as u32, wk, clock, &mut mon, &mut ready, &mut tail, &head, &mut heap,
-                    &mut seq,
-                );
+                free_at = self.dispatch(list, e as u32, wk, clock);
             }
         }
-        last_end = last_end.max(free_at);
-        seq += 1;
-        heap.push(Reverse((free_at, seq, Action::Free(wk))));
+        free_at
     }
-    let kernel_end = last_end + 500;
-    let capture = mon.into_capture(CLASSES.len(), kernel_end - t0, 0);
-    let total = (kernel_end - t0) * s.workers as u64;
-    let busy: u64 = exec_ns.iter().sum::<u64>() + wait_ns;
-    let pc = PcSampling {
-        available: true,
-        detail: format!(
-            "simulated: one sample per worker every {PC_SAMPLE_NS} ns, attributed by code region"
-        ),
-        class_samples: exec_ns.iter().map(|n| n / PC_SAMPLE_NS).collect(),
-        wait_samples: wait_ns / PC_SAMPLE_NS,
-        idle_samples: total.saturating_sub(busy) / PC_SAMPLE_NS,
-    };
-    SimRun {
-        kernel_start: t0,
-        kernel_end,
-        capture,
-        pc,
+
+    /// Worker `wk` waits from `clock` for `event` (the wait hooks and program
+    /// included). Returns the clock after the wait and the wait phase.
+    fn wait_for_event(
+        &mut self,
+        wk: u32,
+        event: u32,
+        h: &HookTask,
+        mut clock: u64,
+        base: Context,
+    ) -> (u64, u64) {
+        let wb = clock;
+        let wrote = self.mon.hook(wk, HookKind::WaitBegin, h, wk, event, wb, 0);
+        clock += self.hook_cost(wrote);
+        let done = self.ev_done[event as usize];
+        let visible = if done == 0 {
+            clock
+        } else {
+            done + self.s.events[event as usize].postpone_ns as u64
+        };
+        clock = clock.max(visible) + 60;
+        let wait_phase = clock - wb;
+        let wrote = self
+            .mon
+            .hook(wk, HookKind::WaitEnd, h, wk, event, clock, wait_phase);
+        clock += self.hook_cost(wrote);
+        let ctx = Context {
+            dep_event: event,
+            ts_start: wb,
+            ts_end: wb + wait_phase,
+            wait_ns: wait_phase,
+            hook: Hook::DepWait as u32,
+            ..base
+        };
+        clock += program_cost(&mut self.programs, Hook::DepWait, &ctx, self.costs);
+        (clock, wait_phase)
+    }
+
+    /// The kernel ends 500 ns after its last worker; the capture and the PC samples.
+    fn finish(self) -> SimRun {
+        let t0 = SIM_CLOCK_BASE;
+        let kernel_end = self.last_end + 500;
+        let capture = self.mon.into_capture(CLASSES.len(), kernel_end - t0, 0);
+        let total = (kernel_end - t0) * self.s.workers as u64;
+        let busy: u64 = self.exec_ns.iter().sum::<u64>() + self.wait_ns;
+        let pc = PcSampling {
+            available: true,
+            detail: format!(
+                "simulated: one sample per worker every {PC_SAMPLE_NS} ns, attributed by code region"
+            ),
+            class_samples: self.exec_ns.iter().map(|n| n / PC_SAMPLE_NS).collect(),
+            wait_samples: self.wait_ns / PC_SAMPLE_NS,
+            idle_samples: total.saturating_sub(busy) / PC_SAMPLE_NS,
+        };
+        SimRun {
+            kernel_start: t0,
+            kernel_end,
+            capture,
+            pc,
+        }
     }
 }
 
