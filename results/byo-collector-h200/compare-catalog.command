@@ -1,1 +1,0 @@
-/tmp/byo/causalbench workload --suite catalog --out cmp-catalog --compare-cupti

@@ -1,1 +1,0 @@
-causalbench workload --suite catalog --out cmp-catalog --compare-cupti

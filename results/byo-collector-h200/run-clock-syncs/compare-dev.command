@@ -1,1 +1,0 @@
-causalbench workload --suite dev --sample 30 --out cmp-dev --compare-cupti

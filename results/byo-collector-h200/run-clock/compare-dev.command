@@ -1,1 +1,0 @@
-causalbench workload --suite dev --sample 20 --out cmp-dev --compare-cupti
