@@ -1,0 +1,1 @@
+/tmp/byo/causalbench workload --suite catalog --out cmp-catalog --compare-cupti
