@@ -77,7 +77,8 @@ pub fn csv_header() -> Vec<String> {
 
 pub(crate) use crate::rounding::round6;
 
-fn r6(x: Option<f64>) -> Option<f64> {
+/// A metric, when there is one, rounded to 6 decimals ([`round6`]).
+fn round_to_6_places(x: Option<f64>) -> Option<f64> {
     x.map(round6)
 }
 
@@ -587,8 +588,8 @@ fn type_row(
         mode,
         kind,
         counts: c,
-        precision: r6(c.precision()),
-        recall: r6(c.recall()),
-        f1: r6(c.f1()),
+        precision: round_to_6_places(c.precision()),
+        recall: round_to_6_places(c.recall()),
+        f1: round_to_6_places(c.f1()),
     }
 }

@@ -19,7 +19,7 @@
 //! nothing, while the delay's root is still late against its own peers.
 
 use super::counterfactual::Cone;
-use super::graph::{Graph, E};
+use super::graph::{Graph, InferredEdge};
 use super::readings;
 use super::structural::contention;
 use super::thresholds::{
@@ -207,7 +207,7 @@ impl Graph<'_> {
     /// other than stream order (an event, a graph edge, a blocking call, the
     /// fence of a pageable copy, another stream's work holding the resource),
     /// and is `stream_backlog` when stream order alone carried it.
-    fn lengthened_op_label(&self, x: Pos, route: &[E]) -> CauseLabel {
+    fn lengthened_op_label(&self, x: Pos, route: &[InferredEdge]) -> CauseLabel {
         let ix = &self.ix;
         if matches!(ix.rec(x), Record::Memcpy { .. }) {
             let shared = analysis::overlap_by_others(ix, x, ix.start(x), ix.end(x), |o| {
@@ -225,7 +225,7 @@ impl Graph<'_> {
     /// The first gate other than stream order on `route` (module doc of
     /// [`Graph::lengthened_op_label`]); `stream_backlog` when stream order
     /// alone carried the delay.
-    fn gate_label(&self, route: &[E]) -> CauseLabel {
+    fn gate_label(&self, route: &[InferredEdge]) -> CauseLabel {
         let ix = &self.ix;
         for e in route {
             match e.kind {

@@ -21,7 +21,7 @@
 //! only those a moved record gates: the evaluation stops as soon as no record
 //! it could still reach moved.
 
-use super::graph::{Graph, E};
+use super::graph::{Graph, InferredEdge};
 use super::thresholds::MAX_CONE_NODES;
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{Record, SyncType};
@@ -139,7 +139,12 @@ impl Graph<'_> {
     /// [`Graph::effect`], and the edges the earlier finish travelled by from
     /// `x` to the symptom (`x`'s own out-edge first): at each record the moved
     /// gate that held it last. Empty when nothing reached the symptom.
-    pub(crate) fn effect_and_route(&self, cone: &Cone, x: Pos, amount: f64) -> (f64, Vec<E>) {
+    pub(crate) fn effect_and_route(
+        &self,
+        cone: &Cone,
+        x: Pos,
+        amount: f64,
+    ) -> (f64, Vec<InferredEdge>) {
         let x = self.counterfactual_target(x);
         let Some(&from) = cone.place.get(&x) else {
             return (0.0, Vec::new());
@@ -148,7 +153,7 @@ impl Graph<'_> {
             return (0.0, Vec::new());
         }
         // Each moved record: how much earlier it finishes, and the gate it moved by.
-        let mut moved: FastMap<Pos, (f64, Option<E>)> = FastMap::default();
+        let mut moved: FastMap<Pos, (f64, Option<InferredEdge>)> = FastMap::default();
         moved.insert(x, (amount, None));
         // The places still to evaluate, the earliest in topological order first:
         // only records a moved record gates (the others keep their finish), each

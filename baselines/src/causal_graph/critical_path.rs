@@ -1,14 +1,14 @@
 //! The critical path: walking back from a record along the predecessor whose
 //! completion gated it.
 
-use super::graph::{Graph, E};
+use super::graph::{Graph, InferredEdge};
 use crate::index::Pos;
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
 
 impl Graph<'_> {
     /// When a predecessor let `dst` proceed.
-    pub(super) fn effective(&self, e: &E) -> Ns {
+    pub(super) fn effective(&self, e: &InferredEdge) -> Ns {
         if e.kind == EdgeType::Launch {
             if let Some((q, _, _, _)) = super::readings::device_times(&self.ix, e.dst) {
                 if q > 0 {
@@ -38,7 +38,7 @@ impl Graph<'_> {
     }
 
     /// The predecessor whose completion let `p` proceed.
-    pub(super) fn gating_edge(&self, p: Pos) -> Option<E> {
+    pub(super) fn gating_edge(&self, p: Pos) -> Option<InferredEdge> {
         self.incoming(p).into_iter().max_by(|a, b| {
             (self.effective(a), strength(a.ev), self.ix.rid(a.src)).cmp(&(
                 self.effective(b),

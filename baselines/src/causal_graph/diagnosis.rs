@@ -24,17 +24,18 @@ use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
 /// A record's ranked causes, phase excess and peer count.
 type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
 
-pub(crate) struct Diag {
+/// The diagnosis of one query and the number of peers its verdict was read against.
+pub(crate) struct QueryDiagnosis {
     pub diagnosis: Diagnosis,
     pub peers: usize,
 }
 
 impl Graph<'_> {
     /// Diagnoses one query.
-    pub(crate) fn diagnose(&self, q: &Query) -> Diag {
+    pub(crate) fn diagnose(&self, q: &Query) -> QueryDiagnosis {
         let ix = &self.ix;
         let Some(p) = ix.pos(q.rid) else {
-            return Diag {
+            return QueryDiagnosis {
                 diagnosis: Diagnosis {
                     query: q.id.clone(),
                     causes: ranked(vec![(CauseLabel::None, 1.0)]),
@@ -133,7 +134,7 @@ impl Graph<'_> {
             }),
             _ => None,
         };
-        Diag {
+        QueryDiagnosis {
             diagnosis: Diagnosis {
                 query: q.id.clone(),
                 causes: ranked(causes),

@@ -8,8 +8,10 @@ use ground_truth::trace::Source;
 use ground_truth::view::LossSpec;
 use ground_truth::{EdgeType, Evidence, Ns, TraceView};
 
+/// One edge of the partial order the causal graph inferred from the view: `src`
+/// gated `dst` by `kind`, on the `ev` evidence, with confidence `conf`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct E {
+pub(crate) struct InferredEdge {
     pub src: Pos,
     pub dst: Pos,
     pub kind: EdgeType,
@@ -27,7 +29,7 @@ pub(crate) struct Missing {
 pub(crate) struct Graph<'a> {
     pub ix: Index<'a>,
     pub peers: Peers,
-    pub edges: Vec<E>,
+    pub edges: Vec<InferredEdge>,
     pub missing: Vec<Missing>,
     /// CSR of incoming edges by destination position.
     pub(super) in_off: Vec<u32>,
@@ -103,7 +105,7 @@ impl<'a> Graph<'a> {
     }
 
     pub(super) fn add(&mut self, src: Pos, dst: Pos, kind: EdgeType, ev: Evidence, conf: f64) {
-        self.edges.push(E {
+        self.edges.push(InferredEdge {
             src,
             dst,
             kind,
@@ -150,7 +152,7 @@ impl<'a> Graph<'a> {
         self.in_idx = idx;
     }
 
-    pub fn incoming(&self, p: Pos) -> Vec<E> {
+    pub fn incoming(&self, p: Pos) -> Vec<InferredEdge> {
         let (a, b) = (
             self.in_off[p as usize] as usize,
             self.in_off[p as usize + 1] as usize,
@@ -161,7 +163,7 @@ impl<'a> Graph<'a> {
             .collect()
     }
 
-    pub(super) fn incoming_of(&self, p: Pos, kind: EdgeType) -> Option<E> {
+    pub(super) fn incoming_of(&self, p: Pos, kind: EdgeType) -> Option<InferredEdge> {
         self.incoming(p)
             .into_iter()
             .filter(|e| e.kind == kind)
@@ -170,7 +172,7 @@ impl<'a> Graph<'a> {
 
     /// Whether `e` is an inferred program-order edge the host collector's
     /// records join (closed mode, `host::joined_by_thread_and_time`).
-    pub(super) fn joined(&self, e: &E) -> bool {
+    pub(super) fn joined(&self, e: &InferredEdge) -> bool {
         e.kind == EdgeType::HostOrder
             && e.ev == Evidence::Inferred
             && self.joined_calls.binary_search(&e.dst).is_ok()

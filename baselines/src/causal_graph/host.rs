@@ -1,7 +1,7 @@
 //! Host-side edges: request, handoff, host order and fault (scheduler and page-fault
 //! records of the calling thread).
 
-use super::graph::{Graph, E};
+use super::graph::{Graph, InferredEdge};
 use super::thresholds::{
     CLOSED_JOINED_CONFIDENCE, CLOSED_JOIN_GAP_NS, CLOSED_UNJOINED_CONFIDENCE, NOISE_NS,
     STALL_LOOKBACK_NS,
@@ -101,7 +101,7 @@ impl Graph<'_> {
 /// What the host pass finds, in the order it finds it.
 #[derive(Default)]
 struct HostFindings {
-    add: Vec<E>,
+    add: Vec<InferredEdge>,
     /// Task begins whose enqueue marker is missing (a missing handoff).
     miss: Vec<Pos>,
     /// Other missing predecessors, by kind.
@@ -166,7 +166,7 @@ impl<'a> Markers<'a> {
             } = ix.rec(m)
             {
                 if let Some(&r) = self.req.get(token.as_str()) {
-                    found.add.push(E {
+                    found.add.push(InferredEdge {
                         src: r,
                         dst: m,
                         kind: EdgeType::Request,
@@ -185,7 +185,7 @@ impl<'a> Markers<'a> {
                         (k > 0).then(|| v[k - 1])
                     });
                 match enqueued {
-                    Some(e) => found.add.push(E {
+                    Some(e) => found.add.push(InferredEdge {
                         src: e,
                         dst: m,
                         kind: EdgeType::Handoff,
@@ -286,7 +286,7 @@ impl<'a> ThreadWalk<'_, 'a> {
         }
         // The task hands its request on; program order continues past it.
         if let Some(t) = self.task {
-            found.add.push(E {
+            found.add.push(InferredEdge {
                 src: t,
                 dst: p,
                 kind: EdgeType::Handoff,
@@ -297,7 +297,7 @@ impl<'a> ThreadWalk<'_, 'a> {
         // The hand-on waits for the task's last call: a blocking call
         // that returned late delays it (docs/records.md, `host_order`).
         if let Some(pp) = self.prev.filter(|&pp| Some(pp) != self.task) {
-            found.add.push(E {
+            found.add.push(InferredEdge {
                 src: pp,
                 dst: p,
                 kind: EdgeType::HostOrder,
@@ -320,7 +320,7 @@ impl<'a> ThreadWalk<'_, 'a> {
             } else {
                 (Evidence::Inferred, CLOSED_UNJOINED_CONFIDENCE)
             };
-            found.add.push(E {
+            found.add.push(InferredEdge {
                 src: pp,
                 dst: p,
                 kind: EdgeType::HostOrder,
@@ -361,7 +361,7 @@ impl<'a> ThreadWalk<'_, 'a> {
         let st = super::readings::host_stalls(ix, self.tid, from, ix.start(p));
         if st.desched_ns >= NOISE_NS {
             if let Some(s) = st.last_sched {
-                found.add.push(E {
+                found.add.push(InferredEdge {
                     src: s,
                     dst: p,
                     kind: EdgeType::Fault,
@@ -372,7 +372,7 @@ impl<'a> ThreadWalk<'_, 'a> {
         }
         if st.fault_ns >= NOISE_NS || st.major > 0 {
             if let Some(f) = st.last_fault {
-                found.add.push(E {
+                found.add.push(InferredEdge {
                     src: f,
                     dst: p,
                     kind: EdgeType::Fault,

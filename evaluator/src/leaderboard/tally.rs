@@ -5,8 +5,9 @@
 //! written files do not depend on the order of the scores.
 
 use super::{
-    loss_order, r6, row_intervals, type_row, Agg, BackendFamilyRow, BackendRow, CrashRow,
-    FamilyRow, Leaderboard, LeaderboardRow, LossRow, Material, RowKey, SimToRealRow, VersionRow,
+    loss_order, round_to_6_places, row_intervals, type_row, Agg, BackendFamilyRow, BackendRow,
+    CrashRow, FamilyRow, Leaderboard, LeaderboardRow, LossRow, Material, RowKey, SimToRealRow,
+    VersionRow,
 };
 use crate::pairs::{InstanceKey, PairCount, PairKey, PairUnit};
 use crate::rounding::round6;
@@ -142,25 +143,25 @@ impl<'a> CaseTallies<'a> {
                 collectors: *collectors,
                 mode: *mode,
                 cases: a.cases,
-                pair_accuracy: r6(p.accuracy()),
-                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
-                root_cause_top3: r6(ratio(a.top3, a.symptoms)),
-                edge_precision: r6(a.edges.precision()),
-                edge_recall: r6(a.edges.recall()),
-                edge_f1: r6(a.edges.f1()),
+                pair_accuracy: round_to_6_places(p.accuracy()),
+                root_cause_top1: round_to_6_places(ratio(a.top1, a.symptoms)),
+                root_cause_top3: round_to_6_places(ratio(a.top3, a.symptoms)),
+                edge_precision: round_to_6_places(a.edges.precision()),
+                edge_recall: round_to_6_places(a.edges.recall()),
+                edge_f1: round_to_6_places(a.edges.f1()),
                 false_causal_edges: a.false_causal,
-                request_correct: r6(ratio(a.req_correct, a.req_eligible)),
-                request_wrong: r6(ratio(a.req_wrong, a.req_eligible)),
-                request_abstained: r6(ratio(a.req_abstained, a.req_eligible)),
-                critical_path_fidelity: r6(Agg::mean(a.fidelity_sum, a.symptoms)),
-                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
-                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
-                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
-                analysis_ms: r6(Agg::mean(a.ms_sum, a.all_cases)),
+                request_correct: round_to_6_places(ratio(a.req_correct, a.req_eligible)),
+                request_wrong: round_to_6_places(ratio(a.req_wrong, a.req_eligible)),
+                request_abstained: round_to_6_places(ratio(a.req_abstained, a.req_eligible)),
+                critical_path_fidelity: round_to_6_places(Agg::mean(a.fidelity_sum, a.symptoms)),
+                unresolved_recall: round_to_6_places(ratio(a.hits, a.unresolved)),
+                false_confidence_rate: round_to_6_places(ratio(a.false_confident, a.unresolved)),
+                brier: round_to_6_places(Agg::mean(a.brier_sum, a.brier_n)),
+                analysis_ms: round_to_6_places(Agg::mean(a.ms_sum, a.all_cases)),
                 pairs: p.pairs,
                 symptoms: a.symptoms,
-                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
-                phase_blame_error: r6(Agg::mean(a.phase_sum, a.symptoms)),
+                symptom_accuracy: round_to_6_places(ratio(a.correct, a.symptoms)),
+                phase_blame_error: round_to_6_places(Agg::mean(a.phase_sum, a.symptoms)),
                 lossy_cases: a.lossy_cases,
                 unresolved_symptoms: a.unresolved,
                 ci: self
@@ -202,16 +203,16 @@ impl<'a> CaseTallies<'a> {
                 collectors: *col,
                 mode: *mode,
                 loss: label.clone(),
-                loss_rate: r6(*rate),
+                loss_rate: round_to_6_places(*rate),
                 cases: a.cases,
                 symptoms: a.symptoms,
                 unresolved_symptoms: a.unresolved,
-                unresolved_recall: r6(ratio(a.hits, a.unresolved)),
-                false_confidence_rate: r6(ratio(a.false_confident, a.unresolved)),
-                brier: r6(Agg::mean(a.brier_sum, a.brier_n)),
-                edge_f1: r6(a.edges.f1()),
-                root_cause_top1: r6(ratio(a.top1, a.symptoms)),
-                symptom_accuracy: r6(ratio(a.correct, a.symptoms)),
+                unresolved_recall: round_to_6_places(ratio(a.hits, a.unresolved)),
+                false_confidence_rate: round_to_6_places(ratio(a.false_confident, a.unresolved)),
+                brier: round_to_6_places(Agg::mean(a.brier_sum, a.brier_n)),
+                edge_f1: round_to_6_places(a.edges.f1()),
+                root_cause_top1: round_to_6_places(ratio(a.top1, a.symptoms)),
+                symptom_accuracy: round_to_6_places(ratio(a.correct, a.symptoms)),
             };
             if col.is_some() {
                 lb.loss.push(row);
@@ -309,7 +310,7 @@ impl PairTallies {
                 mode: Some(*mode),
                 pairs: p.pairs,
                 pairs_correct: round6(p.score_sum),
-                pair_accuracy: r6(p.accuracy()),
+                pair_accuracy: round_to_6_places(p.accuracy()),
             });
         }
         for ((family, profiler), p) in &self.fam_pooled {
@@ -320,7 +321,7 @@ impl PairTallies {
                 mode: None,
                 pairs: p.pairs,
                 pairs_correct: round6(p.score_sum),
-                pair_accuracy: r6(p.accuracy()),
+                pair_accuracy: round_to_6_places(p.accuracy()),
             });
         }
     }
@@ -334,7 +335,7 @@ impl PairTallies {
                 collectors: *collectors,
                 mode: *mode,
                 pairs: p.pairs,
-                pair_accuracy: r6(p.accuracy()),
+                pair_accuracy: round_to_6_places(p.accuracy()),
             });
         }
         // Only where results mix CUPTI versions (docs/cupti-versions.md).
@@ -352,7 +353,7 @@ impl PairTallies {
                     collectors: *collectors,
                     mode: *mode,
                     pairs: p.pairs,
-                    pair_accuracy: r6(p.accuracy()),
+                    pair_accuracy: round_to_6_places(p.accuracy()),
                 });
             }
         }
@@ -369,7 +370,7 @@ impl PairTallies {
                 mode: *mode,
                 backend: backend.clone(),
                 pairs: p.pairs,
-                pair_accuracy: r6(p.accuracy()),
+                pair_accuracy: round_to_6_places(p.accuracy()),
             });
             if backend == "sim" {
                 let real = self.fam_backend.get(&(
@@ -391,7 +392,7 @@ impl PairTallies {
                 profiler,
                 groups,
                 agreeing,
-                agreement: r6(ratio(agreeing, groups)),
+                agreement: round_to_6_places(ratio(agreeing, groups)),
             });
         }
     }

@@ -7,7 +7,7 @@
 //! waits (when the stream reached the wait and when it went on)
 //! (docs/collectors.md, "Truth without CUPTI").
 
-use super::driver::{ck, H};
+use super::driver::{check_cuda, SendHandle};
 use cudarc::driver::sys;
 use ground_truth::Ns;
 use std::collections::HashMap;
@@ -16,7 +16,7 @@ use std::sync::Mutex;
 /// Event pairs made before the run (making one costs a driver call).
 const PREPARED_PAIRS: usize = 256;
 
-type Pair = (H<sys::CUevent>, H<sys::CUevent>);
+type Pair = (SendHandle<sys::CUevent>, SendHandle<sys::CUevent>);
 
 /// The events of one run's copies and memsets.
 pub struct CopyStamps {
@@ -25,13 +25,13 @@ pub struct CopyStamps {
     used: Mutex<Vec<(u64, Pair)>>,
 }
 
-fn timing_event() -> Result<H<sys::CUevent>, String> {
+fn timing_event() -> Result<SendHandle<sys::CUevent>, String> {
     let mut e: sys::CUevent = std::ptr::null_mut();
     // SAFETY: out pointer; flags 0 keep timing enabled.
-    ck("cuEventCreate(copy stamp)", unsafe {
+    check_cuda("cuEventCreate(copy stamp)", unsafe {
         sys::cuEventCreate(&mut e, 0)
     })?;
-    Ok(H(e))
+    Ok(SendHandle(e))
 }
 
 impl CopyStamps {

@@ -16,11 +16,11 @@ pub type Ptr = sys::CUdeviceptr;
 
 /// A raw driver handle that may cross threads (the driver API is thread safe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct H<T>(pub T);
+pub struct SendHandle<T>(pub T);
 // SAFETY: CUDA driver handles are usable from any thread with the context current.
-unsafe impl<T> Send for H<T> {}
+unsafe impl<T> Send for SendHandle<T> {}
 // SAFETY: as above.
-unsafe impl<T> Sync for H<T> {}
+unsafe impl<T> Sync for SendHandle<T> {}
 
 pub fn err_name(r: CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
@@ -35,7 +35,7 @@ pub fn err_name(r: CUresult) -> String {
 }
 
 /// Ok, or "`what` failed: CUDA_ERROR_…".
-pub fn ck(what: &str, r: CUresult) -> Result<(), String> {
+pub fn check_cuda(what: &str, r: CUresult) -> Result<(), String> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -76,7 +76,7 @@ pub fn device_info(dev: sys::CUdevice) -> Result<DeviceInfo, String> {
     let attr = |a: sys::CUdevice_attribute| -> Result<i32, String> {
         let mut v = 0;
         // SAFETY: valid device and out pointer.
-        ck("cuDeviceGetAttribute", unsafe {
+        check_cuda("cuDeviceGetAttribute", unsafe {
             sys::cuDeviceGetAttribute(&mut v, a, dev)
         })?;
         Ok(v)
@@ -84,7 +84,7 @@ pub fn device_info(dev: sys::CUdevice) -> Result<DeviceInfo, String> {
     use sys::CUdevice_attribute as A;
     let mut buf = [0 as std::ffi::c_char; 256];
     // SAFETY: buffer of the given length.
-    ck("cuDeviceGetName", unsafe {
+    check_cuda("cuDeviceGetName", unsafe {
         sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev)
     })?;
     // SAFETY: NUL-terminated by the driver.
@@ -93,12 +93,12 @@ pub fn device_info(dev: sys::CUdevice) -> Result<DeviceInfo, String> {
         .into_owned();
     let mut v = 0;
     // SAFETY: out pointer.
-    ck("cuDriverGetVersion", unsafe {
+    check_cuda("cuDriverGetVersion", unsafe {
         sys::cuDriverGetVersion(&mut v)
     })?;
     let (mut least, mut greatest) = (0, 0);
     // SAFETY: out pointers; a context is current.
-    ck("cuCtxGetStreamPriorityRange", unsafe {
+    check_cuda("cuCtxGetStreamPriorityRange", unsafe {
         sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
     })?;
     let driver_release = kernels::gpu::driver_release();
@@ -119,7 +119,7 @@ pub fn device_info(dev: sys::CUdevice) -> Result<DeviceInfo, String> {
 /// A loaded kernel entry point.
 #[derive(Debug, Clone, Copy)]
 pub struct Func {
-    pub f: H<sys::CUfunction>,
+    pub f: SendHandle<sys::CUfunction>,
     pub kernel: Kernel,
     /// Dynamic shared memory to launch with (the hog's opt-in maximum).
     pub smem: u32,
@@ -207,13 +207,13 @@ impl Modules {
         let c = CString::new(ptx).map_err(|_| "PTX contains a NUL byte".to_string())?;
         let mut m: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: NUL-terminated PTX image.
-        ck("cuModuleLoadData", unsafe {
+        check_cuda("cuModuleLoadData", unsafe {
             sys::cuModuleLoadData(&mut m, c.as_ptr() as *const c_void)
         })?;
         let cname = CString::new(entry).map_err(|_| "bad kernel name".to_string())?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: loaded module, NUL-terminated name.
-        ck(&format!("cuModuleGetFunction({entry})"), unsafe {
+        check_cuda(&format!("cuModuleGetFunction({entry})"), unsafe {
             sys::cuModuleGetFunction(&mut f, m, cname.as_ptr())
         })?;
         let mut smem = 0u32;
@@ -221,13 +221,13 @@ impl Modules {
             use sys::CUfunction_attribute as FA;
             let mut stat = 0;
             // SAFETY: valid function, out pointer.
-            ck("cuFuncGetAttribute(SHARED_SIZE_BYTES)", unsafe {
+            check_cuda("cuFuncGetAttribute(SHARED_SIZE_BYTES)", unsafe {
                 sys::cuFuncGetAttribute(&mut stat, FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)
             })?;
             let dynamic = (self.smem_optin - stat).max(0);
             // SAFETY: valid function and attribute values.
             unsafe {
-                ck(
+                check_cuda(
                     "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
                     sys::cuFuncSetAttribute(
                         f,
@@ -235,7 +235,7 @@ impl Modules {
                         dynamic,
                     ),
                 )?;
-                ck(
+                check_cuda(
                     "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)",
                     sys::cuFuncSetAttribute(
                         f,
@@ -247,7 +247,7 @@ impl Modules {
             smem = dynamic as u32;
         }
         Ok(Func {
-            f: H(f),
+            f: SendHandle(f),
             kernel,
             smem,
         })
@@ -374,10 +374,10 @@ impl Scratch {
                     sys::cuMemFree_v2(self.dev_b);
                 }
                 self.dev_cap = 0;
-                ck("cuMemAlloc", sys::cuMemAlloc_v2(&mut self.dev_a, bytes))?;
-                ck("cuMemAlloc", sys::cuMemAlloc_v2(&mut self.dev_b, bytes))?;
-                ck("cuMemsetD8", sys::cuMemsetD8_v2(self.dev_a, 0, bytes))?;
-                ck("cuMemsetD8", sys::cuMemsetD8_v2(self.dev_b, 0, bytes))?;
+                check_cuda("cuMemAlloc", sys::cuMemAlloc_v2(&mut self.dev_a, bytes))?;
+                check_cuda("cuMemAlloc", sys::cuMemAlloc_v2(&mut self.dev_b, bytes))?;
+                check_cuda("cuMemsetD8", sys::cuMemsetD8_v2(self.dev_a, 0, bytes))?;
+                check_cuda("cuMemsetD8", sys::cuMemsetD8_v2(self.dev_b, 0, bytes))?;
             }
             self.dev_cap = bytes;
         }
@@ -389,7 +389,7 @@ impl Scratch {
                 }
                 self.pinned_cap = 0;
                 let mut p: *mut c_void = std::ptr::null_mut();
-                ck("cuMemHostAlloc", sys::cuMemHostAlloc(&mut p, bytes, 0))?;
+                check_cuda("cuMemHostAlloc", sys::cuMemHostAlloc(&mut p, bytes, 0))?;
                 std::ptr::write_bytes(p as *mut u8, 1, bytes);
                 self.pinned = p as usize;
             }

@@ -329,7 +329,7 @@ impl Session {
         self.recorder.set_activities(with_cupti)?;
         cupti::set_binding(with_cupti);
         // SAFETY: no arguments.
-        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        check_cuda("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
         self.recorder.flush()?;
         // Attaching costs milliseconds and is not the workload's cost.
         let host = if with_ebpf {

@@ -42,7 +42,7 @@ pub use truth::{ClockCheck, RunStats};
 use crate::answers;
 use crate::backend::{Backend, RecordError};
 use cudarc::driver::sys;
-use driver::{ck, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, H};
+use driver::{check_cuda, guarded, DeviceInfo, Func, Modules, Ptr, Scratch, SendHandle};
 use ground_truth::bundle::{Bundle, CrossCheck, Manifest};
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::{Mode, Ns, SCHEMA_VERSION};
@@ -310,7 +310,7 @@ impl Session {
         let mut log: Ptr = 0;
         let bytes = LOG_SLOTS as usize * kernels::LogEntry::SIZE;
         // SAFETY: out pointer; the log lives as long as the session.
-        ck("cuMemAlloc(device log)", unsafe {
+        check_cuda("cuMemAlloc(device log)", unsafe {
             sys::cuMemAlloc_v2(&mut log, bytes)
         })?;
         Ok(Session {
@@ -343,10 +343,10 @@ impl Session {
         let mut stream: sys::CUstream = std::ptr::null_mut();
         // SAFETY: out pointer; our own stream, synchronized and destroyed below.
         unsafe {
-            ck("cuStreamCreate", sys::cuStreamCreate(&mut stream, 1))?;
+            check_cuda("cuStreamCreate", sys::cuStreamCreate(&mut stream, 1))?;
             for _ in 0..10 {
                 let mut a = self.args(&f, 0, SPIN, 1);
-                ck(
+                check_cuda(
                     "spin calibration launch",
                     driver::launch(
                         &f,
@@ -358,7 +358,7 @@ impl Session {
                     ),
                 )?;
             }
-            ck(
+            check_cuda(
                 "spin calibration synchronize",
                 sys::cuStreamSynchronize(stream),
             )?;
@@ -383,7 +383,7 @@ impl Session {
 
     fn device(&self) -> exec::Device<'_> {
         exec::Device {
-            ctx: H(self.ctx.cu_ctx()),
+            ctx: SendHandle(self.ctx.cu_ctx()),
             recorder: Some(&self.recorder),
             copy_stamps: None,
             funcs: &self.funcs,
@@ -477,7 +477,7 @@ impl Session {
         self.scratch.ensure(bytes as usize)?;
         let mut stream: sys::CUstream = std::ptr::null_mut();
         // SAFETY: out pointer.
-        ck("cuStreamCreate", unsafe {
+        check_cuda("cuStreamCreate", unsafe {
             sys::cuStreamCreate(&mut stream, 1)
         })?;
         let r = self.warm(&wanted, stream);
@@ -524,12 +524,12 @@ impl Session {
                 (1, 32)
             };
             // SAFETY: scratch and log buffers live for the session.
-            ck(&format!("warm-up launch of {name}"), unsafe {
+            check_cuda(&format!("warm-up launch of {name}"), unsafe {
                 driver::launch(&f, g, b, stream, &mut a, driver::LaunchVia::Launch)
             })?;
         }
         // SAFETY: our stream.
-        ck("warm-up synchronize", unsafe {
+        check_cuda("warm-up synchronize", unsafe {
             sys::cuStreamSynchronize(stream)
         })
     }
@@ -569,18 +569,18 @@ impl Session {
         for _ in 0..3 {
             // SAFETY: slot 0 of our log; buffers live for the session.
             unsafe {
-                ck(
+                check_cuda(
                     "cuMemsetD8(log)",
                     sys::cuMemsetD8_v2(self.log, 0, kernels::LogEntry::SIZE),
                 )?;
                 let mut a = self.args(f, 0, 0, iters);
-                ck(
+                check_cuda(
                     "calibration launch",
                     driver::launch(f, grid, block, stream, &mut a, driver::LaunchVia::Launch),
                 )?;
-                ck("calibration synchronize", sys::cuStreamSynchronize(stream))?;
+                check_cuda("calibration synchronize", sys::cuStreamSynchronize(stream))?;
                 let mut e = kernels::LogEntry::default();
-                ck(
+                check_cuda(
                     "reading the calibration log",
                     sys::cuMemcpyDtoH_v2(
                         &mut e as *mut kernels::LogEntry as *mut std::ffi::c_void,
@@ -622,7 +622,7 @@ impl Session {
         host: bool,
     ) -> Result<(exec::RunLog, Option<ebpf_recorder::HostTrace>), String> {
         // SAFETY: clearing our own device log.
-        ck("clearing the device log", unsafe {
+        check_cuda("clearing the device log", unsafe {
             sys::cuMemsetD8_v2(
                 self.log,
                 0,
@@ -630,7 +630,7 @@ impl Session {
             )
         })?;
         // SAFETY: no arguments.
-        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        check_cuda("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
         // Whatever setup recorded is not part of the run.
         self.recorder.flush()?;
         let rec = if host {

@@ -171,11 +171,11 @@ impl Workload {
     ) -> Result<(exec::RunLog, truth::Stamps), String> {
         let s = &mut self.session;
         // SAFETY: clearing our own device log.
-        ck("clearing the device log", unsafe {
+        check_cuda("clearing the device log", unsafe {
             sys::cuMemsetD8_v2(s.log, 0, s.log_slots as usize * kernels::LogEntry::SIZE)
         })?;
         // SAFETY: no arguments.
-        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        check_cuda("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
         // The offset before the run (with the device idle; under CUPTI the
         // ping kernel's records go with the flush below).
         let before = self.pinger.measure()?;
@@ -194,7 +194,7 @@ impl Workload {
         // And after it, once its work is done (under CUPTI the ping's
         // records go with the next run's flush).
         // SAFETY: no arguments.
-        ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+        check_cuda("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
         let after = self.pinger.measure()?;
         Ok((
             log,

@@ -45,7 +45,7 @@ impl<'a> Exec<'a> {
         let r = f();
         op.t1 = now();
         cupti::pop(false);
-        if let Err(e) = ck(what, r) {
+        if let Err(e) = check_cuda(what, r) {
             self.error(format!("op {}: {e}", op.id));
             op.error = Some(e);
         }
@@ -548,8 +548,8 @@ impl<'a> Exec<'a> {
                     r = sys::cuStreamCreateWithPriority(&mut new, 1, prio);
                     r
                 });
-                ck("cuStreamCreateWithPriority", r)?;
-                st.handle = H(new);
+                check_cuda("cuStreamCreateWithPriority", r)?;
+                st.handle = SendHandle(new);
                 st.cupti_id = stream_id(self.dev, new)?;
                 st.generation += 1;
                 st.tail = Tail::Empty;
@@ -568,7 +568,7 @@ impl<'a> Exec<'a> {
                         sys::cuEventDestroy_v2(old);
                         sys::cuEventCreate(&mut new, 0)
                     });
-                    evs[ei].handle = H(new);
+                    evs[ei].handle = SendHandle(new);
                     evs[ei].generation += 1;
                     evs[ei].last = None;
                 }
@@ -584,7 +584,7 @@ impl<'a> Exec<'a> {
                     sys::cuGraphExecDestroy(old);
                     sys::cuGraphInstantiateWithFlags(&mut new, graph, 0)
                 });
-                g.exec = H(new);
+                g.exec = SendHandle(new);
                 g.generation += 1;
                 Ok(())
             }

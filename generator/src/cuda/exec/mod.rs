@@ -18,7 +18,7 @@ mod threads;
 
 pub use log::*;
 
-use super::driver::{ck, launch, Args, Func, LaunchVia, Ptr, H};
+use super::driver::{check_cuda, launch, Args, Func, LaunchVia, Ptr, SendHandle};
 use super::plan::{DevAction, Plan, Stretch};
 use super::{call_sites, cupti};
 use super::{now, spin_until};
@@ -36,7 +36,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Barrier, Mutex};
 
 struct StreamState {
-    handle: H<sys::CUstream>,
+    handle: SendHandle<sys::CUstream>,
     cupti_id: u32,
     generation: u32,
     priority: i32,
@@ -44,7 +44,7 @@ struct StreamState {
 }
 
 struct EventState {
-    handle: H<sys::CUevent>,
+    handle: SendHandle<sys::CUevent>,
     /// Events in this event's ring (`EventDecl::count`), on every slot.
     ring: u32,
     generation: u32,
@@ -52,11 +52,11 @@ struct EventState {
 }
 
 struct GraphState {
-    graph: H<sys::CUgraph>,
-    exec: H<sys::CUgraphExec>,
+    graph: SendHandle<sys::CUgraph>,
+    exec: SendHandle<sys::CUgraphExec>,
     generation: u32,
     /// Template-graph node of each decl node (for kernel-parameter updates).
-    nodes: Vec<H<sys::CUgraphNode>>,
+    nodes: Vec<SendHandle<sys::CUgraphNode>>,
     /// Launch arguments each node was captured with.
     args: Vec<Args>,
     funcs: Vec<Func>,
@@ -76,7 +76,7 @@ struct Item {
 
 /// Resources the session lends a run.
 pub struct Device<'a> {
-    pub ctx: H<sys::CUcontext>,
+    pub ctx: SendHandle<sys::CUcontext>,
     /// The project's CUPTI recorder; `None` when the process runs without it
     /// (`causalbench workload`: an external collector may own CUPTI there).
     pub recorder: Option<&'a cupti::Recorder>,
@@ -195,7 +195,7 @@ impl<'a> Exec<'a> {
             event_ix.insert(ev.name.as_str(), events.len());
             for _ in 0..ev.count.max(1) {
                 events.push(EventState {
-                    handle: H(create_event()?),
+                    handle: SendHandle(create_event()?),
                     ring: ev.count.max(1),
                     generation: 0,
                     last: None,
@@ -409,7 +409,7 @@ impl<'a> Exec<'a> {
         }
         // SAFETY: handles created above; capture is thread-local to this thread.
         unsafe {
-            ck(
+            check_cuda(
                 "cuStreamBeginCapture",
                 sys::cuStreamBeginCapture_v2(
                     origin,
@@ -417,14 +417,14 @@ impl<'a> Exec<'a> {
                 ),
             )?;
             let mut result = Ok(());
-            ck(
+            check_cuda(
                 "cuEventRecord(capture origin)",
                 sys::cuEventRecord(ev_origin, origin),
             )?;
             for (ni, n) in decl.nodes.iter().enumerate() {
                 let s = aux[ni];
                 if n.after.is_empty() {
-                    result = result.and(ck(
+                    result = result.and(check_cuda(
                         "cuStreamWaitEvent(capture)",
                         sys::cuStreamWaitEvent(s, ev_origin, 0),
                     ));
@@ -432,7 +432,7 @@ impl<'a> Exec<'a> {
                 for a in &n.after {
                     if let Some(j) = idx(a) {
                         has_dependants[j] = true;
-                        result = result.and(ck(
+                        result = result.and(check_cuda(
                             "cuStreamWaitEvent(capture)",
                             sys::cuStreamWaitEvent(s, evs[j], 0),
                         ));
@@ -445,7 +445,7 @@ impl<'a> Exec<'a> {
                 let op_id = graph_op_id(gi, ni);
                 let mut a =
                     self.kernel_args(kernel, n.kernel.grid, n.kernel.block, dur, op_id, slot);
-                result = result.and(ck(
+                result = result.and(check_cuda(
                     "cuLaunchKernel(capture)",
                     launch(
                         &f,
@@ -456,42 +456,45 @@ impl<'a> Exec<'a> {
                         LaunchVia::Launch,
                     ),
                 ));
-                result = result.and(ck("cuEventRecord(capture)", sys::cuEventRecord(evs[ni], s)));
+                result = result.and(check_cuda(
+                    "cuEventRecord(capture)",
+                    sys::cuEventRecord(evs[ni], s),
+                ));
                 args.push(a);
                 funcs.push(f);
                 entries.push(entry);
                 slots.push(slot);
             }
             for &ev in &evs {
-                result = result.and(ck(
+                result = result.and(check_cuda(
                     "cuStreamWaitEvent(capture join)",
                     sys::cuStreamWaitEvent(origin, ev, 0),
                 ));
             }
             let mut graph: sys::CUgraph = std::ptr::null_mut();
-            let end = ck(
+            let end = check_cuda(
                 "cuStreamEndCapture",
                 sys::cuStreamEndCapture(origin, &mut graph),
             );
             result?;
             end?;
             let mut exec: sys::CUgraphExec = std::ptr::null_mut();
-            ck(
+            check_cuda(
                 "cuGraphInstantiate",
                 sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
             )?;
             // Template nodes by the op id each kernel was captured with.
             let mut count = 0usize;
-            ck(
+            check_cuda(
                 "cuGraphGetNodes",
                 sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count),
             )?;
             let mut all = vec![std::ptr::null_mut(); count];
-            ck(
+            check_cuda(
                 "cuGraphGetNodes",
                 sys::cuGraphGetNodes(graph, all.as_mut_ptr(), &mut count),
             )?;
-            let mut nodes = vec![H(std::ptr::null_mut()); decl.nodes.len()];
+            let mut nodes = vec![SendHandle(std::ptr::null_mut()); decl.nodes.len()];
             let mut by_func: Vec<(sys::CUgraphNode, sys::CUfunction)> = Vec::new();
             for &node in &all {
                 let mut ty: u32 = u32::MAX;
@@ -515,7 +518,7 @@ impl<'a> Exec<'a> {
                 }
                 let id = (first as *const u64).read_unaligned();
                 if let Some(ni) = (0..decl.nodes.len()).find(|&ni| graph_op_id(gi, ni) == id) {
-                    nodes[ni] = H(node);
+                    nodes[ni] = SendHandle(node);
                 }
             }
             // Fallback: a node whose function no other node uses.
@@ -528,7 +531,7 @@ impl<'a> Exec<'a> {
                     .filter(|(n, f)| *f == funcs[ni].f.0 && !nodes.iter().any(|m| m.0 == *n))
                     .collect();
                 if same.len() == 1 {
-                    nodes[ni] = H(same[0].0);
+                    nodes[ni] = SendHandle(same[0].0);
                 }
             }
             for s in aux {
@@ -541,8 +544,8 @@ impl<'a> Exec<'a> {
             sys::cuStreamDestroy_v2(origin);
             self.graph_meta.push(GraphMeta { entries, slots });
             Ok(GraphState {
-                graph: H(graph),
-                exec: H(exec),
+                graph: SendHandle(graph),
+                exec: SendHandle(exec),
                 generation: 0,
                 nodes,
                 args,
@@ -611,7 +614,7 @@ fn set_node_duration(g: &GraphState, ni: usize, dur: u64) -> Result<(), String> 
         p.extra = std::ptr::null_mut();
         p.kern = std::ptr::null_mut();
         p.ctx = std::ptr::null_mut();
-        ck(
+        check_cuda(
             "cuGraphExecKernelNodeSetParams",
             sys::cuGraphExecKernelNodeSetParams_v2(g.exec.0, node, &p),
         )
@@ -621,12 +624,12 @@ fn set_node_duration(g: &GraphState, ni: usize, dur: u64) -> Result<(), String> 
 fn create_stream(dev: &Device, priority: i32) -> Result<StreamState, String> {
     let mut s: sys::CUstream = std::ptr::null_mut();
     // SAFETY: out pointer; flags 1 = CU_STREAM_NON_BLOCKING.
-    ck("cuStreamCreateWithPriority", unsafe {
+    check_cuda("cuStreamCreateWithPriority", unsafe {
         sys::cuStreamCreateWithPriority(&mut s, 1, priority)
     })?;
     let cupti_id = stream_id(dev, s)?;
     Ok(StreamState {
-        handle: H(s),
+        handle: SendHandle(s),
         cupti_id,
         generation: 0,
         priority,
@@ -655,7 +658,7 @@ fn create_event() -> Result<sys::CUevent, String> {
 fn create_event_flags(flags: u32) -> Result<sys::CUevent, String> {
     let mut e: sys::CUevent = std::ptr::null_mut();
     // SAFETY: out pointer.
-    ck("cuEventCreate", unsafe {
+    check_cuda("cuEventCreate", unsafe {
         sys::cuEventCreate(&mut e, flags)
     })?;
     Ok(e)

@@ -97,7 +97,7 @@ impl<'a> Exec<'a> {
         let end = now();
         self.finish_deschedule();
         // SAFETY: the run's work is done; wait for the device before flushing.
-        if let Err(e) = ck("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() }) {
+        if let Err(e) = check_cuda("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() }) {
             self.error(e);
         }
         let flushed = match self.dev.recorder {
@@ -121,7 +121,7 @@ impl<'a> Exec<'a> {
                     used * kernels::LogEntry::SIZE,
                 )
             };
-            if let Err(e) = ck("reading the device log", r) {
+            if let Err(e) = check_cuda("reading the device log", r) {
                 self.error(e);
             }
         }
@@ -285,7 +285,7 @@ impl<'a> Exec<'a> {
         rooms: &QueueRooms,
     ) -> ThreadLog {
         // SAFETY: binding the primary context to this thread.
-        if let Err(e) = ck("cuCtxSetCurrent", unsafe {
+        if let Err(e) = check_cuda("cuCtxSetCurrent", unsafe {
             sys::cuCtxSetCurrent(self.dev.ctx.0)
         }) {
             self.error(e);

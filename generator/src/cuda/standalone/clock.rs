@@ -5,7 +5,7 @@
 //! `%globaltimer`; and the spin kernels' launch overhead as the kernels' own
 //! log measures it.
 
-use super::super::driver::{self, ck, Func, Ptr, H};
+use super::super::driver::{self, check_cuda, Func, Ptr, SendHandle};
 use super::super::{now, Session};
 use cudarc::driver::sys;
 use ground_truth::Ns;
@@ -42,13 +42,13 @@ fn load(ptx: &str, entry: &str) -> Result<sys::CUfunction, String> {
     let c = CString::new(ptx).map_err(|_| "PTX contains a NUL byte".to_string())?;
     let mut m: sys::CUmodule = std::ptr::null_mut();
     // SAFETY: NUL-terminated PTX image; out pointer.
-    ck("cuModuleLoadData(clock ping)", unsafe {
+    check_cuda("cuModuleLoadData(clock ping)", unsafe {
         sys::cuModuleLoadData(&mut m, c.as_ptr() as *const c_void)
     })?;
     let name = CString::new(entry).map_err(|_| "bad kernel name".to_string())?;
     let mut f: sys::CUfunction = std::ptr::null_mut();
     // SAFETY: loaded module, NUL-terminated name.
-    ck("cuModuleGetFunction(clock ping)", unsafe {
+    check_cuda("cuModuleGetFunction(clock ping)", unsafe {
         sys::cuModuleGetFunction(&mut f, m, name.as_ptr())
     })?;
     Ok(f)
@@ -61,7 +61,7 @@ pub struct Pinger {
     func: sys::CUfunction,
     host: *mut c_void,
     dev: Ptr,
-    stream: H<sys::CUstream>,
+    stream: SendHandle<sys::CUstream>,
 }
 
 impl Pinger {
@@ -79,15 +79,15 @@ impl Pinger {
         let mut stream: sys::CUstream = std::ptr::null_mut();
         // SAFETY: out pointers; DEVICEMAP (2) maps the page-locked buffer into the device.
         unsafe {
-            ck(
+            check_cuda(
                 "cuMemHostAlloc(clock ping)",
                 sys::cuMemHostAlloc(&mut host, Self::BYTES, 2),
             )?;
-            ck(
+            check_cuda(
                 "cuMemHostGetDevicePointer(clock ping)",
                 sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0),
             )?;
-            ck(
+            check_cuda(
                 "cuStreamCreate(clock ping)",
                 sys::cuStreamCreate(&mut stream, 1),
             )?;
@@ -96,7 +96,7 @@ impl Pinger {
             func,
             host,
             dev,
-            stream: H(stream),
+            stream: SendHandle(stream),
         })
     }
 
@@ -119,7 +119,7 @@ impl Pinger {
             &mut n as *mut u32 as *mut c_void,
         ];
         // SAFETY: the parameters outlive the call; the buffers outlive the kernel.
-        let launched = ck("cuLaunchKernel(clock ping)", unsafe {
+        let launched = check_cuda("cuLaunchKernel(clock ping)", unsafe {
             sys::cuLaunchKernel(
                 self.func,
                 1,
@@ -204,9 +204,9 @@ impl Drop for Pinger {
 /// a one-thread kernel that stamps its start and end, and a second event just
 /// after it, so the first event's `%globaltimer` time is bracketed.
 pub struct Anchor {
-    stream: H<sys::CUstream>,
-    before: H<sys::CUevent>,
-    after: H<sys::CUevent>,
+    stream: SendHandle<sys::CUstream>,
+    before: SendHandle<sys::CUevent>,
+    after: SendHandle<sys::CUevent>,
     func: Func,
     entry: Ptr,
 }
@@ -223,21 +223,21 @@ impl Anchor {
         let mut entry: Ptr = 0;
         // SAFETY: out pointers; they live as long as the process's session.
         unsafe {
-            ck(
+            check_cuda(
                 "cuStreamCreate(anchor)",
                 sys::cuStreamCreate(&mut stream, 1),
             )?;
-            ck("cuEventCreate(anchor)", sys::cuEventCreate(&mut before, 0))?;
-            ck("cuEventCreate(anchor)", sys::cuEventCreate(&mut after, 0))?;
-            ck(
+            check_cuda("cuEventCreate(anchor)", sys::cuEventCreate(&mut before, 0))?;
+            check_cuda("cuEventCreate(anchor)", sys::cuEventCreate(&mut after, 0))?;
+            check_cuda(
                 "cuMemAlloc(anchor)",
                 sys::cuMemAlloc_v2(&mut entry, kernels::LogEntry::SIZE),
             )?;
         }
         Ok(Anchor {
-            stream: H(stream),
-            before: H(before),
-            after: H(after),
+            stream: SendHandle(stream),
+            before: SendHandle(before),
+            after: SendHandle(after),
             func,
             entry,
         })
@@ -253,15 +253,15 @@ impl Anchor {
         };
         // SAFETY: our stream, events and entry; the args outlive the launch call.
         unsafe {
-            ck(
+            check_cuda(
                 "cuMemsetD8(anchor)",
                 sys::cuMemsetD8_v2(self.entry, 0, kernels::LogEntry::SIZE),
             )?;
-            ck(
+            check_cuda(
                 "cuEventRecord(anchor)",
                 sys::cuEventRecord(self.before.0, self.stream.0),
             )?;
-            ck(
+            check_cuda(
                 "anchor launch",
                 driver::launch(
                     &self.func,
@@ -272,7 +272,7 @@ impl Anchor {
                     driver::LaunchVia::Launch,
                 ),
             )?;
-            ck(
+            check_cuda(
                 "cuEventRecord(anchor)",
                 sys::cuEventRecord(self.after.0, self.stream.0),
             )?;
@@ -292,11 +292,11 @@ impl Anchor {
         let mut ms = 0f32;
         // SAFETY: our stream, events and entry.
         unsafe {
-            ck(
+            check_cuda(
                 "cuStreamSynchronize(anchor)",
                 sys::cuStreamSynchronize(self.stream.0),
             )?;
-            ck(
+            check_cuda(
                 "reading the anchor",
                 sys::cuMemcpyDtoH_v2(
                     &mut e as *mut kernels::LogEntry as *mut c_void,
@@ -304,7 +304,7 @@ impl Anchor {
                     kernels::LogEntry::SIZE,
                 ),
             )?;
-            ck(
+            check_cuda(
                 "cuEventElapsedTime(anchor)",
                 sys::cuEventElapsedTime_v2(&mut ms, self.before.0, self.after.0),
             )?;
@@ -333,15 +333,15 @@ pub fn spin_overhead(s: &mut Session) -> Result<u64, String> {
     let mut d = Vec::new();
     // SAFETY: out pointer; our own stream and log slot 0, synchronized before reading.
     unsafe {
-        ck("cuStreamCreate", sys::cuStreamCreate(&mut stream, 1))?;
+        check_cuda("cuStreamCreate", sys::cuStreamCreate(&mut stream, 1))?;
         for _ in 0..10 {
-            ck(
+            check_cuda(
                 "cuMemsetD8(log)",
                 sys::cuMemsetD8_v2(s.log, 0, kernels::LogEntry::SIZE),
             )?;
             let mut a = s.args(&f, 0, SPIN, 1);
             a.op_id = 1;
-            ck(
+            check_cuda(
                 "spin calibration launch",
                 driver::launch(
                     &f,
@@ -352,12 +352,12 @@ pub fn spin_overhead(s: &mut Session) -> Result<u64, String> {
                     driver::LaunchVia::Launch,
                 ),
             )?;
-            ck(
+            check_cuda(
                 "spin calibration synchronize",
                 sys::cuStreamSynchronize(stream),
             )?;
             let mut e = kernels::LogEntry::default();
-            ck(
+            check_cuda(
                 "reading the spin calibration",
                 sys::cuMemcpyDtoH_v2(
                     &mut e as *mut kernels::LogEntry as *mut c_void,
