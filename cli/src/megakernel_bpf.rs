@@ -14,14 +14,15 @@
 use crate::{BackendArg, Failure};
 use megakernel::bpf::device::GpuPrograms;
 use megakernel::bpf::evaluate::{self, Execution, ProgramExecutor, QueryRow, SimPrograms};
-use megakernel::bpf::perturbation::{median, query_programs_perturbation};
-use megakernel::bpf::section::{comparison_table, query_table, QUERY_SEED, SIM_WORKERS};
-use megakernel::bpf::{load, programs, verify, ProgramType};
+use megakernel::bpf::perturbation::query_programs_perturbation;
+use megakernel::bpf::programs;
+use megakernel::bpf::report::{gpu_measurements, programs_summary, report_markdown};
+use megakernel::bpf::section::{comparison_table, QUERY_SEED, SIM_WORKERS};
 use megakernel::gpu::GpuExecutor;
 use megakernel::sim::SimCosts;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `causalbench megakernel bpf`'s options.
 #[derive(clap::Args)]
@@ -47,11 +48,6 @@ fn failed(e: impl std::fmt::Display) -> Failure {
     Failure::failed(e.to_string())
 }
 
-/// [`megakernel::bpf::perturbation::attachment`], its failure the command's.
-fn attachment(name: &str) -> Result<(megakernel::bpf::Attachment, u64, u64), Failure> {
-    megakernel::bpf::perturbation::attachment(name).map_err(failed)
-}
-
 /// [`megakernel::bpf::perturbation::perturbation`], its failure the command's.
 fn perturbation(
     ex: &mut dyn ProgramExecutor,
@@ -59,34 +55,6 @@ fn perturbation(
     rounds: u32,
 ) -> Result<Value, Failure> {
     megakernel::bpf::perturbation::perturbation(ex, s, rounds).map_err(failed)
-}
-
-/// Load + verify cost of every monitor program, and the verdict on each unsafe one.
-fn programs_summary() -> Result<(Value, Value), Failure> {
-    let mut attach = Vec::new();
-    let mut rejected = Vec::new();
-    for (name, unsafe_program, elf) in programs::BUILT {
-        if *unsafe_program {
-            let set = load(name, elf).map_err(failed)?;
-            let verdict = verify(&set, ProgramType::Observation);
-            rejected.push(match verdict {
-                Err(r) => json!({"program": name, "rejected": true, "insn": r.insn, "text": r.text, "reason": r.reason}),
-                Ok(()) => json!({"program": name, "rejected": false}),
-            });
-            continue;
-        }
-        let (att, load_ns, verify_ns) = attachment(name)?;
-        attach.push(json!({
-            "program": name,
-            "hooks": att.set.programs.iter().map(|p| p.hook.section()).collect::<Vec<_>>(),
-            "insns": att.set.programs.iter().map(|p| p.insns()).sum::<usize>(),
-            "maps": att.set.maps.len(),
-            "map_bytes": att.maps.arena.len(),
-            "load_us": load_ns as f64 / 1e3,
-            "verify_us": verify_ns as f64 / 1e3,
-        }));
-    }
-    Ok((json!(attach), json!(rejected)))
 }
 
 /// Every track family × `reps` recorded on `ex` and scored: the track's rows,
@@ -101,7 +69,7 @@ fn diagnosis_rows(
         for repetition in 0..reps {
             let options = megakernel::case::FamilyOptions {
                 repetition,
-                measure_launches: if ex.env().backend == "sim" { 1 } else { 3 },
+                measure_launches: crate::track::measure_launches(&ex.env().backend),
                 ..Default::default()
             };
             let recorded = megakernel::case::run_family(ex, &variants, &options)
@@ -115,112 +83,6 @@ fn diagnosis_rows(
     Ok(megakernel::track::leaderboard(&cases).1)
 }
 
-fn markdown(summary: &Value, rows: &[QueryRow]) -> String {
-    let mut md = query_table(rows);
-    md += "\n| monitor | execution | kernel µs | perturbation % | hook runs | insns / run | hook ns / run | hook µs / worker |\n|---|---|---|---|---|---|---|---|\n";
-    let num = |v: &Value, d: usize| v.as_f64().map_or(String::new(), |x| format!("{x:.d$}"));
-    for p in summary["perturbation"].as_array().into_iter().flatten() {
-        md += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            p["monitor"].as_str().unwrap_or(""),
-            p["execution"].as_str().unwrap_or(""),
-            num(&p["kernel_us"], 1),
-            num(&p["perturbation_pct"], 2),
-            num(&p["hook_runs"], 0),
-            num(&p["insns_per_run"], 1),
-            num(&p["hook_ns_per_run"], 0),
-            num(&p["hook_us_per_worker"], 1),
-        );
-    }
-    let stages = summary["compiled_attach"]["programs"].as_array();
-    if let Some(list) = stages {
-        md += "\n| program | verify ms | translate ms | NVRTC ms | driver link ms | load ms | swap ms | total ms | linked regs / local B |\n|---|---|---|---|---|---|---|---|---|\n";
-        for p in list {
-            let k = &p["linked_kernel"];
-            md += &format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                p["program"].as_str().unwrap_or(""),
-                num(&p["verify_ms"], 3),
-                num(&p["translate_ms"], 3),
-                num(&p["nvrtc_ms"], 2),
-                num(&p["driver_link_ms"], 2),
-                num(&p["load_ms"], 2),
-                num(&p["swap_ms"], 3),
-                num(&p["total_ms"], 2),
-                if k.is_null() {
-                    String::new()
-                } else {
-                    format!("{} / {}", k["regs"], k["local_bytes"])
-                }
-            );
-        }
-    }
-    md
-}
-
-/// What only the GPU measures: the device, the hooks' register / shared / local memory
-/// cost, attach against rebuild time, and a swap while the persistent kernel runs.
-fn gpu_measurements(
-    g: &mut GpuPrograms,
-    twin: &megakernel::schedule::Schedule,
-    summary: &mut Value,
-) -> Result<(), Failure> {
-    let env = megakernel::case::Executor::env(&g.gpu);
-    summary["device"] =
-        json!({"gpu": env.gpu, "driver": env.driver, "cuda": env.cuda, "sms": g.gpu.num_sms});
-    let [(r0, s0, l0), (r1, s1, l1)] = g.dev.resources;
-    summary["resources"] = json!({
-        "plain": {"regs": r0, "shared_bytes": s0, "local_bytes": l0},
-        "hooks": {"regs": r1, "shared_bytes": s1, "local_bytes": l1},
-        "delta": {"regs": r1 - r0, "shared_bytes": s1 - s0, "local_bytes": l1 - l0},
-    });
-    // The compiling path: each stage of a new question's attach, and each
-    // linked kernel's registers and local memory.
-    summary["compiled_attach"] = match megakernel::bpf::attach_cost::on_gpu(g, 3) {
-        Ok(v) => v,
-        Err(e) => json!({"error": e}),
-    };
-    summary["compiled_fallbacks"] = json!(g.fallbacks);
-    let (att, load_ns, verify_ns) = attachment("slo_waits")?;
-    let swaps: Vec<u64> = (0..9)
-        .map(|_| g.swap_ns(&att))
-        .collect::<Result<_, _>>()
-        .map_err(failed)?;
-    let rebuild: Vec<u64> = (0..3)
-        .map(|_| g.gpu.measure_rebuild())
-        .collect::<Result<_, _>>()
-        .map_err(failed)?;
-    let swap_ns = median(swaps);
-    summary["attach"] = json!({
-        "load_us": load_ns as f64 / 1e3, "verify_us": verify_ns as f64 / 1e3,
-        "swap_us": swap_ns as f64 / 1e3,
-        "attach_total_us": (load_ns + verify_ns + swap_ns) as f64 / 1e3,
-        "rebuild_warm_ms": median(rebuild) as f64 / 1e6,
-        "rebuild_with_hooks_cold_ms": g.dev.compile_ns as f64 / 1e6,
-    });
-    let (mut a, _, _) = attachment("task_count")?;
-    let (mut b, _, _) = attachment("task_count")?;
-    g.live_swap(twin, &mut a, &mut b, Duration::from_micros(300))
-        .map_err(failed)?;
-    let ea = a.maps.array(&a.set, "ended");
-    let eb = b.maps.array(&b.set, "ended");
-    let per_class: Vec<u64> = (0..8)
-        .map(|c| {
-            twin.tasks
-                .iter()
-                .filter(|t| t.class_id as usize == c)
-                .count() as u64
-        })
-        .collect();
-    let sums: Vec<u64> = ea.iter().zip(&eb).map(|(x, y)| x + y).collect();
-    summary["live_swap"] = json!({
-        "before_swap": ea, "after_swap": eb, "tasks_per_class": per_class,
-        "every_task_once": sums == per_class,
-        "both_banks_ran": ea.iter().sum::<u64>() > 0 && eb.iter().sum::<u64>() > 0,
-    });
-    Ok(())
-}
-
 pub fn run(args: BpfArgs) -> Result<(), Failure> {
     if let Some(why) = programs::unavailable() {
         return Err(Failure::unavailable(why));
@@ -230,7 +92,7 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let mut summary =
         json!({"tool": "causalbench megakernel bpf", "version": env!("CARGO_PKG_VERSION")});
-    let (attach, rejected) = programs_summary()?;
+    let (attach, rejected) = programs_summary().map_err(failed)?;
     summary["programs"] = attach;
     summary["unsafe_programs"] = rejected;
     let use_gpu = match args.backend {
@@ -301,7 +163,7 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         .filter(|r| r.profiler == "mk-aggregate")
         .collect::<Vec<_>>());
     if let Some(g) = gpu.as_mut() {
-        gpu_measurements(g, &twin, &mut summary)?;
+        gpu_measurements(g, &twin, &mut summary).map_err(failed)?;
     }
     if gpu.is_none() {
         summary["compiled_attach"] =
@@ -348,7 +210,7 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         "bpf-summary.json",
         &serde_json::to_string_pretty(&summary).unwrap_or_default(),
     )?;
-    let mut md = markdown(&summary, &rows);
+    let mut md = report_markdown(&summary, &rows);
     if !track_rows.is_empty() {
         let pert = query_programs_perturbation(&summary["perturbation"]);
         md += &format!(

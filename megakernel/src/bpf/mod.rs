@@ -22,6 +22,7 @@ pub mod loader;
 pub mod perturbation;
 pub mod programs;
 pub mod queries;
+pub mod report;
 pub mod section;
 pub mod translate;
 pub mod verifier;
