@@ -224,3 +224,372 @@ fn every_ground_truth_format_carries_schema_version() {
         "formats without a required schema_version: {without:?}"
     );
 }
+
+/// A dev-dependency on the binary crate breaks the rule even where a normal one would be
+/// allowed; any other dev-dependency is the tests' own business.
+#[test]
+fn a_dev_dependency_on_the_binary_is_reported() {
+    let architecture = std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).unwrap();
+    let rules = parse_rules(&architecture);
+    let metadata = serde_json::json!({"packages": [
+        {"name": "causalbench", "dependencies": []},
+        {"name": "evaluator", "dependencies": [
+            {"name": "causalbench", "kind": "dev"},
+            {"name": "megakernel", "kind": "dev"}
+        ]},
+        {"name": "megakernel", "dependencies": []},
+    ]});
+    let found: Vec<String> = violations(&rules, &parse_metadata(&metadata))
+        .into_iter()
+        .filter(|v| v.starts_with("crate "))
+        .collect();
+    assert_eq!(
+        found,
+        vec!["crate `evaluator`'s tests depend on the `causalbench` binary crate".to_string()]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The invariants of ARCHITECTURE.md's code map that the dependency table cannot hold: what
+// some files of a crate may name, checked on the source with `syn`.
+
+/// What one file's code names: every path (`a::b::c`, the first segments kept) and every
+/// `use` tree's paths, comments and string literals left out; `#[cfg(test)]` modules left
+/// out where asked.
+#[derive(Default)]
+struct Named {
+    paths: BTreeSet<Vec<String>>,
+    /// Method calls: (method, number of arguments).
+    method_calls: Vec<(String, usize)>,
+    skip_tests: bool,
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Named {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let is_test = m.attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.parse_args::<syn::Path>()
+                    .is_ok_and(|p| p.is_ident("test"))
+        });
+        if !(self.skip_tests && is_test) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        self.paths
+            .insert(p.segments.iter().map(|s| s.ident.to_string()).collect());
+        syn::visit::visit_path(self, p);
+    }
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        fn walk(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut BTreeSet<Vec<String>>) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    prefix.push(p.ident.to_string());
+                    walk(&p.tree, prefix, out);
+                    prefix.pop();
+                }
+                syn::UseTree::Name(n) => {
+                    let mut path = prefix.clone();
+                    path.push(n.ident.to_string());
+                    out.insert(path);
+                }
+                syn::UseTree::Rename(r) => {
+                    let mut path = prefix.clone();
+                    path.push(r.ident.to_string());
+                    out.insert(path);
+                }
+                syn::UseTree::Glob(_) => {
+                    out.insert(prefix.clone());
+                }
+                syn::UseTree::Group(g) => {
+                    for t in &g.items {
+                        walk(t, prefix, out);
+                    }
+                }
+            }
+        }
+        walk(&u.tree, &mut Vec::new(), &mut self.paths);
+    }
+    fn visit_expr_method_call(&mut self, c: &'ast syn::ExprMethodCall) {
+        self.method_calls.push((c.method.to_string(), c.args.len()));
+        syn::visit::visit_expr_method_call(self, c);
+    }
+}
+
+fn named_in(file: &Path, skip_tests: bool) -> Named {
+    let text = std::fs::read_to_string(file).unwrap();
+    let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let mut named = Named {
+        skip_tests,
+        ..Named::default()
+    };
+    syn::visit::Visit::visit_file(&mut named, &ast);
+    named
+}
+
+/// The `.rs` files under `path` (itself, if it is a file), sorted.
+fn rust_files(path: &Path) -> Vec<std::path::PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut files = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Every path of the files under `dir` (relative to the workspace root) that starts with
+/// one of `forbidden` (each a path prefix, `["kineto"]` or `["crate", "cuda"]`), as
+/// `file: path`.
+fn forbidden_paths(dirs: &[&str], forbidden: &[&[&str]]) -> Vec<String> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        let path = workspace_root().join(dir);
+        assert!(path.exists(), "{dir} does not exist");
+        for file in rust_files(&path) {
+            // One segment is a local name (`kernels` the count), not a crate's path.
+            for named in named_in(&file, false)
+                .paths
+                .into_iter()
+                .filter(|p| p.len() > 1)
+            {
+                if forbidden.iter().any(|f| {
+                    named.starts_with(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                }) {
+                    found.push(format!(
+                        "{}: {}",
+                        file.strip_prefix(workspace_root()).unwrap().display(),
+                        named.join("::")
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The GPU crates and the workspace crates other than `ground-truth`, as code names them.
+const GPU_AND_OTHER_CRATES: &[&[&str]] = &[
+    &["kernels"],
+    &["injectors"],
+    &["ebpf_recorder"],
+    &["recorder_cupti"],
+    &["kineto"],
+    &["cudarc"],
+    &["libbpf_rs"],
+    &["scenario_space"],
+    &["views"],
+    &["baselines"],
+    &["evaluator"],
+    &["exporters"],
+    &["megakernel"],
+];
+
+/// ARCHITECTURE.md, `generator/`: the simulator, the recording path, the injection plan
+/// and the answers use only `ground-truth` (of the causalbench and GPU crates), and none
+/// of them reaches into the GPU or PyTorch backend.
+#[test]
+fn the_simulator_and_the_recording_path_use_only_ground_truth() {
+    let mut forbidden = GPU_AND_OTHER_CRATES.to_vec();
+    forbidden.extend([
+        &["crate", "cuda"][..],
+        &["crate", "torch"],
+        &["super", "cuda"],
+        &["super", "torch"],
+    ]);
+    let found = forbidden_paths(
+        &[
+            "generator/src/sim",
+            "generator/src/record",
+            "generator/src/plan.rs",
+            "generator/src/answers.rs",
+        ],
+        &forbidden,
+    );
+    assert!(
+        found.is_empty(),
+        "the simulator and the recording path name a GPU backend or another crate:\n{}",
+        found.join("\n")
+    );
+}
+
+/// ARCHITECTURE.md, `generator/`: no backend creates a scenario step's nodes or edges
+/// itself; only `record/` calls the run builder's `node(kind, name, info, start, end)` and
+/// `edge(src, dst, kind)` (tests left out, which build small truths by hand).
+#[test]
+fn no_backend_makes_nodes_or_edges_itself() {
+    let src = workspace_root().join("generator/src");
+    let record = src.join("record");
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        if file.starts_with(&record) || file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        for (method, args) in named_in(&file, true).method_calls {
+            if (method == "node" && args == 5) || (method == "edge" && args == 3) {
+                found.push(format!(
+                    "{}: .{method}(…{args} arguments)",
+                    file.strip_prefix(workspace_root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "truth nodes or edges made outside generator/src/record/:\n{}",
+        found.join("\n")
+    );
+}
+
+/// ARCHITECTURE.md, `kineto/`: the reader knows nothing of scenarios or truth; of
+/// `ground-truth` it uses only the input machinery (`io`: limits, gzip, `FormatError`).
+#[test]
+fn the_kineto_reader_knows_nothing_of_scenarios_or_truth() {
+    let src = workspace_root().join("kineto/src");
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        for path in named_in(&file, false).paths {
+            if path.first().is_some_and(|p| p == "ground_truth")
+                && path.get(1).is_some_and(|p| p != "io")
+            {
+                found.push(format!(
+                    "{}: {}",
+                    file.strip_prefix(workspace_root()).unwrap().display(),
+                    path.join("::")
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "kineto names ground-truth beyond its input machinery:\n{}",
+        found.join("\n")
+    );
+}
+
+/// ARCHITECTURE.md, `megakernel/`: task-level truth comes from the case's task log, never
+/// from a profiler: of the crate's files only `track` (the pipeline after recording, which
+/// runs the track's profilers) names `baselines`.
+#[test]
+fn the_megakernel_truth_names_no_profiler() {
+    let src = workspace_root().join("megakernel/src");
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        if file == src.join("track.rs") {
+            continue;
+        }
+        if named_in(&file, false)
+            .paths
+            .iter()
+            .any(|p| p.first().is_some_and(|p| p == "baselines"))
+        {
+            found.push(
+                file.strip_prefix(workspace_root())
+                    .unwrap()
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "megakernel files other than track.rs name baselines: {found:?}"
+    );
+}
+
+/// ARCHITECTURE.md, `megakernel/`: the hook ABI version is one number on every side: the
+/// CUDA source's `MK_ABI_VERSION`, the Rust mirror's `ABI_VERSION` (kernels), and the
+/// formats' `HOOK_ABI_VERSION` (ground-truth), which the telemetry reader checks.
+#[test]
+fn the_hook_abi_version_is_one_number_on_every_side() {
+    let read = |p: &str| std::fs::read_to_string(workspace_root().join(p)).unwrap();
+    let cuda = read("kernels/src/cuda/megakernel.cu");
+    let mirror = read("kernels/src/megakernel.rs");
+    let version = ground_truth::megakernel::HOOK_ABI_VERSION;
+    assert!(
+        cuda.contains(&format!("#define MK_ABI_VERSION {version}u")),
+        "megakernel.cu's MK_ABI_VERSION is not {version}"
+    );
+    assert!(
+        mirror.contains(&format!("pub const ABI_VERSION: u32 = {version};")),
+        "kernels' ABI_VERSION is not {version}"
+    );
+}
+
+/// ARCHITECTURE.md, `views/`: a view is a function of (bundle, spec, key), the key
+/// deciding only the view's opaque id.
+#[test]
+fn a_view_depends_on_its_key_only_through_its_id() {
+    use ground_truth::view::{LossSpec, ViewSpec};
+    use ground_truth::{Collectors, Mode, Readable};
+    let scenario = ground_truth::Scenario::read(
+        &workspace_root().join("catalog/dependency-vs-overlap.event-edge.yaml"),
+    )
+    .unwrap();
+    let bundle = generator::select_backend(generator::BackendKind::Sim)
+        .unwrap()
+        .record(&scenario, 0)
+        .unwrap();
+    let (a, b) = (views::ViewKey::random(), views::ViewKey::random());
+    for loss in [
+        LossSpec::None,
+        LossSpec::Uniform { rate: 0.3, seed: 7 },
+        LossSpec::Targeted { seed: 7 },
+    ] {
+        for mode in [Mode::Instrumented, Mode::Closed] {
+            let spec = ViewSpec {
+                collectors: Collectors::Combined,
+                mode,
+                loss,
+            };
+            let under_a = views::derive_with_key(&bundle, spec, &a);
+            let mut under_b = views::derive_with_key(&bundle, spec, &b);
+            assert_ne!(
+                under_a.view.bundle, under_b.view.bundle,
+                "the key names the view"
+            );
+            under_b.view.bundle = under_a.view.bundle.clone();
+            assert_eq!(under_a.view, under_b.view, "{spec:?}");
+            assert_eq!(under_a.removed, under_b.removed, "{spec:?}");
+            let again = views::derive_with_key(&bundle, spec, &a);
+            assert_eq!(again.view, under_a.view, "{spec:?}");
+        }
+    }
+}
+
+/// ARCHITECTURE.md, `megakernel/`: without a GPU the track's GPU executor returns an
+/// error, never panics. (On a machine with a GPU, `megakernel/tests/gpu.rs` opens it.)
+#[test]
+fn the_megakernel_gpu_executor_is_an_error_without_a_gpu() {
+    if generator::backend::gpu_present() {
+        eprintln!("skipped: this machine has a GPU");
+        return;
+    }
+    assert!(megakernel::gpu::GpuExecutor::open(false).is_err());
+    assert!(megakernel::gpu::GpuExecutor::open(true).is_err());
+}
+
+/// ARCHITECTURE.md, `kernels/`: no nvcc at build time: the crate has no build script (its
+/// CUDA C is compiled at run time with NVRTC).
+#[test]
+fn the_kernels_crate_has_no_build_script() {
+    let dir = workspace_root().join("kernels");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(!dir.join("build.rs").exists(), "kernels/build.rs exists");
+    assert!(
+        !manifest
+            .lines()
+            .any(|l| l.trim_start().starts_with("build")),
+        "kernels/Cargo.toml names a build script"
+    );
+}
