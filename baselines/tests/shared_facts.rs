@@ -5,7 +5,10 @@
 //! Two checks: the module graph (no module reachable from another profiler names
 //! `causal_graph`), and golden digests of the other built-in profilers' explanations
 //! of a fixed set of views (`tests/golden/views/`, derived from the simulator's dev
-//! split and committed, so a change of the simulator does not move them).
+//! split and committed, so a change of the simulator does not move them). The module
+//! graph also holds that no profiler imports another, directly or through shared
+//! modules, beyond the pairs ARCHITECTURE.md names (`hta_analyses` and `traceml` use
+//! `hta`'s process machinery).
 //!
 //! Regenerate the views (after a change of the view format) with
 //! `CAUSALBENCH_GOLDEN=views cargo test -p baselines --test shared_facts`, the
@@ -45,15 +48,21 @@ fn golden_digests_file() -> PathBuf {
 /// The `crate::` and `super::` modules a source file names outside comments (a
 /// top-level module's `super` is the crate root).
 fn modules_named(source: &str) -> BTreeSet<String> {
+    modules_named_at(source, 0)
+}
+
+/// The `crate::` modules a source file `depth` directories below `src/` names outside
+/// comments, and those it names through as many `super::` as reach the crate root.
+fn modules_named_at(source: &str, depth: usize) -> BTreeSet<String> {
     let code: String = source
         .lines()
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("\n");
     let mut out = BTreeSet::new();
-    for prefix in ["crate::", "super::"] {
+    for prefix in ["crate::".to_string(), "super::".repeat(depth + 1)] {
         let mut rest = code.as_str();
-        while let Some(i) = rest.find(prefix) {
+        while let Some(i) = rest.find(prefix.as_str()) {
             rest = &rest[i + prefix.len()..];
             let idents: Vec<&str> = if let Some(list) = rest.strip_prefix('{') {
                 top_level_items(list)
@@ -162,6 +171,238 @@ fn the_module_scan_sees_paths_and_lists() {
     assert_eq!(
         found,
         BTreeSet::from(["analysis".into(), "index".into(), "common".into()])
+    );
+}
+
+/// The profilers that may import another, and which: the analyzers run in a Python
+/// process use the HTA adapter's process machinery (ARCHITECTURE.md, `baselines/`).
+const ALLOWED_PROFILER_IMPORTS: &[(&str, &str)] = &[("hta_analyses", "hta"), ("traceml", "hta")];
+
+/// Every source file of each top-level module of the crate (a directory module's files
+/// below it too), with its depth below `src/`; `lib.rs` (the registry) left out.
+fn module_files() -> BTreeMap<String, Vec<(usize, String)>> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<(usize, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, depth + 1, out);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push((depth, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let src = crate_dir().join("src");
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let mut files = Vec::new();
+        let name = if path.is_dir() {
+            walk(&path, 1, &mut files);
+            path.file_name().unwrap().to_string_lossy().to_string()
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            files.push((0, std::fs::read_to_string(&path).unwrap()));
+            path.file_stem().unwrap().to_string_lossy().to_string()
+        } else {
+            continue;
+        };
+        if name != "lib" && !files.is_empty() {
+            out.insert(name, files);
+        }
+    }
+    out
+}
+
+/// The names the crate root re-exports (`pub use MODULE::{A, B};` in `lib.rs`), each
+/// with the module it comes from.
+fn reexports(lib: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in lib.lines() {
+        let Some(path) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let path = path.trim_end_matches(';');
+        let Some((module, items)) = path.split_once("::") else {
+            continue;
+        };
+        let items = items.trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let name = item.rsplit("::").next().unwrap_or("").trim();
+            if !name.is_empty() {
+                out.insert(name.to_string(), module.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The top-level modules each module's files name, a name the crate root re-exports
+/// counted as its module.
+fn module_imports(
+    files: &BTreeMap<String, Vec<(usize, String)>>,
+    reexported: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    files
+        .iter()
+        .map(|(module, sources)| {
+            let named = sources
+                .iter()
+                .flat_map(|(depth, source)| modules_named_at(source, *depth))
+                .map(|n| reexported.get(&n).cloned().unwrap_or(n))
+                .filter(|n| n != module && files.contains_key(n))
+                .collect();
+            (module.clone(), named)
+        })
+        .collect()
+}
+
+/// The modules that implement a profiler (`Profiler`, or the megakernel track's
+/// `TaskProfiler`).
+fn profiler_modules(files: &BTreeMap<String, Vec<(usize, String)>>) -> BTreeSet<String> {
+    files
+        .iter()
+        .filter(|(_, sources)| {
+            sources.iter().any(|(_, source)| {
+                source.lines().any(|l| {
+                    let code = l.split("//").next().unwrap_or("");
+                    code.trim_start().starts_with("impl ") && code.contains("Profiler for ")
+                })
+            })
+        })
+        .map(|(m, _)| m.clone())
+        .collect()
+}
+
+/// Every route by which a profiler module reaches another profiler module, directly or
+/// through shared (non-profiler) modules, other than the allowed pairs.
+fn cross_profiler_imports(
+    imports: &BTreeMap<String, BTreeSet<String>>,
+    profilers: &BTreeSet<String>,
+    allowed: &[(&str, &str)],
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for start in profilers {
+        let mut seen = BTreeSet::from([start.clone()]);
+        let mut todo = vec![vec![start.clone()]];
+        while let Some(route) = todo.pop() {
+            let last = route.last().unwrap();
+            for named in imports.get(last).into_iter().flatten() {
+                if !seen.insert(named.clone()) {
+                    continue;
+                }
+                let mut next = route.clone();
+                next.push(named.clone());
+                if !profilers.contains(named) {
+                    todo.push(next);
+                } else if !allowed.contains(&(start.as_str(), named.as_str())) {
+                    found.push(next.join(" -> "));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_profiler_imports_another() {
+    let files = module_files();
+    let lib = std::fs::read_to_string(crate_dir().join("src/lib.rs")).unwrap();
+    let profilers = profiler_modules(&files);
+    for (module, other) in ALLOWED_PROFILER_IMPORTS {
+        assert!(
+            profilers.contains(*module) && profilers.contains(*other),
+            "the allowed import {module} -> {other} names a module that is no profiler"
+        );
+    }
+    for module in [
+        "timestamp_join",
+        "cupti_correlation",
+        "ebpf_host",
+        "nvtx_enclosure",
+        REFERENCE_MODULE,
+    ] {
+        assert!(
+            profilers.contains(module),
+            "{module} is not seen as a profiler"
+        );
+    }
+    let found = cross_profiler_imports(
+        &module_imports(&files, &reexports(&lib)),
+        &profilers,
+        ALLOWED_PROFILER_IMPORTS,
+    );
+    assert!(
+        found.is_empty(),
+        "a profiler imports another (what both need belongs in shared code: `index`, \
+         `analysis`, `common`):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check catches what it is for: a planted import of one profiler by another,
+/// directly, through a shared module, through a name the crate root re-exports, and
+/// from a nested file through `super::super::`; the allowed pairs pass.
+#[test]
+fn a_planted_profiler_import_is_caught() {
+    let file = |source: &str| vec![(0, source.to_string())];
+    let files = BTreeMap::from([
+        (
+            "a_profiler".to_string(),
+            file("use crate::common::x;\nimpl Profiler for A {}"),
+        ),
+        (
+            "b_profiler".to_string(),
+            file("use crate::{index, OtherB};\nimpl Profiler for B {}"),
+        ),
+        (
+            "c_profiler".to_string(),
+            vec![
+                (0, "impl crate::Profiler for C {}".to_string()),
+                (
+                    1,
+                    "use super::graph;\nlet y = super::super::a_profiler::f();".to_string(),
+                ),
+            ],
+        ),
+        ("hta".to_string(), file("impl Profiler for Hta {}")),
+        (
+            "traceml".to_string(),
+            file("use crate::hta::one_line;\nimpl Profiler for T {}"),
+        ),
+        (
+            "common".to_string(),
+            file("// crate::a_profiler\nuse crate::index::Pos;"),
+        ),
+        ("index".to_string(), file("use super::b_profiler::Thing;")),
+        ("d_profiler".to_string(), file("impl TaskProfiler for D {}")),
+    ]);
+    let reexported = BTreeMap::from([("OtherB".to_string(), "d_profiler".to_string())]);
+    let profilers = profiler_modules(&files);
+    assert_eq!(
+        profilers,
+        BTreeSet::from(
+            [
+                "a_profiler",
+                "b_profiler",
+                "c_profiler",
+                "d_profiler",
+                "hta",
+                "traceml"
+            ]
+            .map(String::from)
+        )
+    );
+    let found = cross_profiler_imports(
+        &module_imports(&files, &reexported),
+        &profilers,
+        &[("traceml", "hta")],
+    );
+    assert_eq!(
+        found,
+        [
+            "a_profiler -> common -> index -> b_profiler",
+            "b_profiler -> d_profiler",
+            "c_profiler -> a_profiler",
+        ]
     );
 }
 

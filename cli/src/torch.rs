@@ -6,7 +6,7 @@
 //! `recording-summary.json` (docs/torch-track.md).
 
 use crate::Failure;
-use generator::torch::TorchBackend;
+use generator::torch::{completeness, TorchBackend};
 use generator::Backend;
 use ground_truth::io::Readable;
 use ground_truth::Scenario;
@@ -171,8 +171,10 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
             }
         }
         // Written after every bundle: a recording cut short keeps what it made.
-        let completeness = backend.completeness();
-        crate::gpu::write_json(&args.out.join("completeness.json"), &json!(completeness))?;
+        crate::gpu::write_json(
+            &args.out.join(completeness::COMPLETENESS_FILE),
+            &json!(backend.completeness()),
+        )?;
         let summary = json!({
             "bundles_ok": bundles.len(),
             "failures": failures,
@@ -203,101 +205,19 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The heading of the completeness section in `leaderboard.md`.
-const COMPLETENESS_HEADING: &str = "\n## Kineto's completeness (PyTorch track)\n";
-
-/// Appends to `out/leaderboard.md` the per-family table of what Kineto's traces
-/// held of the truth (the `completeness.json` of every replayed corpus that has
-/// one), so a reader sees whether a wrong answer came from the collector or the
-/// analyzer (docs/torch-track.md, "Completeness"). Nothing when no corpus has one.
+/// Appends to `out/leaderboard.md` the section of what Kineto's traces held of the
+/// truth, per family, from the `completeness.json` of every replayed corpus that has
+/// one ([`generator::torch::completeness`]), so a reader sees whether a wrong answer
+/// came from the collector or the analyzer (docs/torch-track.md, "Completeness").
+/// Nothing when no corpus has one.
 pub fn completeness_section(corpora: &[&Path], out: &Path) -> Result<(), Failure> {
-    let mut runs: Vec<generator::torch::RunCompleteness> = Vec::new();
-    for dir in corpora {
-        let file = dir.join("completeness.json");
-        if !file.is_file() {
-            continue;
-        }
-        let bytes =
-            std::fs::read(&file).map_err(|e| Failure::input(format!("{}: {e}", file.display())))?;
-        let more: Vec<generator::torch::RunCompleteness> =
-            ground_truth::io::from_json(&file, &bytes).map_err(Failure::input)?;
-        runs.extend(more);
-    }
-    if runs.is_empty() {
+    let Some(section) = completeness::section(corpora).map_err(Failure::input)? else {
         return Ok(());
-    }
-    let table = completeness_table(&runs);
+    };
     let path = out.join(evaluator::LEADERBOARD_MD);
-    let mut text = std::fs::read_to_string(&path)
+    let text = std::fs::read_to_string(&path)
         .map_err(|e| Failure::failed(format!("cannot read {}: {e}", path.display())))?;
-    if let Some(at) = text.find(COMPLETENESS_HEADING) {
-        text.truncate(at);
-    }
-    text.push_str(COMPLETENESS_HEADING);
-    text.push('\n');
-    text.push_str(&table);
+    let text = completeness::with_section(&text, &section);
     ground_truth::io::write_atomic(&path, text.as_bytes())
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", path.display())))
-}
-
-/// `seen/total (linked)` cells per family: device ops, cross-stream event edges,
-/// graph-node kernels, other-thread ops.
-pub fn completeness_table(runs: &[generator::torch::RunCompleteness]) -> String {
-    use std::collections::BTreeMap;
-    let mut by_family: BTreeMap<&str, (usize, generator::torch::Completeness)> = BTreeMap::new();
-    for r in runs {
-        let (n, c) = by_family.entry(r.family.as_str()).or_default();
-        *n += 1;
-        let k = &r.counts;
-        c.device_ops += k.device_ops;
-        c.device_ops_seen += k.device_ops_seen;
-        c.device_ops_linked += k.device_ops_linked;
-        c.event_edges += k.event_edges;
-        c.event_edges_seen += k.event_edges_seen;
-        c.event_edges_linked += k.event_edges_linked;
-        c.graph_kernels += k.graph_kernels;
-        c.graph_kernels_seen += k.graph_kernels_seen;
-        c.graph_kernels_linked += k.graph_kernels_linked;
-        c.other_thread_ops += k.other_thread_ops;
-        c.other_thread_ops_seen += k.other_thread_ops_seen;
-        c.other_thread_ops_linked += k.other_thread_ops_linked;
-    }
-    let cell = |total: u64, seen: u64, linked: u64| -> String {
-        if total == 0 {
-            "—".into()
-        } else {
-            format!(
-                "{:.3} / {:.3} ({seen}/{total}, {linked} linked)",
-                seen as f64 / total as f64,
-                linked as f64 / total as f64
-            )
-        }
-    };
-    let mut s = String::from(
-        "Share of the truth in Kineto's trace at all / with correct links (seen/total): \
-         device ops with their launch call, cross-stream event edges whose wait names the \
-         record's call, graph-node kernels with their graph launch, and calls made on \
-         another thread than the request's first with their device work \
-         (docs/torch-track.md, \"Completeness\").\n\n\
-         | family | runs | device ops | event edges | graph-node kernels | other-thread ops |\n\
-         | --- | ---: | --- | --- | --- | --- |\n",
-    );
-    for (family, (n, c)) in by_family {
-        s.push_str(&format!(
-            "| {family} | {n} | {} | {} | {} | {} |\n",
-            cell(c.device_ops, c.device_ops_seen, c.device_ops_linked),
-            cell(c.event_edges, c.event_edges_seen, c.event_edges_linked),
-            cell(
-                c.graph_kernels,
-                c.graph_kernels_seen,
-                c.graph_kernels_linked
-            ),
-            cell(
-                c.other_thread_ops,
-                c.other_thread_ops_seen,
-                c.other_thread_ops_linked
-            ),
-        ));
-    }
-    s
 }

@@ -1,8 +1,8 @@
 //! Injected work looks like application work (docs/records.md, "Injected work is
 //! anonymous"): the kernel names, call sites, launch shapes, copy sizes and kernel
 //! durations of injected work are seeded draws from the scenario's own
-//! application work, on both backends. Only the ground truth (fault nodes,
-//! injection records) knows which work was injected.
+//! application work, on all three backends (sim, cuda, torch). Only the ground
+//! truth (fault nodes, injection records) knows which work was injected.
 
 use ground_truth::scenario::{Scenario, Step};
 use ground_truth::seed::mix;

@@ -13,6 +13,7 @@
 //! records ([`observe`]).
 
 pub mod attribution;
+pub mod completeness;
 pub mod fence_lines;
 pub mod log;
 pub mod observe;
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
+pub use completeness::RunCompleteness;
 pub use plan::{runs_as_training_loop, supported};
 pub use truth::Completeness;
 
@@ -74,16 +76,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// What one bundle's recording saw of Kineto's completeness, for the
-/// corpus's `completeness.json`.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RunCompleteness {
-    pub scenario: String,
-    pub family: String,
-    pub repetition: u32,
-    pub counts: Completeness,
 }
 
 /// Bytes of user stack the host recorder copies at each driver call of the
