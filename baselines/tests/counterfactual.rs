@@ -68,3 +68,59 @@ fn unrelated_work_moves_nothing() {
     let (truth, _) = verdict(&sc);
     assert_eq!(truth, CauseLabel::None, "{}", sc.name);
 }
+
+const CLOSED: ViewSpec = ViewSpec {
+    collectors: Collectors::Combined,
+    mode: Mode::Closed,
+    loss: LossSpec::None,
+};
+
+/// The dev split's first training-step instance, by variant name.
+fn training_step_variant(variant: &str) -> Scenario {
+    generate(Split::Dev, DEV_SEED, 300)
+        .into_iter()
+        .find(|s| s.name.starts_with("training-step.") && s.name.ends_with(variant))
+        .expect("the dev split has a training-step instance")
+}
+
+/// (the symptom's true cause, causal-graph's top cause) in the combined
+/// closed view: no request tokens, no markers; the host collector's records
+/// join the main thread's calls by thread and time.
+fn closed_verdict(sc: &Scenario) -> (CauseLabel, CauseLabel) {
+    let bundle = record(sc);
+    let view = views::derive(&bundle, CLOSED).view;
+    let explanation = builtin("causal-graph").unwrap().explain(&view);
+    let score = evaluator::score_case(&bundle, &view, &explanation);
+    (
+        score.symptoms[0].true_cause,
+        explanation.diagnoses[0].causes[0].label,
+    )
+}
+
+/// Closed mode: the previous step's loss readback (a pageable copy, blocking
+/// its launch call) waited for a kernel the injection lengthened, and this
+/// step's work was launched only after that call returned. The call returns
+/// when its copy ends, so removing the kernel's excess moves the symptom
+/// through the call (the blocked call's coupling in `counterfactual.rs`), and
+/// the `sync` the delay passed through names it.
+#[test]
+fn closed_mode_finds_the_previous_steps_fence_through_the_blocked_call() {
+    let sc = training_step_variant(".previous-step-fence");
+    let (truth, claimed) = {
+        cov_mark::check!(counterfactual_blocked_call);
+        closed_verdict(&sc)
+    };
+    assert_eq!(truth, CauseLabel::ImplicitSync, "{}", sc.name);
+    assert_eq!(claimed, CauseLabel::ImplicitSync, "{}", sc.name);
+}
+
+/// Must not: in the harmless variant of the same instance nothing upstream
+/// ran long against its peers, and the symptom's launch is joined to the
+/// thread's previous call (its host gap measured), so `none` comes first.
+#[test]
+fn closed_mode_reads_none_where_every_measured_phase_is_clean() {
+    let sc = training_step_variant(".harmless");
+    let (truth, claimed) = closed_verdict(&sc);
+    assert_eq!(truth, CauseLabel::None, "{}", sc.name);
+    assert_eq!(claimed, CauseLabel::None, "{}", sc.name);
+}

@@ -12,7 +12,11 @@
 //! when [`Graph::effective`] says; a gate whose source finishes `s` earlier
 //! releases `s` earlier. So a record gated by several predecessors moves only
 //! as far as the others let it (the slack), and a delay absorbed by a later
-//! gate (a launch that came after its stream was free) moves nothing.
+//! gate (a launch that came after its stream was free) moves nothing. A call
+//! blocked on the device op it launched (it returned within
+//! [`BLOCKED_CALL_RETURN_NS`] of the op's end: a pageable copy) returns as much
+//! earlier as the op ends, up to its own length: its program-order successor
+//! is released by it like by the op's `sync` edge.
 //!
 //! Cost: the symptom's ancestors are gathered once ([`Cone`], at most
 //! [`MAX_CONE_NODES`]), with each one's successors within the cone; each
@@ -22,9 +26,10 @@
 //! it could still reach moved.
 
 use super::graph::{Graph, InferredEdge};
-use super::thresholds::MAX_CONE_NODES;
+use super::thresholds::{BLOCKED_CALL_RETURN_NS, MAX_CONE_NODES};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{Record, SyncType};
+use ground_truth::EdgeType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -155,6 +160,9 @@ impl Graph<'_> {
         // Each moved record: how much earlier it finishes, and the gate it moved by.
         let mut moved: FastMap<Pos, (f64, Option<InferredEdge>)> = FastMap::default();
         moved.insert(x, (amount, None));
+        // Calls blocked on a moved op they launched: how much earlier they return.
+        let mut returned_sooner: FastMap<Pos, f64> = FastMap::default();
+        self.note_blocked_call(x, amount, &mut returned_sooner);
         // The places still to evaluate, the earliest in topological order first:
         // only records a moved record gates (the others keep their finish), each
         // once, and only after every record before it in the order (as a walk
@@ -184,13 +192,20 @@ impl Graph<'_> {
             let released_sooner = incoming
                 .iter()
                 .map(|e| {
-                    let shift = moved.get(&e.src).map_or(0.0, |m| m.0);
+                    let shift = match moved.get(&e.src) {
+                        Some(m) => m.0,
+                        None if e.kind == EdgeType::HostOrder => {
+                            returned_sooner.get(&e.src).copied().unwrap_or(0.0)
+                        }
+                        None => 0.0,
+                    };
                     self.effective(e) as f64 - shift
                 })
                 .fold(f64::NEG_INFINITY, f64::max);
             let shift = released.map_or(0.0, |r| (r as f64 - released_sooner).max(0.0));
             if shift > 0.0 {
                 moved.insert(n, (shift, Some(via)));
+                self.note_blocked_call(n, shift, &mut returned_sooner);
                 queue_after(at, &mut pending);
             }
         }
@@ -205,5 +220,29 @@ impl Graph<'_> {
         }
         route.reverse();
         (effect, route)
+    }
+}
+
+impl Graph<'_> {
+    /// When device op `op` finishes `shift` earlier and the call that launched
+    /// it was blocked on it (returned within [`BLOCKED_CALL_RETURN_NS`] of its
+    /// end), that call returns as much earlier, up to how long it blocked.
+    fn note_blocked_call(&self, op: Pos, shift: f64, returned_sooner: &mut FastMap<Pos, f64>) {
+        let ix = &self.ix;
+        if !ix.rec(op).is_device_op() {
+            return;
+        }
+        let Some(call) = ix.launch_api(op) else {
+            return;
+        };
+        let (op_end, call_end) = (ix.end(op), ix.end(call));
+        if call_end < op_end || call_end - op_end > BLOCKED_CALL_RETURN_NS {
+            return;
+        }
+        cov_mark::hit!(counterfactual_blocked_call);
+        let blocked = op_end.saturating_sub(ix.start(call)) as f64;
+        let sooner = shift.min(blocked);
+        let entry = returned_sooner.entry(call).or_insert(0.0);
+        *entry = entry.max(sooner);
     }
 }

@@ -19,7 +19,7 @@ use crate::analysis::{
 };
 use crate::index::{call_site_frame, Pos};
 use ground_truth::trace::{Record, SyncType};
-use ground_truth::{CauseLabel, Diagnosis, EdgeType, Phases, Query, Question};
+use ground_truth::{CauseLabel, Diagnosis, EdgeType, Evidence, Phases, Query, Question};
 
 /// A record's ranked causes, phase excess and peer count.
 type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
@@ -369,12 +369,15 @@ impl Graph<'_> {
             // there is no normal timing to be late against, and with records lost
             // the one that shows the lateness may be gone: the op's timing is then
             // explained by what gated it, `none` the close second.
-            // In closed mode the host gap before the call is not measurable (its
-            // program-order predecessor is only inferred): nothing is known late
-            // there either way.
-            let host_unmeasured = ix
-                .launch_api(p)
-                .is_some_and(|a| self.host_measure(a).gap_inferred);
+            // In closed mode the host gap before the call is not measurable
+            // where its program-order predecessor is only inferred and the host
+            // collector's records do not join the two (`host::joined_by_thread_and_time`):
+            // the thread may have idled until another task's work arrived, and
+            // nothing is known late there either way. A joined gap is measured.
+            let host_unmeasured = ix.launch_api(p).is_some_and(|a| {
+                self.incoming_of(a, EdgeType::HostOrder)
+                    .is_some_and(|e| e.ev == Evidence::Inferred && !self.joined(&e))
+            });
             let none = if peers.is_empty() || self.loss_plausible || host_unmeasured {
                 NONE_WHEN_UNSURE
             } else {
