@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
+mod common;
 
 /// The crate → allowed workspace dependencies table of ARCHITECTURE.md. `*` allows every
 /// workspace crate; `—` allows none.
@@ -125,23 +125,7 @@ fn crates_depend_only_on_what_architecture_allows() {
     let root = workspace_root();
     let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let rules = parse_rules(&architecture);
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(root)
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let metadata = common::workspace_metadata(root);
     let crates = parse_metadata(&metadata);
     assert!(
         crates.len() >= 10,

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
 /// Backticked names with a `/` that are not paths of the repository: where a run writes
 /// (`OUT/html/`, the results directory's `cases/` and `bundles/`), the perf map a process
@@ -121,19 +121,7 @@ struct Crate {
 /// The workspace crates, by the name Rust code calls them (`ground_truth`) and by their
 /// directory (`ground-truth`, `recorder-ebpf`), from `cargo metadata`.
 fn crates() -> (BTreeMap<String, Crate>, BTreeMap<String, Crate>) {
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .current_dir(workspace_root())
-        .output()
-        .expect("cargo metadata runs");
-    assert!(output.status.success(), "cargo metadata failed");
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let metadata = common::workspace_metadata(workspace_root());
     let mut by_name = BTreeMap::new();
     let mut by_dir = BTreeMap::new();
     for package in metadata["packages"].as_array().unwrap() {

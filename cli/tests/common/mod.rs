@@ -97,3 +97,24 @@ pub fn submit_minimal(entry: &Path) -> (i32, String, String) {
         entry.to_str().unwrap(),
     ])
 }
+
+/// `cargo metadata` of the workspace's own crates (no dependencies, offline).
+pub fn workspace_metadata(root: &Path) -> serde_json::Value {
+    let output = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
