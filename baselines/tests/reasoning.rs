@@ -161,6 +161,7 @@ fn a_single_request_is_diagnosed_from_its_own_records() {
 // (baselines/README.md, rules 4, 6a and 7a): each rule once where it must hold and
 // once where it must not.
 
+use baselines::causal_graph::thresholds::MAX_CANDIDATE_INSTANCES;
 use baselines::synth::{ViewBuilder, US};
 use ground_truth::trace::{CopyDirection, HostMemory, MarkerPhase, SwitchReason, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, Explanation, Question, TraceView};
@@ -1139,11 +1140,16 @@ struct Held {
 /// `spacing` apart, so each waits for the one before unless `spacing` leaves the
 /// thread idle); request 1 is twisted. The query: request 3's kernel.
 fn served(held: Held, spacing: u64) -> TraceView {
+    served_requests(4, held, spacing)
+}
+
+/// [`served`] with `requests` requests; the query: the last one's kernel.
+fn served_requests(requests: u64, held: Held, spacing: u64) -> TraceView {
     let mut b = ViewBuilder::new();
     let base = 10 * MS;
     let mut free = base + 20 * US;
     let mut symptom = 0;
-    for r in 0..4u64 {
+    for r in 0..requests {
         let arrival = base + r * spacing;
         b.marker(10, MarkerPhase::RequestBegin, "", &r.to_string(), arrival);
         let tw = if r == 1 { held } else { Held::default() };
@@ -1204,6 +1210,38 @@ fn an_earlier_request_long_kernel_its_synchronize_waited_for_is_implicit_sync() 
 fn a_held_chain_with_no_late_phase_is_none() {
     cov_mark::check!(held_chain_clean);
     assert_top_cause(&served(Held::default(), 10 * US), CauseLabel::None);
+}
+
+// The cross-request reading on a chain longer than its cost bound: all requests
+// arrive at once, so the chain of the last is every request. An op whose operation
+// has more than `MAX_CANDIDATE_INSTANCES` instances is left unread (its peers alone
+// would be a scan of them all per op, quadratic over the chain: minutes at a
+// hundred thousand launches, `causalbench measure large`), and such a chain with no
+// late phase read is no finding; below the bound the same chain is read whole.
+
+/// Request 1 of [`served_requests`] with 400 µs more host time before its launch.
+const HOST_DELAYED: Held = Held {
+    gap: 400 * US,
+    longer: 0,
+};
+
+#[test]
+fn a_chain_within_the_bound_is_read_whole() {
+    cov_mark::check_count!(held_chain_unread, 0);
+    cov_mark::check!(held_by_earlier_request);
+    let v = served_requests(4, HOST_DELAYED, 10 * US);
+    assert_top_cause(&v, CauseLabel::HandoffQueueing);
+}
+
+#[test]
+fn a_chain_of_an_operation_beyond_the_bound_is_no_finding() {
+    cov_mark::check!(held_chain_unread);
+    cov_mark::check_count!(held_chain_clean, 0);
+    let requests = MAX_CANDIDATE_INSTANCES as u64 + 8;
+    let v = served_requests(requests, HOST_DELAYED, 10 * US);
+    // The rest of the diagnosis judges the symptom: no cross-request label.
+    let e = explain(&v);
+    assert_ne!(diagnosis(&e).causes[0].label, CauseLabel::HandoffQueueing);
 }
 
 #[test]

@@ -20,17 +20,7 @@ fn root() -> PathBuf {
 
 /// Runs the binary in the repository root; asserts it exited 0.
 fn causalbench_ok(args: &[&std::ffi::OsStr]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::causalbench_ok_in(&root(), args);
 }
 
 #[test]

@@ -28,26 +28,18 @@ fn traceml_corpus_replays_to_the_committed_leaderboard_with_its_row() {
         return;
     }
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .current_dir(&root)
-        .args([
-            "run",
-            "--corpus",
-            CORPUS,
-            "--profilers",
-            PROFILERS,
-            "--quiet",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let args = [
+        "run",
+        "--corpus",
+        CORPUS,
+        "--profilers",
+        PROFILERS,
+        "--quiet",
+        "--out",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    args.push(out.path().as_os_str());
+    common::causalbench_ok_in(&root, &args);
     let committed = root.join(RESULTS).join("leaderboard.json");
     assert!(
         verdicts(&out.path().join("leaderboard.json")) == verdicts(&committed),
@@ -116,19 +108,10 @@ fn traceml_step_answers_from_the_verdict_beside_the_bundle() {
         )
         .unwrap();
         let out = dir.path().join("out");
-        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-            .args(["run", "--profilers", "traceml-step", "--quiet", "--corpus"])
-            .arg(&corpus)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let args = ["run", "--profilers", "traceml-step", "--quiet", "--corpus"];
+        let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        args.extend([corpus.as_os_str(), "--out".as_ref(), out.as_os_str()]);
+        common::causalbench_ok_in(dir.path(), &args);
         let board: serde_json::Value =
             serde_json::from_slice(&std::fs::read(out.join("leaderboard.json")).unwrap()).unwrap();
         let row = board["rows"]
@@ -167,11 +150,7 @@ fn traceml_step_answers_from_the_verdict_beside_the_bundle() {
 /// its failure to start here runs through it).
 #[test]
 fn train_loop_records_training_steps_only_through_the_runner() {
-    if Command::new("python3")
-        .args(["-c", "pass"])
-        .output()
-        .is_err()
-    {
+    if !common::python3() {
         eprintln!("skipped: no python3");
         return;
     }

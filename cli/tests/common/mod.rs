@@ -26,6 +26,21 @@ pub fn python3() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Runs the binary in `dir`; asserts it exited 0.
+pub fn causalbench_ok_in(dir: &Path, args: &[&std::ffi::OsStr]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Copies the directory tree `from` to `to` (a results folder to damage or resume).
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
