@@ -68,8 +68,11 @@ fn assert_right(names: &[&str]) {
 
 #[test]
 fn a_cause_propagates_along_the_whole_gating_chain() {
-    // Rule 6b: gates that waited in their stream pass on only a device reason.
-    cov_mark::check!(gate_waited_after_its_launch);
+    // The symptom waited for its gate (its queue phase): the counterfactual
+    // over the chain names the co-running work that held the first stage,
+    // by the edge it met the chain through (contention), not the stream
+    // order of its own kernels.
+    cov_mark::check!(counterfactual_root);
     assert_right(&["pipeline-depth.hops-5", "pipeline-depth.hops-8"]);
 }
 
@@ -322,14 +325,15 @@ fn a_delay_at_the_root_of_a_queue_counts_against_the_op_own_latency() {
     assert_eq!(top, CauseLabel::None, "{all}");
 }
 
-/// Rule 7a: a late phase of the op's own that explains under half of its
-/// lateness leaves the cause upstream. A 2 ms preemption before the first launch
-/// makes the last kernel 2 ms late; its own 300 µs queue excess (the three kernels
-/// ahead of it each ran 100 µs long, under their floor) is not the cause.
+/// A wait for a gate is lateness only as far as a delay upstream moves it. A
+/// 2 ms preemption before the first launch makes the last kernel 2 ms late;
+/// its own 300 µs queue excess (the three kernels ahead of it each ran 100 µs
+/// long, under their floor) is not the cause: the counterfactual over the
+/// candidates upstream finds the stall moves it furthest.
 #[test]
 fn a_phase_that_explains_little_of_the_lateness_is_not_its_cause() {
     {
-        cov_mark::check!(own_phase_explains_too_little);
+        cov_mark::check!(counterfactual_root);
         let (top, all) = chain_cause(Twist {
             preempted: 2 * MS,
             slower: 100 * US,
@@ -338,7 +342,7 @@ fn a_phase_that_explains_little_of_the_lateness_is_not_its_cause() {
         assert_eq!(top, CauseLabel::CpuDeschedule, "{all}");
     }
     // Must not: when the op's own queue excess is most of its lateness, it names it.
-    cov_mark::check_count!(own_phase_explains_too_little, 0);
+    cov_mark::check_count!(gate_wait_is_the_place, 0);
     let (top, all) = chain_cause(Twist {
         slower: 100 * US,
         ..Twist::default()
@@ -528,10 +532,11 @@ fn a_graph_launch_enters_its_stream_as_one_unit() {
 
 /// A run of back-to-back page faults is one stall: each 3 µs record is small
 /// beside the work it delayed, their 0.75 ms sum is not (one request, so no
-/// peers: the records alone must say it).
+/// peers: the records alone must say it). The symptom waited for its gate:
+/// the counterfactual removes the run's summed stall (`candidates.rs`).
 #[test]
 fn a_run_of_page_faults_is_one_stall() {
-    cov_mark::check!(stall_run_is_one_stall);
+    cov_mark::check!(counterfactual_root);
     assert_right(&["one-request-fault-run.page-fault"]);
 }
 

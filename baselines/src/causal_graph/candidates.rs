@@ -23,7 +23,8 @@ use super::graph::{Graph, InferredEdge};
 use super::readings;
 use super::structural::contention;
 use super::thresholds::{
-    COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS, NOISE_NS,
+    CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS,
+    NOISE_NS, STALL_NS,
 };
 use crate::analysis::{self, EXECUTION_PHASE};
 use crate::index::{FastMap, Pos};
@@ -45,6 +46,9 @@ enum DelayKind {
     /// Device work of no request, in a view whose requests carry tokens: all
     /// of it is delay to the requests it held.
     NoRequest,
+    /// A thread's scheduler or page-fault records in the gap before a host
+    /// record: the stall, all of it delay to that record.
+    Stall(CauseLabel),
 }
 
 impl Graph<'_> {
@@ -60,7 +64,7 @@ impl Graph<'_> {
             return None;
         }
         let cone = self.cone(p);
-        let mut candidates = self.candidates(&cone, p);
+        let (mut candidates, small) = self.candidates(&cone, p);
         candidates.sort_by(|a, b| b.delay.total_cmp(&a.delay));
         let mut effects: Vec<(CauseLabel, f64)> = Vec::new();
         let mut best = 0.0_f64;
@@ -75,9 +79,13 @@ impl Graph<'_> {
             best = best.max(effect);
             let label = match c.kind {
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
-                DelayKind::NoRequest => self.gate_label(&route),
+                DelayKind::NoRequest => self.added_work_label(&route),
+                DelayKind::Stall(label) => label,
             };
             effects.push((label, effect));
+        }
+        if effects.is_empty() {
+            effects.extend(self.small_delays_together(&cone, &small, floor));
         }
         if effects.is_empty() {
             return None;
@@ -87,11 +95,39 @@ impl Graph<'_> {
         Some(effects)
     }
 
-    /// The delays the records show in `cone` (other than `p` itself).
-    fn candidates(&self, cone: &Cone, p: Pos) -> Vec<Candidate> {
+    /// Ops upstream that each ran longer than their peers by less than their
+    /// floor, removed together (`small`): several such delays in a row add
+    /// up (three kernels ahead of the symptom each 100 µs over their 1 ms
+    /// peers hold it 300 µs). Their joint effect, when it passes `floor`,
+    /// named as the delay that reached the symptom last would be.
+    fn small_delays_together(
+        &self,
+        cone: &Cone,
+        small: &[Candidate],
+        floor: f64,
+    ) -> Option<(CauseLabel, f64)> {
+        if small.len() < 2 || small.iter().map(|c| c.delay).sum::<f64>() <= floor {
+            return None;
+        }
+        let delays: Vec<(Pos, f64)> = small.iter().map(|c| (c.at, c.delay)).collect();
+        let (effect, route) = self.joint_effect_and_route(cone, &delays);
+        if effect <= floor {
+            return None;
+        }
+        let first = route.first()?.src;
+        cov_mark::hit!(small_delays_add_up);
+        Some((self.lengthened_op_label(first, &route), effect))
+    }
+
+    /// The delays the records show in `cone` (other than `p` itself), and
+    /// the ops that ran longer than their peers beyond the peers' own spread
+    /// and the clock ([`CLOCK_NS`]) but within their floor (each alone is no
+    /// cause, `small_delays_together`).
+    fn candidates(&self, cone: &Cone, p: Pos) -> (Vec<Candidate>, Vec<Candidate>) {
         let ix = &self.ix;
         let with_requests = self.token(p).is_some();
         let mut out = Vec::new();
+        let mut small = Vec::new();
         let mut ops_read = 0;
         for &x in cone.nearest_first() {
             if x == p {
@@ -100,14 +136,9 @@ impl Graph<'_> {
             if ops_read >= MAX_CANDIDATE_OPS {
                 break;
             }
-            // Stall records are no candidates here: the rules before this
-            // reading judge a stall against the thread's wake-up jitter
-            // (`SPREAD_MARGIN`), and the H200 dev corpus of binary 3935938
-            // showed two deschedules the label check found within the quiet
-            // runs' noise named by their effect alone (baselines/README.md,
-            // step 4b).
             let r = ix.rec(x);
             if !r.is_device_op() {
+                out.extend(self.stall_before(x));
                 continue;
             }
             ops_read += 1;
@@ -134,16 +165,66 @@ impl Graph<'_> {
             if runs.is_empty() {
                 continue;
             }
+            let spread = analysis::peer_spread(&runs);
             let excess = analysis::excess(Some(own.execution), runs, 0.0);
+            let candidate = Candidate {
+                at: x,
+                delay: excess,
+                kind: DelayKind::RanLong,
+            };
             if excess > self.phase_floors(&peers)[EXECUTION_PHASE] {
-                out.push(Candidate {
-                    at: x,
-                    delay: excess,
-                    kind: DelayKind::RanLong,
-                });
+                out.push(candidate);
+            } else if excess > CLOCK_NS.max(spread) {
+                small.push(candidate);
             }
         }
-        out
+        (out, small)
+    }
+
+    /// The stall a thread's records show in the gap before host record `x`
+    /// (since the record before it on its thread that gates it ended): the larger of its
+    /// scheduler and page-fault time, when it passes what any host has
+    /// ([`STALL_NS`]). A stall inside a task is delay by construction: the
+    /// work it interrupted resumes where it stopped (docs/records.md).
+    fn stall_before(&self, x: Pos) -> Option<Candidate> {
+        let ix = &self.ix;
+        let r = ix.rec(x);
+        if !matches!(
+            r,
+            Record::Api { .. } | Record::Uprobe { .. } | Record::Marker { .. }
+        ) {
+            return None;
+        }
+        let tid = r.tid()?;
+        // The record before it on its thread that gates it: its program-order
+        // predecessor, the task marker a handoff edge ties it to, or the work
+        // that kept the thread busy (not the stall records' own edges).
+        let from = self
+            .incoming(x)
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EdgeType::HostOrder | EdgeType::Handoff | EdgeType::Busy
+                ) && ix.rec(e.src).tid() == Some(tid)
+            })
+            .map(|e| ix.end(e.src))
+            .max()?;
+        let to = ix.start(x);
+        if to <= from {
+            return None;
+        }
+        let st = readings::host_stalls(ix, tid, from, to);
+        let (label, delay) = if st.desched_ns >= st.fault_ns {
+            (CauseLabel::CpuDeschedule, st.desched_ns)
+        } else {
+            (CauseLabel::HostPageFault, st.fault_ns)
+        };
+        (delay >= STALL_NS).then_some(Candidate {
+            at: x,
+            delay,
+            kind: DelayKind::Stall(label),
+        })
     }
 
     /// `x`'s peers (`device_peers`) whose requests have the size of `x`'s,
@@ -220,6 +301,24 @@ impl Graph<'_> {
             };
         }
         self.gate_label(route)
+    }
+
+    /// Work added ahead of the symptom (docs/scenario-space.md, "Labelling
+    /// convention": a backlog is its own mechanism, whatever gate it then
+    /// passes through), named by how it met the requests' work (the first
+    /// edge on the `route` into an op of a request, past the added work's own
+    /// chain): the resource's contention where it held that op by sharing
+    /// the SMs or the link, `stream_backlog` otherwise (ahead of it in its
+    /// stream).
+    fn added_work_label(&self, route: &[InferredEdge]) -> CauseLabel {
+        let ix = &self.ix;
+        let added = |x: Pos| ix.rec(x).is_device_op() && self.token(x).is_none();
+        match route.iter().find(|e| !added(e.dst)) {
+            Some(e) if e.kind == EdgeType::Fault && ix.rec(e.dst).is_device_op() => {
+                contention(matches!(ix.rec(e.dst), Record::Memcpy { .. }))
+            }
+            _ => CauseLabel::StreamBacklog,
+        }
     }
 
     /// The first gate other than stream order on `route` (module doc of

@@ -150,44 +150,64 @@ impl Graph<'_> {
         x: Pos,
         amount: f64,
     ) -> (f64, Vec<InferredEdge>) {
-        let x = self.counterfactual_target(x);
-        let Some(&from) = cone.place.get(&x) else {
-            return (0.0, Vec::new());
-        };
-        if amount <= 0.0 {
-            return (0.0, Vec::new());
+        self.joint_effect_and_route(cone, &[(x, amount)])
+    }
+
+    /// How much earlier the cone's symptom finishes when every record of
+    /// `delays` finishes earlier by its own amount at once (a record also
+    /// moved by a gate finishes earlier by both), and the route from the
+    /// delay that reached it last ([`Graph::effect_and_route`]).
+    pub(crate) fn joint_effect_and_route(
+        &self,
+        cone: &Cone,
+        delays: &[(Pos, f64)],
+    ) -> (f64, Vec<InferredEdge>) {
+        // Each record's own delay removed, by place in the cone's order.
+        let mut own: FastMap<u32, f64> = FastMap::default();
+        for &(x, amount) in delays {
+            let x = self.counterfactual_target(x);
+            if let Some(&at) = cone.place.get(&x) {
+                if amount > 0.0 {
+                    let entry = own.entry(at).or_insert(0.0);
+                    *entry = entry.max(amount);
+                }
+            }
         }
         // Each moved record: how much earlier it finishes, and the gate it moved by.
         let mut moved: FastMap<Pos, (f64, Option<InferredEdge>)> = FastMap::default();
-        moved.insert(x, (amount, None));
         // Calls blocked on a moved op they launched: how much earlier they return.
         let mut returned_sooner: FastMap<Pos, f64> = FastMap::default();
-        self.note_blocked_call(x, amount, &mut returned_sooner);
         // The places still to evaluate, the earliest in topological order first:
-        // only records a moved record gates (the others keep their finish), each
-        // once, and only after every record before it in the order (as a walk
-        // over the whole order after `from` would see them).
+        // the delayed records and those a moved record gates (the others keep
+        // their finish), each once, and only after every record before it in
+        // the order (as a walk over the whole order would see them).
         let mut pending: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
         let mut queued: FastMap<u32, ()> = FastMap::default();
-        let mut queue_after = |at: u32, pending: &mut BinaryHeap<Reverse<u32>>| {
-            for &next in &cone.successors[at as usize] {
-                if next > at && queued.insert(next, ()).is_none() {
-                    pending.push(Reverse(next));
-                }
+        for &at in own.keys() {
+            if queued.insert(at, ()).is_none() {
+                pending.push(Reverse(at));
             }
-        };
-        queue_after(from, &mut pending);
+        }
+        let queue_after =
+            |at: u32, pending: &mut BinaryHeap<Reverse<u32>>, queued: &mut FastMap<u32, ()>| {
+                for &next in &cone.successors[at as usize] {
+                    if next > at && queued.insert(next, ()).is_none() {
+                        pending.push(Reverse(next));
+                    }
+                }
+            };
         while let Some(Reverse(at)) = pending.pop() {
             let n = cone.order[at as usize];
             let incoming = self.incoming(n);
-            let Some(via) = incoming
+            let via = incoming
                 .iter()
                 .filter(|e| moved.contains_key(&e.src))
                 .max_by_key(|e| (self.effective(e), self.ix.rid(e.src)))
-                .copied()
-            else {
+                .copied();
+            let own_delay = own.get(&at).copied().unwrap_or(0.0);
+            if via.is_none() && own_delay <= 0.0 {
                 continue;
-            };
+            }
             let released = incoming.iter().map(|e| self.effective(e)).max();
             let released_sooner = incoming
                 .iter()
@@ -202,11 +222,13 @@ impl Graph<'_> {
                     self.effective(e) as f64 - shift
                 })
                 .fold(f64::NEG_INFINITY, f64::max);
-            let shift = released.map_or(0.0, |r| (r as f64 - released_sooner).max(0.0));
+            let gated = released.map_or(0.0, |r| (r as f64 - released_sooner).max(0.0));
+            let shift = gated + own_delay;
             if shift > 0.0 {
-                moved.insert(n, (shift, Some(via)));
+                let by = if gated > 0.0 { via } else { None };
+                moved.insert(n, (shift, by));
                 self.note_blocked_call(n, shift, &mut returned_sooner);
-                queue_after(at, &mut pending);
+                queue_after(at, &mut pending, &mut queued);
             }
         }
         let Some(&(effect, _)) = moved.get(&cone.target) else {

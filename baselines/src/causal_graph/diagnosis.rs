@@ -333,7 +333,14 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let finish_late = self.finish_since_request(p, &peers);
-        let on_time = self.finished_on_time(p, d, finish_late);
+        let mut on_time = self.finished_on_time(p, d, finish_late);
+        if depth == 0 && d == QUEUE_PHASE && v > 0.0 && !on_time {
+            match self.gate_wait_root(p) {
+                GateWait::Explained(found) => return (found, ph, peers.len()),
+                GateWait::Structural => on_time = true,
+                GateWait::NoNorms => {}
+            }
+        }
         if depth == 0 && v > 0.0 && !on_time {
             if let Some(found) = self.own_phase_explains_too_little(p, &peers, v, finish_late) {
                 return found;
@@ -470,6 +477,30 @@ impl Graph<'_> {
             late <= NOISE_NS.max(margin * spread)
                 && !(d == HOST_PHASE && self.held_by_gap(p, late, spread))
         })
+    }
+
+    /// A wait for a gate longer than the peers' (without peers: at all) is
+    /// lateness only as far as a
+    /// delay upstream made the gate release late: the counterfactual over the
+    /// candidates the records show (`candidates.rs`) names it. Where no
+    /// candidate moves the op, the longer wait is the op's place in the
+    /// program (a micro-batch deeper in a pipeline waits for every stage
+    /// ahead of it, its peers at other depths for fewer) and nothing is late.
+    /// Only where requests carry tokens: the peers are then matched by place
+    /// and size, and work of no request is known for what it is; without them
+    /// (closed mode) an op's peers are every op of its name, their spread is
+    /// no norm, and the wait is read by its gate (`gating.rs`).
+    fn gate_wait_root(&self, p: Pos) -> GateWait {
+        if self.token(p).is_none() {
+            return GateWait::NoNorms;
+        }
+        match self.counterfactual_root(p) {
+            Some(found) => GateWait::Explained(found),
+            None => {
+                cov_mark::hit!(gate_wait_is_the_place);
+                GateWait::Structural
+            }
+        }
     }
 
     /// Rule 7a, a cause must explain the lateness: a late phase of the op's own
@@ -918,6 +949,16 @@ impl Graph<'_> {
             ),
         }
     }
+}
+
+/// What made an op wait for its gate longer than its peers.
+enum GateWait {
+    /// A delay upstream, named by the counterfactual.
+    Explained(Vec<(CauseLabel, f64)>),
+    /// No delay upstream moves it: the wait is the op's place in the program.
+    Structural,
+    /// No norms to measure upstream delays against (no request tokens).
+    NoNorms,
 }
 
 /// The highest-weighted cause of an unranked list.

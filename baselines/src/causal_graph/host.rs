@@ -32,6 +32,7 @@ impl Graph<'_> {
                 markers: &markers,
                 lost_here: lost_on.get(&tid),
                 prev: None,
+                last: None,
                 task: None,
             };
             for &(_, _, _, p) in &thread_ops(ix, tid) {
@@ -152,6 +153,18 @@ impl<'a> Markers<'a> {
         }
     }
 
+    /// The marker that made a task's work ready: the last enqueue of its token
+    /// onto its queue before it began (`at`), or for a request's first task
+    /// (no queue) the request's arrival.
+    fn readied_by(&self, ix: &Index<'a>, queue: &str, token: &str, at: Ns) -> Option<Pos> {
+        if queue.is_empty() {
+            return self.req.get(token).copied();
+        }
+        let v = self.enq.get(&(queue, token))?;
+        let k = v.partition_point(|&e| ix.start(e) <= at);
+        (k > 0).then(|| v[k - 1])
+    }
+
     /// Every host task of a request hangs off the request (explicit token); a task
     /// handed on through a queue hangs off the last enqueue of its token before it
     /// began, or its handoff is missing.
@@ -177,14 +190,7 @@ impl<'a> Markers<'a> {
                 if queue.is_empty() {
                     continue;
                 }
-                let enqueued = self
-                    .enq
-                    .get(&(queue.as_str(), token.as_str()))
-                    .and_then(|v| {
-                        let k = v.partition_point(|&e| ix.start(e) <= *ts);
-                        (k > 0).then(|| v[k - 1])
-                    });
-                match enqueued {
+                match self.readied_by(ix, queue, token, *ts) {
                     Some(e) => found.add.push(InferredEdge {
                         src: e,
                         dst: m,
@@ -241,6 +247,9 @@ struct ThreadWalk<'w, 'a> {
     /// When the lost launch calls made on this thread were made.
     lost_here: Option<&'w Vec<Ns>>,
     prev: Option<Pos>,
+    /// The thread's last host operation of any kind (a hand-on included): what
+    /// kept the thread busy until it ended.
+    last: Option<Pos>,
     task: Option<Pos>,
 }
 
@@ -257,6 +266,7 @@ impl<'a> ThreadWalk<'_, 'a> {
                     // A request's first task without its request_begin.
                     found.miss_kind.push((p, EdgeType::Request));
                 }
+                self.busy(p, queue, token, found);
                 self.prev = Some(p);
                 self.task = Some(p);
             }
@@ -266,6 +276,28 @@ impl<'a> ThreadWalk<'_, 'a> {
                 ..
             } => self.enqueue(p, token, found),
             _ => self.call(p, found),
+        }
+        self.last = Some(p);
+    }
+
+    /// A task whose work was ready (its enqueue, or its request's arrival for
+    /// a request's first task) before the thread's last operation ended waited
+    /// for the thread: a `busy` edge from that operation (docs/records.md). How
+    /// one request waits behind another's work on a serving loop's thread.
+    fn busy(&self, task: Pos, queue: &str, token: &str, found: &mut HostFindings) {
+        let ix = self.ix;
+        let Some(last) = self.last else { return };
+        let Some(ready) = self.markers.readied_by(ix, queue, token, ix.start(task)) else {
+            return;
+        };
+        if ix.end(last) > ix.start(ready) {
+            found.add.push(InferredEdge {
+                src: last,
+                dst: task,
+                kind: EdgeType::Busy,
+                ev: Evidence::Observed,
+                conf: 1.0,
+            });
         }
     }
 
