@@ -29,7 +29,7 @@ use super::graph::{Graph, InferredEdge};
 use super::thresholds::{BLOCKED_CALL_RETURN_NS, MAX_CONE_NODES};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{Record, SyncType};
-use ground_truth::EdgeType;
+use ground_truth::{EdgeType, Evidence};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -175,8 +175,6 @@ impl Graph<'_> {
         }
         // Each moved record: how much earlier it finishes, and the gate it moved by.
         let mut moved: FastMap<Pos, (f64, Option<InferredEdge>)> = FastMap::default();
-        // Calls blocked on a moved op they launched: how much earlier they return.
-        let mut returned_sooner: FastMap<Pos, f64> = FastMap::default();
         // The places still to evaluate, the earliest in topological order first:
         // the delayed records and those a moved record gates (the others keep
         // their finish), each once, and only after every record before it in
@@ -212,13 +210,7 @@ impl Graph<'_> {
             let released_sooner = incoming
                 .iter()
                 .map(|e| {
-                    let shift = match moved.get(&e.src) {
-                        Some(m) => m.0,
-                        None if e.kind == EdgeType::HostOrder => {
-                            returned_sooner.get(&e.src).copied().unwrap_or(0.0)
-                        }
-                        None => 0.0,
-                    };
+                    let shift = moved.get(&e.src).map_or(0.0, |m| m.0);
                     self.effective(e) as f64 - shift
                 })
                 .fold(f64::NEG_INFINITY, f64::max);
@@ -226,9 +218,29 @@ impl Graph<'_> {
             let shift = gated + own_delay;
             if shift > 0.0 {
                 let by = if gated > 0.0 { via } else { None };
-                moved.insert(n, (shift, by));
-                self.note_blocked_call(n, shift, &mut returned_sooner);
+                let earlier = moved.get(&n).map_or(0.0, |m| m.0);
+                if shift > earlier {
+                    moved.insert(n, (shift, by));
+                }
                 queue_after(at, &mut pending, &mut queued);
+                // The call blocked on the op returns with it (its successors,
+                // the program order or the next task it kept waiting, are
+                // evaluated too), reached by the `sync` the wait is.
+                if let Some((call, sooner)) = self.blocked_call(n, shift) {
+                    if let Some(&c) = cone.place.get(&call) {
+                        let wait = InferredEdge {
+                            src: n,
+                            dst: call,
+                            kind: EdgeType::Sync,
+                            ev: Evidence::Inferred,
+                            conf: 1.0,
+                        };
+                        if moved.get(&call).is_none_or(|m| m.0 < sooner) {
+                            moved.insert(call, (sooner, Some(wait)));
+                        }
+                        queue_after(c, &mut pending, &mut queued);
+                    }
+                }
             }
         }
         let Some(&(effect, _)) = moved.get(&cone.target) else {
@@ -248,23 +260,20 @@ impl Graph<'_> {
 impl Graph<'_> {
     /// When device op `op` finishes `shift` earlier and the call that launched
     /// it was blocked on it (returned within [`BLOCKED_CALL_RETURN_NS`] of its
-    /// end), that call returns as much earlier, up to how long it blocked.
-    fn note_blocked_call(&self, op: Pos, shift: f64, returned_sooner: &mut FastMap<Pos, f64>) {
+    /// end), that call returns as much earlier, up to how long it blocked:
+    /// the call and how much earlier it returns.
+    fn blocked_call(&self, op: Pos, shift: f64) -> Option<(Pos, f64)> {
         let ix = &self.ix;
         if !ix.rec(op).is_device_op() {
-            return;
+            return None;
         }
-        let Some(call) = ix.launch_api(op) else {
-            return;
-        };
+        let call = ix.launch_api(op)?;
         let (op_end, call_end) = (ix.end(op), ix.end(call));
         if call_end < op_end || call_end - op_end > BLOCKED_CALL_RETURN_NS {
-            return;
+            return None;
         }
         cov_mark::hit!(counterfactual_blocked_call);
         let blocked = op_end.saturating_sub(ix.start(call)) as f64;
-        let sooner = shift.min(blocked);
-        let entry = returned_sooner.entry(call).or_insert(0.0);
-        *entry = entry.max(sooner);
+        Some((call, shift.min(blocked)))
     }
 }

@@ -23,7 +23,9 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
+use super::thresholds::{
+    CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, NOISE_NS,
+};
 use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -81,6 +83,11 @@ impl Graph<'_> {
             return None;
         }
         cov_mark::hit!(held_by_earlier_request);
+        // A late phase in the chain is a cause only as far as removing it
+        // moves the symptom (the counterfactual, `counterfactual.rs`): the
+        // thread may have had slack, or the symptom waited on something else.
+        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        let cone = self.cone(p);
         let mut best: Option<(CauseLabel, f64)> = None;
         let mut unread = false;
         for (k, run) in runs[first..=mine].iter().enumerate() {
@@ -94,10 +101,17 @@ impl Graph<'_> {
                         unread = true;
                         continue;
                     }
-                    if let Some(found) = self.late_in_chain(x, is_own, run, calls) {
-                        if best.is_none_or(|b| found.1 > b.1) {
-                            best = Some(found);
-                        }
+                    let Some((label, excess, at)) = self.late_in_chain(x, is_own, run, calls)
+                    else {
+                        continue;
+                    };
+                    let effect = self.effect(&cone, at, excess);
+                    if effect <= floor {
+                        cov_mark::hit!(held_chain_delay_moved_too_little);
+                        continue;
+                    }
+                    if best.is_none_or(|b| effect > b.1) {
+                        best = Some((label, effect));
                     }
                 }
             }
@@ -178,7 +192,8 @@ impl Graph<'_> {
     }
 
     /// `x`'s own late phase against its own peers, labelled by how it reached
-    /// the symptom: (label, excess ns). Only phases a delay propagating from
+    /// the symptom: (label, excess ns, the record it delayed: the launch call
+    /// for a late launch, `x` for its execution). Only phases a delay propagating from
     /// request to request leaves alone count: the host gap before the launch
     /// (not the wait since the request arrived, which grows down the chain) and,
     /// in another request, the device execution.
@@ -188,7 +203,7 @@ impl Graph<'_> {
         is_own: bool,
         run: &Run,
         calls: &[Pos],
-    ) -> Option<(CauseLabel, f64)> {
+    ) -> Option<(CauseLabel, f64, Pos)> {
         let ix = &self.ix;
         let peers = self.device_peers(x);
         if peers.is_empty() {
@@ -196,10 +211,10 @@ impl Graph<'_> {
         }
         let floors = self.phase_floors(&peers);
         let (ph, _) = self.device_phases(x, &peers);
-        let mut found: Option<(CauseLabel, f64)> = None;
+        let mut found: Option<(CauseLabel, f64, Pos)> = None;
         if let Some((label, gap_x)) = self.late_gap(x, &peers, is_own) {
             if gap_x > floors[HOST_PHASE] {
-                found = Some((label, gap_x));
+                found = ix.launch_api(x).map(|call| (label, gap_x, call));
             }
         }
         let execution_x = ph.execution - floors[EXECUTION_PHASE];
@@ -215,7 +230,7 @@ impl Graph<'_> {
             } else {
                 CauseLabel::StreamBacklog
             };
-            found = Some((label, ph.execution));
+            found = Some((label, ph.execution, x));
         }
         found
     }
