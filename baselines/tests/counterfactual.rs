@@ -45,15 +45,23 @@ fn verdict(sc: &Scenario) -> (CauseLabel, CauseLabel) {
     (truth, explanation.diagnoses[0].causes[0].label)
 }
 
-#[test]
-fn a_slow_stage_upstream_is_found_by_removing_it() {
-    let sc = pipeline_variant(".upstream-stage-slow");
+/// `sc`'s true cause and causal-graph's top cause are both `cause`, which
+/// the counterfactual named.
+fn counterfactual_names(sc: &Scenario, cause: CauseLabel) {
     let (truth, claimed) = {
         cov_mark::check!(counterfactual_root);
-        verdict(&sc)
+        verdict(sc)
     };
-    assert_eq!(truth, CauseLabel::EventWait, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::EventWait, "{}", sc.name);
+    assert_eq!(truth, cause, "{}", sc.name);
+    assert_eq!(claimed, cause, "{}", sc.name);
+}
+
+#[test]
+fn a_slow_stage_upstream_is_found_by_removing_it() {
+    counterfactual_names(
+        &pipeline_variant(".upstream-stage-slow"),
+        CauseLabel::EventWait,
+    );
 }
 
 /// Must not: the harmless variant's unrelated work, on a stream of its own,
@@ -78,13 +86,10 @@ fn unrelated_work_moves_nothing() {
 /// `stream_backlog` whatever event the micro-batch also waited for.
 #[test]
 fn a_backlog_ahead_in_the_stream_is_added_work() {
-    let sc = pipeline_variant(".own-stream-backlog");
-    let (truth, claimed) = {
-        cov_mark::check!(counterfactual_root);
-        verdict(&sc)
-    };
-    assert_eq!(truth, CauseLabel::StreamBacklog, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::StreamBacklog, "{}", sc.name);
+    counterfactual_names(
+        &pipeline_variant(".own-stream-backlog"),
+        CauseLabel::StreamBacklog,
+    );
 }
 
 /// The loader thread was preempted while it decoded the asked step's batch:
@@ -94,13 +99,10 @@ fn a_backlog_ahead_in_the_stream_is_added_work() {
 /// moves the step's forward kernel through the handoff.
 #[test]
 fn a_preempted_loader_reaches_the_step_through_its_handoff() {
-    let sc = training_step_variant(".loader-preempted");
-    let (truth, claimed) = {
-        cov_mark::check!(counterfactual_root);
-        verdict(&sc)
-    };
-    assert_eq!(truth, CauseLabel::CpuDeschedule, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::CpuDeschedule, "{}", sc.name);
+    counterfactual_names(
+        &training_step_variant(".loader-preempted"),
+        CauseLabel::CpuDeschedule,
+    );
 }
 
 /// The main thread was still blocked in the previous step's loss readback
