@@ -228,12 +228,14 @@ impl Graph<'_> {
     }
 
     /// `x`'s peers (`device_peers`) whose requests have the size of `x`'s,
+    /// the norm of every op judged upstream of a symptom (here and in the
+    /// held chain, `requests.rs`),
     /// where the records give sizes: the bytes of each request's copies and
     /// memsets, in order. A serving loop's batches of several sizes run the
     /// same kernels, longer with the batch (docs/scenario-space.md, the real
     /// program shapes), and only a batch of the same size is their norm.
     /// Without sizes, or with no peer of the same size, every peer.
-    fn peers_of_the_same_size(&self, x: Pos) -> Vec<Pos> {
+    pub(super) fn peers_of_the_same_size(&self, x: Pos) -> Vec<Pos> {
         let peers = self.device_peers(x);
         let Some(own) = self.request_size(x) else {
             return peers;

@@ -205,7 +205,7 @@ impl Graph<'_> {
         calls: &[Pos],
     ) -> Option<(CauseLabel, f64, Pos)> {
         let ix = &self.ix;
-        let peers = self.device_peers(x);
+        let peers = self.peers_of_the_same_size(x);
         if peers.is_empty() {
             return None;
         }
