@@ -186,7 +186,24 @@ fn closed_mode_finds_the_previous_steps_fence_through_the_blocked_call() {
 #[test]
 fn closed_mode_reads_none_where_every_measured_phase_is_clean() {
     let sc = training_step_variant(".harmless");
+    cov_mark::check_count!(stall_across_the_idle_gap, 0);
     let (truth, claimed) = closed_verdict(&sc);
     assert_eq!(truth, CauseLabel::None, "{}", sc.name);
     assert_eq!(claimed, CauseLabel::None, "{}", sc.name);
+}
+
+/// Closed mode: the main thread idled before the step's first call (its
+/// batch came late through a queue the view cannot see). The loader
+/// thread's preemption inside that idle gap is the stall joined to it by
+/// time (`stall_across_the_idle_gap`), named with a closed reading's
+/// lowered confidence.
+#[test]
+fn closed_mode_joins_another_threads_stall_to_the_idle_gap_by_time() {
+    let sc = training_step_variant(".loader-preempted");
+    let (truth, claimed) = {
+        cov_mark::check!(stall_across_the_idle_gap);
+        closed_verdict(&sc)
+    };
+    assert_eq!(truth, CauseLabel::CpuDeschedule, "{}", sc.name);
+    assert_eq!(claimed, CauseLabel::CpuDeschedule, "{}", sc.name);
 }

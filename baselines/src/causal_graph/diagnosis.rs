@@ -11,8 +11,8 @@ use super::thresholds::{
     UNSEEN_LINK_CONTENTION, UNSEEN_SM_CONTENTION, WAIT_RECORD_BACKLOG, WAIT_RECORD_EVENT,
 };
 use super::thresholds::{
-    CLOSED_MODE_QUEUEING, CLOSED_RULES_BEHIND_STALL, DEVICE_SHARE, STALL_LOOKBACK_NS, STALL_NS,
-    STALL_WORK_SHARE,
+    CLOSED_MODE_QUEUEING, CLOSED_RULES_BEHIND_STALL, DEVICE_SHARE, MAX_TASK_STEPS,
+    STALL_LOOKBACK_NS, STALL_NS, STALL_WORK_SHARE,
 };
 use crate::analysis::{
     self, dominant, ranked, EXECUTION_PHASE, HOST_PHASE, PHASE_COUNT, QUEUE_PHASE, START_PHASE,
@@ -212,6 +212,9 @@ impl Graph<'_> {
                 best = Some((label, effect));
             }
         }
+        if best.is_none() {
+            best = self.stall_across_the_idle_gap(&cone, path, floor.max(device_effect));
+        }
         let (label, effect) = best?;
         cov_mark::hit!(closed_mode_joined_stall);
         let mut out = vec![
@@ -229,6 +232,70 @@ impl Graph<'_> {
             );
         }
         Some(out)
+    }
+
+    /// Closed mode, where the path stops at a call whose thread idled before
+    /// it (the gap the host records do not explain: work may have come from
+    /// another thread through a queue the view cannot see): the largest stall
+    /// of another thread while the idle thread ran its previous task (its
+    /// calls the host records join back from the gap) or idled (a thread
+    /// that makes no CUDA call included: a data loader's host work), read as
+    /// what held the work the idle thread waited for. It is joined by time alone, so it ranks
+    /// with the lowered confidence of every closed reading
+    /// (`joined_stall_root`) and the path stays incomplete there. Its effect
+    /// is bounded by the stall and by the gap: the call would have come at
+    /// most that much earlier. Only a stall that passes what any host has
+    /// ([`STALL_NS`]) counts.
+    fn stall_across_the_idle_gap(
+        &self,
+        cone: &super::counterfactual::Cone,
+        path: &[Pos],
+        floor: f64,
+    ) -> Option<(CauseLabel, f64)> {
+        let ix = &self.ix;
+        let &first = path.first()?;
+        if !matches!(ix.rec(first), Record::Api { .. } | Record::Uprobe { .. }) {
+            return None;
+        }
+        let own = ix.rec(first).tid()?;
+        let before = ix.prev_call(first)?;
+        let gap_to = ix.start(first);
+        let gap = gap_to.saturating_sub(ix.end(before)) as f64;
+        // The work the idle thread waited for was made while it ran its
+        // previous task: the calls joined back from the one before the gap.
+        let mut busy_from = before;
+        for _ in 0..MAX_TASK_STEPS {
+            match ix.prev_call(busy_from) {
+                Some(c) if super::host::joined_by_thread_and_time(ix, own, c, busy_from) => {
+                    busy_from = c;
+                }
+                _ => break,
+            }
+        }
+        let window_from = ix.start(busy_from);
+        let mut best: Option<(CauseLabel, f64)> = None;
+        for &tid in ix.threads.keys() {
+            if tid == own {
+                continue;
+            }
+            let st = readings::host_stalls(ix, tid, window_from, gap_to);
+            let (label, size) = if st.desched_ns >= st.fault_ns {
+                (CauseLabel::CpuDeschedule, st.desched_ns)
+            } else {
+                (CauseLabel::HostPageFault, st.fault_ns)
+            };
+            if size < STALL_NS {
+                continue;
+            }
+            let effect = self.effect(cone, first, size.min(gap));
+            if effect > floor && best.is_none_or(|(_, b)| effect > b) {
+                best = Some((label, effect));
+            }
+        }
+        if best.is_some() {
+            cov_mark::hit!(stall_across_the_idle_gap);
+        }
+        best
     }
 
     /// The host call behind a record: its launch API for device activities, the
