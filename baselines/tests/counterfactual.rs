@@ -171,13 +171,19 @@ fn closed_verdict(sc: &Scenario) -> (CauseLabel, CauseLabel) {
 /// the `sync` the delay passed through names it.
 #[test]
 fn closed_mode_finds_the_previous_steps_fence_through_the_blocked_call() {
-    let sc = training_step_variant(".previous-step-fence");
-    let (truth, claimed) = {
-        cov_mark::check!(counterfactual_blocked_call);
-        closed_verdict(&sc)
-    };
-    assert_eq!(truth, CauseLabel::ImplicitSync, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::ImplicitSync, "{}", sc.name);
+    cov_mark::check!(counterfactual_blocked_call);
+    closed_mode_names(
+        &training_step_variant(".previous-step-fence"),
+        CauseLabel::ImplicitSync,
+    );
+}
+
+/// `sc`'s true cause and causal-graph's top cause in the closed view are
+/// both `cause`.
+fn closed_mode_names(sc: &Scenario, cause: CauseLabel) {
+    let (truth, claimed) = closed_verdict(sc);
+    assert_eq!(truth, cause, "{}", sc.name);
+    assert_eq!(claimed, cause, "{}", sc.name);
 }
 
 /// Must not: in the harmless variant of the same instance nothing upstream
@@ -185,11 +191,8 @@ fn closed_mode_finds_the_previous_steps_fence_through_the_blocked_call() {
 /// thread's previous call (its host gap measured), so `none` comes first.
 #[test]
 fn closed_mode_reads_none_where_every_measured_phase_is_clean() {
-    let sc = training_step_variant(".harmless");
     cov_mark::check_count!(stall_across_the_idle_gap, 0);
-    let (truth, claimed) = closed_verdict(&sc);
-    assert_eq!(truth, CauseLabel::None, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::None, "{}", sc.name);
+    closed_mode_names(&training_step_variant(".harmless"), CauseLabel::None);
 }
 
 /// Closed mode: the main thread idled before the step's first call (its
@@ -199,11 +202,9 @@ fn closed_mode_reads_none_where_every_measured_phase_is_clean() {
 /// lowered confidence.
 #[test]
 fn closed_mode_joins_another_threads_stall_to_the_idle_gap_by_time() {
-    let sc = training_step_variant(".loader-preempted");
-    let (truth, claimed) = {
-        cov_mark::check!(stall_across_the_idle_gap);
-        closed_verdict(&sc)
-    };
-    assert_eq!(truth, CauseLabel::CpuDeschedule, "{}", sc.name);
-    assert_eq!(claimed, CauseLabel::CpuDeschedule, "{}", sc.name);
+    cov_mark::check!(stall_across_the_idle_gap);
+    closed_mode_names(
+        &training_step_variant(".loader-preempted"),
+        CauseLabel::CpuDeschedule,
+    );
 }

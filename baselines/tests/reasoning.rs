@@ -341,8 +341,10 @@ fn a_phase_that_explains_little_of_the_lateness_is_not_its_cause() {
         });
         assert_eq!(top, CauseLabel::CpuDeschedule, "{all}");
     }
-    // Must not: when the op's own queue excess is most of its lateness, it names it.
+    // Must not: when the op's own queue excess is most of its lateness, it
+    // names it: the three small excesses removed together move it.
     cov_mark::check_count!(gate_wait_is_the_place, 0);
+    cov_mark::check!(small_delays_add_up);
     let (top, all) = chain_cause(Twist {
         slower: 100 * US,
         ..Twist::default()
@@ -1150,15 +1152,27 @@ fn served(held: Held, spacing: u64) -> TraceView {
 
 /// [`served`] with `requests` requests; the query: the last one's kernel.
 fn served_requests(requests: u64, held: Held, spacing: u64) -> TraceView {
+    let arrivals: Vec<u64> = (0..requests).map(|r| r * spacing).collect();
+    served_at(&arrivals, held, false)
+}
+
+/// Requests served back to back by thread 10, arriving `arrivals` after the
+/// first; request 1 is twisted; with `tasks`, each request's task-begin
+/// marker where the thread takes it up. The query: the last one's kernel.
+fn served_at(arrivals: &[u64], held: Held, tasks: bool) -> TraceView {
     let mut b = ViewBuilder::new();
     let base = 10 * MS;
     let mut free = base + 20 * US;
     let mut symptom = 0;
-    for r in 0..requests {
-        let arrival = base + r * spacing;
+    for (r, &offset) in (0u64..).zip(arrivals) {
+        let arrival = base + offset;
         b.marker(10, MarkerPhase::RequestBegin, "", &r.to_string(), arrival);
         let tw = if r == 1 { held } else { Held::default() };
-        let at = free.max(arrival + US) + 50 * US + tw.gap;
+        let begin = free.max(arrival + US);
+        if tasks {
+            b.marker(10, MarkerPhase::TaskBegin, "", &r.to_string(), begin);
+        }
+        let at = begin + 50 * US + tw.gap;
         let dur = 200 * US + tw.longer;
         let l = b.launch_at(
             10,
@@ -1247,6 +1261,31 @@ fn a_chain_of_an_operation_beyond_the_bound_is_no_finding() {
     // The rest of the diagnosis judges the symptom: no cross-request label.
     let e = explain(&v);
     assert_ne!(diagnosis(&e).causes[0].label, CauseLabel::HandoffQueueing);
+}
+
+/// The held chain's late phase is a cause only as far as removing it moves
+/// the symptom (`served_at` with task markers): request 1's kernel ran 400 µs long, but request 2 arrived
+/// just 10 µs before request 1 let the thread go, so without the delay it
+/// would still have begun only at its arrival (the counterfactual moves it
+/// 10 µs, under the floor). Must: arriving at once with the others, the
+/// same delay holds it 400 µs and names it.
+#[test]
+fn a_held_chain_delay_the_arrival_absorbs_is_no_cause() {
+    let longer = Held {
+        longer: 400 * US,
+        ..Held::default()
+    };
+    // Request 0 frees the thread at 282 µs; request 1 is taken up then,
+    // launches 50 µs later, and its synchronize returns 5 µs after its
+    // 600 µs kernel, which started 7 µs after the launch.
+    let r1_free = 282 * US + 50 * US + 7 * US + 600 * US + 5 * US;
+    {
+        cov_mark::check!(held_chain_delay_moved_too_little);
+        let v = served_at(&[0, 10 * US, r1_free - 10 * US], longer, true);
+        assert_top_cause(&v, CauseLabel::None);
+    }
+    let v = served_at(&[0, 10 * US, 20 * US], longer, true);
+    assert_top_cause(&v, CauseLabel::ImplicitSync);
 }
 
 #[test]

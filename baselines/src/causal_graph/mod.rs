@@ -89,6 +89,7 @@
 
 mod attribution;
 mod candidates;
+mod closed_mode;
 mod counterfactual;
 mod critical_path;
 mod diagnosis;

@@ -13,6 +13,7 @@ use ground_truth::Ns;
 /// numeric literals must come from this table.
 pub const DIAGNOSIS_FILES: &[&str] = &[
     "candidates.rs",
+    "closed_mode.rs",
     "counterfactual.rs",
     "diagnosis.rs",
     "gating.rs",
