@@ -59,7 +59,7 @@ impl Graph<'_> {
     /// runner-up candidates stay ranked with their effects, `none` beside them
     /// at the floor's weight.
     pub(super) fn counterfactual_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
-        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        let floor = self.counterfactual_floor(p);
         if !floor.is_finite() {
             return None;
         }
@@ -93,6 +93,14 @@ impl Graph<'_> {
         cov_mark::hit!(counterfactual_root);
         effects.push((CauseLabel::None, floor * COUNTERFACTUAL_NONE));
         Some(effects)
+    }
+
+    /// How far removing a delay must move `p`'s finish to name it: the noise
+    /// floor, and a quarter of `p`'s normal latency ([`DEVICE_SHARE`]: the
+    /// benchmark scores lateness from 0.3× it, docs/design.md); infinite
+    /// for what has no normal latency.
+    pub(super) fn counterfactual_floor(&self, p: Pos) -> f64 {
+        NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p))
     }
 
     /// Ops upstream that each ran longer than their peers by less than their
@@ -182,8 +190,9 @@ impl Graph<'_> {
     }
 
     /// The stall a thread's records show in the gap before host record `x`
-    /// (since the record before it on its thread that gates it ended): the larger of its
-    /// scheduler and page-fault time, when it passes what any host has
+    /// (since the record before it on its thread that gates it ended): the
+    /// larger of its scheduler and page-fault time, when it passes what any
+    /// host has
     /// ([`STALL_NS`]). A stall inside a task is delay by construction: the
     /// work it interrupted resumes where it stopped (docs/records.md).
     fn stall_before(&self, x: Pos) -> Option<Candidate> {
@@ -215,11 +224,7 @@ impl Graph<'_> {
             return None;
         }
         let st = readings::host_stalls(ix, tid, from, to);
-        let (label, delay) = if st.desched_ns >= st.fault_ns {
-            (CauseLabel::CpuDeschedule, st.desched_ns)
-        } else {
-            (CauseLabel::HostPageFault, st.fault_ns)
-        };
+        let (label, delay) = readings::larger_stall(&st);
         (delay >= STALL_NS).then_some(Candidate {
             at: x,
             delay,

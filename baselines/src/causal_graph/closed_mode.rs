@@ -8,8 +8,8 @@ use super::counterfactual::Cone;
 use super::graph::Graph;
 use super::readings;
 use super::thresholds::{
-    CLOSED_MODE_QUEUEING, CLOSED_RULES_BEHIND_STALL, DEVICE_SHARE, HOST_COMPUTE_ALTERNATIVE,
-    MAX_TASK_STEPS, NOISE_NS, STALL_LOOKBACK_NS, STALL_NS, STALL_WORK_SHARE,
+    CLOSED_MODE_QUEUEING, CLOSED_RULES_BEHIND_STALL, HOST_COMPUTE_ALTERNATIVE, MAX_TASK_STEPS,
+    STALL_LOOKBACK_NS, STALL_NS, STALL_WORK_SHARE,
 };
 use crate::index::Pos;
 use ground_truth::trace::Record;
@@ -40,7 +40,7 @@ impl Graph<'_> {
             return None;
         }
         let ix = &self.ix;
-        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        let floor = self.counterfactual_floor(p);
         if !floor.is_finite() {
             return None;
         }
@@ -59,11 +59,7 @@ impl Graph<'_> {
                 .prev_call(x)
                 .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |c| ix.end(c));
             let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
-            let (label, size) = if st.desched_ns >= st.fault_ns {
-                (CauseLabel::CpuDeschedule, st.desched_ns)
-            } else {
-                (CauseLabel::HostPageFault, st.fault_ns)
-            };
+            let (label, size) = readings::larger_stall(&st);
             if size < STALL_NS && size < STALL_WORK_SHARE * device_work {
                 continue;
             }
@@ -100,8 +96,8 @@ impl Graph<'_> {
     /// of another thread while the idle thread ran its previous task (its
     /// calls the host records join back from the gap) or idled (a thread
     /// that makes no CUDA call included: a data loader's host work), read as
-    /// what held the work the idle thread waited for. It is joined by time alone, so it ranks
-    /// with the lowered confidence of every closed reading
+    /// what held the work the idle thread waited for. It is joined by time
+    /// alone, so it ranks with the lowered confidence of every closed reading
     /// (`joined_stall_root`) and the path stays incomplete there. Its effect
     /// is bounded by the stall and by the gap: the call would have come at
     /// most that much earlier. Only a stall that passes what any host has
@@ -139,11 +135,7 @@ impl Graph<'_> {
                 continue;
             }
             let st = readings::host_stalls(ix, tid, window_from, gap_to);
-            let (label, size) = if st.desched_ns >= st.fault_ns {
-                (CauseLabel::CpuDeschedule, st.desched_ns)
-            } else {
-                (CauseLabel::HostPageFault, st.fault_ns)
-            };
+            let (label, size) = readings::larger_stall(&st);
             if size < STALL_NS {
                 continue;
             }

@@ -218,10 +218,7 @@ impl Graph<'_> {
             let shift = gated + own_delay;
             if shift > 0.0 {
                 let by = if gated > 0.0 { via } else { None };
-                let earlier = moved.get(&n).map_or(0.0, |m| m.0);
-                if shift > earlier {
-                    moved.insert(n, (shift, by));
-                }
+                move_earlier(&mut moved, n, shift, by);
                 queue_after(at, &mut pending, &mut queued);
                 // The call blocked on the op returns with it (its successors,
                 // the program order or the next task it kept waiting, are
@@ -235,9 +232,7 @@ impl Graph<'_> {
                             ev: Evidence::Inferred,
                             conf: 1.0,
                         };
-                        if moved.get(&call).is_none_or(|m| m.0 < sooner) {
-                            moved.insert(call, (sooner, Some(wait)));
-                        }
+                        move_earlier(&mut moved, call, sooner, Some(wait));
                         queue_after(c, &mut pending, &mut queued);
                     }
                 }
@@ -275,5 +270,19 @@ impl Graph<'_> {
         cov_mark::hit!(counterfactual_blocked_call);
         let blocked = op_end.saturating_sub(ix.start(call)) as f64;
         Some((call, shift.min(blocked)))
+    }
+}
+
+/// Records `x` as finishing `shift` earlier, moved by gate `by`, unless it
+/// already moves further (a call blocked on its op moves with the op and by
+/// its own gates: the larger shift holds).
+fn move_earlier(
+    moved: &mut FastMap<Pos, (f64, Option<InferredEdge>)>,
+    x: Pos,
+    shift: f64,
+    by: Option<InferredEdge>,
+) {
+    if moved.get(&x).is_none_or(|m| m.0 < shift) {
+        moved.insert(x, (shift, by));
     }
 }

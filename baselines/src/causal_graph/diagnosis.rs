@@ -400,9 +400,9 @@ impl Graph<'_> {
     }
 
     /// A wait for a gate longer than the peers' (without peers: at all) is
-    /// lateness only as far as a
-    /// delay upstream made the gate release late: the counterfactual over the
-    /// candidates the records show (`candidates.rs`) names it. Where no
+    /// lateness only as far as a delay upstream made the gate release late:
+    /// the counterfactual over the candidates the records show
+    /// (`candidates.rs`) names it. Where no
     /// candidate moves the op, the longer wait is the op's place in the
     /// program (a micro-batch deeper in a pipeline waits for every stage
     /// ahead of it, its peers at other depths for fewer) and nothing is late.

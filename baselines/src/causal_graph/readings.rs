@@ -6,7 +6,7 @@ use super::thresholds::LAST_UNTIMED_FAULT_CAP_NS;
 use crate::analysis::{self, DevPhases};
 use crate::index::{HostStalls, Index, Pos};
 use ground_truth::trace::Record;
-use ground_truth::{Ns, Phases};
+use ground_truth::{CauseLabel, Ns, Phases};
 
 /// Rule 6c, a queue time before the launch is no queue time: a device op's
 /// (queued, submitted, start, end), a `queued` earlier than its launching call
@@ -66,4 +66,15 @@ pub(crate) fn host_stalls(ix: &Index, tid: u32, from: Ns, to: Ns) -> HostStalls 
         }
     }
     st
+}
+
+/// The larger of a thread's stalls and what it is: its scheduler time
+/// (`cpu_deschedule`), or its page-fault time when that is longer
+/// (`host_page_fault`).
+pub(crate) fn larger_stall(st: &HostStalls) -> (CauseLabel, f64) {
+    if st.desched_ns >= st.fault_ns {
+        (CauseLabel::CpuDeschedule, st.desched_ns)
+    } else {
+        (CauseLabel::HostPageFault, st.fault_ns)
+    }
 }

@@ -23,9 +23,7 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{
-    CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, NOISE_NS,
-};
+use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
 use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -86,7 +84,7 @@ impl Graph<'_> {
         // A late phase in the chain is a cause only as far as removing it
         // moves the symptom (the counterfactual, `counterfactual.rs`): the
         // thread may have had slack, or the symptom waited on something else.
-        let floor = NOISE_NS.max(DEVICE_SHARE * self.normal_latency_of(p));
+        let floor = self.counterfactual_floor(p);
         let cone = self.cone(p);
         let mut best: Option<(CauseLabel, f64)> = None;
         let mut unread = false;
@@ -193,10 +191,10 @@ impl Graph<'_> {
 
     /// `x`'s own late phase against its own peers, labelled by how it reached
     /// the symptom: (label, excess ns, the record it delayed: the launch call
-    /// for a late launch, `x` for its execution). Only phases a delay propagating from
-    /// request to request leaves alone count: the host gap before the launch
-    /// (not the wait since the request arrived, which grows down the chain) and,
-    /// in another request, the device execution.
+    /// for a late launch, `x` for its execution). Only phases a delay
+    /// propagating from request to request leaves alone count: the host gap
+    /// before the launch (not the wait since the request arrived, which grows
+    /// down the chain) and, in another request, the device execution.
     fn late_in_chain(
         &self,
         x: Pos,
@@ -255,11 +253,7 @@ impl Graph<'_> {
         let tid = ix.rec(call).tid()?;
         let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
-            if st.desched_ns >= st.fault_ns {
-                CauseLabel::CpuDeschedule
-            } else {
-                CauseLabel::HostPageFault
-            }
+            readings::larger_stall(&st).0
         } else if is_own {
             CauseLabel::HostCompute
         } else {
