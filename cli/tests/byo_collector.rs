@@ -19,16 +19,7 @@ fn root() -> PathBuf {
 }
 
 fn run(args: &[&std::ffi::OsStr]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "causalbench {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::causalbench_ok_in(Path::new(env!("CARGO_MANIFEST_DIR")), args);
 }
 
 /// Scores `bundles` as `collector run` does and compares with `committed`.

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 fn costs_json(launch_bound_ebpf: f64) -> serde_json::Value {
     let config = |collectors: &str, view: Option<&str>, ratio: f64| {
         serde_json::json!({
@@ -87,16 +89,9 @@ fn costs_appear_beside_accuracy_and_bad_costs_are_refused() {
     assert!(out.join("collector-costs.json").is_file());
 
     // Rebuilding the report from the directory keeps the section.
-    let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
-        .args(["report", "--results"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    common::causalbench_ok_in(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &["report".as_ref(), "--results".as_ref(), out.as_os_str()],
     );
     let md = std::fs::read_to_string(out.join("leaderboard.md")).unwrap();
     assert_eq!(md.matches("## Accuracy against cost").count(), 1, "{md}");
