@@ -5,6 +5,8 @@
 //! stall scenarios read their stall in the combined/closed view. Must not: a
 //! view without host records (nothing to join), an instrumented view (the
 //! rules have the request's beginning) and a negative control.
+//! Handoffs between threads inferred from timing that recurs (step 1): must on
+//! a two-stage pipeline, must not on two programs at rates of their own.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -122,4 +124,95 @@ fn joined_program_order_stays_inferred_below_observed_confidence() {
         assert_eq!(e.evidence, Evidence::Inferred, "{e:?}");
         assert!(e.confidence < 0.8, "{e:?}");
     }
+}
+
+/// The handoffs causal-graph infers between threads in `name`'s combined
+/// closed view (`src/causal_graph/handoff_inference.rs`), as (src, dst) rids,
+/// with the bundle and the explanation's top cause.
+fn inferred_handoffs(name: &str, mode: Mode) -> (Bundle, Vec<(u64, u64)>, Option<CauseLabel>) {
+    let b = record(name);
+    let v = views::derive(&b, view(Collectors::Combined, mode)).view;
+    let x = builtin("causal-graph").unwrap().explain(&v);
+    let handoffs = x
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeType::Handoff && e.evidence == Evidence::Inferred)
+        .map(|e| (e.src, e.dst))
+        .collect();
+    let top = x.diagnoses[0].causes.first().map(|c| c.label);
+    (b, handoffs, top)
+}
+
+/// Whether the truth leads from the call recorded as `src` to the call
+/// recorded as `dst` through host-side edges whose nodes in between are
+/// no calls (the enqueue, the task it begins): the handoff the view hides.
+fn truth_hands_on(b: &Bundle, src: u64, dst: u64) -> bool {
+    use ground_truth::NodeKind;
+    let gt = &b.ground_truth;
+    let node_of = |rid: u64| {
+        gt.nodes
+            .iter()
+            .find(|n| n.rids.contains(&rid))
+            .map(|n| n.id)
+    };
+    let (Some(from), Some(to)) = (node_of(src), node_of(dst)) else {
+        return false;
+    };
+    let mut frontier = vec![from];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for e in &gt.edges {
+            if !frontier.contains(&e.src)
+                || !matches!(
+                    e.kind,
+                    EdgeType::HostOrder | EdgeType::Handoff | EdgeType::Busy | EdgeType::Request
+                )
+            {
+                continue;
+            }
+            if e.dst == to {
+                return true;
+            }
+            let kind = gt.nodes.iter().find(|n| n.id == e.dst).map(|n| n.kind);
+            if matches!(
+                kind,
+                Some(NodeKind::HostTask | NodeKind::QueueHandoff | NodeKind::Request)
+            ) {
+                next.push(e.dst);
+            }
+        }
+        frontier = next;
+    }
+    false
+}
+
+/// Must: stage 2 resumes a steady lag after stage 1's wait returns, request
+/// after request, while other calls end at lags that drift: the refutation
+/// leaves stage 1's wait as what handed each request on. Every inferred
+/// handoff is one the truth has, and the walk reaches the held kernel of
+/// stage 1 across it.
+#[test]
+fn a_handoff_between_threads_is_inferred_from_timing_that_recurs() {
+    cov_mark::check!(handoff_inferred_by_refutation);
+    let (b, handoffs, top) = inferred_handoffs("closed-handoff.staged", Mode::Closed);
+    assert!(handoffs.len() >= 3, "{handoffs:?}");
+    for &(src, dst) in &handoffs {
+        assert!(
+            truth_hands_on(&b, src, dst),
+            "rid {src} -> rid {dst} is no handoff of the truth"
+        );
+    }
+    assert_eq!(top, Some(CauseLabel::OccupancyPressure));
+}
+
+/// Must not: two programs at rates of their own resume at lags that drift,
+/// so nothing is inferred between their threads; and with task markers the
+/// handoffs are observed, not inferred.
+#[test]
+fn threads_that_drift_apart_hand_nothing_on() {
+    cov_mark::check_count!(handoff_inferred_by_refutation, 0);
+    let (_, handoffs, _) = inferred_handoffs("closed-handoff.drifting", Mode::Closed);
+    assert!(handoffs.is_empty(), "{handoffs:?}");
+    let (_, handoffs, _) = inferred_handoffs("closed-handoff.staged", Mode::Instrumented);
+    assert!(handoffs.is_empty(), "{handoffs:?}");
 }

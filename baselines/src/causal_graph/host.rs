@@ -39,6 +39,8 @@ impl Graph<'_> {
                 walk.step(p, &mut found);
             }
         }
+        let handoffs = super::handoff_inference::inferred_handoffs(ix, &found.resumes);
+        found.add.extend(handoffs);
         self.add_host_findings(found);
     }
 
@@ -82,6 +84,7 @@ impl Graph<'_> {
             miss,
             miss_kind,
             mut joined,
+            ..
         } = found;
         // Room for exactly these: growing by doubling here left a third of the
         // largest list of the analysis unused at its peak.
@@ -110,6 +113,9 @@ struct HostFindings {
     /// Closed mode: calls whose inferred program-order edge the host
     /// collector's records join (`joined_by_thread_and_time`).
     joined: Vec<Pos>,
+    /// Closed mode: calls after an idle time their thread's records leave
+    /// unexplained, with when the thread went idle (`handoff_inference`).
+    resumes: Vec<(Pos, Ns)>,
 }
 
 /// The request-begin and enqueue markers, by what task-begin markers look them up by.
@@ -350,6 +356,9 @@ impl<'a> ThreadWalk<'_, 'a> {
                 found.joined.push(p);
                 (Evidence::Inferred, CLOSED_JOINED_CONFIDENCE)
             } else {
+                if !matches!(ix.rec(p), Record::Marker { .. }) {
+                    found.resumes.push((p, ix.end(pp)));
+                }
                 (Evidence::Inferred, CLOSED_UNJOINED_CONFIDENCE)
             };
             found.add.push(InferredEdge {
@@ -359,6 +368,10 @@ impl<'a> ThreadWalk<'_, 'a> {
                 ev,
                 conf,
             });
+        }
+        if self.prev.is_none() && !self.markers.present {
+            // The thread's first call: it idled from the start of the view.
+            found.resumes.push((p, 0));
         }
         // A call of request T must run in a task of request T: otherwise that
         // task's begin marker is missing. A lost launch call of this thread

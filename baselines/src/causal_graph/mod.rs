@@ -97,6 +97,7 @@ mod event_sync;
 mod gating;
 mod graph;
 mod graph_launch;
+mod handoff_inference;
 mod host;
 mod interference;
 mod launch;

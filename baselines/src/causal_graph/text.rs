@@ -74,13 +74,19 @@ pub fn why_late(view: &TraceView, rid: u64) -> String {
             .iter()
             .filter(|e| e.kind == ground_truth::EdgeType::HostOrder && e.ev == Evidence::Inferred)
             .count();
+        let handoffs = g
+            .edges
+            .iter()
+            .filter(|e| e.kind == ground_truth::EdgeType::Handoff && e.ev == Evidence::Inferred)
+            .count();
         let _ = writeln!(
             s,
             "\nmissing in this view: request identity (no external correlation or request \
              markers), NVTX ranges and task markers. Program order joined by thread and time \
              from the host collector's records: {joined} of {inferred} inferred host-order \
-             edges (a gap the thread's stall records explain); the verdict's confidence is \
-             lowered accordingly{}",
+             edges (a gap the thread's stall records explain); {handoffs} handoffs between \
+             threads inferred from timing that recurs; the verdict's confidence is lowered \
+             accordingly{}",
             if g.has_ebpf {
                 ""
             } else {

@@ -17,6 +17,7 @@ pub const DIAGNOSIS_FILES: &[&str] = &[
     "counterfactual.rs",
     "diagnosis.rs",
     "gating.rs",
+    "handoff_inference.rs",
     "peers.rs",
     "readings.rs",
     "requests.rs",
@@ -317,3 +318,41 @@ pub const CLOSED_UNJOINED_CONFIDENCE: f64 = 0.6;
 /// verdict is the runner-up, not discarded: a wrong join still leaves it
 /// ranked.
 pub const CLOSED_RULES_BEHIND_STALL: f64 = 0.5;
+
+/// How many call sites of other threads one resume keeps as hypotheses of
+/// what handed it work, nearest first (`handoff_inference`). Unit: sites.
+/// Why: bounds the work per resume; the site that hands work on ends within
+/// the last few calls before the resume.
+pub const HANDOFF_HYPOTHESES: usize = 32;
+
+/// How many resumes of one thread at one site a handoff needs before it is
+/// inferred (`handoff_inference`). Unit: resumes. Why: one resume refutes
+/// nothing (every call in its idle time is a hypothesis); a second one
+/// refutes what does not recur, and the lag bounds refute the rest (the
+/// recorded cases run two to twelve requests, so a stage thread resumes
+/// twice in the smallest).
+pub const HANDOFF_MIN_RESUMES: usize = 2;
+
+/// Confidence of a handoff inferred by refutation in closed mode. Unit:
+/// probability. Why: as an unjoined program-order edge
+/// ([`CLOSED_UNJOINED_CONFIDENCE`]): timing that recurs, not a record of the
+/// handoff.
+pub const CLOSED_HANDOFF_CONFIDENCE: f64 = CLOSED_UNJOINED_CONFIDENCE;
+
+/// How far the lags from a site's calls to the resumes they hand work on
+/// may spread (`handoff_inference`). Unit: ns. Why: a handoff's lag is the
+/// wake-up and the task's first steps, as steady as the gaps inside a task
+/// ([`CLOSED_JOIN_GAP_NS`]); a call that merely ran before each resume ends
+/// at lags spread over the idle times.
+pub const HANDOFF_LAG_SPREAD_NS: f64 = CLOSED_JOIN_GAP_NS;
+
+/// The longest median lag from a site's calls to the resumes it hands work
+/// on (`handoff_inference`). Unit: ns (200 µs). Why: a handoff's lag is a
+/// wake-up and the task's first steps. On the dev splits (H200 corpus and
+/// simulator, closed combined views) the handoffs the truth confirms lag at
+/// most 102 µs (H200, 99th percentile; simulator 39 µs), the refuted ones
+/// 0.43 ms and 0.88 ms at the median: threads whose requests arrive on one
+/// schedule resume in step without handing each other anything. A wake-up
+/// slower than this (a futex on a loaded machine) leaves the resume without
+/// an inferred handoff, and the walk stops there as before.
+pub const HANDOFF_MAX_LAG_NS: f64 = 200_000.0;
