@@ -59,9 +59,12 @@ const STALLS: [&str; 4] = [
     "host-stall-before-long-kernel.page-fault",
 ];
 
+/// The thread's own stall before the late launch: the rules read it against
+/// the chain's beginning (`host::chain_beginnings`), the stand-in for the
+/// request's; another thread's stall across an idle gap goes through
+/// `joined_stall_root` (`tests/counterfactual.rs`).
 #[test]
 fn a_stall_joined_by_thread_and_time_names_the_cause_in_closed_mode() {
-    cov_mark::check!(closed_mode_joined_stall);
     for name in STALLS {
         for (truth, claimed) in verdicts(name, view(Collectors::Combined, Mode::Closed)) {
             assert_eq!(Some(truth), claimed, "{name}, combined/closed");
@@ -202,7 +205,7 @@ fn a_handoff_between_threads_is_inferred_from_timing_that_recurs() {
             "rid {src} -> rid {dst} is no handoff of the truth"
         );
     }
-    assert_eq!(top, Some(CauseLabel::OccupancyPressure));
+    assert_eq!(top, Some(CauseLabel::CpuDeschedule));
 }
 
 /// Must not: two programs at rates of their own resume at lags that drift,

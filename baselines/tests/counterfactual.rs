@@ -203,6 +203,7 @@ fn closed_mode_reads_none_where_every_measured_phase_is_clean() {
 #[test]
 fn closed_mode_joins_another_threads_stall_to_the_idle_gap_by_time() {
     cov_mark::check!(stall_across_the_idle_gap);
+    cov_mark::check!(closed_mode_joined_stall);
     closed_mode_names(
         &training_step_variant(".loader-preempted"),
         CauseLabel::CpuDeschedule,

@@ -62,6 +62,9 @@ pub(crate) struct Graph<'a> {
     /// Closed mode: the calls whose inferred program-order edge the host
     /// collector's records join (`host::joined_by_thread_and_time`), sorted.
     pub(super) joined_calls: Vec<Pos>,
+    /// Closed mode: when each call's chain of joined calls and inferred
+    /// handoffs began (`host::chain_beginnings`); empty with task markers.
+    pub(super) chain_began: FastMap<Pos, Ns>,
 }
 
 impl<'a> Graph<'a> {
@@ -89,6 +92,7 @@ impl<'a> Graph<'a> {
             position: Vec::new(),
             request_sizes: Default::default(),
             joined_calls: Vec::new(),
+            chain_began: FastMap::default(),
         };
         g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();

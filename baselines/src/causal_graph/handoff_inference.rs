@@ -27,9 +27,10 @@ use ground_truth::{EdgeType, Evidence, Ns, SharedStr};
 /// are not in the view).
 type Site<'a> = (&'a str, &'a [SharedStr]);
 
-/// A resume, and for each site of another thread's call that ended in its
-/// idle time the nearest such call and how long before the resume it ended.
-type Hypotheses<'a> = (Pos, FastMap<Site<'a>, (Pos, Ns)>);
+/// A resume, and for each site of another thread's calls that ended in its
+/// idle time, no longer than a wake-up before it ([`HANDOFF_MAX_LAG_NS`]),
+/// those calls and how long before the resume each ended.
+type Hypotheses<'a> = (Pos, FastMap<Site<'a>, Vec<(Pos, Ns)>>);
 
 /// The inferred handoff into each resume, where its thread's resumes at the
 /// same site keep one hypothesis. `resumes`: calls after an idle time their
@@ -50,13 +51,14 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
         let tid = ix.rec(y).tid().unwrap_or(0);
         let at = ix.start(y);
         let upto = by_end.partition_point(|&(end, _)| end <= at);
-        let mut near: FastMap<Site, (Pos, Ns)> = FastMap::default();
-        for &(end, x) in by_end[..upto].iter().rev() {
-            if end <= idle_from || near.len() >= HANDOFF_HYPOTHESES {
+        let mut near: FastMap<Site, Vec<(Pos, Ns)>> = FastMap::default();
+        for (read, &(end, x)) in by_end[..upto].iter().rev().enumerate() {
+            let lag = at - end;
+            if end <= idle_from || lag as f64 > HANDOFF_MAX_LAG_NS || read >= HANDOFF_HYPOTHESES {
                 break;
             }
             if ix.rec(x).tid() != Some(tid) {
-                near.entry(site(x)).or_insert((x, at - end));
+                near.entry(site(x)).or_default().push((x, lag));
             }
         }
         // A resume after which nothing else ran tests no hypothesis: a root.
@@ -75,10 +77,10 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
             continue;
         };
         cov_mark::hit!(handoff_inferred_by_refutation);
-        for (y, near) in &resumed {
+        for (y, x) in from {
             out.push(InferredEdge {
-                src: near[&from].0,
-                dst: *y,
+                src: x,
+                dst: y,
                 kind: EdgeType::Handoff,
                 ev: Evidence::Inferred,
                 conf: CLOSED_HANDOFF_CONFIDENCE,
@@ -88,28 +90,40 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
     out
 }
 
-/// The site no resume refutes that ends nearest before them (smallest
-/// median lag; the site itself breaks ties).
-fn surviving_site<'a>(resumed: &[Hypotheses<'a>]) -> Option<Site<'a>> {
+/// The calls that handed each resume on: of the sites no resume refutes,
+/// the one whose lags, a call of it per resume, stay within
+/// [`HANDOFF_LAG_SPREAD_NS`] of each other, with the smallest median lag (the
+/// site itself breaks ties). As (resume, call) pairs.
+fn surviving_site(resumed: &[Hypotheses<'_>]) -> Option<Vec<(Pos, Pos)>> {
     let (_, first) = resumed.first()?;
-    let mut best: Option<(Ns, Site)> = None;
-    for &candidate in first.keys() {
-        let Some(mut lags) = resumed
-            .iter()
-            .map(|(_, near)| near.get(&candidate).map(|&(_, lag)| lag))
-            .collect::<Option<Vec<Ns>>>()
-        else {
-            continue;
-        };
-        lags.sort_unstable();
-        let median = lags[lags.len() / 2];
-        let spread = lags[lags.len() - 1] - lags[0];
-        if spread as f64 > HANDOFF_LAG_SPREAD_NS || median as f64 > HANDOFF_MAX_LAG_NS {
-            continue;
-        }
-        if best.map_or(true, |b| (median, candidate) < b) {
-            best = Some((median, candidate));
+    let mut best: Option<(Ns, Site, Vec<(Pos, Pos)>)> = None;
+    for (&candidate, anchors) in first {
+        for &(_, anchor) in anchors {
+            let Some(picked) = resumed
+                .iter()
+                .map(|(y, near)| {
+                    let calls = near.get(&candidate)?;
+                    let &(x, lag) = calls.iter().min_by_key(|(_, lag)| lag.abs_diff(anchor))?;
+                    Some((*y, x, lag))
+                })
+                .collect::<Option<Vec<(Pos, Pos, Ns)>>>()
+            else {
+                continue;
+            };
+            let mut lags: Vec<Ns> = picked.iter().map(|&(_, _, lag)| lag).collect();
+            lags.sort_unstable();
+            let median = lags[lags.len() / 2];
+            if (lags[lags.len() - 1] - lags[0]) as f64 > HANDOFF_LAG_SPREAD_NS {
+                continue;
+            }
+            if best
+                .as_ref()
+                .map_or(true, |(m, s, _)| (median, candidate) < (*m, *s))
+            {
+                let pairs = picked.iter().map(|&(y, x, _)| (y, x)).collect();
+                best = Some((median, candidate, pairs));
+            }
         }
     }
-    best.map(|(_, s)| s)
+    best.map(|(_, _, pairs)| pairs)
 }

@@ -54,6 +54,12 @@ impl Graph<'_> {
             }
             break;
         }
+        if m.since_request.is_none() {
+            // Closed mode: the chain's beginning stands in for the request's.
+            if let Some(&began) = self.chain_began.get(&call) {
+                m.since_request = Some(start.saturating_sub(began) as f64);
+            }
+        }
         m
     }
 
