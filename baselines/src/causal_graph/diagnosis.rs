@@ -258,7 +258,6 @@ impl Graph<'_> {
             match self.gate_wait_root(p) {
                 GateWait::Explained(found) => return (found, ph, peers.len()),
                 GateWait::Structural => on_time = true,
-                GateWait::NoNorms => {}
             }
         }
         if depth == 0 && v > 0.0 && !on_time {
@@ -406,14 +405,11 @@ impl Graph<'_> {
     /// candidate moves the op, the longer wait is the op's place in the
     /// program (a micro-batch deeper in a pipeline waits for every stage
     /// ahead of it, its peers at other depths for fewer) and nothing is late.
-    /// Only where requests carry tokens: the peers are then matched by place
-    /// and size, and work of no request is known for what it is; without them
-    /// (closed mode) an op's peers are every op of its name, their spread is
-    /// no norm, and the wait is read by its gate (`gating.rs`).
+    /// With request tokens the peers are matched by place and size and work of
+    /// no request is known for what it is; without them (closed mode) the
+    /// peers are every op of the name at the call site, and added work is
+    /// named by the op it lengthened (baselines/README.md, known failures).
     fn gate_wait_root(&self, p: Pos) -> GateWait {
-        if self.token(p).is_none() {
-            return GateWait::NoNorms;
-        }
         match self.counterfactual_root(p) {
             Some(found) => GateWait::Explained(found),
             None => {
@@ -877,8 +873,6 @@ enum GateWait {
     Explained(Vec<(CauseLabel, f64)>),
     /// No delay upstream moves it: the wait is the op's place in the program.
     Structural,
-    /// No norms to measure upstream delays against (no request tokens).
-    NoNorms,
 }
 
 /// The highest-weighted cause of an unranked list.
