@@ -1,0 +1,1 @@
+causalbench workload --suite catalog --out cmp-catalog --compare-cupti

@@ -1,0 +1,1 @@
+causalbench workload --suite dev --sample 30 --out cmp-dev --compare-cupti
