@@ -28,8 +28,9 @@
 //!   (stream/event/context synchronize, the implicit fence of a pageable copy).
 //! - *request* (explicit): request tokens from external correlation records and
 //!   `request_begin` markers; *handoff* (observed): `enqueue` → `task_begin`
-//!   markers matched by queue and token; *host_order* (observed) within a host
-//!   task, inferred (0.6) when no task markers delimit tasks (closed mode).
+//!   markers matched by queue and token, inferred (0.6) in closed mode from
+//!   timing that recurs (`handoff_inference`); *host_order* (observed) within a
+//!   host task, inferred (0.6) when no task markers delimit tasks (closed mode).
 //! - *fault* (observed): a preempted/traced `sched` interval or page faults of
 //!   the calling thread between its previous host operation and an API call.
 //! - *missing*: a claim `src = dst = R` when a record the semantics require for
