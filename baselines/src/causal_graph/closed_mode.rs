@@ -23,7 +23,7 @@ impl Graph<'_> {
     /// normal latency (the counterfactual, [`Graph::effect`], as step 4b reads
     /// device delays) and further than the largest device delay step 4b found
     /// (`device_effect`), and which is not one of the small stalls any host
-    /// has (rule 5a's [`STALL_NS`] / [`STALL_WORK_SHARE`]). It names the
+    /// has ([`STALL_NS`] / [`STALL_WORK_SHARE`]). It names the
     /// cause; the rules' reading (`rules`) stays ranked behind it, and
     /// `handoff_queueing` beside it: without task markers a queue before the
     /// call cannot be seen. `None` when no joined stall moves `p` that far:

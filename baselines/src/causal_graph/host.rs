@@ -39,12 +39,46 @@ impl Graph<'_> {
                 walk.step(p, &mut found);
             }
         }
-        let handoffs = super::handoff_inference::inferred_handoffs(ix, &found.resumes);
-        found.add.extend(handoffs);
-        if !markers.present {
-            self.chain_began = chain_beginnings(ix, &found);
+        let closed = !markers.present;
+        if closed {
+            let handoffs = super::handoff_inference::inferred_handoffs(ix, &found.resumes);
+            found.add.extend(handoffs);
         }
         self.add_host_findings(found);
+        if closed {
+            self.chain_began = self.chain_beginnings();
+        }
+    }
+
+    /// Closed mode: when each call's chain began, the stand-in for its
+    /// request's beginning. A chain runs back from a call through the
+    /// program-order edges the host collector's records join
+    /// ([`Graph::joined`]) and the handoffs inferred between threads
+    /// (`handoff_inference`), to a call with neither: the first call the
+    /// request's work made that the view can tie it to.
+    fn chain_beginnings(&self) -> FastMap<Pos, Ns> {
+        let ix = &self.ix;
+        let before: FastMap<Pos, Pos> = self
+            .edges
+            .iter()
+            .filter(|e| {
+                e.src != e.dst
+                    && (self.joined(e)
+                        || (e.kind == EdgeType::Handoff && e.ev == Evidence::Inferred))
+            })
+            .map(|e| (e.dst, e.src))
+            .collect();
+        let mut calls = ix.all_calls.clone();
+        calls.sort_unstable_by_key(|&c| (ix.start(c), ix.rid(c)));
+        let mut began: FastMap<Pos, Ns> = FastMap::default();
+        for c in calls {
+            let at = before
+                .get(&c)
+                .and_then(|b| began.get(b).copied())
+                .unwrap_or(ix.start(c));
+            began.insert(c, at);
+        }
+        began
     }
 
     /// Where lost launch calls were made: the thread running their request then (by
@@ -450,36 +484,4 @@ pub(super) fn joined_by_thread_and_time(ix: &Index, tid: u32, prev: Pos, call: P
     let st = super::readings::host_stalls(ix, tid, from, to);
     let unexplained = (to - from) as f64 - (st.desched_ns + st.fault_ns);
     unexplained <= CLOSED_JOIN_GAP_NS
-}
-
-/// Closed mode: when each call's chain began, the stand-in for its request's
-/// beginning. A chain runs back from a call through the program-order edges
-/// the host collector's records join and the handoffs inferred between
-/// threads (`handoff_inference`), to a call with neither: the first call the
-/// request's work made that the view can tie it to.
-fn chain_beginnings(ix: &Index<'_>, found: &HostFindings) -> FastMap<Pos, Ns> {
-    let mut joined = found.joined.clone();
-    joined.sort_unstable();
-    let mut before: FastMap<Pos, Pos> = FastMap::default();
-    for e in &found.add {
-        let tied = match e.kind {
-            EdgeType::HostOrder => joined.binary_search(&e.dst).is_ok(),
-            EdgeType::Handoff => e.ev == Evidence::Inferred,
-            _ => false,
-        };
-        if tied && e.src != e.dst {
-            before.insert(e.dst, e.src);
-        }
-    }
-    let mut calls = ix.all_calls.clone();
-    calls.sort_unstable_by_key(|&c| (ix.start(c), ix.rid(c)));
-    let mut began: FastMap<Pos, Ns> = FastMap::default();
-    for c in calls {
-        let at = before
-            .get(&c)
-            .and_then(|b| began.get(b).copied())
-            .unwrap_or(ix.start(c));
-        began.insert(c, at);
-    }
-    began
 }

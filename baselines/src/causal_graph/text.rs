@@ -69,16 +69,14 @@ pub fn why_late(view: &TraceView, rid: u64) -> String {
     if g.lacks_request_identity() {
         // What closed mode leaves out, and what stands in for it.
         let joined = g.joined_calls.len();
-        let inferred = g
-            .edges
-            .iter()
-            .filter(|e| e.kind == ground_truth::EdgeType::HostOrder && e.ev == Evidence::Inferred)
-            .count();
-        let handoffs = g
-            .edges
-            .iter()
-            .filter(|e| e.kind == ground_truth::EdgeType::Handoff && e.ev == Evidence::Inferred)
-            .count();
+        let inferred_of = |kind| {
+            g.edges
+                .iter()
+                .filter(|e| e.kind == kind && e.ev == Evidence::Inferred)
+                .count()
+        };
+        let inferred = inferred_of(ground_truth::EdgeType::HostOrder);
+        let handoffs = inferred_of(ground_truth::EdgeType::Handoff);
         let _ = writeln!(
             s,
             "\nmissing in this view: request identity (no external correlation or request \
