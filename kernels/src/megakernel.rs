@@ -202,7 +202,7 @@ pub mod bpf_slot {
     pub const HOOK_KINDS: usize = 3;
     pub const GENERATION: usize = 0;
     /// `placement`: 0 lets a set whose one program is at task end run on
-    /// thread 32 beside the next task's body (`mk_bpf_defers`), 1 runs every
+    /// thread 32 beside the next task's body (`mk_bpf_epoch::defers`), 1 runs every
     /// program inline on the scheduling thread.
     pub const PLACEMENT: usize = 4;
     pub const ELIGIBLE: usize = 8;

@@ -412,10 +412,15 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     // travels in the configuration's first two reserved words.
     mk_bpf_slot* const bpf_slot =
         (mk_bpf_slot*)(((mk_u64)c.cfg.reserved[1] << 32) | (mk_u64)c.cfg.reserved[0]);
-    mk_u32 bpf_gen = 0;
-    // The task-end run thread 32 makes during the next task (mk_bpf_defers).
+    // The epoch this task's hooks use, and the one thread 32 reads for the next task.
+    mk_bpf_epoch bpf = {0u, 0u, 0u, 0u};
+    __shared__ mk_bpf_epoch s_bpf_next;
+    // The task-end run thread 32 makes during the next task (mk_bpf_epoch::defers).
     __shared__ mk_bpf_deferred s_bpf_end;
-    if (tid == 0) s_bpf_end.pending = 0u;
+    if (tid == 0) {
+        s_bpf_end.pending = 0u;
+        mk_bpf_read_epoch(bpf_slot, &s_bpf_next);
+    }
 #endif
     // Worker 0 dispatches the roots.
     if (c.worker == 0) {
@@ -437,7 +442,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             __threadfence();
 #ifdef MK_BPF_HOOKS
             // A task epoch: a program set the host swapped in applies from this task on.
-            if (bpf_slot) bpf_gen = ((volatile mk_u32*)&bpf_slot->generation)[0];
+            bpf.gen = s_bpf_next.gen; bpf.hooks = s_bpf_next.hooks; bpf.defers = s_bpf_next.defers;
 #endif
         }
         __syncthreads();
@@ -471,19 +476,23 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
                 ph[2] = now - wb;
                 mk_hook(c, MK_HOOK_WAIT_END, task_id, t, c.worker, t.wait_event, now, ph[2]);
 #ifdef MK_BPF_HOOKS
-                mk_bpf_run_hook(bpf_slot, bpf_gen, 2u, task_id, t.class_id, t.task_gen, t.req_gen,
-                                c.worker, t.wait_event, wb, now, ph[2],
-                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
-                now = mk_now();
+                if (bpf.hooks & (1u << 2)) {
+                    mk_bpf_run_hook(bpf_slot, bpf.gen, 2u, task_id, t.class_id, t.task_gen, t.req_gen,
+                                    c.worker, t.wait_event, wb, now, ph[2],
+                                    ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
+                    now = mk_now();
+                }
 #endif
             }
             t_start = now;
             s_now = t_start;
             mk_hook(c, MK_HOOK_START, task_id, t, c.worker, 0, t_start, 0);
 #ifdef MK_BPF_HOOKS
-            mk_bpf_run_hook(bpf_slot, bpf_gen, 0u, task_id, t.class_id, t.task_gen, t.req_gen,
-                            c.worker, t.dep_event, t_start, t_start, ph[2],
-                            ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
+            if (bpf.hooks & 1u) {
+                mk_bpf_run_hook(bpf_slot, bpf.gen, 0u, task_id, t.class_id, t.task_gen, t.req_gen,
+                                c.worker, t.dep_event, t_start, t_start, ph[2],
+                                ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
+            }
 #endif
         }
         __syncthreads();
@@ -501,22 +510,27 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             default: mk_body_other(p, t, c.worker, s_now, tid); break;
         }
         __syncthreads();
+#ifdef MK_BPF_HOOKS
+        // The next task's epoch, read while thread 0 finishes this task.
+        // (A block of one warp has no thread 32: its thread 0 reads it.)
+        if (tid == (blockDim.x > 32u ? 32u : 0u)) mk_bpf_read_epoch(bpf_slot, &s_bpf_next);
+#endif
         if (tid == 0) {
             const mk_u64 end = mk_now();
             ph[3] = end - t_start;
             mk_hook(c, MK_HOOK_END, task_id, t, c.worker, 0, end, ph[3]);
 #ifdef MK_BPF_HOOKS
-            if (mk_bpf_defers(bpf_slot, bpf_gen)) {
+            if (bpf.defers) {
                 volatile mk_bpf_deferred* d = &s_bpf_end;
-                d->gen = bpf_gen; d->task = task_id; d->class_id = t.class_id;
+                d->gen = bpf.gen; d->task = task_id; d->class_id = t.class_id;
                 d->task_gen = t.task_gen; d->req_gen = t.req_gen; d->worker = c.worker;
                 d->dep_event = t.dep_event; d->ts_start = t_start; d->ts_end = end;
                 d->wait_ns = ph[2];
                 d->queue_depth = ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u);
                 d->notify_ns = ph[0]; d->queue_ns = ph[1];
                 d->pending = 1u;
-            } else {
-                mk_bpf_run_hook(bpf_slot, bpf_gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
+            } else if (bpf.hooks & (1u << 1)) {
+                mk_bpf_run_hook(bpf_slot, bpf.gen, 1u, task_id, t.class_id, t.task_gen, t.req_gen,
                                 c.worker, t.dep_event, t_start, end, ph[2],
                                 ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u), ph[0], ph[1]);
             }

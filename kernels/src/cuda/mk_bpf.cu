@@ -10,9 +10,10 @@
 //
 // The host writes a verified set into the idle bank of `mk_bpf_slot` (its
 // programs, map declarations and zeroed map arena) and then advances
-// `generation`; each worker reads the generation word at the start of every
-// task (a task epoch), so a swap takes effect between tasks, while the
-// persistent kernel runs, and never in the middle of one.
+// `generation`; each worker reads the generation word once per task (while
+// its scheduling thread finishes the task before: mk_bpf_epoch) and applies it
+// from the next task's start (a task epoch), so a swap takes effect between
+// tasks, while the persistent kernel runs, and never in the middle of one.
 
 typedef unsigned long long mk_u64;
 typedef unsigned int mk_u32;
@@ -47,7 +48,7 @@ static_assert(sizeof(mk_bpf_bank) == 8480, "mk_bpf_bank must be 8480 bytes");
 
 struct mk_bpf_slot {
     mk_u32 generation;    // the host advances it after writing bank[generation & 1]
-    mk_u32 placement;     // 0: a set whose one program is at task end runs deferred (mk_bpf_defers); 1: inline
+    mk_u32 placement;     // 0: a set whose one program is at task end runs deferred (mk_bpf_epoch::defers); 1: inline
     mk_u64 eligible[8];   // per class: hook events with a program attached
     mk_u64 observed[8];   // per class: runs that completed
     mk_u64 dropped[8];    // per class: ring outputs refused, runs that faulted
@@ -324,16 +325,14 @@ __device__ bool mk_bpf_exec(mk_bpf_machine* m, mk_u32 start, mk_u32 len, mk_u64*
     return false;
 }
 
-// One hook: runs the bank's program for `hook` on this context, if there is one
-// (its own function, so a PC sample in it names the monitor, not the scheduler).
+// One hook: runs the bank's program for `hook` on this context. The caller
+// calls it only for a hook its epoch (mk_bpf_epoch) says has a program, so a
+// hook without one costs the scheduling thread no load and no call (its own
+// function, so a PC sample in it names the monitor, not the scheduler).
 __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u32 hook, mk_u32 task,
                                 mk_u32 class_id, mk_u32 task_gen, mk_u32 req_gen, mk_u32 worker,
                                 mk_u32 dep_event, mk_u64 ts_start, mk_u64 ts_end, mk_u64 wait_ns,
                                 mk_u32 queue_depth, mk_u64 notify_ns, mk_u64 queue_ns) {
-    if (slot == 0 || hook >= MK_BPF_HOOK_KINDS) return;
-    const mk_bpf_bank* bank = &slot->bank[gen & 1u];
-    const mk_u32 len = bank->prog_len[hook];
-    if (len == 0u) return;
     // Time in the program, so that a kernel's stretch can be set against what the hooks took.
     const mk_u64 t_in = mk_bpf_now();
 #ifdef MK_BPF_COMPILED
@@ -348,6 +347,8 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
     atomicAdd(&slot->hook_ns[hook], mk_bpf_now() - t_in);
     return;
 #endif
+    const mk_bpf_bank* bank = &slot->bank[gen & 1u];
+    const mk_u32 len = bank->prog_len[hook];
     const mk_u32 cls = class_id < 8u ? class_id : 7u;
     atomicAdd(&slot->eligible[cls], 1ull);
     mk_bpf_machine m;
@@ -387,13 +388,35 @@ struct mk_bpf_deferred {
     mk_u64 ts_start, ts_end, wait_ns, notify_ns, queue_ns;
 };
 
+// What the hooks of one task need to know of the attached set: its bank
+// generation, which hooks have a program (bit h for hook h) and whether the
+// task-end program runs deferred. The scheduling thread reads it from shared
+// memory at each task's start; thread 32 reads the slot into it while thread 0
+// does a task's end-of-task work (megakernel.cu), so the swap check and the
+// bank header cost the scheduling thread no global load (megakernel/README.md,
+// "Where a hook's fixed cost went").
+struct mk_bpf_epoch {
+    mk_u32 gen, hooks, defers, pad;
+};
+
 // Only a set whose one program is at task end is deferred: one worker's runs
 // then still follow one another (the next one is handed over after this one
 // ended), and no begin or wait program of the same worker runs beside it.
-__device__ __forceinline__ bool mk_bpf_defers(const mk_bpf_slot* slot, mk_u32 gen) {
-    if (slot == 0 || blockDim.x <= 32u || slot->placement != 0u) return false;
-    const mk_bpf_bank* bank = &slot->bank[gen & 1u];
-    return bank->prog_len[1] != 0u && bank->prog_len[0] == 0u && bank->prog_len[2] == 0u;
+__device__ void mk_bpf_read_epoch(const mk_bpf_slot* slot, volatile mk_bpf_epoch* e) {
+    if (slot == 0) {
+        e->gen = 0u; e->hooks = 0u; e->defers = 0u;
+        return;
+    }
+    const mk_u32 gen = ((const volatile mk_u32*)&slot->generation)[0];
+    // The host writes the bank before it advances the generation.
+    __threadfence();
+    const volatile mk_u32* len = slot->bank[gen & 1u].prog_len;
+    mk_u32 hooks = 0u;
+    for (mk_u32 h = 0; h < MK_BPF_HOOK_KINDS; ++h) hooks |= (len[h] != 0u ? 1u : 0u) << h;
+    const mk_u32 placement = ((const volatile mk_u32*)&slot->placement)[0];
+    e->gen = gen;
+    e->hooks = hooks;
+    e->defers = blockDim.x > 32u && placement == 0u && hooks == (1u << 1) ? 1u : 0u;
 }
 
 __device__ __forceinline__ void mk_bpf_run_deferred(mk_bpf_slot* slot, volatile mk_bpf_deferred* d) {

@@ -31,7 +31,7 @@ impl Execution {
 }
 
 /// Where a GPU runs a program set whose one program is at task end
-/// (kernels/src/cuda/mk_bpf.cu, `mk_bpf_defers`): on thread 32 beside the
+/// (kernels/src/cuda/mk_bpf.cu, `mk_bpf_epoch::defers`): on thread 32 beside the
 /// next task's body, off the scheduling thread (the default), or inline on
 /// the scheduling thread at the task end, as every other set runs. The
 /// simulator runs every program inline.

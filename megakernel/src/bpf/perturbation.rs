@@ -29,9 +29,23 @@ pub fn attachment(name: &str) -> Result<(Attachment, u64, u64), String> {
     Ok((att, load_ns, t.elapsed().as_nanos() as u64))
 }
 
+/// The name of the empty program set: the kernel with hooks, nothing attached.
+const EMPTY: &str = "empty";
+
+/// The empty program set, verified and attached.
+fn empty_attachment() -> Result<Attachment, String> {
+    Attachment::new(super::ProgramSet {
+        name: EMPTY.into(),
+        programs: Vec::new(),
+        maps: Vec::new(),
+    })
+    .map_err(|e| e.to_string())
+}
+
 /// One arm of the perturbation measurement.
 struct Arm {
     name: String,
+    /// A built program's name, or [`EMPTY`].
     program: Option<&'static str>,
     cfg: MonitorConfig,
     /// How its program runs (`None`: no program).
@@ -75,6 +89,16 @@ pub fn perturbation(
         fixed("task-log", MonitorConfig::task_log(u32::MAX)),
     ];
     for e in ex.executions() {
+        // The kernel with hooks and no program attached: what the hooks cost
+        // the kernel before any program runs (megakernel/README.md, "Where a
+        // hook's fixed cost went").
+        arms.push(Arm {
+            name: "hooks:empty".into(),
+            program: Some(EMPTY),
+            cfg: MonitorConfig::none(),
+            execution: Some(e),
+            placement: Placement::default(),
+        });
         for q in queries::QUERIES.iter() {
             arms.push(Arm {
                 name: format!("ebpf:{}", q.name),
@@ -120,6 +144,7 @@ pub fn perturbation(
             }
             ex.set_placement(arm.placement);
             let mut att = match arm.program {
+                Some(EMPTY) => Some(empty_attachment()?),
                 Some(p) => Some(attachment(p)?.0),
                 None => None,
             };
