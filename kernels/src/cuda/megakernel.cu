@@ -298,11 +298,15 @@ __device__ void mk_dispatch(const mk_ctx& c, mk_u32 task_id, mk_u32 event_id, mk
     }
 }
 
+// 16-byte elements of a memory body's slice one warp takes at a time.
+#define MK_CHUNK_VECS 128u
+
 // Task bodies. Each class has its own (non-inlined) code region, as each
 // operator of a real megakernel does, so a PC sample says which class ran;
 // the dependency-wait and idle loops are shared code of the scheduler.
+// `chunk` is the block's shared chunk counter, zero when the body starts.
 __device__ __forceinline__ void mk_body(const mk_params* p, const mk_task& t, mk_u32 worker,
-                                        mk_u64 start, mk_u32 tid) {
+                                        mk_u64 start, mk_u32 tid, mk_u32* chunk) {
     if (t.body == MK_BODY_SPIN) {
         if (tid == 0) {
             const mk_u64 until = start + t.cost;
@@ -310,10 +314,26 @@ __device__ __forceinline__ void mk_body(const mk_params* p, const mk_task& t, mk
             while (now < until) now = mk_now();
         }
     } else {
+        // The slice is handed out chunk by chunk to whichever warp is free, as
+        // a megakernel's operator hands out its tiles: a warp lent to other
+        // work (thread 32 running a deferred hook program, mk_bpf.cu) takes
+        // fewer chunks instead of holding the others at the body's barrier.
         const mk_u64 base = (mk_u64)worker * p->scratch_vecs;
         const mk_u64 n = t.mem_vecs < p->scratch_vecs ? t.mem_vecs : p->scratch_vecs;
-        for (mk_u32 it = 0; it < t.cost; ++it) {
-            for (mk_u64 j = tid; j < n; j += blockDim.x) {
+        const mk_u32 lane = tid & 31u;
+        const mk_u32 lanes = blockDim.x - (tid & ~31u) < 32u ? blockDim.x - (tid & ~31u) : 32u;
+        const unsigned mask = lanes == 32u ? 0xffffffffu : (1u << lanes) - 1u;
+        const mk_u64 per_it = (n + MK_CHUNK_VECS - 1u) / MK_CHUNK_VECS;
+        const mk_u64 chunks = per_it * t.cost;
+        for (;;) {
+            mk_u32 k = 0u;
+            if (lane == 0u) k = atomicAdd(chunk, 1u);
+            k = __shfl_sync(mask, k, 0);
+            if (k >= chunks) break;
+            const mk_u32 it = (mk_u32)(k / per_it);
+            const mk_u64 j0 = (k % per_it) * MK_CHUNK_VECS;
+            const mk_u64 j1 = j0 + MK_CHUNK_VECS < n ? j0 + MK_CHUNK_VECS : n;
+            for (mk_u64 j = j0 + lane; j < j1; j += lanes) {
                 uint4 v = p->scratch_src[base + j];
                 v.x ^= it;
                 p->scratch_dst[base + j] = v;
@@ -329,24 +349,24 @@ __device__ __forceinline__ void mk_body(const mk_params* p, const mk_task& t, mk
 }
 
 __device__ __noinline__ void mk_body_attention(const mk_params* p, const mk_task& t,
-                                               mk_u32 worker, mk_u64 start, mk_u32 tid) {
-    mk_body(p, t, worker, start, tid);
+                                               mk_u32 worker, mk_u64 start, mk_u32 tid, mk_u32* chunk) {
+    mk_body(p, t, worker, start, tid, chunk);
 }
 __device__ __noinline__ void mk_body_gemm(const mk_params* p, const mk_task& t, mk_u32 worker,
-                                          mk_u64 start, mk_u32 tid) {
-    mk_body(p, t, worker, start, tid);
+                                          mk_u64 start, mk_u32 tid, mk_u32* chunk) {
+    mk_body(p, t, worker, start, tid, chunk);
 }
 __device__ __noinline__ void mk_body_communication(const mk_params* p, const mk_task& t,
-                                                   mk_u32 worker, mk_u64 start, mk_u32 tid) {
-    mk_body(p, t, worker, start, tid);
+                                                   mk_u32 worker, mk_u64 start, mk_u32 tid, mk_u32* chunk) {
+    mk_body(p, t, worker, start, tid, chunk);
 }
 __device__ __noinline__ void mk_body_sampling(const mk_params* p, const mk_task& t,
-                                              mk_u32 worker, mk_u64 start, mk_u32 tid) {
-    mk_body(p, t, worker, start, tid);
+                                              mk_u32 worker, mk_u64 start, mk_u32 tid, mk_u32* chunk) {
+    mk_body(p, t, worker, start, tid, chunk);
 }
 __device__ __noinline__ void mk_body_other(const mk_params* p, const mk_task& t,
-                                           mk_u32 worker, mk_u64 start, mk_u32 tid) {
-    mk_body(p, t, worker, start, tid);
+                                           mk_u32 worker, mk_u64 start, mk_u32 tid, mk_u32* chunk) {
+    mk_body(p, t, worker, start, tid, chunk);
 }
 
 // Scheduler idle loop: spin until `*slot` is non-zero or the deadline passes.
@@ -389,6 +409,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     __shared__ mk_u32 s_complete;
     __shared__ mk_u64 s_now;
     __shared__ int s_abort;
+    __shared__ mk_u32 s_chunk;
     mk_ctx c;
     c.p = params;
     c.cfg = *config;
@@ -417,6 +438,8 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     __shared__ mk_bpf_epoch s_bpf_next;
     // The task-end run thread 32 makes during the next task (mk_bpf_epoch::defers).
     __shared__ mk_bpf_deferred s_bpf_end;
+    // Thread 32's reading of the queue's tail at the last task's end.
+    mk_u32 bpf_tail_at_end = 0u;
     if (tid == 0) {
         s_bpf_end.pending = 0u;
         mk_bpf_read_epoch(bpf_slot, &s_bpf_next);
@@ -438,6 +461,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
             const mk_u32 v = mk_idle_pop(c, my_queue + i, &ab);
             if (ab) s_abort = 1;
             s_task = v == 0u ? MK_NONE : v - 1u;
+            s_chunk = 0u;
             ((volatile mk_u32*)p->queue_head)[c.worker] = i + 1u;
             __threadfence();
 #ifdef MK_BPF_HOOKS
@@ -499,21 +523,26 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
         if (s_abort) break;
 #ifdef MK_BPF_HOOKS
         // The previous task's deferred task-end run, beside this task's body.
-        if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end);
+        if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end, bpf_tail_at_end);
 #endif
         // Body: each class in its own code region.
         switch (t.class_id) {
-            case 0: mk_body_attention(p, t, c.worker, s_now, tid); break;
-            case 1: mk_body_gemm(p, t, c.worker, s_now, tid); break;
-            case 2: mk_body_communication(p, t, c.worker, s_now, tid); break;
-            case 3: mk_body_sampling(p, t, c.worker, s_now, tid); break;
-            default: mk_body_other(p, t, c.worker, s_now, tid); break;
+            case 0: mk_body_attention(p, t, c.worker, s_now, tid, &s_chunk); break;
+            case 1: mk_body_gemm(p, t, c.worker, s_now, tid, &s_chunk); break;
+            case 2: mk_body_communication(p, t, c.worker, s_now, tid, &s_chunk); break;
+            case 3: mk_body_sampling(p, t, c.worker, s_now, tid, &s_chunk); break;
+            default: mk_body_other(p, t, c.worker, s_now, tid, &s_chunk); break;
         }
         __syncthreads();
 #ifdef MK_BPF_HOOKS
         // The next task's epoch, read while thread 0 finishes this task.
-        // (A block of one warp has no thread 32: its thread 0 reads it.)
-        if (tid == (blockDim.x > 32u ? 32u : 0u)) mk_bpf_read_epoch(bpf_slot, &s_bpf_next);
+        // (A block of one warp has no thread 32: its thread 0 reads it.) Thread
+        // 32 also reads the queue's tail at this task's end for the deferred
+        // run's queue depth, which thread 0 then need not load.
+        if (tid == (blockDim.x > 32u ? 32u : 0u)) {
+            mk_bpf_read_epoch(bpf_slot, &s_bpf_next);
+            bpf_tail_at_end = ((volatile mk_u32*)p->queue_tail)[c.worker];
+        }
 #endif
         if (tid == 0) {
             const mk_u64 end = mk_now();
@@ -526,7 +555,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
                 d->task_gen = t.task_gen; d->req_gen = t.req_gen; d->worker = c.worker;
                 d->dep_event = t.dep_event; d->ts_start = t_start; d->ts_end = end;
                 d->wait_ns = ph[2];
-                d->queue_depth = ((volatile mk_u32*)p->queue_tail)[c.worker] - (i + 1u);
+                d->taken = i + 1u;
                 d->notify_ns = ph[0]; d->queue_ns = ph[1];
                 d->pending = 1u;
             } else if (bpf.hooks & (1u << 1)) {
@@ -564,7 +593,7 @@ extern "C" __global__ void mk_persistent(const mk_params* __restrict__ params,
     }
 #ifdef MK_BPF_HOOKS
     // The last task's deferred run, before the worker's end is taken.
-    if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end);
+    if (tid == 32u) mk_bpf_run_deferred(bpf_slot, &s_bpf_end, bpf_tail_at_end);
 #endif
     __syncthreads();
     if (tid == 0) atomicMax(&p->state->last_end, mk_now());

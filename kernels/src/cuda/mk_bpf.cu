@@ -384,7 +384,9 @@ __device__ __noinline__ void mk_bpf_run_hook(mk_bpf_slot* slot, mk_u32 gen, mk_u
 // program then (megakernel/README.md, "Compiled monitors on the H200": the
 // diagnosis's 343 instructions per task end were the worker's critical path).
 struct mk_bpf_deferred {
-    mk_u32 pending, gen, task, class_id, task_gen, req_gen, worker, dep_event, queue_depth, pad;
+    // taken: the tasks of the worker's queue taken up to this one (its queue depth
+    // is the tail thread 32 read at the task's end less this).
+    mk_u32 pending, gen, task, class_id, task_gen, req_gen, worker, dep_event, taken, pad;
     mk_u64 ts_start, ts_end, wait_ns, notify_ns, queue_ns;
 };
 
@@ -419,10 +421,12 @@ __device__ void mk_bpf_read_epoch(const mk_bpf_slot* slot, volatile mk_bpf_epoch
     e->defers = blockDim.x > 32u && placement == 0u && hooks == (1u << 1) ? 1u : 0u;
 }
 
-__device__ __forceinline__ void mk_bpf_run_deferred(mk_bpf_slot* slot, volatile mk_bpf_deferred* d) {
+// `tail_at_end`: the worker queue's tail thread 32 read at the task's end.
+__device__ __forceinline__ void mk_bpf_run_deferred(mk_bpf_slot* slot, volatile mk_bpf_deferred* d,
+                                                    mk_u32 tail_at_end) {
     if (!d->pending) return;
     d->pending = 0u;
     mk_bpf_run_hook(slot, d->gen, 1u, d->task, d->class_id, d->task_gen, d->req_gen, d->worker,
-                    d->dep_event, d->ts_start, d->ts_end, d->wait_ns, d->queue_depth, d->notify_ns,
-                    d->queue_ns);
+                    d->dep_event, d->ts_start, d->ts_end, d->wait_ns, tail_at_end - d->taken,
+                    d->notify_ns, d->queue_ns);
 }
