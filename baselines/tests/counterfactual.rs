@@ -10,7 +10,7 @@
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
-use ground_truth::{Bundle, CauseLabel, Collectors, Mode, Scenario};
+use ground_truth::{Bundle, CauseLabel, Collectors, Mode, Readable, Scenario};
 use scenario_space::{generate, Split, DEV_SEED};
 
 const COMBINED: ViewSpec = ViewSpec {
@@ -208,4 +208,49 @@ fn closed_mode_joins_another_threads_stall_to_the_idle_gap_by_time() {
         &training_step_variant(".loader-preempted"),
         CauseLabel::CpuDeschedule,
     );
+}
+
+/// The H200 test corpus (`results/test-corpus/h200-580`, recorded on the
+/// GPU), bundle `name`, in the combined instrumented view: (true cause, top
+/// cause).
+fn h200_verdict(name: &str) -> (CauseLabel, CauseLabel) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/test-corpus/h200-580")
+        .join(format!("{name}.r0.bundle.json.gz"));
+    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let view = views::derive(&bundle, COMBINED).view;
+    let explanation = builtin("causal-graph").unwrap().explain(&view);
+    let score = evaluator::score_case(&bundle, &view, &explanation);
+    (
+        score.symptoms[0].true_cause,
+        explanation.diagnoses[0].causes[0].label,
+    )
+}
+
+/// On the H200 the loader ran behind: the asked step waited in the loader's
+/// queue behind earlier batches longer than its peers (steps at other places
+/// in that queue), so its host phase reads late and the wait reads as
+/// `handoff_queueing`. A wait for a handoff is lateness only as far as no
+/// delay upstream explains it: the loader's preemption inside the asked
+/// batch's decode is a candidate whose removal moves the step, and it names
+/// the cause.
+#[test]
+fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
+    let (truth, claimed) = {
+        cov_mark::check!(handoff_wait_explained_upstream);
+        h200_verdict("training-step.test00029.loader-preempted")
+    };
+    assert_eq!(truth, CauseLabel::CpuDeschedule);
+    assert_eq!(claimed, CauseLabel::CpuDeschedule);
+}
+
+/// Must not: a request queued behind an earlier request whose host work grew
+/// waited for the handoff, and no stall or lengthened op upstream explains
+/// that wait, so it stays `handoff_queueing`.
+#[test]
+fn a_handoff_wait_nothing_upstream_explains_stays_queueing() {
+    let (truth, claimed) =
+        h200_verdict("continuous-batching.test00027.queued-behind-earlier-request");
+    assert_eq!(truth, CauseLabel::HandoffQueueing);
+    assert_eq!(claimed, CauseLabel::HandoffQueueing);
 }

@@ -322,7 +322,21 @@ impl Graph<'_> {
         }
         let mut out: Vec<(CauseLabel, f64)> = Vec::new();
         match d {
-            HOST_PHASE => out.extend(host_causes.iter().copied()),
+            HOST_PHASE => {
+                // A wait for a handoff (a task queued behind other work) is
+                // lateness only as far as no delay upstream explains it, like
+                // a wait for a device gate (`gate_wait_root`).
+                if depth == 0 && top_cause(&host_causes) == Some(CauseLabel::HandoffQueueing) {
+                    if let Some(found) = self
+                        .counterfactual_root(p)
+                        .filter(|f| top_cause(f).is_some_and(|c| c != CauseLabel::None))
+                    {
+                        cov_mark::hit!(handoff_wait_explained_upstream);
+                        return (found, ph, peers.len());
+                    }
+                }
+                out.extend(host_causes.iter().copied())
+            }
             QUEUE_PHASE => out.extend(self.gating_causes(p, v, depth)),
             phase => {
                 // Waiting to start names contention only as strongly as other
