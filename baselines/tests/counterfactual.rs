@@ -34,15 +34,21 @@ fn pipeline_variant(variant: &str) -> Scenario {
         .expect("the dev split has a pipelined micro-batches instance")
 }
 
+/// (the symptom's true cause, causal-graph's top cause) in `bundle`'s view `spec`.
+fn verdict_in(bundle: &Bundle, spec: ViewSpec) -> (CauseLabel, CauseLabel) {
+    let view = views::derive(bundle, spec).view;
+    let explanation = builtin("causal-graph").unwrap().explain(&view);
+    let score = evaluator::score_case(bundle, &view, &explanation);
+    (
+        score.symptoms[0].true_cause,
+        explanation.diagnoses[0].causes[0].label,
+    )
+}
+
 /// (the symptom's true cause, causal-graph's top cause) in the combined
 /// instrumented view.
 fn verdict(sc: &Scenario) -> (CauseLabel, CauseLabel) {
-    let bundle = record(sc);
-    let view = views::derive(&bundle, COMBINED).view;
-    let explanation = builtin("causal-graph").unwrap().explain(&view);
-    let score = evaluator::score_case(&bundle, &view, &explanation);
-    let truth = score.symptoms[0].true_cause;
-    (truth, explanation.diagnoses[0].causes[0].label)
+    verdict_in(&record(sc), COMBINED)
 }
 
 /// `sc`'s true cause and causal-graph's top cause are both `cause`, which
@@ -153,14 +159,7 @@ fn training_step_variant(variant: &str) -> Scenario {
 /// closed view: no request tokens, no markers; the host collector's records
 /// join the main thread's calls by thread and time.
 fn closed_verdict(sc: &Scenario) -> (CauseLabel, CauseLabel) {
-    let bundle = record(sc);
-    let view = views::derive(&bundle, CLOSED).view;
-    let explanation = builtin("causal-graph").unwrap().explain(&view);
-    let score = evaluator::score_case(&bundle, &view, &explanation);
-    (
-        score.symptoms[0].true_cause,
-        explanation.diagnoses[0].causes[0].label,
-    )
+    verdict_in(&record(sc), CLOSED)
 }
 
 /// Closed mode: the previous step's loss readback (a pageable copy, blocking
@@ -218,13 +217,7 @@ fn h200_verdict(name: &str) -> (CauseLabel, CauseLabel) {
         .join("../results/test-corpus/h200-580")
         .join(format!("{name}.r0.bundle.json.gz"));
     let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let view = views::derive(&bundle, COMBINED).view;
-    let explanation = builtin("causal-graph").unwrap().explain(&view);
-    let score = evaluator::score_case(&bundle, &view, &explanation);
-    (
-        score.symptoms[0].true_cause,
-        explanation.diagnoses[0].causes[0].label,
-    )
+    verdict_in(&bundle, COMBINED)
 }
 
 /// On the H200 the loader ran behind: the asked step waited in the loader's
