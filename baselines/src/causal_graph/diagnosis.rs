@@ -327,10 +327,7 @@ impl Graph<'_> {
                 // lateness only as far as no delay upstream explains it, like
                 // a wait for a device gate (`gate_wait_root`).
                 if depth == 0 && top_cause(&host_causes) == Some(CauseLabel::HandoffQueueing) {
-                    if let Some(found) = self
-                        .counterfactual_root(p)
-                        .filter(|f| top_cause(f).is_some_and(|c| c != CauseLabel::None))
-                    {
+                    if let Some(found) = self.counterfactual_root(p) {
                         cov_mark::hit!(handoff_wait_explained_upstream);
                         return (found, ph, peers.len());
                     }

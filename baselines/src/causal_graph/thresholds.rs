@@ -319,9 +319,9 @@ pub const CLOSED_UNJOINED_CONFIDENCE: f64 = 0.6;
 /// ranked.
 pub const CLOSED_RULES_BEHIND_STALL: f64 = 0.5;
 
-/// How many call sites of other threads one resume keeps as hypotheses of
-/// what handed it work, nearest first (`handoff_inference`). Unit: sites.
-/// Why: bounds the work per resume; the site that hands work on ends within
+/// How many calls that ended before a resume, nearest first, are read as
+/// hypotheses of what handed it work (`handoff_inference`). Unit: calls.
+/// Why: bounds the work per resume; the call that hands work on ends within
 /// the last few calls before the resume.
 pub const HANDOFF_HYPOTHESES: usize = 32;
 
