@@ -19,6 +19,7 @@
 use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::sandbox::{self, Isolation, Limits, Sandbox, SandboxError};
 use ground_truth::{Explanation, Readable, TraceView};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -224,6 +225,12 @@ impl ExternalCommand {
             return Err(template_error(
                 "a server gets its views as requests on stdin: it names no {view} or {out}".into(),
             ));
+        }
+        if let Some(preload) = crate::external_server::declared_preload(&self.template) {
+            preload.map_err(template_error)?;
+            if let Some(problem) = crate::zygote::eligibility_problem(&words) {
+                return Err(template_error(problem));
+            }
         }
         Ok(words)
     }
@@ -460,14 +467,22 @@ impl ExternalCommand {
     /// naming the program's writable directory.
     pub(crate) fn clean_environment(&self, cmd: &mut Command, home: &Path) {
         if self.confinement != Confinement::Trusted {
-            cmd.env_clear()
-                .env(
-                    "PATH",
-                    std::env::var_os("PATH").unwrap_or(DEFAULT_PATH.into()),
-                )
-                .env("HOME", home);
+            cmd.env_clear();
         }
-        cmd.env("TMPDIR", home);
+        cmd.envs(self.clean_environment_map(home));
+    }
+
+    /// [`ExternalCommand::clean_environment`]'s variables, as a warm-started server
+    /// ([`crate::zygote`]) sets them itself.
+    pub(crate) fn clean_environment_map(&self, home: &Path) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        if self.confinement != Confinement::Trusted {
+            let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.into());
+            env.insert("PATH".to_string(), path);
+            env.insert("HOME".to_string(), home.to_string_lossy().into_owned());
+        }
+        env.insert("TMPDIR".to_string(), home.to_string_lossy().into_owned());
+        env
     }
 
     /// Puts `cmd` under the confinement of this invocation: its cgroup, namespaces
@@ -476,42 +491,67 @@ impl ExternalCommand {
         &self,
         cmd: &mut Command,
         args: &[String],
-        (view_path, out_path): (&Path, &Path),
-        (pview, pout_dir): (&Path, &Path),
+        paths: (&Path, &Path),
+        private: (&Path, &Path),
         cgroup: Option<&Cgroup>,
     ) -> Result<(), SandboxError> {
-        let isolation = match self.confinement {
-            Confinement::Trusted => return Ok(()),
-            Confinement::Isolated => sandbox::detect(false)?,
-            Confinement::IsolatedIfAvailable => sandbox::detect(true)?,
+        let Some(grants) = self.grants(args, paths, private)? else {
+            return Ok(());
         };
-        let limits = Limits {
-            // The explanation is refused over the limit anyway; the log is cut after.
-            max_file_bytes: self.max_output_bytes.max(self.max_log_bytes),
-            max_tasks: self.max_tasks,
-        };
-        let sandbox = if isolation == Isolation::Unisolated {
-            Sandbox::default()
-        } else {
-            // Whatever lies beside the view and the output (a bundle, say) stays out of
-            // reach, and so do the private directories of other invocations.
-            let temp = std::env::temp_dir().join(PRIVATE_PREFIX);
-            let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
-                .iter()
-                .map(|p| {
-                    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-                    dir.unwrap_or(Path::new(".")).to_path_buf()
-                })
-                .collect();
-            let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
-            Sandbox::new(&grants)?
+        let sandbox = match grants {
+            Some(grants) => Sandbox::new(&grants)?,
+            None => Sandbox::default(),
         };
         let sandbox = match cgroup {
             Some(cgroup) => sandbox.in_cgroup(cgroup),
             None => sandbox,
         };
-        sandbox.in_namespaces().with_limits(limits).apply_to(cmd);
+        sandbox
+            .in_namespaces()
+            .with_limits(self.limits())
+            .apply_to(cmd);
         Ok(())
+    }
+
+    /// The limits an invocation is set (`setrlimit`).
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            // The explanation is refused over the limit anyway; the log is cut after.
+            max_file_bytes: self.max_output_bytes.max(self.max_log_bytes),
+            max_tasks: self.max_tasks,
+        }
+    }
+
+    /// What `args` may reach when it reads `pview` and writes `pout_dir`, its private
+    /// copies of `view_path` and `out_path`: `None` when this confinement confines
+    /// nothing (the project's trusted adapters), `Some(None)` when it runs unisolated
+    /// (a kernel without Landlock, allowed), else the Landlock grants.
+    pub(crate) fn grants(
+        &self,
+        args: &[String],
+        (view_path, out_path): (&Path, &Path),
+        (pview, pout_dir): (&Path, &Path),
+    ) -> Result<Option<Option<sandbox::Grants>>, SandboxError> {
+        let isolation = match self.confinement {
+            Confinement::Trusted => return Ok(None),
+            Confinement::Isolated => sandbox::detect(false)?,
+            Confinement::IsolatedIfAvailable => sandbox::detect(true)?,
+        };
+        if isolation == Isolation::Unisolated {
+            return Ok(Some(None));
+        }
+        // Whatever lies beside the view and the output (a bundle, say) stays out of
+        // reach, and so do the private directories of other invocations.
+        let temp = std::env::temp_dir().join(PRIVATE_PREFIX);
+        let neighbours: Vec<PathBuf> = [view_path, out_path, temp.as_path()]
+            .iter()
+            .map(|p| {
+                let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                dir.unwrap_or(Path::new(".")).to_path_buf()
+            })
+            .collect();
+        let grants = sandbox::grants(args, pview, pout_dir, &self.protected, &neighbours)?;
+        Ok(Some(Some(grants)))
     }
 }
 

@@ -25,17 +25,22 @@
 //! worker threads end before the run does.
 
 use crate::external::{Cost, ExternalCommand, ExternalError, PRIVATE_LOCK, PRIVATE_PREFIX};
+use crate::zygote::{self, Forked, Preload};
 use ground_truth::{Explanation, Readable, TraceView};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// A command template that starts with this declares a server (PROTOCOL.md).
 pub const SERVE_PREFIX: &str = "serve:";
+
+/// `serve[NAME]:` declares a server warm-started from the preload set NAME.
+const WARM_SERVE_PREFIX: &str = "serve[";
+const WARM_SERVE_END: &str = "]:";
 
 /// The most server processes alive at once; beyond, the least recently used idle one
 /// is stopped (it is started again when its key is asked for).
@@ -68,8 +73,8 @@ pub struct Request<'a> {
 
 /// A running server process.
 struct Server {
-    child: Child,
-    stdin: ChildStdin,
+    process: Process,
+    stdin: File,
     answers: mpsc::Receiver<Answer>,
     private: tempfile::TempDir,
     _owner: File,
@@ -81,6 +86,56 @@ struct Server {
     /// Its cgroup, where the machine gives one: CPU time, peak memory, OOM kills.
     /// Declared last: dropped after the process is killed and reaped.
     cgroup: Option<crate::cgroup::Cgroup>,
+}
+
+/// How a server was started.
+enum Process {
+    /// By the harness, as any invocation: the relay of its namespaces.
+    Spawned(Child),
+    /// Forked from a zygote, warm (PROTOCOL.md "Warm start").
+    Forked(Forked),
+}
+
+impl Process {
+    /// Kills it and everything it started.
+    fn kill(&mut self) {
+        match self {
+            Process::Spawned(child) => kill_group(child),
+            Process::Forked(forked) => forked.kill(),
+        }
+    }
+
+    /// How it ended (it is killed first, so this never waits long).
+    fn exit_status(&mut self) -> String {
+        match self {
+            Process::Spawned(child) => {
+                kill_group(child);
+                match child.wait() {
+                    Ok(status) => status.to_string(),
+                    Err(e) => e.to_string(),
+                }
+            }
+            Process::Forked(forked) => forked.exit_status(),
+        }
+    }
+
+    /// The program's pid: PID 1 of its namespace, found as the relay's child.
+    fn program_pid(&self) -> u32 {
+        match self {
+            Process::Spawned(child) => {
+                let relay = child.id();
+                let children =
+                    std::fs::read_to_string(format!("/proc/{relay}/task/{relay}/children"))
+                        .unwrap_or_default();
+                children
+                    .split_whitespace()
+                    .next()
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .unwrap_or(relay)
+            }
+            Process::Forked(forked) => forked.pid(),
+        }
+    }
 }
 
 /// What the server's stdout gave for one request.
@@ -99,7 +154,33 @@ fn servers() -> &'static Mutex<HashMap<ServerKey, Slot>> {
 
 /// Whether a template declares a server, and the command without the declaration.
 pub fn declared_server(template: &str) -> Option<&str> {
-    template.trim_start().strip_prefix(SERVE_PREFIX)
+    declaration(template).map(|(_, command)| command)
+}
+
+/// The preload set a server declares for its warm start (`serve[NAME]:`, PROTOCOL.md
+/// "Warm start"): `None` for a plain `serve:`, an error for a name the harness has no
+/// set of.
+pub fn declared_preload(template: &str) -> Option<Result<Preload, String>> {
+    let name = declaration(template)?.0?;
+    Some(Preload::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = Preload::ALL.iter().map(|p| p.name()).collect();
+        format!(
+            "`serve[{name}]:` names no preload set; the harness has: {}",
+            known.join(", ")
+        )
+    }))
+}
+
+/// `serve:` or `serve[NAME]:`, split into the preload name and the command.
+fn declaration(template: &str) -> Option<(Option<&str>, &str)> {
+    let template = template.trim_start();
+    if let Some(command) = template.strip_prefix(SERVE_PREFIX) {
+        return Some((None, command));
+    }
+    let (name, command) = template
+        .strip_prefix(WARM_SERVE_PREFIX)?
+        .split_once(WARM_SERVE_END)?;
+    Some((Some(name), command))
 }
 
 /// Answers one view through the server of `command`'s key, starting it when none runs.
@@ -126,7 +207,17 @@ pub fn ask(
     };
     let mut server = slot.lock().unwrap_or_else(|p| p.into_inner());
     if server.is_none() {
-        *server = Some(Server::start(command, request, out_path)?);
+        let zygote = match declared_preload(&command.template) {
+            Some(preload) if zygote::available(command) => {
+                let preload = preload.map_err(|reason| ExternalError::Template {
+                    template: command.template.clone(),
+                    reason,
+                })?;
+                Some(zygote::of(command, preload, (request.view_path, out_path))?)
+            }
+            _ => None,
+        };
+        *server = Some(Server::start(command, request, out_path, zygote.as_ref())?);
     }
     let running = server.as_mut().expect("started above");
     let answer = running.ask(command, request, out_path, cost);
@@ -168,13 +259,17 @@ pub fn stop_all() {
     for slot in all.values() {
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
+    zygote::stop_all();
 }
 
 impl Server {
+    /// Starts a server for `command`: forked from `zygote` when one is given, else
+    /// spawned cold.
     fn start(
         command: &ExternalCommand,
         request: &Request,
         out_path: &Path,
+        zygote: Option<&Arc<zygote::Zygote>>,
     ) -> Result<Server, ExternalError> {
         let io = |what: &str| {
             let (command, what) = (command.template.clone(), what.to_string());
@@ -184,10 +279,15 @@ impl Server {
                 source,
             }
         };
-        let private = tempfile::Builder::new()
-            .prefix(PRIVATE_PREFIX)
-            .tempdir()
-            .map_err(io("cannot create its private directory"))?;
+        // A fork's directory lies in its zygote's, which the zygote's Landlock rules
+        // grant (a fork's own rules grant it its directory only).
+        let private = match zygote {
+            Some(z) => tempfile::Builder::new()
+                .prefix(PRIVATE_PREFIX)
+                .tempdir_in(z.private_dir()),
+            None => tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir(),
+        }
+        .map_err(io("cannot create its private directory"))?;
         // Held while the server runs: a private directory whose lock is free belongs
         // to a harness that died and is removed by the next one.
         let owner = File::create(private.path().join(PRIVATE_LOCK))
@@ -201,11 +301,6 @@ impl Server {
         std::fs::create_dir(&home).map_err(io("cannot create its home directory"))?;
         let args = command.server_arguments()?;
         let line = shell_words::join(&args);
-        let mut cmd = Command::new(&args[0]);
-        cmd.args(&args[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        command.clean_environment(&mut cmd, &home);
         // Appended to, so that the harness can empty it after each view.
         let log_path = private.path().join(SERVER_LOG);
         let log = std::fs::OpenOptions::new()
@@ -213,42 +308,44 @@ impl Server {
             .append(true)
             .open(&log_path)
             .map_err(io("cannot create its stderr log"))?;
-        cmd.stderr(log);
         let cgroup = command.cgroup();
-        command
-            .confine(
-                &mut cmd,
-                &args,
-                (request.view_path, out_path),
-                (&views, &home),
-                cgroup.as_ref(),
-            )
-            .map_err(|source| ExternalError::Isolation {
-                command: line.clone(),
-                source,
-            })?;
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
+        let paths = (request.view_path, out_path);
         let started = Instant::now();
-        let mut child = spawn_from_keeper(cmd).map_err(|source| ExternalError::Spawn {
-            command: line.clone(),
-            source,
-        })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            kill_group(&mut child);
-            return Err(ExternalError::Io {
-                command: line,
-                what: "has no pipes".into(),
-                source: std::io::Error::other("no stdin or stdout"),
-            });
+        let (process, stdin, stdout) = match zygote {
+            Some(zygote) => {
+                let (forked, stdin, stdout) =
+                    zygote.fork(
+                    command,
+                    &args,
+                    paths,
+                    (&views, &home),
+                    (log, &log_path),
+                    cgroup.as_ref(),
+                )?;
+                (Process::Forked(forked), stdin, stdout)
+            }
+            None => {
+                let mut child = spawn(command, &args, paths, (&views, &home), log, cgroup.as_ref())?;
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    kill_group(&mut child);
+                    return Err(ExternalError::Io {
+                        command: line,
+                        what: "has no pipes".into(),
+                        source: std::io::Error::other("no stdin or stdout"),
+                    });
+                };
+                let (stdin, stdout) = (
+                    File::from(std::os::fd::OwnedFd::from(stdin)),
+                    File::from(std::os::fd::OwnedFd::from(stdout)),
+                );
+                (Process::Spawned(child), stdin, stdout)
+            }
         };
         let (send, answers) = mpsc::channel();
         let limit = command.max_output_bytes;
         std::thread::spawn(move || read_answers(stdout, limit, send));
         Ok(Server {
-            child,
+            process,
             stdin,
             answers,
             private,
@@ -323,7 +420,7 @@ impl Server {
         self.keep_log(command);
         let timed_out = matches!(answer, Err(mpsc::RecvTimeoutError::Timeout));
         if timed_out {
-            kill_group(&mut self.child);
+            self.process.kill();
         }
         *cost = Some(Cost {
             wall_ms: wall.as_secs_f64() * 1000.0,
@@ -403,14 +500,7 @@ impl Server {
                 return (cpu, peak);
             }
         }
-        let relay = self.child.id();
-        let children = std::fs::read_to_string(format!("/proc/{relay}/task/{relay}/children"))
-            .unwrap_or_default();
-        let pid = children
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(relay);
+        let pid = self.process.program_pid();
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // Fields after the command name (which may hold spaces): utime is the 14th field.
         let fields: Vec<&str> = stat
@@ -454,23 +544,53 @@ impl Server {
 
     /// How the server ended (it is killed first, so this never waits long).
     fn exit_status(&mut self) -> String {
-        kill_group(&mut self.child);
-        match self.child.wait() {
-            Ok(status) => status.to_string(),
-            Err(e) => e.to_string(),
-        }
+        self.process.exit_status()
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        kill_group(&mut self.child);
-        let _ = self.child.wait();
+        self.process.kill();
+        if let Process::Spawned(child) = &mut self.process {
+            let _ = child.wait();
+        }
     }
 }
 
+/// Spawns a cold server: `args` confined as `command` confines any invocation.
+fn spawn(
+    command: &ExternalCommand,
+    args: &[String],
+    paths: (&Path, &Path),
+    (views, home): (&Path, &Path),
+    log: File,
+    cgroup: Option<&crate::cgroup::Cgroup>,
+) -> Result<Child, ExternalError> {
+    let line = shell_words::join(args);
+    let mut cmd = Command::new(&args[0]);
+    cmd.args(&args[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    command.clean_environment(&mut cmd, home);
+    command
+        .confine(&mut cmd, args, paths, (views, home), cgroup)
+        .map_err(|source| ExternalError::Isolation {
+            command: line.clone(),
+            source,
+        })?;
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    spawn_from_keeper(cmd).map_err(|source| ExternalError::Spawn {
+        command: line,
+        source,
+    })
+}
+
 /// Kills the server's process group (and with its relay, its PID namespace).
-fn kill_group(child: &mut Child) {
+pub(crate) fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: kill(2) with a negative pid signals that process group.
         unsafe {
@@ -481,7 +601,7 @@ fn kill_group(child: &mut Child) {
 }
 
 /// Reads answer lines, each at most `limit` bytes; stops at the first one over it.
-fn read_answers(stdout: std::process::ChildStdout, limit: u64, send: mpsc::Sender<Answer>) {
+fn read_answers(stdout: File, limit: u64, send: mpsc::Sender<Answer>) {
     let mut reader = BufReader::new(stdout);
     loop {
         let mut line = Vec::new();
@@ -511,7 +631,7 @@ type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
 
 /// Spawns `cmd` from one thread that lives as long as the harness: a confined child
 /// dies with the thread that started it (`PR_SET_PDEATHSIG`).
-fn spawn_from_keeper(cmd: Command) -> std::io::Result<Child> {
+pub(crate) fn spawn_from_keeper(cmd: Command) -> std::io::Result<Child> {
     static KEEPER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
     let keeper = KEEPER.get_or_init(|| {
         let (send, jobs) = mpsc::channel::<SpawnJob>();

@@ -50,6 +50,7 @@ pub mod sandbox;
 pub mod synth;
 pub mod timestamp_join;
 pub mod traceml;
+pub mod zygote;
 
 pub use causal_graph::{why_late, CausalGraph};
 pub use cupti_correlation::CuptiCorrelation;

@@ -258,6 +258,8 @@ pub struct Sandbox {
     limits: Option<Limits>,
     /// The `cgroup.procs` files of the invocation's cgroup ([`crate::cgroup`]).
     cgroup_procs: Vec<std::ffi::CString>,
+    /// Whether it may write files under its own `/proc` ([`Sandbox::with_writable_proc`]).
+    writable_proc: bool,
 }
 
 impl Sandbox {
@@ -317,6 +319,20 @@ impl Sandbox {
         self
     }
 
+    /// Also lets the invocation write files under its own `/proc` (a process's uid and
+    /// gid maps): for the warm-start process ([`crate::zygote`]), whose forks enter
+    /// user namespaces of their own after it is confined; never for a profiler.
+    pub fn with_writable_proc(mut self) -> Sandbox {
+        self.writable_proc = true;
+        self
+    }
+
+    /// The Landlock ruleset, for a process that restricts itself
+    /// ([`crate::zygote`]'s forks), with the rights on `/proc` it is to add for its own.
+    pub fn into_ruleset(self) -> Option<(OwnedFd, u64)> {
+        Some((self.ruleset?, AccessFs::from_read(TARGET_ABI).bits()))
+    }
+
     pub fn with_limits(mut self, limits: Limits) -> Sandbox {
         self.limits = Some(limits);
         self
@@ -345,9 +361,14 @@ impl Sandbox {
             namespaces,
             limits,
             cgroup_procs,
+            writable_proc,
         } = self;
         let harness = nix::unistd::getpid();
-        let proc_access = AccessFs::from_read(TARGET_ABI).bits();
+        let proc_access = if writable_proc {
+            (AccessFs::from_read(TARGET_ABI) | AccessFs::WriteFile).bits()
+        } else {
+            AccessFs::from_read(TARGET_ABI).bits()
+        };
         // SAFETY: the closure makes system calls only (through nix's thin wrappers, whose
         // paths are short enough for their stack buffers); it allocates nothing and takes
         // no lock, as code between fork and exec must.

@@ -55,6 +55,56 @@ const SERVER: &str = r#"
 import json, os, sys, time
 token = os.urandom(6).hex()
 secret = sys.argv[1]
+listener = None
+
+def probe(token):
+    """Leaves a file and an abstract socket behind, then tries to reach another
+    server's (named in target.txt beside this script) and every process it sees."""
+    global listener
+    import socket
+    home = os.environ["HOME"]
+    with open(os.path.join(home, "mine"), "w") as f:
+        f.write(token)
+    if listener is None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind("\0causalbench-test-" + os.path.basename(os.path.dirname(home)))
+        listener.listen()
+    found = {"home": home}
+    other = open(sys.argv[2]).read()
+    if other:
+        try:
+            open(os.path.join(other, "mine")).read()
+            found["file"] = "read"
+        except OSError:
+            found["file"] = "refused"
+        try:
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect("\0causalbench-test-" + os.path.basename(os.path.dirname(other)))
+            found["unix"] = "connected"
+        except OSError:
+            found["unix"] = "refused"
+        me = os.readlink("/proc/self")
+        reached = []
+        for pid in [p for p in os.listdir("/proc") if p.isdigit() and p != me]:
+            # kill() names pids of its own PID namespace, where it is 1 itself.
+            try:
+                if int(pid) != os.getpid():
+                    os.kill(int(pid), 0)
+                    reached.append("signal " + pid)
+            except OSError:
+                pass
+            try:
+                open("/proc/%s/mem" % pid, "rb").close()
+                reached.append("mem " + pid)
+            except OSError:
+                pass
+        found["proc"] = reached
+        try:
+            socket.create_connection(("127.0.0.1", 1), timeout=2)
+            found["net"] = "connected"
+        except OSError:
+            found["net"] = "refused"
+    return json.dumps(found).replace(":", "=")
 for line in sys.stdin:
     req = json.loads(line)
     with open(req["view"]) as f:
@@ -78,6 +128,8 @@ for line in sys.stdin:
         sys.stdout.write('{"schema_version": 1}\n')
         sys.stdout.flush()
         continue
+    if q == "probe":
+        seen = probe(token)
     print(f"answered {q}", file=sys.stderr)
     answer = {"schema_version": 1,
               "meta": {"profiler": "s", "version": f"{token}:{files}:{seen}",
@@ -92,8 +144,15 @@ struct Setup {
     command: ExternalCommand,
 }
 
+/// How a server is declared: started cold, or forked warm (PROTOCOL.md "Warm start").
+const FORMS: [&str; 2] = ["serve:", "serve[python]:"];
+
 /// The test server, with a private results directory it must not read.
 fn setup(lane: u32) -> Setup {
+    setup_as(FORMS[0], lane)
+}
+
+fn setup_as(form: &str, lane: u32) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     std::fs::create_dir_all(results.join("bundles")).unwrap();
@@ -101,10 +160,14 @@ fn setup(lane: u32) -> Setup {
     let script = dir.path().join("server.py");
     std::fs::write(&script, SERVER).unwrap();
     // Each test its own template, so that no two tests share a server.
+    // Where the isolation test names another server's home: empty until then.
+    let target = dir.path().join("target.txt");
+    std::fs::write(&target, "").unwrap();
     let command = ExternalCommand::new(format!(
-        "serve: python3 {} {}",
+        "{form} python3 {} {} {}",
         script.display(),
-        results.display()
+        results.display(),
+        target.display()
     ))
     .with_confinement(Confinement::IsolatedIfAvailable)
     .with_timeout(Duration::from_secs(20))
@@ -132,7 +195,7 @@ fn ask(
         .clone()
         .with_stderr_log(s.dir.path().join(format!("results/logs/{name}.log")))
         .run_measured(&v, &path, &out);
-    assert!(cost.is_some(), "{name}: every answer is measured");
+    assert!(cost.is_some(), "{name}: every answer is measured: {:?}", answer.as_ref().err());
     answer.map(|e| e.meta.version)
 }
 
@@ -142,10 +205,15 @@ fn token(version: &str) -> &str {
 
 #[test]
 fn one_process_answers_the_views_of_one_kind_and_lane_seeing_only_the_asked_view() {
-    if !python3() {
-        return;
+    if python3() {
+        for form in FORMS {
+            one_process_answers_the_views_of_one_kind_and_lane_seeing_only_the_asked_view_as(form);
+        }
     }
-    let s = setup(0);
+}
+
+fn one_process_answers_the_views_of_one_kind_and_lane_seeing_only_the_asked_view_as(form: &str) {
+    let s = setup_as(form, 0);
     let a = ask(&s, "a", "q", Collectors::Cupti).unwrap();
     let b = ask(&s, "b", "q", Collectors::Cupti).unwrap();
     assert_eq!(token(&a), token(&b), "one process for views of one kind");
@@ -179,10 +247,15 @@ fn one_process_answers_the_views_of_one_kind_and_lane_seeing_only_the_asked_view
 
 #[test]
 fn a_hung_answer_fails_its_view_and_a_new_process_answers_the_next() {
-    if !python3() {
-        return;
+    if python3() {
+        for form in FORMS {
+            a_hung_answer_fails_its_view_and_a_new_process_answers_the_next_as(form);
+        }
     }
-    let mut s = setup(0);
+}
+
+fn a_hung_answer_fails_its_view_and_a_new_process_answers_the_next_as(form: &str) {
+    let mut s = setup_as(form, 0);
     s.command = s.command.with_timeout(Duration::from_secs(2));
     let first = ask(&s, "a", "q", Collectors::Combined).unwrap();
     let hung = ask(&s, "b", "hang", Collectors::Combined).unwrap_err();
@@ -194,10 +267,15 @@ fn a_hung_answer_fails_its_view_and_a_new_process_answers_the_next() {
 
 #[test]
 fn a_crash_an_oversized_and_an_invalid_answer_are_each_that_views_failure() {
-    if !python3() {
-        return;
+    if python3() {
+        for form in FORMS {
+            a_crash_an_oversized_and_an_invalid_answer_are_each_that_views_failure_as(form);
+        }
     }
-    let s = setup(0);
+}
+
+fn a_crash_an_oversized_and_an_invalid_answer_are_each_that_views_failure_as(form: &str) {
+    let s = setup_as(form, 0);
     let crash = ask(&s, "a", "crash", Collectors::Combined).unwrap_err();
     assert!(matches!(crash, ExternalError::Failed { .. }), "{crash}");
     assert!(ask(&s, "b", "q", Collectors::Combined).is_ok());
@@ -248,4 +326,47 @@ fn the_example_profiler_answers_in_batch_as_it_does_per_view() {
     assert_eq!(per_view.edges, batch.edges);
     assert_eq!(per_view.diagnoses, batch.diagnoses);
     assert_eq!(per_view.attribution, batch.attribution);
+}
+
+#[test]
+fn servers_of_other_lanes_reach_none_of_each_others_files_sockets_or_processes() {
+    if !python3() || !baselines::zygote::available(&ExternalCommand::new("serve: python3 x")) {
+        eprintln!("skipped: no Landlock or namespaces here");
+        return;
+    }
+    for form in FORMS {
+        let s = setup_as(form, 0);
+        let first = ask(&s, "a", "probe", Collectors::Combined).unwrap();
+        let found = |version: &str| -> serde_json::Value {
+            let json = version.splitn(3, ':').nth(2).unwrap().replace('=', ":");
+            serde_json::from_str(&json).unwrap()
+        };
+        let home = found(&first)["home"].as_str().unwrap().to_string();
+        std::fs::write(s.dir.path().join("target.txt"), &home).unwrap();
+        let other = Setup {
+            command: s.command.clone().in_lane(1),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let second = ask(&other, "b", "probe", Collectors::Combined).unwrap();
+        let reached = found(&second);
+        assert_ne!(token(&first), token(&second));
+        assert_eq!(reached["file"], "refused", "{form}: {reached}");
+        assert_eq!(reached["unix"], "refused", "{form}: {reached}");
+        assert_eq!(reached["net"], "refused", "{form}: {reached}");
+        assert_eq!(reached["proc"], serde_json::json!([]), "{form}: {reached}");
+    }
+}
+
+#[test]
+fn a_warm_start_names_a_preload_set_and_a_python_script() {
+    let unknown = ExternalCommand::new("serve[rust]: python3 s.py");
+    let err = unknown.server_arguments().unwrap_err().to_string();
+    assert!(err.contains("python, hta"), "{err}");
+    for not_a_script in ["serve[python]: node s.js", "serve[python]: python3 -m mod"] {
+        let err = ExternalCommand::new(not_a_script).server_arguments();
+        assert!(matches!(err, Err(ExternalError::Template { .. })), "{not_a_script}");
+    }
+    let c = ExternalCommand::new("serve[hta]: python3 'my server.py' --serve");
+    assert!(c.is_server());
+    assert_eq!(c.server_arguments().unwrap(), ["python3", "my server.py", "--serve"]);
 }
