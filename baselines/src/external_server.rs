@@ -213,7 +213,7 @@ pub fn ask(
                     template: command.template.clone(),
                     reason,
                 })?;
-                Some(zygote::of(command, preload, (request.view_path, out_path))?)
+                zygote::of(command, preload, (request.view_path, out_path)).ok()
             }
             _ => None,
         };
@@ -313,8 +313,7 @@ impl Server {
         let started = Instant::now();
         let (process, stdin, stdout) = match zygote {
             Some(zygote) => {
-                let (forked, stdin, stdout) =
-                    zygote.fork(
+                let (forked, stdin, stdout) = zygote.fork(
                     command,
                     &args,
                     paths,
@@ -325,7 +324,8 @@ impl Server {
                 (Process::Forked(forked), stdin, stdout)
             }
             None => {
-                let mut child = spawn(command, &args, paths, (&views, &home), log, cgroup.as_ref())?;
+                let mut child =
+                    spawn(command, &args, paths, (&views, &home), log, cgroup.as_ref())?;
                 let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                     kill_group(&mut child);
                     return Err(ExternalError::Io {

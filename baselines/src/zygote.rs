@@ -89,7 +89,10 @@ pub fn eligibility_problem(args: &[String]) -> Option<String> {
     }
     match args.get(1) {
         Some(script) if !script.starts_with('-') => None,
-        _ => Some("a warm start runs a script file: `python3 SCRIPT ARGS...`, no interpreter options".into()),
+        _ => Some(
+            "a warm start runs a script file: `python3 SCRIPT ARGS...`, no interpreter options"
+                .into(),
+        ),
     }
 }
 
@@ -115,17 +118,23 @@ struct Key {
     preload: Preload,
 }
 
-fn zygotes() -> &'static Mutex<HashMap<Key, Arc<Zygote>>> {
-    static ZYGOTES: OnceLock<Mutex<HashMap<Key, Arc<Zygote>>>> = OnceLock::new();
+/// The zygote of each key, or why it could not start (it is not tried again).
+type Zygotes = HashMap<Key, Result<Arc<Zygote>, String>>;
+
+fn zygotes() -> &'static Mutex<Zygotes> {
+    static ZYGOTES: OnceLock<Mutex<Zygotes>> = OnceLock::new();
     ZYGOTES.get_or_init(Default::default)
 }
 
-/// The zygote of `command` and `preload`, started when none runs (or it died).
+/// The zygote of `command` and `preload`, started when none runs (again when it
+/// died). `Err` says why this run has none: the harness's environment lacks the
+/// preload set (HTA not installed, another Python version), which is no fault of the
+/// profiler's, so its servers start cold instead (the run says so once).
 pub(crate) fn of(
     command: &ExternalCommand,
     preload: Preload,
     paths: (&Path, &Path),
-) -> Result<Arc<Zygote>, ExternalError> {
+) -> Result<Arc<Zygote>, String> {
     let key = Key {
         template: command.template.clone(),
         confinement: command.confinement,
@@ -133,20 +142,27 @@ pub(crate) fn of(
         preload,
     };
     let mut all = zygotes().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(z) = all.get(&key).filter(|z| !z.shared.lock().closed) {
-        return Ok(z.clone());
+    match all.get(&key) {
+        Some(Ok(z)) if !z.shared.lock().closed => return Ok(z.clone()),
+        Some(Err(why)) => return Err(why.clone()),
+        _ => {}
     }
-    let zygote = Arc::new(Zygote::start(command, preload, paths)?);
-    all.insert(key, zygote.clone());
-    Ok(zygote)
+    let started = Zygote::start(command, preload, paths)
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+    if let Err(why) = &started {
+        eprintln!(
+            "causalbench: no warm start for `{}` ({why}); its servers start cold",
+            command.template
+        );
+    }
+    all.insert(key, started.clone());
+    started
 }
 
 /// Stops every zygote of this process (their forks die with them).
 pub fn stop_all() {
-    zygotes()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clear();
+    zygotes().lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// What the zygote said, per fork request.
@@ -170,7 +186,11 @@ impl Shared {
     }
 
     /// Waits until `done` finds what it waits for in the replies, or `timeout` passes.
-    fn wait_for<T>(&self, timeout: Duration, mut done: impl FnMut(&mut Replies) -> Option<T>) -> Option<T> {
+    fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&mut Replies) -> Option<T>,
+    ) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let mut replies = self.lock();
         loop {
@@ -208,7 +228,11 @@ impl Zygote {
         paths: (&Path, &Path),
     ) -> Result<Zygote, ExternalError> {
         let args = command.server_arguments()?;
-        let line = format!("zygote [{}] of {}", preload.name(), shell_words::join(&args));
+        let line = format!(
+            "zygote [{}] of {}",
+            preload.name(),
+            shell_words::join(&args)
+        );
         let io = |what: &'static str| {
             let line = line.clone();
             move |source| ExternalError::Io {
@@ -304,7 +328,10 @@ impl Zygote {
         let failed = match preloaded {
             Some(Ok(_)) => None,
             Some(Err(why)) => Some(why),
-            None => Some(format!("no answer within {:.0} s", command.timeout.as_secs_f64())),
+            None => Some(format!(
+                "no answer within {:.0} s",
+                command.timeout.as_secs_f64()
+            )),
         };
         if let Some(why) = failed {
             crate::external_server::kill_group(&mut child);
@@ -359,7 +386,10 @@ impl Zygote {
             command: line.clone(),
             source,
         };
-        let Some(Some(mut grants)) = command.grants(args, paths, (views, home)).map_err(isolation)? else {
+        let Some(Some(mut grants)) = command
+            .grants(args, paths, (views, home))
+            .map_err(isolation)?
+        else {
             return Err(ExternalError::Io {
                 command: line,
                 what: "is not isolated here".into(),
@@ -441,7 +471,6 @@ impl Zygote {
             File::from(stdout_ours),
         ))
     }
-
 }
 
 impl Drop for Zygote {
@@ -553,7 +582,10 @@ fn read_replies(socket: OwnedFd, shared: &Shared) {
                     for c in cmsgs {
                         if let ControlMessageOwned::ScmRights(raw) = c {
                             // SAFETY: the kernel just gave this process these descriptors.
-                            fds.extend(raw.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                            fds.extend(
+                                raw.into_iter()
+                                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                            );
                         }
                     }
                 }

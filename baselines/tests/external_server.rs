@@ -195,7 +195,11 @@ fn ask(
         .clone()
         .with_stderr_log(s.dir.path().join(format!("results/logs/{name}.log")))
         .run_measured(&v, &path, &out);
-    assert!(cost.is_some(), "{name}: every answer is measured: {:?}", answer.as_ref().err());
+    assert!(
+        cost.is_some(),
+        "{name}: every answer is measured: {:?}",
+        answer.as_ref().err()
+    );
     answer.map(|e| e.meta.version)
 }
 
@@ -364,9 +368,15 @@ fn a_warm_start_names_a_preload_set_and_a_python_script() {
     assert!(err.contains("python, hta"), "{err}");
     for not_a_script in ["serve[python]: node s.js", "serve[python]: python3 -m mod"] {
         let err = ExternalCommand::new(not_a_script).server_arguments();
-        assert!(matches!(err, Err(ExternalError::Template { .. })), "{not_a_script}");
+        assert!(
+            matches!(err, Err(ExternalError::Template { .. })),
+            "{not_a_script}"
+        );
     }
     let c = ExternalCommand::new("serve[hta]: python3 'my server.py' --serve");
     assert!(c.is_server());
-    assert_eq!(c.server_arguments().unwrap(), ["python3", "my server.py", "--serve"]);
+    assert_eq!(
+        c.server_arguments().unwrap(),
+        ["python3", "my server.py", "--serve"]
+    );
 }

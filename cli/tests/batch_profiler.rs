@@ -79,8 +79,13 @@ fn a_batch_profiler_scores_as_its_per_view_form_and_fails_only_its_own_views() {
     let out = dir.path().join("out");
     let per_view = format!("per-view=python3 {} {{view}} {{out}}", example().display());
     let batch = format!("batch=serve: python3 {} --serve", example().display());
+    // Warm-started (PROTOCOL.md "Warm start"): forked from the harness's zygote.
+    let warm = format!(
+        "warm=serve[python]: python3 {} --serve",
+        example().display()
+    );
     let crashing = format!(
-        "crashing=serve: python3 {} {}",
+        "crashing=serve[python]: python3 {} {}",
         server.display(),
         example().display()
     );
@@ -93,6 +98,8 @@ fn a_batch_profiler_scores_as_its_per_view_form_and_fails_only_its_own_views() {
             "--profiler",
             &batch,
             "--profiler",
+            &warm,
+            "--profiler",
             &crashing,
         ],
     );
@@ -100,6 +107,7 @@ fn a_batch_profiler_scores_as_its_per_view_form_and_fails_only_its_own_views() {
     let per_view = rows(&out, "per-view");
     assert!(!per_view.is_empty());
     assert_eq!(rows(&out, "batch"), per_view);
+    assert_eq!(rows(&out, "warm"), per_view);
     // The crashing server: its crash on exactly the views it chose, answers elsewhere.
     let crashing = rows(&out, "crashing");
     assert_eq!(crashing.len(), per_view.len());
@@ -178,6 +186,51 @@ fn collectors_and_modes_narrow_the_external_profilers_views() {
         err.contains("instrumented") && err.contains("closed"),
         "{err}"
     );
+}
+
+#[test]
+fn a_warm_start_without_its_preload_set_starts_cold_and_an_unknown_set_is_refused() {
+    if !python3() || baselines::sandbox::detect(false).is_err() {
+        eprintln!("skipped: needs python3 and a kernel with Landlock");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let suite = suite(dir.path());
+    let warm = format!("warm=serve[hta]: python3 {} --serve", example().display());
+    // HTA is not where the harness looks: the zygote cannot preload it.
+    let nowhere = dir.path().join("no-hta");
+    std::fs::create_dir_all(&nowhere).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_causalbench"))
+        .env("CAUSALBENCH_HTA_DIR", &nowhere)
+        .args(["run", "--backend", "sim", "--suite"])
+        .arg(&suite)
+        .args(["--reps", "1", "--profilers", "causal-graph", "--quiet"])
+        .args([
+            "--collectors",
+            "cupti",
+            "--modes",
+            "closed",
+            "--profiler",
+            &warm,
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("no warm start for"), "{err}");
+    let answered = rows(&out, "warm");
+    assert!(!answered.is_empty());
+    assert!(
+        answered.iter().all(|r| r["crashed"].is_null()),
+        "{answered:?}"
+    );
+    let bad = format!("bad=serve[numpy]: python3 {} --serve", example().display());
+    let (code, err) = run(dir.path(), &dir.path().join("bad"), &["--profiler", &bad]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("python, hta"), "{err}");
 }
 
 #[test]

@@ -7,6 +7,10 @@ What it costs beyond minimal.py is the imports, paid once per process.
     heavy_import_profiler.py MINIMAL.py HTA_FILE VIEW.json OUT.json    (per view)
     heavy_import_profiler.py MINIMAL.py HTA_FILE --serve               (batch form)
 
+Declared `serve[hta]:` instead of `serve:` (baselines/PROTOCOL.md, "Warm start"), its
+servers are forked from the harness's zygote, which has imported HTA's stack already:
+the imports below then find it in `sys.modules`.
+
 HTA_FILE is a file in the directory HTA is installed in (baselines/hta/setup-hta.sh's
 stamp file, say): the sandbox grants the directory of a file argument (PROTOCOL.md).
 """
