@@ -78,6 +78,35 @@ fn a_profiler_past_its_memory_limit_is_killed_as_its_own_failure() {
 }
 
 #[test]
+fn a_warm_started_server_past_its_memory_limit_is_killed_as_its_own_failure() {
+    let Some(m) = mechanisms() else { return };
+    if m.memory.is_none() || !python3() {
+        eprintln!("skipped: this machine's cgroups limit no memory, or no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (view_path, view) = small_view(dir.path());
+    // Forked from the zygote (PROTOCOL.md "Warm start"): its own cgroup, its own limit.
+    let hog = script(
+        dir.path(),
+        "hog_server.py",
+        "import sys\nfor line in sys.stdin:\n    blocks = []\n    for _ in range(1024):\n        \
+         b = bytearray(1 << 20)\n        for i in range(0, len(b), 4096):\n            b[i] = 1\n        \
+         blocks.append(b)\n",
+    );
+    let (answer, cost) = ExternalCommand::new(format!("serve[python]: python3 {}", hog.display()))
+        .with_timeout(Duration::from_secs(300))
+        .with_max_memory(64 << 20)
+        .run_measured(&view, &view_path, &dir.path().join("o.json"));
+    let err = answer.unwrap_err();
+    assert!(
+        matches!(err, ExternalError::MemoryLimit { limit, .. } if limit == 64 << 20),
+        "{err}"
+    );
+    assert!(cost.is_some_and(|c| c.from_cgroup), "{cost:?}");
+}
+
+#[test]
 fn a_fork_bomb_stops_at_the_task_limit() {
     let Some(m) = mechanisms() else { return };
     if m.tasks.is_none() {

@@ -147,11 +147,7 @@ struct Setup {
 /// How a server is declared: started cold, or forked warm (PROTOCOL.md "Warm start").
 const FORMS: [&str; 2] = ["serve:", "serve[python]:"];
 
-/// The test server, with a private results directory it must not read.
-fn setup(lane: u32) -> Setup {
-    setup_as(FORMS[0], lane)
-}
-
+/// The test server declared as `form`, with a private results directory it must not read.
 fn setup_as(form: &str, lane: u32) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
