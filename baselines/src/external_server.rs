@@ -46,6 +46,12 @@ const WARM_SERVE_END: &str = "]:";
 /// is stopped (it is started again when its key is asked for).
 pub const MAX_LIVE_SERVERS: usize = 64;
 
+/// The most warm-started servers alive at once (PROTOCOL.md "Warm start"), counted
+/// apart: a fork shares the zygote's imports and its start is a fork, so a run keeps one
+/// per kind and lane of the default run (50 kinds × 3 lanes) alive rather than starting
+/// them again and again.
+pub const MAX_LIVE_WARM_SERVERS: usize = 192;
+
 /// File names in a server's private directory.
 const VIEWS_DIR: &str = "views";
 const HOME_DIR: &str = "home";
@@ -199,24 +205,30 @@ pub fn ask(
         kind: request.view.spec.label(),
         lane: command.lane,
     };
+    let zygote = match declared_preload(&command.template) {
+        Some(preload) if zygote::available(command) => {
+            let preload = preload.map_err(|reason| ExternalError::Template {
+                template: command.template.clone(),
+                reason,
+            })?;
+            zygote::of(command, preload, (request.view_path, out_path)).ok()
+        }
+        _ => None,
+    };
+    let warm = zygote.is_some();
     let slot = {
         let mut all = servers().lock().unwrap_or_else(|p| p.into_inner());
         let slot = all.entry(key).or_default().clone();
-        stop_idle_beyond(&all, MAX_LIVE_SERVERS.saturating_sub(1));
+        let max = if warm {
+            MAX_LIVE_WARM_SERVERS
+        } else {
+            MAX_LIVE_SERVERS
+        };
+        stop_idle_beyond(&all, warm, max.saturating_sub(1));
         slot
     };
     let mut server = slot.lock().unwrap_or_else(|p| p.into_inner());
     if server.is_none() {
-        let zygote = match declared_preload(&command.template) {
-            Some(preload) if zygote::available(command) => {
-                let preload = preload.map_err(|reason| ExternalError::Template {
-                    template: command.template.clone(),
-                    reason,
-                })?;
-                zygote::of(command, preload, (request.view_path, out_path)).ok()
-            }
-            _ => None,
-        };
         *server = Some(Server::start(command, request, out_path, zygote.as_ref())?);
     }
     let running = server.as_mut().expect("started above");
@@ -229,15 +241,15 @@ pub fn ask(
     answer
 }
 
-/// Stops the least recently used idle servers while more than `max` run (a server
-/// answering a view, its slot locked, counts as running).
-fn stop_idle_beyond(all: &HashMap<ServerKey, Slot>, max: usize) {
+/// Stops the least recently used idle servers started `warm` (or cold) while more than
+/// `max` of them run (a server answering a view, its slot locked, counts as running).
+fn stop_idle_beyond(all: &HashMap<ServerKey, Slot>, warm: bool, max: usize) {
     let mut busy = 0;
     let mut idle: Vec<(Instant, &Slot)> = Vec::new();
     for slot in all.values() {
         match slot.try_lock() {
             Ok(s) => {
-                if let Some(s) = s.as_ref() {
+                if let Some(s) = s.as_ref().filter(|s| s.is_warm() == warm) {
                     idle.push((s.last_used, slot));
                 }
             }
@@ -263,6 +275,10 @@ pub fn stop_all() {
 }
 
 impl Server {
+    fn is_warm(&self) -> bool {
+        matches!(self.process, Process::Forked(_))
+    }
+
     /// Starts a server for `command`: forked from `zygote` when one is given, else
     /// spawned cold.
     fn start(

@@ -78,6 +78,13 @@ def preload(name, path):
     for module in PRELOADS[name]:
         importlib.import_module(module)
     warnings.resetwarnings()
+    # Out of the collector's reach: a collection in a fork would write to every
+    # object's header and copy the zygote's pages into each fork (measured with HTA's
+    # set: 29.5 MiB of private memory per fork against 6.4 MiB frozen).
+    import gc
+
+    gc.collect()
+    gc.freeze()
     # What a fork inherits must be this process's state alone: no thread runs beside
     # the one that forks (a fork would copy a lock another thread held).
     tasks = len(os.listdir("/proc/self/task"))

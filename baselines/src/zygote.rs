@@ -294,7 +294,7 @@ impl Zygote {
             .map_or(u64::MAX, |(_, hard)| hard);
         limits.max_tasks = limits
             .max_tasks
-            .saturating_mul(crate::external_server::MAX_LIVE_SERVERS as u64 + 1)
+            .saturating_mul(crate::external_server::MAX_LIVE_WARM_SERVERS as u64 + 1)
             .min(hard);
         sandbox
             .with_writable_proc()
