@@ -361,6 +361,9 @@ fn main() -> ExitCode {
             out,
         }),
     };
+    // Batch profilers' servers and zygotes end with the command, and their private
+    // directories with them (a killed harness leaves those to the next one's sweep).
+    baselines::external_server::stop_all();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
