@@ -233,14 +233,7 @@ impl Zygote {
             preload.name(),
             shell_words::join(&args)
         );
-        let io = |what: &'static str| {
-            let line = line.clone();
-            move |source| ExternalError::Io {
-                command: line,
-                what: what.into(),
-                source,
-            }
-        };
+        let io = |what: &'static str| io_error(&line, what);
         let private = tempfile::Builder::new()
             .prefix(PRIVATE_PREFIX)
             .tempdir()
@@ -272,11 +265,9 @@ impl Zygote {
                 source,
             })?;
         let Some(Some(grants)) = grants else {
-            return Err(ExternalError::Io {
-                command: line,
-                what: "is not isolated here".into(),
-                source: std::io::Error::other("no Landlock"),
-            });
+            return Err(io_error(&line, "is not isolated here")(
+                std::io::Error::other("no Landlock"),
+            ));
         };
         let sandbox = Sandbox::new(&grants).map_err(|source| ExternalError::Isolation {
             command: line.clone(),
@@ -374,14 +365,7 @@ impl Zygote {
         cgroup: Option<&crate::cgroup::Cgroup>,
     ) -> Result<(Forked, File, File), ExternalError> {
         let line = shell_words::join(args);
-        let io = |what: &'static str| {
-            let line = line.clone();
-            move |source| ExternalError::Io {
-                command: line,
-                what: what.into(),
-                source,
-            }
-        };
+        let io = |what: &'static str| io_error(&line, what);
         let isolation = |source| ExternalError::Isolation {
             command: line.clone(),
             source,
@@ -390,11 +374,9 @@ impl Zygote {
             .grants(args, paths, (views, home))
             .map_err(isolation)?
         else {
-            return Err(ExternalError::Io {
-                command: line,
-                what: "is not isolated here".into(),
-                source: std::io::Error::other("no Landlock"),
-            });
+            return Err(io_error(&line, "is not isolated here")(
+                std::io::Error::other("no Landlock"),
+            ));
         };
         // Modules of the preload set import more of it lazily.
         grants.read.extend(self.preload_dir.iter().cloned());
@@ -532,6 +514,16 @@ fn pid_of(pidfd: &OwnedFd) -> Option<u32> {
     info.lines()
         .find_map(|l| l.strip_prefix("Pid:"))
         .and_then(|p| p.trim().parse().ok())
+}
+
+/// An error of the harness's own while it starts `line`.
+fn io_error(line: &str, what: &'static str) -> impl FnOnce(std::io::Error) -> ExternalError {
+    let command = line.to_string();
+    move |source| ExternalError::Io {
+        command,
+        what: what.into(),
+        source,
+    }
 }
 
 fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {

@@ -376,4 +376,3 @@ fn a_warm_start_names_a_preload_set_and_a_python_script() {
         ["python3", "my server.py", "--serve"]
     );
 }
-
