@@ -25,7 +25,8 @@
 //! worker threads end before the run does.
 
 use crate::external::{Cost, ExternalCommand, ExternalError, PRIVATE_LOCK, PRIVATE_PREFIX};
-use crate::zygote::{self, Forked, Preload};
+use crate::keeper::{kill_group, spawn_from_keeper};
+use crate::zygote::{self, Forked, Preload, MAX_LIVE_WARM_SERVERS};
 use ground_truth::{Explanation, Readable, TraceView};
 use std::collections::HashMap;
 use std::fs::File;
@@ -45,12 +46,6 @@ const WARM_SERVE_END: &str = "]:";
 /// The most server processes alive at once; beyond, the least recently used idle one
 /// is stopped (it is started again when its key is asked for).
 pub const MAX_LIVE_SERVERS: usize = 64;
-
-/// The most warm-started servers alive at once (PROTOCOL.md "Warm start"), counted
-/// apart: a fork shares the zygote's imports and its start is a fork, so a run keeps one
-/// per kind and lane of the default run (50 kinds × 3 lanes) alive rather than starting
-/// them again and again.
-pub const MAX_LIVE_WARM_SERVERS: usize = 192;
 
 /// File names in a server's private directory.
 const VIEWS_DIR: &str = "views";
@@ -605,17 +600,6 @@ fn spawn(
     })
 }
 
-/// Kills the server's process group (and with its relay, its PID namespace).
-pub(crate) fn kill_group(child: &mut Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) with a negative pid signals that process group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-    let _ = child.kill();
-}
-
 /// Reads answer lines, each at most `limit` bytes; stops at the first one over it.
 fn read_answers(stdout: File, limit: u64, send: mpsc::Sender<Answer>) {
     let mut reader = BufReader::new(stdout);
@@ -640,34 +624,4 @@ fn read_answers(stdout: File, limit: u64, send: mpsc::Sender<Answer>) {
             return;
         }
     }
-}
-
-/// A command and where its process goes.
-type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
-
-/// Spawns `cmd` from one thread that lives as long as the harness: a confined child
-/// dies with the thread that started it (`PR_SET_PDEATHSIG`).
-pub(crate) fn spawn_from_keeper(cmd: Command) -> std::io::Result<Child> {
-    static KEEPER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
-    let keeper = KEEPER.get_or_init(|| {
-        let (send, jobs) = mpsc::channel::<SpawnJob>();
-        std::thread::Builder::new()
-            .name("causalbench-server-keeper".into())
-            .spawn(move || {
-                for (mut cmd, reply) in jobs {
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .expect("a thread starts");
-        Mutex::new(send)
-    });
-    let (reply, child) = mpsc::channel();
-    keeper
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send((cmd, reply))
-        .map_err(|_| std::io::Error::other("the server keeper thread is gone"))?;
-    child
-        .recv()
-        .map_err(|_| std::io::Error::other("the server keeper thread is gone"))?
 }

@@ -41,6 +41,7 @@ pub mod hta;
 pub mod hta_analyses;
 pub mod hta_native;
 pub mod index;
+mod keeper;
 pub mod kineto_flows;
 pub mod megakernel;
 mod namespaces;

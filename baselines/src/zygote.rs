@@ -40,6 +40,12 @@ const SOURCE: &str = include_str!("zygote.py");
 const HOME_DIR: &str = "home";
 const LOG: &str = "zygote.stderr.log";
 
+/// The most warm-started servers alive at once (PROTOCOL.md "Warm start"), counted
+/// apart: a fork shares the zygote's imports and its start is a fork, so a run keeps one
+/// per kind and lane of the default run (50 kinds × 3 lanes) alive rather than starting
+/// them again and again.
+pub const MAX_LIVE_WARM_SERVERS: usize = 192;
+
 /// How long a fork may take to confine itself and answer.
 const FORK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -285,7 +291,7 @@ impl Zygote {
             .map_or(u64::MAX, |(_, hard)| hard);
         limits.max_tasks = limits
             .max_tasks
-            .saturating_mul(crate::external_server::MAX_LIVE_WARM_SERVERS as u64 + 1)
+            .saturating_mul(MAX_LIVE_WARM_SERVERS as u64 + 1)
             .min(hard);
         sandbox
             .with_writable_proc()
@@ -296,12 +302,11 @@ impl Zygote {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
-        let mut child = crate::external_server::spawn_from_keeper(cmd).map_err(|source| {
-            ExternalError::Spawn {
+        let mut child =
+            crate::keeper::spawn_from_keeper(cmd).map_err(|source| ExternalError::Spawn {
                 command: line.clone(),
                 source,
-            }
-        })?;
+            })?;
         let shared = Arc::new(Shared::default());
         let reader = ours.try_clone().map_err(io("cannot share its socket"))?;
         {
@@ -325,7 +330,7 @@ impl Zygote {
             )),
         };
         if let Some(why) = failed {
-            crate::external_server::kill_group(&mut child);
+            crate::keeper::kill_group(&mut child);
             let _ = child.wait();
             let tail = crate::external::tail_of_file(&private.path().join(LOG), 2048);
             return Err(ExternalError::Failed {
@@ -458,7 +463,7 @@ impl Zygote {
 impl Drop for Zygote {
     fn drop(&mut self) {
         let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
-        crate::external_server::kill_group(&mut child);
+        crate::keeper::kill_group(&mut child);
         let _ = child.wait();
     }
 }
