@@ -247,3 +247,26 @@ fn a_handoff_wait_nothing_upstream_explains_stays_queueing() {
     assert_eq!(truth, CauseLabel::HandoffQueueing);
     assert_eq!(claimed, CauseLabel::HandoffQueueing);
 }
+
+/// Closed mode: the work the injection added ahead of the symptom's stage 1, on
+/// its stream, runs once in the view while the pipeline's operations recur. No
+/// token says it is no request's; that it recurs nowhere says it (`added_work`
+/// in `candidates.rs`), and the counterfactual names it by how it met the
+/// pipeline's work: ahead of it in its stream.
+#[test]
+fn closed_mode_reads_work_that_recurs_nowhere_as_added() {
+    cov_mark::check!(closed_mode_work_of_no_repetition);
+    assert_eq!(
+        closed_verdict(&pipeline_variant(".own-stream-backlog")),
+        (CauseLabel::StreamBacklog, CauseLabel::StreamBacklog)
+    );
+}
+
+/// Must not: the same pipeline with nothing added ahead of the symptom.
+#[test]
+fn closed_mode_finds_no_added_work_in_the_harmless_pipeline() {
+    assert_eq!(
+        closed_verdict(&pipeline_variant(".harmless")),
+        (CauseLabel::None, CauseLabel::None)
+    );
+}

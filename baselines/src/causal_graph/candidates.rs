@@ -43,8 +43,10 @@ struct Candidate {
 enum DelayKind {
     /// A device op ran longer than its peers.
     RanLong,
-    /// Device work of no request, in a view whose requests carry tokens: all
-    /// of it is delay to the requests it held.
+    /// Device work of no request, in a view whose requests carry tokens; or,
+    /// without tokens (closed mode), of an operation the view runs once while
+    /// the symptom's recurs: work no repetition of the program has. All of it is
+    /// delay to the work it held.
     NoRequest,
     /// A thread's scheduler or page-fault records in the gap before a host
     /// record: the stall, all of it delay to that record.
@@ -79,7 +81,7 @@ impl Graph<'_> {
             best = best.max(effect);
             let label = match c.kind {
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
-                DelayKind::NoRequest => self.added_work_label(&route),
+                DelayKind::NoRequest => self.added_work_label(p, &route),
                 DelayKind::Stall(label) => label,
             };
             effects.push((label, effect));
@@ -134,6 +136,7 @@ impl Graph<'_> {
     fn candidates(&self, cone: &Cone, p: Pos) -> (Vec<Candidate>, Vec<Candidate>) {
         let ix = &self.ix;
         let with_requests = self.token(p).is_some();
+        let repeated = self.peers.instances(ix.rec(p)) > 1;
         let mut out = Vec::new();
         let mut small = Vec::new();
         let mut ops_read = 0;
@@ -153,7 +156,7 @@ impl Graph<'_> {
             if self.peers.instances(r) > MAX_CANDIDATE_INSTANCES {
                 continue;
             }
-            if with_requests && self.token(x).is_none() {
+            if self.added_work(x, with_requests, repeated) {
                 out.push(Candidate {
                     at: x,
                     delay: ix.end(x).saturating_sub(ix.start(x)) as f64,
@@ -317,15 +320,49 @@ impl Graph<'_> {
     /// chain): the resource's contention where it held that op by sharing
     /// the SMs or the link, `stream_backlog` otherwise (ahead of it in its
     /// stream).
-    fn added_work_label(&self, route: &[InferredEdge]) -> CauseLabel {
+    fn added_work_label(&self, p: Pos, route: &[InferredEdge]) -> CauseLabel {
         let ix = &self.ix;
-        let added = |x: Pos| ix.rec(x).is_device_op() && self.token(x).is_none();
-        match route.iter().find(|e| !added(e.dst)) {
+        let with_requests = self.token(p).is_some();
+        let repeated = self.peers.instances(ix.rec(p)) > 1;
+        // Without tokens the program's ops are not told from the added work's
+        // own: the added work met the program where its route first left
+        // stream order.
+        let own_chain = |e: &&InferredEdge| {
+            if with_requests {
+                self.added_work(e.dst, with_requests, repeated)
+            } else {
+                e.kind == EdgeType::StreamOrder
+            }
+        };
+        match route.iter().find(|e| !own_chain(e)) {
             Some(e) if e.kind == EdgeType::Fault && ix.rec(e.dst).is_device_op() => {
                 contention(matches!(ix.rec(e.dst), Record::Memcpy { .. }))
             }
             _ => CauseLabel::StreamBacklog,
         }
+    }
+
+    /// Whether device op `x` is work outside the program's requests: of no
+    /// request where requests carry tokens (`with_requests`, the symptom's);
+    /// without tokens (closed mode), where the symptom's operation recurs
+    /// (`repeated`: the program's repetitions show as the recurring
+    /// operations), of an operation that recurs nowhere, graph nodes aside.
+    fn added_work(&self, x: Pos, with_requests: bool, repeated: bool) -> bool {
+        let r = self.ix.rec(x);
+        if !r.is_device_op() {
+            return false;
+        }
+        if with_requests {
+            return self.token(x).is_none();
+        }
+        // A graph's nodes run once per launch of their graph, whose launch call
+        // is the program's: their count says nothing of repetition.
+        let graph_node = matches!(r, Record::Kernel { detail, .. } if detail.graph_node_id != 0);
+        let once = repeated && !graph_node && self.peers.instances(r) == 1;
+        if once {
+            cov_mark::hit!(closed_mode_work_of_no_repetition);
+        }
+        once
     }
 
     /// The first gate other than stream order on `route` (module doc of
