@@ -20,6 +20,10 @@
 //! pair. A hung or failed answer is that view's failure; the process is killed and
 //! the next view of its key starts a new one.
 //!
+//! A server declared `serve[PRELOAD]:` is forked warm from a zygote that imported
+//! the preload set once ([`crate::zygote`]), confined alike; warm servers are counted
+//! apart ([`MAX_LIVE_WARM_SERVERS`]).
+//!
 //! Servers are started from one long-lived thread of the harness: a sandboxed
 //! process dies with the thread that started it (`PR_SET_PDEATHSIG`), and a run's
 //! worker threads end before the run does.
