@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 mod invocation;
 
-pub(crate) use invocation::{cut_log, tail_of_file, PRIVATE_LOCK, PRIVATE_PREFIX};
+pub(crate) use invocation::{
+    cut_log, locked_private_dir, tail_of_file, PRIVATE_LOCK, PRIVATE_PREFIX,
+};
 pub use invocation::{failure_explanation, Confinement, Cost, ExternalCommand, ExternalError};
 
 /// Default wall-clock limit for one external profiler run.
@@ -331,23 +333,7 @@ impl ExternalCommand {
         }
         static CLEANED: std::sync::Once = std::sync::Once::new();
         CLEANED.call_once(remove_stale_private_dirs);
-        let private = tempfile::Builder::new()
-            .prefix(PRIVATE_PREFIX)
-            .tempdir()
-            .map_err(|source| ExternalError::Io {
-                command: self.template.clone(),
-                what: "cannot create its private directory".into(),
-                source,
-            })?;
-        // Held while the invocation runs: a private directory whose lock is free
-        // belongs to a harness that died (`kill -9`) and is removed by the next one.
-        let _owner = File::create(private.path().join(PRIVATE_LOCK))
-            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
-            .map_err(|source| ExternalError::Io {
-                command: self.template.clone(),
-                what: "cannot lock its private directory".into(),
-                source,
-            })?;
+        let (private, _owner) = invocation::locked_private_dir(&self.template, None)?;
         let (pview, pout_dir) = (
             private.path().join(PRIVATE_VIEW),
             private.path().join(PRIVATE_OUT_DIR),

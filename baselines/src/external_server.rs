@@ -28,7 +28,7 @@
 //! process dies with the thread that started it (`PR_SET_PDEATHSIG`), and a run's
 //! worker threads end before the run does.
 
-use crate::external::{Cost, ExternalCommand, ExternalError, PRIVATE_LOCK, PRIVATE_PREFIX};
+use crate::external::{locked_private_dir, Cost, ExternalCommand, ExternalError};
 use crate::keeper::{kill_group, spawn_from_keeper};
 use crate::zygote::{self, Forked, Preload, MAX_LIVE_WARM_SERVERS};
 use ground_truth::{Explanation, Readable, TraceView};
@@ -296,18 +296,8 @@ impl Server {
         };
         // A fork's directory lies in its zygote's, which the zygote's Landlock rules
         // grant (a fork's own rules grant it its directory only).
-        let private = match zygote {
-            Some(z) => tempfile::Builder::new()
-                .prefix(PRIVATE_PREFIX)
-                .tempdir_in(z.private_dir()),
-            None => tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir(),
-        }
-        .map_err(io("cannot create its private directory"))?;
-        // Held while the server runs: a private directory whose lock is free belongs
-        // to a harness that died and is removed by the next one.
-        let owner = File::create(private.path().join(PRIVATE_LOCK))
-            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
-            .map_err(io("cannot lock its private directory"))?;
+        let (private, owner) =
+            locked_private_dir(&command.template, zygote.map(|z| z.private_dir()))?;
         let (views, home) = (
             private.path().join(VIEWS_DIR),
             private.path().join(HOME_DIR),

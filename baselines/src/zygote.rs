@@ -21,7 +21,7 @@
 //! fork answers with a pidfd of itself once it is confined, through which the harness
 //! kills it (and, as PID 1 of its namespace, all it started).
 
-use crate::external::{ExternalCommand, ExternalError, PRIVATE_LOCK, PRIVATE_PREFIX};
+use crate::external::{locked_private_dir, ExternalCommand, ExternalError};
 use crate::sandbox::{self, Isolation, Sandbox};
 use std::collections::HashMap;
 use std::fs::File;
@@ -240,13 +240,7 @@ impl Zygote {
             shell_words::join(&args)
         );
         let io = |what: &'static str| io_error(&line, what);
-        let private = tempfile::Builder::new()
-            .prefix(PRIVATE_PREFIX)
-            .tempdir()
-            .map_err(io("cannot create its private directory"))?;
-        let owner = File::create(private.path().join(PRIVATE_LOCK))
-            .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
-            .map_err(io("cannot lock its private directory"))?;
+        let (private, owner) = locked_private_dir(&line, None)?;
         let home = private.path().join(HOME_DIR);
         std::fs::create_dir(&home).map_err(io("cannot create its home directory"))?;
         let log = File::create(private.path().join(LOG)).map_err(io("cannot create its log"))?;

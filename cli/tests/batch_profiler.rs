@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{causalbench, pair_suite as suite, python3};
+use common::{causalbench, pair_suite as suite, python3_confined};
 use std::path::{Path, PathBuf};
 
 fn run(dir: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
@@ -68,8 +68,7 @@ for line in sys.stdin:
 
 #[test]
 fn a_batch_profiler_scores_as_its_per_view_form_and_fails_only_its_own_views() {
-    if !python3() || baselines::sandbox::detect(false).is_err() {
-        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    if !python3_confined() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -136,8 +135,7 @@ fn a_batch_profiler_scores_as_its_per_view_form_and_fails_only_its_own_views() {
 
 #[test]
 fn collectors_and_modes_narrow_the_external_profilers_views() {
-    if !python3() || baselines::sandbox::detect(false).is_err() {
-        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    if !python3_confined() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -190,8 +188,7 @@ fn collectors_and_modes_narrow_the_external_profilers_views() {
 
 #[test]
 fn a_warm_start_without_its_preload_set_starts_cold_and_an_unknown_set_is_refused() {
-    if !python3() || baselines::sandbox::detect(false).is_err() {
-        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    if !python3_confined() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{causalbench, pair_suite as suite, python3};
+use common::{causalbench, pair_suite as suite, python3_confined};
 use std::path::Path;
 
 fn run(dir: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
@@ -67,8 +67,7 @@ fn rows(out: &Path, of: impl Fn(&str) -> bool) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_failing_contestant_leaves_every_other_row_as_it_was() {
-    if !python3() || baselines::sandbox::detect(false).is_err() {
-        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    if !python3_confined() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -176,8 +175,7 @@ with open(sys.argv[2], "w") as f:
 
 #[test]
 fn changed_program_code_is_scored_again() {
-    if !python3() || baselines::sandbox::detect(false).is_err() {
-        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    if !python3_confined() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -323,13 +323,12 @@ impl Graph<'_> {
     fn added_work_label(&self, p: Pos, route: &[InferredEdge]) -> CauseLabel {
         let ix = &self.ix;
         let with_requests = self.token(p).is_some();
-        let repeated = self.peers.instances(ix.rec(p)) > 1;
         // Without tokens the program's ops are not told from the added work's
         // own: the added work met the program where its route first left
         // stream order.
         let own_chain = |e: &&InferredEdge| {
             if with_requests {
-                self.added_work(e.dst, with_requests, repeated)
+                self.added_work(e.dst, true, false)
             } else {
                 e.kind == EdgeType::StreamOrder
             }

@@ -205,6 +205,35 @@ pub struct ExternalCommand {
 pub(crate) const PRIVATE_PREFIX: &str = "causalbench-profiler-";
 /// The file in a private directory its harness holds locked while it runs.
 pub(crate) const PRIVATE_LOCK: &str = "owner.lock";
+
+/// A fresh private directory (in `within`, else the temporary directory) and its lock
+/// file, held locked as long as the caller keeps it: a private directory whose lock
+/// is free belongs to a harness that died (`kill -9`) and is removed by the next one
+/// (`external::remove_stale_private_dirs`). Errors name `command`.
+pub(crate) fn locked_private_dir(
+    command: &str,
+    within: Option<&Path>,
+) -> Result<(tempfile::TempDir, File), ExternalError> {
+    let io = |what: &str| {
+        let (command, what) = (command.to_string(), what.to_string());
+        move |source| ExternalError::Io {
+            command,
+            what,
+            source,
+        }
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(PRIVATE_PREFIX);
+    let private = match within {
+        Some(dir) => builder.tempdir_in(dir),
+        None => builder.tempdir(),
+    }
+    .map_err(io("cannot create its private directory"))?;
+    let owner = File::create(private.path().join(PRIVATE_LOCK))
+        .and_then(|f| f.try_lock().map(|()| f).map_err(std::io::Error::other))
+        .map_err(io("cannot lock its private directory"))?;
+    Ok((private, owner))
+}
 /// Cuts the log at `max` bytes, saying so at its end.
 pub(crate) fn cut_log(path: &Path, max: u64) {
     let Ok(len) = std::fs::metadata(path).map(|m| m.len()) else {

@@ -18,6 +18,16 @@ pub fn causalbench(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Whether the confined Python profilers of these tests can run here: `python3` and a
+/// kernel with Landlock (else the test is skipped, saying so).
+pub fn python3_confined() -> bool {
+    let ok = python3() && baselines::sandbox::detect(false).is_ok();
+    if !ok {
+        eprintln!("skipped: needs python3 and a kernel with Landlock");
+    }
+    ok
+}
+
 /// Whether `python3` runs here (the external profilers of these tests are Python).
 pub fn python3() -> bool {
     Command::new("python3")
