@@ -639,7 +639,8 @@ impl<'a> Index<'a> {
     }
 
     /// Preempted/traced scheduler intervals and page faults of the calling thread
-    /// in `[from, to]`: (total descheduled ns, total fault ns, last sched, last fault).
+    /// in `[from, to]`: (total descheduled ns, total fault ns, last sched, last fault),
+    /// and the time it was switched out because it blocked.
     ///
     /// A fault the recorder could not time (duration 0, no `fexit`) lasts until
     /// the thread's next fault, capped at [`UNTIMED_FAULT_CAP_NS`]: a thread
@@ -659,13 +660,16 @@ impl<'a> Index<'a> {
                 ..
             } = self.rec(s)
             {
+                let lo = (*switch_out).max(from);
+                let hi = (*switch_in).min(to);
+                if hi <= lo {
+                    continue;
+                }
                 if matches!(reason, SwitchReason::Preempted | SwitchReason::Traced) {
-                    let lo = (*switch_out).max(from);
-                    let hi = (*switch_in).min(to);
-                    if hi > lo {
-                        out.desched_ns += (hi - lo) as f64;
-                        out.last_sched = Some(s);
-                    }
+                    out.desched_ns += (hi - lo) as f64;
+                    out.last_sched = Some(s);
+                } else {
+                    out.blocked_ns += (hi - lo) as f64;
                 }
             }
         }
@@ -708,6 +712,9 @@ pub const UNTIMED_FAULT_CAP_NS: Ns = 200_000;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostStalls {
     pub desched_ns: f64,
+    /// Time switched out because the thread blocked (sleep, lock, I/O):
+    /// off the CPU by its own wait, not a stall.
+    pub blocked_ns: f64,
     pub fault_ns: f64,
     pub faults: u32,
     pub major: u32,

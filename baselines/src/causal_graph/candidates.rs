@@ -24,9 +24,9 @@ use super::readings;
 use super::structural::contention;
 use super::thresholds::{
     CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS,
-    NOISE_NS, STALL_NS,
+    MAX_REPETITION_CALLS, NOISE_NS, STALL_NS,
 };
-use crate::analysis::{self, EXECUTION_PHASE};
+use crate::analysis::{self, EXECUTION_PHASE, START_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{HostMemory, Record};
 use ground_truth::{CauseLabel, EdgeType, SharedStr};
@@ -51,6 +51,13 @@ enum DelayKind {
     /// A thread's scheduler or page-fault records in the gap before a host
     /// record: the stall, all of it delay to that record.
     Stall(CauseLabel),
+    /// A device op waited longer than its peers to start once its stream let
+    /// it go: the SMs or the copy engine were held by other work.
+    HeldResource,
+    /// A launch call started later after its thread's previous call than its
+    /// peers' calls did, by time on the CPU that no stall record explains:
+    /// host work grew before it.
+    HostGap,
 }
 
 impl Graph<'_> {
@@ -83,6 +90,11 @@ impl Graph<'_> {
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
                 DelayKind::NoRequest => self.added_work_label(p, &route),
                 DelayKind::Stall(label) => label,
+                DelayKind::HostGap => self.host_gap_label(c.at, p),
+                DelayKind::HeldResource => {
+                    let copy = matches!(self.ix.rec(c.at), Record::Memcpy { .. });
+                    analysis::phase_cause(START_PHASE, copy).unwrap_or(CauseLabel::None)
+                }
             };
             effects.push((label, effect));
         }
@@ -165,25 +177,40 @@ impl Graph<'_> {
                 continue;
             }
             let peers = self.peers_of_the_same_size(x);
+            out.extend(self.grown_host_gap(x, &peers));
             let Some(own) = readings::dev_phases(ix, x) else {
                 continue;
             };
-            let runs: Vec<f64> = peers
+            let peer_phases: Vec<_> = peers
                 .iter()
                 .filter_map(|&k| readings::dev_phases(ix, k))
-                .map(|d| d.execution)
                 .collect();
-            if runs.is_empty() {
+            if peer_phases.is_empty() {
                 continue;
             }
+            let floors = self.phase_floors(&peers);
+            let start_waits: Vec<f64> = peer_phases
+                .iter()
+                .filter_map(|d| d.submitted_to_start)
+                .collect();
+            let held = analysis::excess(own.submitted_to_start, start_waits, 0.0);
+            if held > floors[START_PHASE] {
+                out.push(Candidate {
+                    at: x,
+                    delay: held,
+                    kind: DelayKind::HeldResource,
+                });
+            }
+            let runs: Vec<f64> = peer_phases.iter().map(|d| d.execution).collect();
             let spread = analysis::peer_spread(&runs);
             let excess = analysis::excess(Some(own.execution), runs, 0.0);
+
             let candidate = Candidate {
                 at: x,
                 delay: excess,
                 kind: DelayKind::RanLong,
             };
-            if excess > self.phase_floors(&peers)[EXECUTION_PHASE] {
+            if excess > floors[EXECUTION_PHASE] {
                 out.push(candidate);
             } else if excess > CLOCK_NS.max(spread) {
                 small.push(candidate);
@@ -235,6 +262,122 @@ impl Graph<'_> {
         })
     }
 
+    /// The host work that grew before device op `x`'s launch call: the call's
+    /// gap since its thread's previous call, less the time the thread was off
+    /// the CPU (stalled: [`Graph::stall_before`]'s candidates; blocked: waiting
+    /// for work, which is idle time, not delay), beyond the same gaps of its
+    /// `peers`' launch calls, their spread and [`NOISE_NS`]. Read the same way
+    /// with and without request tokens: the thread's own records time it.
+    fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
+        let ix = &self.ix;
+        let call = ix.launch_api(x)?;
+        let own = self.busy_gap(call).filter(|_| !self.stalled_before(call))?;
+        let gaps: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| ix.launch_api(k))
+            .filter_map(|c| self.busy_gap(c))
+            .collect();
+        // One peer gives no spread: its gap stands for it (host gaps vary from
+        // request to request; a thread's wait for its next task is no work of
+        // its own), so only a gap more than twice the peer's is grown.
+        let spread = match gaps.as_slice() {
+            [] => return None,
+            [only] => *only,
+            _ => analysis::peer_spread(&gaps),
+        };
+        let excess = analysis::excess(Some(own), gaps, 0.0);
+        (excess > NOISE_NS.max(spread)).then_some(Candidate {
+            at: call,
+            delay: excess,
+            kind: DelayKind::HostGap,
+        })
+    }
+
+    /// Whether the thread's scheduler or page-fault records in the gap before
+    /// `call` pass what any host has ([`STALL_NS`]): the gap is then the
+    /// stall's ([`Graph::stall_before`]), whatever host work ran beside it.
+    fn stalled_before(&self, call: Pos) -> bool {
+        let ix = &self.ix;
+        let m = self.host_measure(call);
+        ix.rec(call).tid().is_some_and(|tid| {
+            let st = readings::host_stalls(ix, tid, m.ready, ix.start(call));
+            st.desched_ns + st.fault_ns >= STALL_NS
+        })
+    }
+
+    /// The time on the CPU between host call `call` and its thread's previous
+    /// call (its program-order predecessor): the gap less the thread's
+    /// scheduler and page-fault records in it.
+    fn busy_gap(&self, call: Pos) -> Option<f64> {
+        let ix = &self.ix;
+        let m = self.host_measure(call);
+        let gap = m.gap?;
+        let tid = ix.rec(call).tid()?;
+        let st = readings::host_stalls(ix, tid, m.ready, ix.start(call));
+        Some((gap - st.desched_ns - st.fault_ns - st.blocked_ns).max(0.0))
+    }
+
+    /// Grown host work before `call`, named by whose it was (docs/scenario-space.md,
+    /// "Labels across requests"): another request's, which held the thread the
+    /// symptom `p`'s request waited for, is `handoff_queueing`; the symptom's
+    /// own request's is `host_compute`.
+    fn host_gap_label(&self, call: Pos, p: Pos) -> CauseLabel {
+        if self.same_repetition(call, p) {
+            CauseLabel::HostCompute
+        } else {
+            cov_mark::hit!(host_gap_of_another_request);
+            CauseLabel::HandoffQueueing
+        }
+    }
+
+    /// Whether launch call `call` belongs to the same request as `p`: by their
+    /// tokens where both carry one; without tokens (closed mode), by the
+    /// program's repetition on the thread: another request's call is one
+    /// whose operation the thread launched again before it launched `p`
+    /// (a serving loop's next request starts with the same launches). A call
+    /// on another thread is judged the symptom's own: no thread the symptom's
+    /// request waited for is shown.
+    fn same_repetition(&self, call: Pos, p: Pos) -> bool {
+        let ix = &self.ix;
+        let launched = |c: Pos| -> Vec<Pos> {
+            ix.rec(c)
+                .correlation_id()
+                .and_then(|corr| ix.activities(corr))
+                .map(|v| v.iter().copied().filter(|&a| ix.rec(a).is_device_op()).collect())
+                .unwrap_or_default()
+        };
+        let ops = launched(call);
+        if let (Some(op), Some(mine)) = (ops.first(), self.token(p)) {
+            if let Some(theirs) = self.token(*op) {
+                return theirs == mine;
+            }
+        }
+        let Some(asked) = self.call_of(p) else {
+            return true;
+        };
+        let (Some(tid), Some(asked_tid)) = (ix.rec(call).tid(), ix.rec(asked).tid()) else {
+            return true;
+        };
+        let Some(calls) = ix.thread(tid).map(|t| &t.calls) else {
+            return true;
+        };
+        if tid != asked_tid {
+            return true;
+        }
+        let keys: Vec<_> = ops.iter().filter_map(|&o| analysis::peer_key(ix.rec(o))).collect();
+        let from = calls.partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(call), ix.rid(call)));
+        let to = calls.partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(asked), ix.rid(asked)));
+        let between = &calls[from..to.max(from)];
+        if between.len() > MAX_REPETITION_CALLS {
+            return false;
+        }
+        !between.iter().any(|&c| {
+                launched(c)
+                    .iter()
+                    .any(|&o| analysis::peer_key(ix.rec(o)).is_some_and(|k| keys.contains(&k)))
+            })
+    }
+
     /// `x`'s peers (`device_peers`) whose requests have the size of `x`'s,
     /// the norm of every op judged upstream of a symptom (here and in the
     /// held chain, `requests.rs`),
@@ -261,34 +404,81 @@ impl Graph<'_> {
     }
 
     /// The bytes of the copies and memsets of `x`'s request, in enqueue
-    /// order; `None` without a request token or without sized records.
+    /// order; `None` without a request ([`Graph::work_unit`]) or without
+    /// sized records.
     fn request_size(&self, x: Pos) -> Option<&[u64]> {
-        let token = self.token(x)?;
+        let unit = self.work_unit(x)?;
         let sizes = self.request_sizes.get_or_init(|| {
             let ix = &self.ix;
-            let mut by_token: FastMap<SharedStr, Vec<(u64, u64, u64)>> = FastMap::default();
+            let mut by_unit: FastMap<SharedStr, Vec<(u64, u64, u64)>> = FastMap::default();
             for &op in &ix.device_ops {
                 let bytes = match ix.rec(op) {
                     Record::Memcpy { detail, .. } => detail.bytes,
                     Record::Memset { detail, .. } => detail.bytes,
                     _ => continue,
                 };
-                if let Some(t) = self.token(op) {
-                    by_token
-                        .entry(t)
+                if let Some(u) = self.work_unit(op) {
+                    by_unit
+                        .entry(u)
                         .or_default()
                         .push((self.enqueue_key(op), ix.rid(op), bytes));
                 }
             }
-            by_token
+            by_unit
                 .into_iter()
-                .map(|(t, mut v)| {
+                .map(|(u, mut v)| {
                     v.sort_unstable();
-                    (t, v.into_iter().map(|(_, _, b)| b).collect())
+                    (u, v.into_iter().map(|(_, _, b)| b).collect())
                 })
                 .collect()
         });
-        sizes.get(&token).map(Vec::as_slice)
+        sizes.get(&unit).map(Vec::as_slice)
+    }
+
+    /// The request device op `x` belongs to, as a key: its request token;
+    /// without request identity (closed mode), the stretch of its launching
+    /// thread's calls that ends with a call waiting for the device (a
+    /// synchronize, or a copy that returned only when its transfer ended):
+    /// a serving or training loop's requests each end by waiting for their
+    /// results, and the sizes of a stretch's copies are its request's size.
+    fn work_unit(&self, x: Pos) -> Option<SharedStr> {
+        if !self.lacks_request_identity() {
+            return self.token(x);
+        }
+        let ix = &self.ix;
+        let call = ix.launch_api(x)?;
+        let stretch = self.stretches.get_or_init(|| {
+            let mut out: FastMap<Pos, u32> = FastMap::default();
+            for th in ix.threads.values() {
+                let mut k = 0u32;
+                for &c in &th.calls {
+                    out.insert(c, k);
+                    if self.waits_for_the_device(c) {
+                        k += 1;
+                    }
+                }
+            }
+            out
+        });
+        let k = stretch.get(&call)?;
+        cov_mark::hit!(closed_mode_request_by_stretch);
+        Some(SharedStr::from(format!("{}:{k}", ix.rec(call).tid()?)))
+    }
+
+    /// Whether host call `c` waited for the device: a synchronize, or a call
+    /// that returned only when an op it launched ended (a pageable copy).
+    fn waits_for_the_device(&self, c: Pos) -> bool {
+        let ix = &self.ix;
+        if ix.call_kind(c) == crate::index::CallKind::Synchronize {
+            return true;
+        }
+        let Some(corr) = ix.rec(c).correlation_id() else {
+            return false;
+        };
+        ix.activities(corr).is_some_and(|v| {
+            v.iter()
+                .any(|&a| ix.rec(a).is_device_op() && ix.end(c) >= ix.end(a))
+        })
     }
 
     /// A lengthened op's label (docs/scenario-space.md, "Labelling

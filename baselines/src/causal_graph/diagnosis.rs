@@ -60,9 +60,17 @@ impl Graph<'_> {
         let mut device_effect = 0.0_f64;
         if nothing_late {
             if let Some(found) = self.counterfactual_root(p) {
+                // A stall record joined by time outranks host work read as
+                // grown from a gap alone (both explain the same gap; the
+                // record is evidence of what filled it).
                 device_effect = found
                     .iter()
-                    .filter(|c| c.0 != CauseLabel::None)
+                    .filter(|c| {
+                        !matches!(
+                            c.0,
+                            CauseLabel::None | CauseLabel::HostCompute | CauseLabel::HandoffQueueing
+                        )
+                    })
                     .fold(0.0, |m, c| m.max(c.1));
                 causes = found;
             }

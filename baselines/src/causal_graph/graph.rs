@@ -59,6 +59,9 @@ pub(crate) struct Graph<'a> {
     /// Each request's size as its records give it (`Graph::request_size`),
     /// gathered on first use.
     pub(super) request_sizes: std::cell::OnceCell<FastMap<ground_truth::SharedStr, Vec<u64>>>,
+    /// Closed mode: each host call's stretch on its thread, counted in calls
+    /// that waited for the device (`Graph::work_unit`), gathered on first use.
+    pub(super) stretches: std::cell::OnceCell<FastMap<Pos, u32>>,
     /// Closed mode: the calls whose inferred program-order edge the host
     /// collector's records join (`host::joined_by_thread_and_time`), sorted.
     pub(super) joined_calls: Vec<Pos>,
@@ -91,6 +94,7 @@ impl<'a> Graph<'a> {
             wait_satisfied: FastMap::default(),
             position: Vec::new(),
             request_sizes: Default::default(),
+            stretches: Default::default(),
             joined_calls: Vec::new(),
             chain_began: FastMap::default(),
         };

@@ -258,6 +258,16 @@ pub const MAX_CONE_NODES: usize = 16_384;
 /// ops or fewer on the dev split's shapes.
 pub const MAX_CANDIDATE_OPS: usize = 32;
 
+/// Calls of a thread read between grown host work and the symptom's launch to
+/// tell whether the thread moved on to another request meanwhile
+/// (`candidates.rs` `same_repetition`, closed mode). Unit: calls. Why: a
+/// serving loop's or training loop's next request launches its first
+/// operation again within one period, a few dozen calls on the shapes of
+/// docs/scenario-space.md; work further apart than this bound is taken as
+/// another request's, and the bound keeps the scan constant in a trace of
+/// millions of calls.
+pub const MAX_REPETITION_CALLS: usize = 4_096;
+
 /// Instances of an operation above which the counterfactual reading leaves
 /// its ops to the rules (`candidates.rs`). Unit: ops. Why: reading one op's
 /// peers scans every instance; the dev split's scenarios have at most a few
