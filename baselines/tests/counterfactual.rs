@@ -209,6 +209,61 @@ fn closed_mode_joins_another_threads_stall_to_the_idle_gap_by_time() {
     );
 }
 
+/// The dev split's first instance of `family`, by variant name.
+fn dev_variant(family: &str, variant: &str) -> Scenario {
+    generate(Split::Dev, DEV_SEED, 300)
+        .into_iter()
+        .find(|s| s.name.starts_with(&format!("{family}.")) && s.name.ends_with(variant))
+        .unwrap_or_else(|| panic!("the dev split has a {family} instance"))
+}
+
+/// Closed mode, a serving loop: an earlier request's host work grew on the
+/// thread that serves every request, and the asked request waited for that
+/// thread, as did its peers (the requests after it). The launch call after
+/// the grown work started later after the thread's previous call than its
+/// peers' calls did, the thread on the CPU all along: removing that growth
+/// moves the symptom. The thread launched the grown call's operation again
+/// before the symptom's, so the growth was another request's:
+/// `handoff_queueing`. The batches' kernels run longer with the batch, so
+/// the norms are batches of the same size: a request is the thread's stretch
+/// of calls up to its next wait for the device.
+#[test]
+fn closed_mode_finds_another_requests_grown_host_work() {
+    cov_mark::check!(host_gap_of_another_request);
+    cov_mark::check!(closed_mode_request_by_stretch);
+    closed_mode_names(
+        &dev_variant("continuous-batching", ".queued-behind-earlier-request"),
+        CauseLabel::HandoffQueueing,
+    );
+}
+
+/// Must not: in the harmless variant of the same serving loop no launch
+/// came later after its thread's previous call than its peers, and no
+/// batch's kernel ran longer than those of batches of its size.
+#[test]
+fn closed_mode_reads_none_in_a_serving_loop_without_a_delay() {
+    cov_mark::check_count!(host_gap_of_another_request, 0);
+    closed_mode_names(
+        &dev_variant("continuous-batching", ".harmless"),
+        CauseLabel::None,
+    );
+}
+
+/// Closed mode: the second op's launch came late after host work grew in
+/// the same request (no other launch of its operation came between it and
+/// the symptom's), so the growth is the symptom's own request's:
+/// `host_compute`, not queueing.
+#[test]
+fn closed_mode_reads_grown_host_work_of_the_own_request_as_host_compute() {
+    cov_mark::check!(host_gap_of_the_own_request);
+    cov_mark::check_count!(host_gap_of_another_request, 0);
+    // The first instance whose host gap the rules alone read as clean.
+    closed_mode_names(
+        &dev_variant("dependency-vs-overlap.dev00052", ".independent"),
+        CauseLabel::HostCompute,
+    );
+}
+
 /// The H200 test corpus (`results/test-corpus/h200-580`, recorded on the
 /// GPU), bundle `name`, in the combined instrumented view: (true cause, top
 /// cause).
@@ -235,6 +290,25 @@ fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
     };
     assert_eq!(truth, CauseLabel::CpuDeschedule);
     assert_eq!(claimed, CauseLabel::CpuDeschedule);
+}
+
+/// On the H200, closed mode: bulk copies of other work held the copy engine,
+/// so the asked chain's root copy started long after its stream let it go.
+/// That start wait beyond its peers' is a candidate, and removing it moves
+/// the synchronize asked about further than anything else upstream: the
+/// link's contention, as the start phase's cause.
+#[test]
+fn a_copy_engine_held_by_other_work_is_a_candidate() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/test-corpus/h200-580")
+        .join("slow-copy-vs-blocked-consumer.test00053.own-copy-contended.r0.bundle.json.gz");
+    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (truth, claimed) = {
+        cov_mark::check!(resource_held_by_other_work);
+        verdict_in(&bundle, CLOSED)
+    };
+    assert_eq!(truth, CauseLabel::PcieContention);
+    assert_eq!(claimed, CauseLabel::PcieContention);
 }
 
 /// Must not: a request queued behind an earlier request whose host work grew

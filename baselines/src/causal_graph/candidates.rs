@@ -92,6 +92,7 @@ impl Graph<'_> {
                 DelayKind::Stall(label) => label,
                 DelayKind::HostGap => self.host_gap_label(c.at, p),
                 DelayKind::HeldResource => {
+                    cov_mark::hit!(resource_held_by_other_work);
                     let copy = matches!(self.ix.rec(c.at), Record::Memcpy { .. });
                     analysis::phase_cause(START_PHASE, copy).unwrap_or(CauseLabel::None)
                 }
@@ -323,6 +324,7 @@ impl Graph<'_> {
     /// own request's is `host_compute`.
     fn host_gap_label(&self, call: Pos, p: Pos) -> CauseLabel {
         if self.same_repetition(call, p) {
+            cov_mark::hit!(host_gap_of_the_own_request);
             CauseLabel::HostCompute
         } else {
             cov_mark::hit!(host_gap_of_another_request);
