@@ -86,6 +86,9 @@ impl Graph<'_> {
                 continue;
             }
             best = best.max(effect);
+            if std::env::var_os("CB_DEBUG").is_some() {
+                eprintln!("cand rid {} {:?} delay {} effect {effect} floor {floor}", self.ix.rid(c.at), c.kind, c.delay);
+            }
             let label = match c.kind {
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
                 DelayKind::NoRequest => self.added_work_label(p, &route),
@@ -267,7 +270,8 @@ impl Graph<'_> {
     /// gap since its thread's previous call, less the time the thread was off
     /// the CPU (stalled: [`Graph::stall_before`]'s candidates; blocked: waiting
     /// for work, which is idle time, not delay), beyond the same gaps of its
-    /// `peers`' launch calls, their spread and [`NOISE_NS`]. Read the same way
+    /// `peers`' launch calls, their spread and what any host has ([`STALL_NS`],
+    /// as for a stall: a host's own jitter is tens of microseconds). Read the same way
     /// with and without request tokens: the thread's own records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
         let ix = &self.ix;
@@ -286,8 +290,11 @@ impl Graph<'_> {
             [only] => *only,
             _ => analysis::peer_spread(&gaps),
         };
+        if std::env::var_os("CB_DEBUG").is_some() {
+            eprintln!("hostgap call rid {} busy {own} peers {:?}", ix.rid(call), gaps);
+        }
         let excess = analysis::excess(Some(own), gaps, 0.0);
-        (excess > NOISE_NS.max(spread)).then_some(Candidate {
+        (excess > STALL_NS.max(spread)).then_some(Candidate {
             at: call,
             delay: excess,
             kind: DelayKind::HostGap,

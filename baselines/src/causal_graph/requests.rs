@@ -23,7 +23,9 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
+use super::thresholds::{
+    CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES, STALL_NS,
+};
 use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -236,7 +238,8 @@ impl Graph<'_> {
     /// The host gap before `x`'s launch call beyond its peers' gaps (and their
     /// spread): a stall record on the thread names its own cause; another
     /// request's unexplained gap is `handoff_queueing` (docs/scenario-space.md,
-    /// "Labels across requests"); the symptom's own request's, `host_compute`.
+    /// "Labels across requests"); the symptom's own request's, `host_compute`;
+    /// either only beyond what any host has ([`STALL_NS`]).
     fn late_gap(&self, x: Pos, peers: &[Pos], is_own: bool) -> Option<(CauseLabel, f64)> {
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
@@ -254,6 +257,11 @@ impl Graph<'_> {
         let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
             readings::larger_stall(&st).0
+        } else if gap_x <= STALL_NS {
+            // Host work grown by less than any host's own jitter, as for a
+            // stall (the counterfactual's grown host work, `candidates.rs`).
+            cov_mark::hit!(held_chain_gap_within_host_jitter);
+            return None;
         } else if is_own {
             CauseLabel::HostCompute
         } else {
