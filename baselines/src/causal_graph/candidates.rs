@@ -24,7 +24,7 @@ use super::readings;
 use super::structural::contention;
 use super::thresholds::{
     CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS,
-    MAX_REPETITION_CALLS, NOISE_NS, STALL_NS,
+    MAX_REPETITION_CALLS, NOISE_NS, STALL_NS, HOST_GAP_SHARE,
 };
 use crate::analysis::{self, EXECUTION_PHASE, START_PHASE};
 use crate::index::{FastMap, Pos};
@@ -77,6 +77,11 @@ impl Graph<'_> {
         candidates.sort_by(|a, b| b.delay.total_cmp(&a.delay));
         let mut effects: Vec<(CauseLabel, f64)> = Vec::new();
         let mut best = 0.0_f64;
+        // Grown host work is read from a gap alone: it names the cause only
+        // where it moves the symptom further than every delay a record shows
+        // (a lengthened op, a stall), which explain the same wait otherwise.
+        let mut grown: Vec<(CauseLabel, f64)> = Vec::new();
+        let mut recorded_best = 0.0_f64;
         for c in candidates {
             if c.delay <= floor || c.delay <= best {
                 break;
@@ -86,9 +91,6 @@ impl Graph<'_> {
                 continue;
             }
             best = best.max(effect);
-            if std::env::var_os("CB_DEBUG").is_some() {
-                eprintln!("cand rid {} {:?} delay {} effect {effect} floor {floor}", self.ix.rid(c.at), c.kind, c.delay);
-            }
             let label = match c.kind {
                 DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
                 DelayKind::NoRequest => self.added_work_label(p, &route),
@@ -100,8 +102,14 @@ impl Graph<'_> {
                     analysis::phase_cause(START_PHASE, copy).unwrap_or(CauseLabel::None)
                 }
             };
-            effects.push((label, effect));
+            if matches!(c.kind, DelayKind::HostGap) {
+                grown.push((label, effect));
+            } else {
+                recorded_best = recorded_best.max(effect);
+                effects.push((label, effect));
+            }
         }
+        effects.extend(grown.into_iter().filter(|g| g.1 > recorded_best));
         if effects.is_empty() {
             effects.extend(self.small_delays_together(&cone, &small, floor));
         }
@@ -270,8 +278,10 @@ impl Graph<'_> {
     /// gap since its thread's previous call, less the time the thread was off
     /// the CPU (stalled: [`Graph::stall_before`]'s candidates; blocked: waiting
     /// for work, which is idle time, not delay), beyond the same gaps of its
-    /// `peers`' launch calls, their spread and what any host has ([`STALL_NS`],
-    /// as for a stall: a host's own jitter is tens of microseconds). Read the same way
+    /// `peers`' launch calls, their spread, what any host has ([`STALL_NS`],
+    /// as for a stall: a host's own jitter is tens of microseconds) and a share
+    /// of the peers' gap ([`HOST_GAP_SHARE`]: a thread waiting milliseconds for
+    /// its next task waits a varying time, in proportion). Read the same way
     /// with and without request tokens: the thread's own records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
         let ix = &self.ix;
@@ -290,11 +300,9 @@ impl Graph<'_> {
             [only] => *only,
             _ => analysis::peer_spread(&gaps),
         };
-        if std::env::var_os("CB_DEBUG").is_some() {
-            eprintln!("hostgap call rid {} busy {own} peers {:?}", ix.rid(call), gaps);
-        }
-        let excess = analysis::excess(Some(own), gaps, 0.0);
-        (excess > STALL_NS.max(spread)).then_some(Candidate {
+        let norm = crate::index::median(gaps).unwrap_or(0.0);
+        let excess = own - norm;
+        (excess > STALL_NS.max(spread).max(HOST_GAP_SHARE * norm)).then_some(Candidate {
             at: call,
             delay: excess,
             kind: DelayKind::HostGap,

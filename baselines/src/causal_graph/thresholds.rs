@@ -258,6 +258,17 @@ pub const MAX_CONE_NODES: usize = 16_384;
 /// ops or fewer on the dev split's shapes.
 pub const MAX_CANDIDATE_OPS: usize = 32;
 
+/// Share of its peers' gap that a launch call's gap since its thread's
+/// previous call must pass it by to count as grown host work (`candidates.rs`
+/// `grown_host_gap`, `requests.rs` `late_gap`). Unit: ratio. Why: a thread
+/// that waits for its next task on the CPU (no scheduler record shows the
+/// wait) waits as long as the work takes to arrive, which varies in
+/// proportion: on the H200 dev corpus, gaps of 2.4–4.6 ms before a task's
+/// first launch strayed 0.3–0.5 ms from their peers' median in negative
+/// controls and stall variants alike, while grown host work of the shapes
+/// (docs/scenario-space.md) grows gaps of tens of microseconds several-fold.
+pub const HOST_GAP_SHARE: f64 = 0.5;
+
 /// Calls of a thread read between grown host work and the symptom's launch to
 /// tell whether the thread moved on to another request meanwhile
 /// (`candidates.rs` `same_repetition`, closed mode). Unit: calls. Why: a
