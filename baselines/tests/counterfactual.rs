@@ -311,6 +311,25 @@ fn a_copy_engine_held_by_other_work_is_a_candidate() {
     assert_eq!(claimed, CauseLabel::PcieContention);
 }
 
+/// On the H200, closed mode: the request's first stage ran on a thread that
+/// was preempted, and its hand-off reached a worker whose first call this
+/// was (it had idled since the view began). That thread's idle gap has no
+/// call before it; the other thread's stall in the lookback before its first
+/// call is joined to it by time and names the cause.
+#[test]
+fn a_stall_joins_a_threads_first_call_by_time() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/dev-corpus/h200-580")
+        .join("host-page-fault-vs-cpu-stall.dev00011.preempted.r0.bundle.json.gz");
+    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (truth, claimed) = {
+        cov_mark::check!(idle_since_the_threads_first_call);
+        verdict_in(&bundle, CLOSED)
+    };
+    assert_eq!(truth, CauseLabel::CpuDeschedule);
+    assert_eq!(claimed, CauseLabel::CpuDeschedule);
+}
+
 /// Must not: a request queued behind an earlier request whose host work grew
 /// waited for the handoff, and no stall or lengthened op upstream explains
 /// that wait, so it stays `handoff_queueing`.

@@ -23,8 +23,8 @@ use super::graph::{Graph, InferredEdge};
 use super::readings;
 use super::structural::contention;
 use super::thresholds::{
-    CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS,
-    MAX_REPETITION_CALLS, NOISE_NS, STALL_NS, HOST_GAP_SHARE,
+    CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, HOST_GAP_SHARE, MAX_CANDIDATE_INSTANCES,
+    MAX_CANDIDATE_OPS, MAX_REPETITION_CALLS, NOISE_NS, STALL_NS,
 };
 use crate::analysis::{self, EXECUTION_PHASE, START_PHASE};
 use crate::index::{FastMap, Pos};
@@ -360,7 +360,12 @@ impl Graph<'_> {
             ix.rec(c)
                 .correlation_id()
                 .and_then(|corr| ix.activities(corr))
-                .map(|v| v.iter().copied().filter(|&a| ix.rec(a).is_device_op()).collect())
+                .map(|v| {
+                    v.iter()
+                        .copied()
+                        .filter(|&a| ix.rec(a).is_device_op())
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let ops = launched(call);
@@ -381,18 +386,23 @@ impl Graph<'_> {
         if tid != asked_tid {
             return true;
         }
-        let keys: Vec<_> = ops.iter().filter_map(|&o| analysis::peer_key(ix.rec(o))).collect();
-        let from = calls.partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(call), ix.rid(call)));
-        let to = calls.partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(asked), ix.rid(asked)));
+        let keys: Vec<_> = ops
+            .iter()
+            .filter_map(|&o| analysis::peer_key(ix.rec(o)))
+            .collect();
+        let from =
+            calls.partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(call), ix.rid(call)));
+        let to = calls
+            .partition_point(|&c| (ix.start(c), ix.rid(c)) <= (ix.start(asked), ix.rid(asked)));
         let between = &calls[from..to.max(from)];
         if between.len() > MAX_REPETITION_CALLS {
             return false;
         }
         !between.iter().any(|&c| {
-                launched(c)
-                    .iter()
-                    .any(|&o| analysis::peer_key(ix.rec(o)).is_some_and(|k| keys.contains(&k)))
-            })
+            launched(c)
+                .iter()
+                .any(|&o| analysis::peer_key(ix.rec(o)).is_some_and(|k| keys.contains(&k)))
+        })
     }
 
     /// `x`'s peers (`device_peers`) whose requests have the size of `x`'s,

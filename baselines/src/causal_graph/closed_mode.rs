@@ -114,21 +114,36 @@ impl Graph<'_> {
             return None;
         }
         let own = ix.rec(first).tid()?;
-        let before = ix.prev_call(first)?;
         let gap_to = ix.start(first);
-        let gap = gap_to.saturating_sub(ix.end(before)) as f64;
-        // The work the idle thread waited for was made while it ran its
-        // previous task: the calls joined back from the one before the gap.
-        let mut busy_from = before;
-        for _ in 0..MAX_TASK_STEPS {
-            match ix.prev_call(busy_from) {
-                Some(c) if super::host::joined_by_thread_and_time(ix, own, c, busy_from) => {
-                    busy_from = c;
+        // A thread whose first call this is idled since before the view's
+        // lookback ([`STALL_LOOKBACK_NS`]) as far as its records say.
+        let window_from = match ix.prev_call(first) {
+            Some(before) => {
+                // The work the idle thread waited for was made while it ran
+                // its previous task: the calls joined back from the one
+                // before the gap.
+                let mut busy_from = before;
+                for _ in 0..MAX_TASK_STEPS {
+                    match ix.prev_call(busy_from) {
+                        Some(c)
+                            if super::host::joined_by_thread_and_time(ix, own, c, busy_from) =>
+                        {
+                            busy_from = c;
+                        }
+                        _ => break,
+                    }
                 }
-                _ => break,
+                ix.start(busy_from)
             }
-        }
-        let window_from = ix.start(busy_from);
+            None => {
+                cov_mark::hit!(idle_since_the_threads_first_call);
+                gap_to.saturating_sub(STALL_LOOKBACK_NS)
+            }
+        };
+        let gap = match ix.prev_call(first) {
+            Some(before) => gap_to.saturating_sub(ix.end(before)) as f64,
+            None => gap_to.saturating_sub(window_from) as f64,
+        };
         let mut best: Option<(CauseLabel, f64)> = None;
         for &tid in ix.threads.keys() {
             if tid == own {

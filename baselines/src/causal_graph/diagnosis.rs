@@ -68,7 +68,9 @@ impl Graph<'_> {
                     .filter(|c| {
                         !matches!(
                             c.0,
-                            CauseLabel::None | CauseLabel::HostCompute | CauseLabel::HandoffQueueing
+                            CauseLabel::None
+                                | CauseLabel::HostCompute
+                                | CauseLabel::HandoffQueueing
                         )
                     })
                     .fold(0.0, |m, c| m.max(c.1));

@@ -258,7 +258,8 @@ impl Graph<'_> {
         let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
             readings::larger_stall(&st).0
-        } else if gap_x <= STALL_NS.max(HOST_GAP_SHARE * crate::index::median(gaps).unwrap_or(0.0)) {
+        } else if gap_x <= STALL_NS.max(HOST_GAP_SHARE * crate::index::median(gaps).unwrap_or(0.0))
+        {
             // Host work grown by less than any host's own jitter, as for a
             // stall (the counterfactual's grown host work, `candidates.rs`).
             cov_mark::hit!(held_chain_gap_within_host_jitter);
