@@ -2,16 +2,25 @@
 //! counterfactual (`counterfactual.rs`): the cause is the candidate whose
 //! removal makes the symptom finish earliest (issue 35).
 //!
-//! A candidate is a delay the records show against one norm: a device op of
-//! the symptom's ancestors that ran longer than its peers (the same operation
-//! at the same place in other requests of the same size, `peers.rs`) beyond
-//! its execution floor, device work of no request where requests carry
-//! tokens (all of it is delay: the norm of work that is not there is none).
-//! Host stalls stay with the rules before this reading (see `candidates`). Each is removed in turn and the graph's finish times
-//! re-evaluated; a delay another gate absorbed moves nothing. Candidates are
-//! tried largest first, and one no larger than the best effect so far is not
-//! tried (an effect never exceeds its delay), so a symptom costs its cone plus
-//! a few re-evaluations.
+//! A candidate is a delay the records show against one norm:
+//! - a device op of the symptom's ancestors that ran longer than its peers
+//!   (the same operation at the same place in other requests of the same
+//!   size, `peers.rs`) beyond its execution floor;
+//! - a device op that waited longer than its peers to start once its stream
+//!   let it go (the SMs or the copy engine held by other work);
+//! - device work of no request where requests carry tokens, or of an
+//!   operation no repetition of the program has without them (all of it is
+//!   delay: the norm of work that is not there is none);
+//! - a thread's stall records in the gap before a host record;
+//! - a launch call that came later after its thread's previous call than its
+//!   peers' calls did, the thread on the CPU meanwhile (grown host work),
+//!   named by whose request it was.
+//!
+//! Each is removed in turn and the graph's finish times re-evaluated; a delay
+//! another gate absorbed moves nothing. Candidates are tried largest first,
+//! and one no larger than the best effect so far is not tried (an effect
+//! never exceeds its delay), so a symptom costs its cone plus a few
+//! re-evaluations.
 //!
 //! This reading is what a symptom gets whose own phases and request say
 //! nothing is late: in a pipeline or a batch whose earlier request held it,
