@@ -293,6 +293,11 @@ impl Graph<'_> {
     /// its next task waits a varying time, in proportion). Read the same way
     /// with and without request tokens: the thread's own records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
+        // Without the host collector nothing says the thread was on the CPU:
+        // a gap may be a stall or a wait for work the view cannot show.
+        if !self.has_ebpf {
+            return None;
+        }
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
         let own = self.busy_gap(call).filter(|_| !self.stalled_before(call))?;
@@ -365,19 +370,7 @@ impl Graph<'_> {
     /// request waited for is shown.
     fn same_repetition(&self, call: Pos, p: Pos) -> bool {
         let ix = &self.ix;
-        let launched = |c: Pos| -> Vec<Pos> {
-            ix.rec(c)
-                .correlation_id()
-                .and_then(|corr| ix.activities(corr))
-                .map(|v| {
-                    v.iter()
-                        .copied()
-                        .filter(|&a| ix.rec(a).is_device_op())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let ops = launched(call);
+        let ops = self.launched_ops(call);
         if let (Some(op), Some(mine)) = (ops.first(), self.token(p)) {
             if let Some(theirs) = self.token(*op) {
                 return theirs == mine;
@@ -408,7 +401,7 @@ impl Graph<'_> {
             return false;
         }
         !between.iter().any(|&c| {
-            launched(c)
+            self.launched_ops(c)
                 .iter()
                 .any(|&o| analysis::peer_key(ix.rec(o)).is_some_and(|k| keys.contains(&k)))
         })

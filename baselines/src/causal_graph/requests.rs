@@ -177,7 +177,7 @@ impl Graph<'_> {
     }
 
     /// The device ops a host call launched.
-    fn launched_ops(&self, c: Pos) -> Vec<Pos> {
+    pub(super) fn launched_ops(&self, c: Pos) -> Vec<Pos> {
         let ix = &self.ix;
         let Some(corr) = ix.rec(c).correlation_id() else {
             return Vec::new();
