@@ -117,7 +117,8 @@ impl Graph<'_> {
         let gap_to = ix.start(first);
         // A thread whose first call this is idled since before the view's
         // lookback ([`STALL_LOOKBACK_NS`]) as far as its records say.
-        let window_from = match ix.prev_call(first) {
+        let before = ix.prev_call(first);
+        let window_from = match before {
             Some(before) => {
                 // The work the idle thread waited for was made while it ran
                 // its previous task: the calls joined back from the one
@@ -140,10 +141,7 @@ impl Graph<'_> {
                 gap_to.saturating_sub(STALL_LOOKBACK_NS)
             }
         };
-        let gap = match ix.prev_call(first) {
-            Some(before) => gap_to.saturating_sub(ix.end(before)) as f64,
-            None => gap_to.saturating_sub(window_from) as f64,
-        };
+        let gap = gap_to.saturating_sub(before.map_or(window_from, |b| ix.end(b))) as f64;
         let mut best: Option<(CauseLabel, f64)> = None;
         for &tid in ix.threads.keys() {
             if tid == own {
