@@ -268,11 +268,18 @@ fn closed_mode_reads_grown_host_work_of_the_own_request_as_host_compute() {
 /// GPU), bundle `name`, in the combined instrumented view: (true cause, top
 /// cause).
 fn h200_verdict(name: &str) -> (CauseLabel, CauseLabel) {
+    verdict_in(&h200_bundle("test-corpus", name), COMBINED)
+}
+
+/// Bundle `name` (without its repetition) of the H200 corpus
+/// `results/{corpus}/h200-580`.
+fn h200_bundle(corpus: &str, name: &str) -> Bundle {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/test-corpus/h200-580")
+        .join("../results")
+        .join(corpus)
+        .join("h200-580")
         .join(format!("{name}.r0.bundle.json.gz"));
-    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    verdict_in(&bundle, COMBINED)
+    Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// On the H200 the loader ran behind: the asked step waited in the loader's
@@ -299,10 +306,10 @@ fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
 /// link's contention, as the start phase's cause.
 #[test]
 fn a_copy_engine_held_by_other_work_is_a_candidate() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/test-corpus/h200-580")
-        .join("slow-copy-vs-blocked-consumer.test00053.own-copy-contended.r0.bundle.json.gz");
-    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bundle = h200_bundle(
+        "test-corpus",
+        "slow-copy-vs-blocked-consumer.test00053.own-copy-contended",
+    );
     let (truth, claimed) = {
         cov_mark::check!(resource_held_by_other_work);
         verdict_in(&bundle, CLOSED)
@@ -318,10 +325,10 @@ fn a_copy_engine_held_by_other_work_is_a_candidate() {
 /// call is joined to it by time and names the cause.
 #[test]
 fn a_stall_joins_a_threads_first_call_by_time() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results/dev-corpus/h200-580")
-        .join("host-page-fault-vs-cpu-stall.dev00011.preempted.r0.bundle.json.gz");
-    let bundle = Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bundle = h200_bundle(
+        "dev-corpus",
+        "host-page-fault-vs-cpu-stall.dev00011.preempted",
+    );
     let (truth, claimed) = {
         cov_mark::check!(idle_since_the_threads_first_call);
         verdict_in(&bundle, CLOSED)

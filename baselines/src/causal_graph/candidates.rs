@@ -294,8 +294,9 @@ impl Graph<'_> {
     /// with and without request tokens: the thread's own records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
         // Without the host collector nothing says the thread was on the CPU:
-        // a gap may be a stall or a wait for work the view cannot show.
-        if !self.has_ebpf {
+        // a gap may be a stall or a wait for work the view cannot show. With
+        // records lost, a gap may hold a call that is not in the view.
+        if !self.has_ebpf || self.loss_plausible {
             return None;
         }
         let ix = &self.ix;
