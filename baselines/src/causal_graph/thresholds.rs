@@ -264,8 +264,8 @@ pub const MAX_CANDIDATE_OPS: usize = 32;
 /// that waits for its next task on the CPU (no scheduler record shows the
 /// wait) waits as long as the work takes to arrive, which varies in
 /// proportion: on the H200 dev corpus, gaps of 2.4–4.6 ms before a task's
-/// first launch strayed 0.3–0.5 ms from their peers' median in negative
-/// controls and stall variants alike, while grown host work of the shapes
+/// first launch strayed 0.3–0.5 ms from their peers' median in device-cause
+/// and stall variants alike, while grown host work of the shapes
 /// (docs/scenario-space.md) grows gaps of tens of microseconds several-fold.
 pub const HOST_GAP_SHARE: f64 = 0.5;
 
