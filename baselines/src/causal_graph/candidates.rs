@@ -301,11 +301,16 @@ impl Graph<'_> {
         }
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
-        let own = self.busy_gap(call).filter(|_| !self.stalled_before(call))?;
+        let (own, stalled) = self.gap_on_the_cpu(call)?;
+        // A gap that holds a stall beyond what any host has is the stall's
+        // ([`Graph::stall_before`]), whatever host work ran beside it.
+        if stalled >= STALL_NS {
+            return None;
+        }
         let gaps: Vec<f64> = peers
             .iter()
             .filter_map(|&k| ix.launch_api(k))
-            .filter_map(|c| self.busy_gap(c))
+            .filter_map(|c| self.gap_on_the_cpu(c).map(|g| g.0))
             .collect();
         // One peer gives no spread: its gap stands for it (host gaps vary from
         // request to request; a thread's wait for its next task is no work of
@@ -324,28 +329,18 @@ impl Graph<'_> {
         })
     }
 
-    /// Whether the thread's scheduler or page-fault records in the gap before
-    /// `call` pass what any host has ([`STALL_NS`]): the gap is then the
-    /// stall's ([`Graph::stall_before`]), whatever host work ran beside it.
-    fn stalled_before(&self, call: Pos) -> bool {
-        let ix = &self.ix;
-        let m = self.host_measure(call);
-        ix.rec(call).tid().is_some_and(|tid| {
-            let st = readings::host_stalls(ix, tid, m.ready, ix.start(call));
-            st.desched_ns + st.fault_ns >= STALL_NS
-        })
-    }
-
     /// The time on the CPU between host call `call` and its thread's previous
     /// call (its program-order predecessor): the gap less the thread's
-    /// scheduler and page-fault records in it.
-    fn busy_gap(&self, call: Pos) -> Option<f64> {
+    /// scheduler, page-fault and blocked time in it; and the scheduler and
+    /// page-fault time alone (the stall).
+    fn gap_on_the_cpu(&self, call: Pos) -> Option<(f64, f64)> {
         let ix = &self.ix;
         let m = self.host_measure(call);
         let gap = m.gap?;
         let tid = ix.rec(call).tid()?;
         let st = readings::host_stalls(ix, tid, m.ready, ix.start(call));
-        Some((gap - st.desched_ns - st.fault_ns - st.blocked_ns).max(0.0))
+        let stalled = st.desched_ns + st.fault_ns;
+        Some(((gap - stalled - st.blocked_ns).max(0.0), stalled))
     }
 
     /// Grown host work before `call`, named by whose it was (docs/scenario-space.md,
@@ -499,16 +494,8 @@ impl Graph<'_> {
     /// that returned only when an op it launched ended (a pageable copy).
     fn waits_for_the_device(&self, c: Pos) -> bool {
         let ix = &self.ix;
-        if ix.call_kind(c) == crate::index::CallKind::Synchronize {
-            return true;
-        }
-        let Some(corr) = ix.rec(c).correlation_id() else {
-            return false;
-        };
-        ix.activities(corr).is_some_and(|v| {
-            v.iter()
-                .any(|&a| ix.rec(a).is_device_op() && ix.end(c) >= ix.end(a))
-        })
+        ix.call_kind(c) == crate::index::CallKind::Synchronize
+            || self.launched_ops(c).iter().any(|&a| ix.end(c) >= ix.end(a))
     }
 
     /// A lengthened op's label (docs/scenario-space.md, "Labelling
