@@ -384,3 +384,44 @@ fn closed_mode_finds_no_added_work_in_the_harmless_pipeline() {
         (CauseLabel::None, CauseLabel::None)
     );
 }
+
+/// On the H200, one request whose kernels have no peers: work no request
+/// launched ran on another stream beside the path's first kernel, which had
+/// started already and never waited for it. Without peers nothing else says
+/// the path was late, and the one outside influence held nothing: `none`.
+#[test]
+fn work_beside_the_path_that_held_nothing_is_no_cause() {
+    let bundle = h200_bundle("dev-corpus", "concurrent-work.dev00006.harmless");
+    let (truth, claimed) = {
+        cov_mark::check!(foreign_work_beside_the_path_held_nothing);
+        verdict_in(&bundle, COMBINED)
+    };
+    assert_eq!(truth, CauseLabel::None);
+    assert_eq!(claimed, CauseLabel::None);
+}
+
+/// Must not: the same instance's harmful variant, whose first kernel waited
+/// to start while that work held the SMs, stays occupancy pressure.
+#[test]
+fn work_beside_the_path_that_held_it_stays_the_cause() {
+    let bundle = h200_bundle("dev-corpus", "concurrent-work.dev00006.harmful");
+    let (truth, claimed) = {
+        cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
+        verdict_in(&bundle, COMBINED)
+    };
+    assert_eq!(truth, CauseLabel::OccupancyPressure);
+    assert_eq!(claimed, CauseLabel::OccupancyPressure);
+}
+
+/// Must not: work no request launched queued ahead of the path in its own
+/// stream is on the path; it held the path, so the gate it held it through
+/// names the cause.
+#[test]
+fn work_no_request_launched_on_the_path_is_a_backlog() {
+    let (truth, claimed) = {
+        cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
+        h200_verdict("graph-replay-vs-direct-launch.test00045.backlogged-launch")
+    };
+    assert_eq!(truth, CauseLabel::StreamBacklog);
+    assert_eq!(claimed, CauseLabel::StreamBacklog);
+}

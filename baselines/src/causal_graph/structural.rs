@@ -25,8 +25,9 @@ use super::thresholds::{
     TRANSFER_SHARE_CLEARLY_LONGEST,
 };
 use crate::index::Pos;
+
 use ground_truth::trace::Record;
-use ground_truth::CauseLabel;
+use ground_truth::{CauseLabel, Ns};
 
 impl Graph<'_> {
     /// The root cause of `p`'s timing read from its critical path; `None` when
@@ -129,10 +130,62 @@ impl Graph<'_> {
                 return Some(self.host_structural(call));
             }
         }
-        Some(vec![
-            (self.gate_after(&path, i), 1.0),
-            (CauseLabel::None, STRUCTURAL_NONE),
-        ])
+        let gate = self.gate_after(&path, i);
+        if self.foreign_work_held_nothing(p, &path[i..]) {
+            cov_mark::hit!(foreign_work_beside_the_path_held_nothing);
+            return Some(vec![(CauseLabel::None, 1.0), (gate, STRUCTURAL_NONE)]);
+        }
+        Some(vec![(gate, 1.0), (CauseLabel::None, STRUCTURAL_NONE)])
+    }
+
+    /// Work no request launched ran beside the path's device ops (`path`
+    /// from its first device op on), none of it on the path, and none of the
+    /// path's ops waited to start while it ran: the one outside influence the
+    /// run shows held nothing, so without peers nothing says the path was
+    /// late at all (docs/scenario-space.md, "Labelling convention": a symptom
+    /// not late beyond the noise is `none`, whatever ran beside it). Only
+    /// where tokens say which work no request launched: another request's
+    /// work is the program's own, and without tokens the view cannot tell
+    /// the program's work from an outsider's.
+    fn foreign_work_held_nothing(&self, p: Pos, path: &[Pos]) -> bool {
+        let ix = &self.ix;
+        // A lost correlation record leaves work of a request without its token.
+        if self.loss_plausible || self.token(p).is_none() {
+            return false;
+        }
+        let foreign = |q: Pos| self.token(q).is_none();
+        if path.iter().any(|&x| ix.rec(x).is_device_op() && foreign(x)) {
+            return false;
+        }
+        let (Some(&first), lo_end) = (path.first(), ix.end(p)) else {
+            return false;
+        };
+        let lo = ix.start(first);
+        let ran_beside = |from: Ns, to: Ns, copy: Option<bool>| {
+            let k = ix.device_ops.partition_point(|&q| ix.start(q) < to);
+            ix.device_ops[..k].iter().rev().take(4096).any(|&q| {
+                !path.contains(&q)
+                    && ix.end(q) > from
+                    && copy.is_none_or(|c| matches!(ix.rec(q), Record::Memcpy { .. }) == c)
+                    && foreign(q)
+            })
+        };
+        if !ran_beside(lo, lo_end, None) {
+            return false;
+        }
+        // Each op of the path was let go by the one before it on the path (the
+        // gate that held it last): a start later than that is a wait for the
+        // SMs or the copy engine.
+        path.windows(2)
+            .filter(|w| ix.rec(w[1]).is_device_op())
+            .all(|w| {
+                let Some((_, _, st, _)) = readings::device_times(ix, w[1]) else {
+                    return true;
+                };
+                let ready = self.done(w[0]);
+                let copy = matches!(ix.rec(w[1]), Record::Memcpy { .. });
+                (st.saturating_sub(ready) as f64) < NOISE_NS || !ran_beside(ready, st, Some(copy))
+            })
     }
 }
 
