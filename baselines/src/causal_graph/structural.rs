@@ -20,9 +20,9 @@
 use super::graph::Graph;
 use super::readings;
 use super::thresholds::{
-    HOST_COMPUTE_ALTERNATIVE, LINK_SHARED_SHARE, NOISE_NS, STALL_LOOKBACK_NS, STALL_NS,
-    STALL_WORK_SHARE, START_WAIT_WORK_SHARE, STRUCTURAL_NONE, TRANSFER_MARGIN, TRANSFER_SHARE,
-    TRANSFER_SHARE_CLEARLY_LONGEST,
+    HOST_COMPUTE_ALTERNATIVE, LINK_SHARED_SHARE, NOISE_NS, OVERLAP_SCAN_OPS, STALL_LOOKBACK_NS,
+    STALL_NS, STALL_WORK_SHARE, START_WAIT_WORK_SHARE, STRUCTURAL_NONE, TRANSFER_MARGIN,
+    TRANSFER_SHARE, TRANSFER_SHARE_CLEARLY_LONGEST,
 };
 use crate::index::Pos;
 
@@ -163,12 +163,16 @@ impl Graph<'_> {
         let lo = ix.start(first);
         let ran_beside = |from: Ns, to: Ns, copy: Option<bool>| {
             let k = ix.device_ops.partition_point(|&q| ix.start(q) < to);
-            ix.device_ops[..k].iter().rev().take(4096).any(|&q| {
-                !path.contains(&q)
-                    && ix.end(q) > from
-                    && copy.is_none_or(|c| matches!(ix.rec(q), Record::Memcpy { .. }) == c)
-                    && foreign(q)
-            })
+            ix.device_ops[..k]
+                .iter()
+                .rev()
+                .take(OVERLAP_SCAN_OPS)
+                .any(|&q| {
+                    !path.contains(&q)
+                        && ix.end(q) > from
+                        && copy.is_none_or(|c| matches!(ix.rec(q), Record::Memcpy { .. }) == c)
+                        && foreign(q)
+                })
         };
         if !ran_beside(lo, lo_end, None) {
             return false;

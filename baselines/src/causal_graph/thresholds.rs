@@ -168,6 +168,13 @@ pub const CLOSED_MODE_QUEUEING: f64 = 0.4;
 /// late at all (rule 5a).
 pub const STRUCTURAL_NONE: f64 = 0.3;
 
+/// How many device ops starting before an interval's end are scanned back
+/// for one of another origin running in it (`structural::foreign_work_held_nothing`).
+/// Unit: ops. Why: ops are sorted by start, so a long op that began well
+/// before the interval is found within a bounded window; the same bound as
+/// `analysis::overlap_by_others`, which every profiler's overlap reading uses.
+pub const OVERLAP_SCAN_OPS: usize = 4096;
+
 /// Weight of `none` beside the candidates of the counterfactual reading
 /// (`candidates.rs`). Unit: times the floor an effect had to pass. Why: a
 /// candidate that just passes the floor is about as likely noise as a cause;
