@@ -264,11 +264,13 @@ fn closed_mode_reads_grown_host_work_of_the_own_request_as_host_compute() {
     );
 }
 
-/// The H200 test corpus (`results/test-corpus/h200-580`, recorded on the
-/// GPU), bundle `name`, in the combined instrumented view: (true cause, top
-/// cause).
-fn h200_verdict(name: &str) -> (CauseLabel, CauseLabel) {
-    verdict_in(&h200_bundle("test-corpus", name), COMBINED)
+/// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
+/// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
+/// cause are both `cause`.
+fn h200_reads(corpus: &str, name: &str, spec: ViewSpec, cause: CauseLabel) {
+    let (truth, claimed) = verdict_in(&h200_bundle(corpus, name), spec);
+    assert_eq!(truth, cause);
+    assert_eq!(claimed, cause);
 }
 
 /// Bundle `name` (without its repetition) of the H200 corpus
@@ -291,12 +293,13 @@ fn h200_bundle(corpus: &str, name: &str) -> Bundle {
 /// the cause.
 #[test]
 fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
-    let (truth, claimed) = {
-        cov_mark::check!(handoff_wait_explained_upstream);
-        h200_verdict("training-step.test00029.loader-preempted")
-    };
-    assert_eq!(truth, CauseLabel::CpuDeschedule);
-    assert_eq!(claimed, CauseLabel::CpuDeschedule);
+    cov_mark::check!(handoff_wait_explained_upstream);
+    h200_reads(
+        "test-corpus",
+        "training-step.test00029.loader-preempted",
+        COMBINED,
+        CauseLabel::CpuDeschedule,
+    );
 }
 
 /// On the H200, closed mode: bulk copies of other work held the copy engine,
@@ -306,16 +309,13 @@ fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
 /// link's contention, as the start phase's cause.
 #[test]
 fn a_copy_engine_held_by_other_work_is_a_candidate() {
-    let bundle = h200_bundle(
+    cov_mark::check!(resource_held_by_other_work);
+    h200_reads(
         "test-corpus",
         "slow-copy-vs-blocked-consumer.test00053.own-copy-contended",
+        CLOSED,
+        CauseLabel::PcieContention,
     );
-    let (truth, claimed) = {
-        cov_mark::check!(resource_held_by_other_work);
-        verdict_in(&bundle, CLOSED)
-    };
-    assert_eq!(truth, CauseLabel::PcieContention);
-    assert_eq!(claimed, CauseLabel::PcieContention);
 }
 
 /// On the H200, closed mode: the request's first stage ran on a thread that
@@ -325,16 +325,13 @@ fn a_copy_engine_held_by_other_work_is_a_candidate() {
 /// call is joined to it by time and names the cause.
 #[test]
 fn a_stall_joins_a_threads_first_call_by_time() {
-    let bundle = h200_bundle(
+    cov_mark::check!(idle_since_the_threads_first_call);
+    h200_reads(
         "dev-corpus",
         "host-page-fault-vs-cpu-stall.dev00011.preempted",
+        CLOSED,
+        CauseLabel::CpuDeschedule,
     );
-    let (truth, claimed) = {
-        cov_mark::check!(idle_since_the_threads_first_call);
-        verdict_in(&bundle, CLOSED)
-    };
-    assert_eq!(truth, CauseLabel::CpuDeschedule);
-    assert_eq!(claimed, CauseLabel::CpuDeschedule);
 }
 
 /// Must not: on the H200 a serving loop's negative control has an earlier
@@ -343,12 +340,13 @@ fn a_stall_joins_a_threads_first_call_by_time() {
 /// held chain finds nothing late and the symptom reads `none`.
 #[test]
 fn a_serving_loops_host_jitter_is_no_queueing() {
-    let (truth, claimed) = {
-        cov_mark::check!(held_chain_gap_within_host_jitter);
-        h200_verdict("continuous-batching.test00027.harmless")
-    };
-    assert_eq!(truth, CauseLabel::None);
-    assert_eq!(claimed, CauseLabel::None);
+    cov_mark::check!(held_chain_gap_within_host_jitter);
+    h200_reads(
+        "test-corpus",
+        "continuous-batching.test00027.harmless",
+        COMBINED,
+        CauseLabel::None,
+    );
 }
 
 /// Must not: a request queued behind an earlier request whose host work grew
@@ -356,10 +354,12 @@ fn a_serving_loops_host_jitter_is_no_queueing() {
 /// that wait, so it stays `handoff_queueing`.
 #[test]
 fn a_handoff_wait_nothing_upstream_explains_stays_queueing() {
-    let (truth, claimed) =
-        h200_verdict("continuous-batching.test00027.queued-behind-earlier-request");
-    assert_eq!(truth, CauseLabel::HandoffQueueing);
-    assert_eq!(claimed, CauseLabel::HandoffQueueing);
+    h200_reads(
+        "test-corpus",
+        "continuous-batching.test00027.queued-behind-earlier-request",
+        COMBINED,
+        CauseLabel::HandoffQueueing,
+    );
 }
 
 /// Closed mode: the work the injection added ahead of the symptom's stage 1, on
@@ -391,26 +391,26 @@ fn closed_mode_finds_no_added_work_in_the_harmless_pipeline() {
 /// the path was late, and the one outside influence held nothing: `none`.
 #[test]
 fn work_beside_the_path_that_held_nothing_is_no_cause() {
-    let bundle = h200_bundle("dev-corpus", "concurrent-work.dev00006.harmless");
-    let (truth, claimed) = {
-        cov_mark::check!(foreign_work_beside_the_path_held_nothing);
-        verdict_in(&bundle, COMBINED)
-    };
-    assert_eq!(truth, CauseLabel::None);
-    assert_eq!(claimed, CauseLabel::None);
+    cov_mark::check!(foreign_work_beside_the_path_held_nothing);
+    h200_reads(
+        "dev-corpus",
+        "concurrent-work.dev00006.harmless",
+        COMBINED,
+        CauseLabel::None,
+    );
 }
 
 /// Must not: the same instance's harmful variant, whose first kernel waited
 /// to start while that work held the SMs, stays occupancy pressure.
 #[test]
 fn work_beside_the_path_that_held_it_stays_the_cause() {
-    let bundle = h200_bundle("dev-corpus", "concurrent-work.dev00006.harmful");
-    let (truth, claimed) = {
-        cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
-        verdict_in(&bundle, COMBINED)
-    };
-    assert_eq!(truth, CauseLabel::OccupancyPressure);
-    assert_eq!(claimed, CauseLabel::OccupancyPressure);
+    cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
+    h200_reads(
+        "dev-corpus",
+        "concurrent-work.dev00006.harmful",
+        COMBINED,
+        CauseLabel::OccupancyPressure,
+    );
 }
 
 /// Must not: work no request launched queued ahead of the path in its own
@@ -418,10 +418,11 @@ fn work_beside_the_path_that_held_it_stays_the_cause() {
 /// names the cause.
 #[test]
 fn work_no_request_launched_on_the_path_is_a_backlog() {
-    let (truth, claimed) = {
-        cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
-        h200_verdict("graph-replay-vs-direct-launch.test00045.backlogged-launch")
-    };
-    assert_eq!(truth, CauseLabel::StreamBacklog);
-    assert_eq!(claimed, CauseLabel::StreamBacklog);
+    cov_mark::check_count!(foreign_work_beside_the_path_held_nothing, 0);
+    h200_reads(
+        "test-corpus",
+        "graph-replay-vs-direct-launch.test00045.backlogged-launch",
+        COMBINED,
+        CauseLabel::StreamBacklog,
+    );
 }

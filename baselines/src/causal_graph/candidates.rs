@@ -322,7 +322,7 @@ impl Graph<'_> {
         };
         let norm = crate::index::median(gaps).unwrap_or(0.0);
         let excess = own - norm;
-        (excess > STALL_NS.max(spread).max(HOST_GAP_SHARE * norm)).then_some(Candidate {
+        (excess > spread.max(host_jitter(norm))).then_some(Candidate {
             at: call,
             delay: excess,
             kind: DelayKind::HostGap,
@@ -600,4 +600,13 @@ impl Graph<'_> {
         }
         CauseLabel::StreamBacklog
     }
+}
+
+/// How much a host gap may grow over its peers' gap `norm` (ns) by what any
+/// host has: [`STALL_NS`], as for a stall, or [`HOST_GAP_SHARE`] of the gap
+/// (a thread waiting milliseconds for its next task waits a varying time, in
+/// proportion). The counterfactual's grown host work and the held chain's
+/// late gap (`requests.rs`) read a gap against the same floor.
+pub(super) fn host_jitter(norm: f64) -> f64 {
+    STALL_NS.max(HOST_GAP_SHARE * norm)
 }

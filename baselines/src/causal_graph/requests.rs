@@ -23,10 +23,7 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{
-    CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, HOST_GAP_SHARE, MAX_CANDIDATE_INSTANCES,
-    STALL_NS,
-};
+use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
 use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
@@ -240,7 +237,7 @@ impl Graph<'_> {
     /// spread): a stall record on the thread names its own cause; another
     /// request's unexplained gap is `handoff_queueing` (docs/scenario-space.md,
     /// "Labels across requests"); the symptom's own request's, `host_compute`;
-    /// either only beyond what any host has ([`STALL_NS`]).
+    /// either only beyond what any host has (`candidates::host_jitter`).
     fn late_gap(&self, x: Pos, peers: &[Pos], is_own: bool) -> Option<(CauseLabel, f64)> {
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
@@ -258,7 +255,7 @@ impl Graph<'_> {
         let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
             readings::larger_stall(&st).0
-        } else if gap_x <= STALL_NS.max(HOST_GAP_SHARE * crate::index::median(gaps).unwrap_or(0.0))
+        } else if gap_x <= super::candidates::host_jitter(crate::index::median(gaps).unwrap_or(0.0))
         {
             // Host work grown by less than any host's own jitter, as for a
             // stall (the counterfactual's grown host work, `candidates.rs`).

@@ -25,7 +25,6 @@ use super::thresholds::{
     TRANSFER_SHARE, TRANSFER_SHARE_CLEARLY_LONGEST,
 };
 use crate::index::Pos;
-
 use ground_truth::trace::Record;
 use ground_truth::{CauseLabel, Ns};
 
