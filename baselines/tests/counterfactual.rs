@@ -426,3 +426,35 @@ fn work_no_request_launched_on_the_path_is_a_backlog() {
         CauseLabel::StreamBacklog,
     );
 }
+
+/// On the H200, closed mode: a serving loop's symptom whose launch follows a
+/// program-order gap the host collector's records do not join (the thread
+/// may have idled, or worked), and no phase of it is late against its peers.
+/// The peers' launches followed the same kind of gap, no shorter: the gap
+/// held nothing they were not held by too, so `none` is the finding, not the
+/// gate before the launch.
+#[test]
+fn an_unjoined_gap_no_longer_than_the_peers_is_no_delay() {
+    cov_mark::check!(unjoined_gap_within_peers);
+    h200_reads(
+        "test-corpus",
+        "concurrent-work.test00026.harmless",
+        CLOSED,
+        CauseLabel::None,
+    );
+}
+
+/// Must not: host work injected before the launch made its unjoined gap
+/// longer than the peers' gaps beyond their spread: the gap may hold the
+/// delay, and the gate before the launch (host work) stays the reading.
+#[test]
+fn an_unjoined_gap_longer_than_the_peers_keeps_the_gate() {
+    cov_mark::check!(unjoined_gap_longer_than_the_peers);
+    cov_mark::check_count!(unjoined_gap_within_peers, 0);
+    h200_reads(
+        "dev-corpus",
+        "dependency-vs-overlap.dev00002.independent",
+        CLOSED,
+        CauseLabel::HostCompute,
+    );
+}

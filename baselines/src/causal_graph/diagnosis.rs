@@ -53,8 +53,8 @@ impl Graph<'_> {
         // with it (a pipeline, a batch an earlier request held), so the delays
         // the records show upstream are each removed in turn (`candidates.rs`).
         // In closed mode the rules rank a gate above `none` when nothing is
-        // late (the host gap is unmeasured, rule 8): nothing late is then read
-        // from the phases themselves.
+        // late but an unjoined host gap longer than the peers' may hide the
+        // delay (rule 8): nothing late is then read from the phases themselves.
         let nothing_late = top_cause(&causes) == Some(CauseLabel::None)
             || (self.lacks_request_identity() && dominant(&phases).1 <= 0.0);
         let mut device_effect = 0.0_f64;
@@ -305,16 +305,17 @@ impl Graph<'_> {
             // there is no normal timing to be late against, and with records lost
             // the one that shows the lateness may be gone: the op's timing is then
             // explained by what gated it, `none` the close second.
-            // In closed mode the host gap before the call is not measurable
-            // where its program-order predecessor is only inferred and the host
-            // collector's records do not join the two (`host::joined_by_thread_and_time`):
-            // the thread may have idled until another task's work arrived, and
-            // nothing is known late there either way. A joined gap is measured.
-            let host_unmeasured = ix.launch_api(p).is_some_and(|a| {
-                self.incoming_of(a, EdgeType::HostOrder)
-                    .is_some_and(|e| e.ev == Evidence::Inferred && !self.joined(&e))
-            });
-            let none = if peers.is_empty() || self.loss_plausible || host_unmeasured {
+            // In closed mode a launch whose program-order predecessor the host
+            // collector's records do not join (`host::joined_by_thread_and_time`)
+            // has an unexplained gap before it: the thread may have idled until
+            // another task's work arrived, or worked. Its peers' launches had
+            // the same kind of gap, so their lengths are the norm: a gap no
+            // longer than theirs hid nothing late, and `none` is the finding as
+            // with a measured gap (`unjoined_gap_beyond_peers`).
+            let host_unsure = ix
+                .launch_api(p)
+                .is_some_and(|a| self.unjoined_gap_beyond_peers(a, &peers));
+            let none = if peers.is_empty() || self.loss_plausible || host_unsure {
                 NONE_WHEN_UNSURE
             } else {
                 NONE_WHEN_CLEAN
@@ -366,6 +367,37 @@ impl Graph<'_> {
             out.extend(self.gating_causes(p, ph.queued_to_submitted * SECONDARY_PHASE, depth));
         }
         (out, ph, peers.len())
+    }
+
+    /// Whether launch call `call` follows a program-order predecessor the host
+    /// collector's records do not join (closed mode: the gap between them is
+    /// idle time or work, unknown which) by a gap longer than its peers'
+    /// launches followed theirs, beyond the peers' own spread of gaps and the
+    /// noise. Such a gap may hold the delay; one within the peers' gaps held
+    /// nothing they were not held by too.
+    fn unjoined_gap_beyond_peers(&self, call: Pos, peers: &[Pos]) -> bool {
+        let unjoined = self
+            .incoming_of(call, EdgeType::HostOrder)
+            .is_some_and(|e| e.ev == Evidence::Inferred && !self.joined(&e));
+        if !unjoined {
+            return false;
+        }
+        let peer_gaps: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| self.ix.launch_api(k))
+            .filter_map(|a| self.host_measure(a).gap)
+            .collect();
+        if peer_gaps.is_empty() {
+            return true;
+        }
+        let excess = analysis::excess(self.host_measure(call).gap, peer_gaps.clone(), 0.0);
+        let beyond = excess > NOISE_NS.max(analysis::peer_spread(&peer_gaps));
+        if beyond {
+            cov_mark::hit!(unjoined_gap_longer_than_the_peers);
+        } else {
+            cov_mark::hit!(unjoined_gap_within_peers);
+        }
+        beyond
     }
 
     /// Whether other streams' work of `p`'s kind (copies for a copy, kernels
