@@ -302,6 +302,22 @@ fn a_handoff_wait_a_preempted_loader_explains_is_no_queueing() {
     );
 }
 
+/// The same wait reached upstream: the step's kernel asked about was on time
+/// behind its batch's copy, whose launch waited for the batch in the queue.
+/// The walk reaches the copy, and its wait is read like the asked op's own:
+/// the loader's preemption while it built that batch is the candidate whose
+/// removal moves the kernel, not the queue.
+#[test]
+fn a_handoff_wait_upstream_of_the_symptom_is_explained_too() {
+    cov_mark::check!(handoff_wait_explained_upstream);
+    h200_reads(
+        "test-corpus",
+        "training-step.test00069.loader-preempted",
+        COMBINED,
+        CauseLabel::CpuDeschedule,
+    );
+}
+
 /// On the H200, closed mode: bulk copies of other work held the copy engine,
 /// so the asked chain's root copy started long after its stream let it go.
 /// That start wait beyond its peers' is a candidate, and removing it moves

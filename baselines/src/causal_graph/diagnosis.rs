@@ -336,8 +336,11 @@ impl Graph<'_> {
             HOST_PHASE => {
                 // A wait for a handoff (a task queued behind other work) is
                 // lateness only as far as no delay upstream explains it, like
-                // a wait for a device gate (`gate_wait_root`).
-                if depth == 0 && top_cause(&host_causes) == Some(CauseLabel::HandoffQueueing) {
+                // a wait for a device gate (`gate_wait_root`); also for an op
+                // the walk reached upstream of the symptom (a kernel on time
+                // behind the copy whose launch waited for the batch): the
+                // wait is the same wait whichever op asked about it.
+                if top_cause(&host_causes) == Some(CauseLabel::HandoffQueueing) {
                     if let Some(found) = self.counterfactual_root(p) {
                         cov_mark::hit!(handoff_wait_explained_upstream);
                         return (found, ph, peers.len());
