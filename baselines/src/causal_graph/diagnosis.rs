@@ -393,8 +393,9 @@ impl Graph<'_> {
         if peer_gaps.is_empty() {
             return true;
         }
-        let excess = analysis::excess(self.host_measure(call).gap, peer_gaps.clone(), 0.0);
-        let beyond = excess > NOISE_NS.max(analysis::peer_spread(&peer_gaps));
+        let spread = analysis::peer_spread(&peer_gaps);
+        let excess = analysis::excess(self.host_measure(call).gap, peer_gaps, 0.0);
+        let beyond = excess > NOISE_NS.max(spread);
         if beyond {
             cov_mark::hit!(unjoined_gap_longer_than_the_peers);
         } else {

@@ -122,8 +122,9 @@ pub const NONE_WHEN_CLEAN: f64 = 0.7;
 
 /// Weight of `none` when nothing is late but there is no norm to be late
 /// against (no peers, records plausibly lost, an unjoined host gap longer
-/// than the peers' in closed mode). Unit: share of the ranking. Why: the op's timing is then
-/// explained by what gated it, `none` the close second (rule 8).
+/// than the peers' in closed mode). Unit: share of the ranking. Why: the op's
+/// timing is then explained by what gated it, `none` the close second (rule
+/// 8).
 pub const NONE_WHEN_UNSURE: f64 = 0.45;
 
 /// Weight of a gate's causes beside `none` when nothing is late. Unit: times
@@ -323,10 +324,11 @@ pub const CROSS_REQUEST_ALTERNATIVE: f64 = 0.1;
 /// combined instrumented views, whose task markers say which consecutive
 /// calls share a task (`results/dev-corpus/h200-580`: 21,899 gaps inside a
 /// task, 2,672 across a task boundary; `results/test-corpus/h200-580`: 12,218
-/// and 1,523): 99.5 % and 99.6 % of the gaps inside a task less their stalls
-/// are at most 50 µs (97.8 % and 98.3 % at most 30 µs: a real host's jitter),
-/// against 24 % and 27 % of the gaps across a task boundary (a thread going
-/// straight on to its next task, which the truth's `busy` edge joins too).
+/// and 1,523): 99.4 % and 99.5 % of the gaps inside a task less their stalls
+/// (preemptions and page faults, as the join counts them) are at most 50 µs
+/// (97.7 % and 98.3 % at most 30 µs: a real host's jitter), against 22 % and
+/// 25 % of the gaps across a task boundary (a thread going straight on to its
+/// next task, which the truth's `busy` edge joins too).
 /// The simulator has no host jitter: 99.8 % of its gaps inside a task are at
 /// most 30 µs (`--suite dev`, 22,924 gaps), and 23 % of its gaps across a
 /// boundary at most 50 µs (16 % at most 30 µs).
