@@ -385,17 +385,11 @@ impl Graph<'_> {
         if !unjoined {
             return false;
         }
-        let peer_gaps: Vec<f64> = peers
-            .iter()
-            .filter_map(|&k| self.ix.launch_api(k))
-            .filter_map(|a| self.host_measure(a).gap)
-            .collect();
-        if peer_gaps.is_empty() {
+        let against = self.launch_gap_against_peers(call, peers);
+        if against.peer_gaps == 0 {
             return true;
         }
-        let spread = analysis::peer_spread(&peer_gaps);
-        let excess = analysis::excess(self.host_measure(call).gap, peer_gaps, 0.0);
-        let beyond = excess > NOISE_NS.max(spread);
+        let beyond = against.excess > NOISE_NS.max(against.spread);
         if beyond {
             cov_mark::hit!(unjoined_gap_longer_than_the_peers);
         } else {

@@ -86,6 +86,25 @@ impl Graph<'_> {
         None
     }
 
+    /// The gap before launch call `call` since its thread's previous call
+    /// ([`Graph::host_measure`]) against the same gaps before its device
+    /// `peers`' launch calls: how far it exceeds their median, their median
+    /// and their spread (all 0 where no peer's gap is known).
+    pub(super) fn launch_gap_against_peers(&self, call: Pos, peers: &[Pos]) -> GapAgainstPeers {
+        let ix = &self.ix;
+        let gaps: Vec<f64> = peers
+            .iter()
+            .filter_map(|&k| ix.launch_api(k))
+            .filter_map(|c| self.host_measure(c).gap)
+            .collect();
+        GapAgainstPeers {
+            peer_gaps: gaps.len(),
+            spread: analysis::peer_spread(&gaps),
+            median: median(gaps.clone()).unwrap_or(0.0),
+            excess: analysis::excess(self.host_measure(call).gap, gaps, 0.0),
+        }
+    }
+
     /// Peers of a host call: same entry point, same call-site frame when known.
     pub(super) fn call_peers(&self, call: Pos) -> Vec<Pos> {
         let ix = &self.ix;
@@ -366,6 +385,19 @@ impl Graph<'_> {
         }
         (ph, host_causes)
     }
+}
+
+/// A launch's gap before it against its peers' (`launch_gap_against_peers`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GapAgainstPeers {
+    /// How many peers' gaps are known.
+    pub peer_gaps: usize,
+    /// How far the launch's gap exceeds the peers' median gap (ns, ≥ 0).
+    pub excess: f64,
+    /// The peers' median gap (ns).
+    pub median: f64,
+    /// The peers' spread of gaps around their median (ns).
+    pub spread: f64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]

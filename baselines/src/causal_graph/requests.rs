@@ -24,7 +24,7 @@
 use super::graph::Graph;
 use super::readings;
 use super::thresholds::{CROSS_REQUEST_ALTERNATIVE, CROSS_REQUEST_CLEAN, MAX_CANDIDATE_INSTANCES};
-use crate::analysis::{self, EXECUTION_PHASE, HOST_PHASE};
+use crate::analysis::{EXECUTION_PHASE, HOST_PHASE};
 use crate::index::{FastMap, Pos};
 use ground_truth::trace::{MarkerPhase, Record};
 use ground_truth::{CauseLabel, EdgeType, SharedStr};
@@ -241,22 +241,17 @@ impl Graph<'_> {
     fn late_gap(&self, x: Pos, peers: &[Pos], is_own: bool) -> Option<(CauseLabel, f64)> {
         let ix = &self.ix;
         let call = ix.launch_api(x)?;
-        let own = self.host_measure(call);
-        let gaps: Vec<f64> = peers
-            .iter()
-            .filter_map(|&k| ix.launch_api(k))
-            .filter_map(|c| self.host_measure(c).gap)
-            .collect();
-        let gap_x = analysis::excess(own.gap, gaps.clone(), 0.0);
-        if gap_x <= analysis::peer_spread(&gaps) {
+        let against = self.launch_gap_against_peers(call, peers);
+        let gap_x = against.excess;
+        if gap_x <= against.spread {
             return None;
         }
         let tid = ix.rec(call).tid()?;
-        let st = readings::host_stalls(ix, tid, own.ready, ix.start(call));
+        let ready = self.host_measure(call).ready;
+        let st = readings::host_stalls(ix, tid, ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
             readings::larger_stall(&st).0
-        } else if gap_x <= super::candidates::host_jitter(crate::index::median(gaps).unwrap_or(0.0))
-        {
+        } else if gap_x <= super::candidates::host_jitter(against.median) {
             // Host work grown by less than any host's own jitter, as for a
             // stall (the counterfactual's grown host work, `candidates.rs`).
             cov_mark::hit!(held_chain_gap_within_host_jitter);
