@@ -219,3 +219,104 @@ fn threads_that_drift_apart_hand_nothing_on() {
     let (_, handoffs, _) = inferred_handoffs("closed-handoff.staged", Mode::Instrumented);
     assert!(handoffs.is_empty(), "{handoffs:?}");
 }
+
+/// Bundle `name` (without its repetition) of the GPU corpus `results/{corpus}`.
+fn gpu_bundle(corpus: &str, name: &str) -> Bundle {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(corpus)
+        .join(format!("{name}.r0.bundle.json.gz"));
+    Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// (true cause, causal-graph's top cause) of the one symptom of GPU corpus
+/// bundle `name` in the combined view of `mode`.
+fn gpu_verdict(corpus: &str, name: &str, mode: Mode) -> (CauseLabel, Option<CauseLabel>) {
+    let b = gpu_bundle(corpus, name);
+    let v = views::derive(&b, view(Collectors::Combined, mode)).view;
+    let x = builtin("causal-graph").unwrap().explain(&v);
+    let s = evaluator::score_case(&b, &v, &x);
+    (s.symptoms[0].true_cause, s.symptoms[0].claimed_cause)
+}
+
+/// On the H200, closed mode, a program run once (no peers): the path from
+/// the symptom back stops at its thread's first call, which no other
+/// thread's call ended just before. Nothing handed that thread its work, so
+/// the request began there, and the path from it is what an instrumented
+/// view walks from the request's beginning marker: the pageable readback
+/// queued behind the request's first kernel was fenced by it.
+#[test]
+fn a_threads_first_call_nothing_was_handed_to_begins_the_request() {
+    cov_mark::check!(structural_request_begin_unseen);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580",
+        "implicit-synchronization.test00014.copy-forced-fence",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::ImplicitSync);
+    assert_eq!(claimed, Some(truth));
+}
+
+/// Closed mode, a program run once: the path stops at a worker thread's
+/// first call, and one other thread's call (its last) ended a wake-up
+/// before it. That thread handed the work on: the walk goes on from its
+/// call to the event chain that held the request.
+#[test]
+fn the_one_thread_that_just_called_handed_the_work_on() {
+    cov_mark::check!(structural_sole_handoff);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580",
+        "dependency-vs-overlap.test00102.event-edge",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::EventWait);
+    assert_eq!(claimed, Some(truth));
+}
+
+/// Must not: the launch asked about follows its thread's blocking call by a
+/// gap too long to join (59 µs). Its thread ran before it, so it is no
+/// request's beginning: the page faults before the request's first launch,
+/// which the blocking call waited behind, stay the reading.
+#[test]
+fn a_call_after_an_unjoined_gap_is_no_request_beginning() {
+    cov_mark::check_count!(structural_request_begin_unseen, 0);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580",
+        "host-page-fault-vs-cpu-stall.test00001.page-fault",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::HostPageFault);
+    assert_eq!(claimed, Some(truth));
+}
+
+/// Must not: an instrumented view has the request's beginning; the walk
+/// needs neither reading.
+#[test]
+fn instrumented_views_walk_from_the_request_marker() {
+    cov_mark::check_count!(structural_request_begin_unseen, 0);
+    cov_mark::check_count!(structural_sole_handoff, 0);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580",
+        "dependency-vs-overlap.test00102.event-edge",
+        Mode::Instrumented,
+    );
+    assert_eq!(truth, CauseLabel::EventWait);
+    assert_eq!(claimed, Some(truth));
+}
+
+/// On the H200, closed mode: a serving loop's worker thread polls on the CPU
+/// between tasks, and its task's first launch follows its previous call by
+/// 28 ms. The handoff into it, inferred from timing that recurs, says when
+/// its work arrived: its host gap counts from there, as a task's first call
+/// counts from its task marker, and the idle polling is no grown host work.
+#[test]
+fn a_handed_on_call_is_ready_when_its_work_arrives() {
+    cov_mark::check!(ready_when_handed_work);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580-20261205",
+        "concurrent-work.test00036.harmless",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::None);
+    assert_eq!(claimed, Some(truth));
+}

@@ -26,8 +26,18 @@ impl Graph<'_> {
         let mut m = HostMeasure::default();
         let start = ix.start(call);
         if let Some(e) = self.incoming_of(call, EdgeType::HostOrder) {
-            m.gap = Some(start.saturating_sub(ix.end(e.src)) as f64);
-            m.ready = ix.end(e.src);
+            // A call another thread handed work to (closed mode: a handoff
+            // inferred from timing that recurs) was ready once the work
+            // arrived, as a task's first call is after its task marker: the
+            // thread's idle time before, polling or not, is no gap of its own.
+            let handed = self
+                .incoming_of(call, EdgeType::Handoff)
+                .map_or(0, |h| ix.end(h.src).min(start));
+            if handed > ix.end(e.src) {
+                cov_mark::hit!(ready_when_handed_work);
+            }
+            m.ready = ix.end(e.src).max(handed);
+            m.gap = Some(start.saturating_sub(m.ready) as f64);
             m.gap_inferred = e.ev == Evidence::Inferred;
         } else {
             m.ready = start;
@@ -402,14 +412,15 @@ pub(super) struct GapAgainstPeers {
 
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct HostMeasure {
-    /// Call start minus its host-order predecessor's end.
+    /// Call start minus when it was ready ([`HostMeasure::ready`]).
     pub(super) gap: Option<f64>,
     /// Sum of queue waits (task_begin − enqueue) along the handoff chain.
     pub(super) queue_wait: Option<f64>,
     pub(super) since_request: Option<f64>,
     /// The predecessor was only inferred (no task markers).
     pub(super) gap_inferred: bool,
-    /// When the call's host predecessor finished.
+    /// When the call's host predecessor finished, or the work another thread
+    /// handed it arrived when that was later.
     pub(super) ready: Ns,
 }
 

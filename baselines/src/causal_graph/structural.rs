@@ -20,9 +20,9 @@
 use super::graph::Graph;
 use super::readings;
 use super::thresholds::{
-    HOST_COMPUTE_ALTERNATIVE, LINK_SHARED_SHARE, NOISE_NS, OVERLAP_SCAN_OPS, STALL_LOOKBACK_NS,
-    STALL_NS, STALL_WORK_SHARE, START_WAIT_WORK_SHARE, STRUCTURAL_NONE, TRANSFER_MARGIN,
-    TRANSFER_SHARE, TRANSFER_SHARE_CLEARLY_LONGEST,
+    HANDOFF_MAX_LAG_NS, HOST_COMPUTE_ALTERNATIVE, LINK_SHARED_SHARE, MAX_HANDOFF_LINKS, NOISE_NS,
+    OVERLAP_SCAN_OPS, STALL_LOOKBACK_NS, STALL_NS, STALL_WORK_SHARE, START_WAIT_WORK_SHARE,
+    STRUCTURAL_NONE, TRANSFER_MARGIN, TRANSFER_SHARE, TRANSFER_SHARE_CLEARLY_LONGEST,
 };
 use crate::index::Pos;
 use ground_truth::trace::Record;
@@ -33,8 +33,9 @@ impl Graph<'_> {
     /// the path is not complete in the view (a guess would hide the gap).
     pub(super) fn structural_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
         let ix = &self.ix;
-        let (path, unresolved) = self.critical_path(p);
-        if unresolved.is_some() {
+        let (path, unresolved) = self.structural_path(p);
+        let open_root = self.request_begin_unseen(&path, unresolved);
+        if unresolved.is_some() && !open_root {
             return None;
         }
         let first_device = path.iter().position(|&x| ix.rec(x).is_device_op());
@@ -58,10 +59,17 @@ impl Graph<'_> {
                 continue;
             }
             let Some(tid) = ix.rec(x).tid() else { continue };
-            let from = i
-                .checked_sub(1)
-                .map(|j| ix.end(path[j]))
-                .unwrap_or_else(|| ix.start(x).saturating_sub(1));
+            let from = match i.checked_sub(1) {
+                Some(j) => ix.end(path[j]),
+                // The unseen beginning of the request: the thread's time since
+                // its previous call (the unjoined predecessor) may hold a stall.
+                None if open_root => self
+                    .incoming_of(x, ground_truth::EdgeType::HostOrder)
+                    .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |e| {
+                        ix.end(e.src)
+                    }),
+                None => ix.start(x).saturating_sub(1),
+            };
             let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
             keep((CauseLabel::CpuDeschedule, st.desched_ns));
             keep((CauseLabel::HostPageFault, st.fault_ns));
@@ -135,6 +143,90 @@ impl Graph<'_> {
             return Some(vec![(CauseLabel::None, 1.0), (gate, STRUCTURAL_NONE)]);
         }
         Some(vec![(gate, 1.0), (CauseLabel::None, STRUCTURAL_NONE)])
+    }
+
+    /// `p`'s critical path and where it stops unresolved, as
+    /// [`Graph::critical_path`] walks it; in closed mode also across a
+    /// handoff the timing of this one run shows. A thread whose first call
+    /// in the view starts within a wake-up ([`HANDOFF_MAX_LAG_NS`]) of the
+    /// end of one other thread's call, and of no third thread's, was handed
+    /// its work by that thread, or by none: the walk goes on from that call.
+    /// `handoff_inference` reads the same hypothesis over a thread's
+    /// recurring resumes; a program that runs once has only this one.
+    fn structural_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>) {
+        let (mut path, mut unresolved) = self.critical_path(p);
+        if !self.lacks_request_identity() {
+            return (path, unresolved);
+        }
+        for _ in 0..MAX_HANDOFF_LINKS {
+            let Some(u) = unresolved.filter(|&u| self.first_call_of_its_thread(&path, u)) else {
+                break;
+            };
+            let [handed_by] = self.calls_just_ended_before(u)[..] else {
+                break;
+            };
+            cov_mark::hit!(structural_sole_handoff);
+            let (mut upstream, before) = self.critical_path(handed_by);
+            if upstream.iter().any(|x| path.contains(x)) {
+                break;
+            }
+            upstream.append(&mut path);
+            (path, unresolved) = (upstream, before);
+        }
+        (path, unresolved)
+    }
+
+    /// Whether `u`, where the walk stopped, is the root of `path` and its
+    /// thread's first call in the view: a host call with no program-order
+    /// predecessor and no record the semantics require missing.
+    fn first_call_of_its_thread(&self, path: &[Pos], u: Pos) -> bool {
+        path.first() == Some(&u)
+            && !self.missing_at.contains_key(&u)
+            && matches!(self.ix.rec(u), Record::Api { .. } | Record::Uprobe { .. })
+            && self
+                .incoming_of(u, ground_truth::EdgeType::HostOrder)
+                .is_none()
+    }
+
+    /// The calls of other threads than `u`'s that ended within a wake-up
+    /// ([`HANDOFF_MAX_LAG_NS`]) before host call `u` started, one per thread
+    /// (a thread's calls follow one another: the last to start before `u`
+    /// is the one that ended last). Each may have handed `u`'s thread its
+    /// work through a queue the view cannot see.
+    fn calls_just_ended_before(&self, u: Pos) -> Vec<Pos> {
+        let ix = &self.ix;
+        let (own, at) = (ix.rec(u).tid(), ix.start(u));
+        let since = at.saturating_sub(HANDOFF_MAX_LAG_NS as Ns);
+        let mut found: Vec<Pos> = ix
+            .threads
+            .iter()
+            .filter(|(&tid, _)| Some(tid) != own)
+            .filter_map(|(_, th)| {
+                let k = th.calls.partition_point(|&c| ix.start(c) < at);
+                let last = *th.calls.get(k.checked_sub(1)?)?;
+                (since..=at).contains(&ix.end(last)).then_some(last)
+            })
+            .collect();
+        found.sort_unstable_by_key(|&c| ix.rid(c));
+        found
+    }
+
+    /// Whether the walk from the symptom stopped only where the request's
+    /// beginning is not in the view: closed mode, at the path's root, the
+    /// first call of its thread, where no other thread's call ended within a
+    /// wake-up before it (nothing handed it work). The path from there on is
+    /// complete: an instrumented view of the same run reaches the same call
+    /// from its request's beginning marker, and the structural reading walks
+    /// it the same way.
+    fn request_begin_unseen(&self, path: &[Pos], unresolved: Option<Pos>) -> bool {
+        let open = self.lacks_request_identity()
+            && unresolved.is_some_and(|u| {
+                self.first_call_of_its_thread(path, u) && self.calls_just_ended_before(u).is_empty()
+            });
+        if open {
+            cov_mark::hit!(structural_request_begin_unseen);
+        }
+        open
     }
 
     /// Work no request launched ran beside the path's device ops (`path`
