@@ -320,3 +320,47 @@ fn a_handed_on_call_is_ready_when_its_work_arrives() {
     assert_eq!(truth, CauseLabel::None);
     assert_eq!(claimed, Some(truth));
 }
+
+/// On the H200, closed mode, a program run once: a thread's program order
+/// has a gap too long to join (59 µs) in the middle of its request. Without
+/// peers no serving loop's next request can have begun there: the walk goes
+/// on across it, to the copy that shared the link with the asked one's
+/// transfer.
+#[test]
+fn a_run_once_is_walked_across_its_unjoined_gaps() {
+    cov_mark::check!(structural_unjoined_gap_crossed);
+    cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580-20261205",
+        "slow-copy-vs-blocked-consumer.test00143.own-copy-contended",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::PcieContention);
+    assert_eq!(claimed, Some(truth));
+}
+
+/// The crossed gap is the request's own host work when the thread spent it
+/// on the CPU far beyond the path's other gaps: 82 µs where they take 5–12.
+/// Its event-edge twin, with no host work injected, crosses no such gap and
+/// reads the event chain.
+#[test]
+fn a_crossed_gap_beyond_the_paths_own_is_host_work() {
+    {
+        cov_mark::check!(structural_crossed_gap_held_the_path);
+        let (truth, claimed) = gpu_verdict(
+            "test-corpus/h200-580-20261205",
+            "dependency-vs-overlap.test00222.independent",
+            Mode::Closed,
+        );
+        assert_eq!(truth, CauseLabel::HostCompute);
+        assert_eq!(claimed, Some(truth));
+    }
+    cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
+    let (truth, claimed) = gpu_verdict(
+        "test-corpus/h200-580-20261205",
+        "dependency-vs-overlap.test00222.event-edge",
+        Mode::Closed,
+    );
+    assert_eq!(truth, CauseLabel::EventWait);
+    assert_eq!(claimed, Some(truth));
+}

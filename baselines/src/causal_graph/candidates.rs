@@ -333,7 +333,7 @@ impl Graph<'_> {
     /// call (its program-order predecessor): the gap less the thread's
     /// scheduler, page-fault and blocked time in it; and the scheduler and
     /// page-fault time alone (the stall).
-    fn gap_on_the_cpu(&self, call: Pos) -> Option<(f64, f64)> {
+    pub(super) fn gap_on_the_cpu(&self, call: Pos) -> Option<(f64, f64)> {
         let ix = &self.ix;
         let m = self.host_measure(call);
         let gap = m.gap?;

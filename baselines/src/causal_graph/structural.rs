@@ -33,7 +33,7 @@ impl Graph<'_> {
     /// the path is not complete in the view (a guess would hide the gap).
     pub(super) fn structural_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
         let ix = &self.ix;
-        let (path, unresolved) = self.structural_path(p);
+        let (path, unresolved, crossed) = self.structural_path(p);
         let open_root = self.request_begin_unseen(&path, unresolved);
         if unresolved.is_some() && !open_root {
             return None;
@@ -119,23 +119,26 @@ impl Graph<'_> {
                 }
             }
         }
+        let typical_op = crate::index::median(
+            path[i..]
+                .iter()
+                .filter(|&&x| ix.rec(x).is_device_op())
+                .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
+                .collect(),
+        )
+        .unwrap_or(0.0);
         if own {
             // The path enters the symptom's own request at its first op: when it
             // was launched late, the host chain's reading decides (as for a
             // symptom that is that op itself, above); otherwise the gate right
             // after it names the delay.
             let call = ix.launch_api(d)?;
-            let typical_op = crate::index::median(
-                path[i..]
-                    .iter()
-                    .filter(|&&x| ix.rec(x).is_device_op())
-                    .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
-                    .collect(),
-            )
-            .unwrap_or(0.0);
             if self.host_measure(call).gap.is_some_and(|g| g > typical_op) {
                 return Some(self.host_structural(call));
             }
+        }
+        if let Some(call) = self.crossed_gap_that_held(&path, &crossed) {
+            return Some(self.host_structural(call));
         }
         let gate = self.gate_after(&path, i);
         if self.foreign_work_held_nothing(p, &path[i..]) {
@@ -145,35 +148,88 @@ impl Graph<'_> {
         Some(vec![(gate, 1.0), (CauseLabel::None, STRUCTURAL_NONE)])
     }
 
-    /// `p`'s critical path and where it stops unresolved, as
-    /// [`Graph::critical_path`] walks it; in closed mode also across a
-    /// handoff the timing of this one run shows. A thread whose first call
-    /// in the view starts within a wake-up ([`HANDOFF_MAX_LAG_NS`]) of the
-    /// end of one other thread's call, and of no third thread's, was handed
-    /// its work by that thread, or by none: the walk goes on from that call.
-    /// `handoff_inference` reads the same hypothesis over a thread's
-    /// recurring resumes; a program that runs once has only this one.
-    fn structural_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>) {
+    /// `p`'s critical path, where it stops unresolved, and the calls whose
+    /// unjoined gap it crossed. [`Graph::critical_path`] walks it; in closed
+    /// mode the structural reading (an op without peers: a program run once)
+    /// goes on where that walk stops at a host call:
+    /// - across the call's program-order gap the host collector's records do
+    ///   not join: the join bound keeps a serving loop's next request from
+    ///   being read as the previous one's continuation, and a program run
+    ///   once has no next request (`crossed_gap_that_held` then reads the gap
+    ///   itself);
+    /// - across the one handoff the timing of this run shows: a thread whose
+    ///   first call in the view starts within a wake-up
+    ///   ([`HANDOFF_MAX_LAG_NS`]) of the end of one other thread's call, and
+    ///   of no third thread's, was handed its work by that thread, or by
+    ///   none. `handoff_inference` reads the same hypothesis over a thread's
+    ///   recurring resumes; a program that runs once has only this one.
+    fn structural_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>, Vec<Pos>) {
         let (mut path, mut unresolved) = self.critical_path(p);
+        let mut crossed = Vec::new();
         if !self.lacks_request_identity() {
-            return (path, unresolved);
+            return (path, unresolved, crossed);
         }
         for _ in 0..MAX_HANDOFF_LINKS {
-            let Some(u) = unresolved.filter(|&u| self.first_call_of_its_thread(&path, u)) else {
+            let Some(u) = unresolved.filter(|&u| {
+                path.first() == Some(&u)
+                    && !self.missing_at.contains_key(&u)
+                    && matches!(self.ix.rec(u), Record::Api { .. } | Record::Uprobe { .. })
+            }) else {
                 break;
             };
-            let [handed_by] = self.calls_just_ended_before(u)[..] else {
-                break;
+            let before_it = match self.incoming_of(u, ground_truth::EdgeType::HostOrder) {
+                Some(e) => {
+                    cov_mark::hit!(structural_unjoined_gap_crossed);
+                    crossed.push(u);
+                    e.src
+                }
+                None => {
+                    let [handed_by] = self.calls_just_ended_before(u)[..] else {
+                        break;
+                    };
+                    cov_mark::hit!(structural_sole_handoff);
+                    handed_by
+                }
             };
-            cov_mark::hit!(structural_sole_handoff);
-            let (mut upstream, before) = self.critical_path(handed_by);
+            let (mut upstream, before) = self.critical_path(before_it);
             if upstream.iter().any(|x| path.contains(x)) {
                 break;
             }
             upstream.append(&mut path);
             (path, unresolved) = (upstream, before);
         }
-        (path, unresolved)
+        (path, unresolved, crossed)
+    }
+
+    /// Closed mode: of the calls whose unjoined gap the walk crossed
+    /// (`crossed`), the one whose time on the CPU in that gap (stalls and
+    /// blocked time taken off) exceeds the same gaps of the path's other host
+    /// calls beyond their spread and what any host has
+    /// ([`candidates::host_jitter`], as grown host work is read against
+    /// peers): host work of the request held the path there. A gap no
+    /// longer than the path's own was the host's usual pace.
+    fn crossed_gap_that_held(&self, path: &[Pos], crossed: &[Pos]) -> Option<Pos> {
+        let ix = &self.ix;
+        let on_cpu = |c: Pos| self.gap_on_the_cpu(c).map(|g| g.0);
+        let usual: Vec<f64> = path
+            .iter()
+            .filter(|&&c| {
+                matches!(ix.rec(c), Record::Api { .. } | Record::Uprobe { .. })
+                    && !crossed.contains(&c)
+            })
+            .filter_map(|&c| on_cpu(c))
+            .collect();
+        let spread = crate::analysis::peer_spread(&usual);
+        let norm = crate::index::median(usual)?;
+        let (call, gap) = crossed
+            .iter()
+            .filter_map(|&c| on_cpu(c).map(|g| (c, g)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        let held = gap - norm > spread.max(super::candidates::host_jitter(norm));
+        if held {
+            cov_mark::hit!(structural_crossed_gap_held_the_path);
+        }
+        held.then_some(call)
     }
 
     /// Whether `u`, where the walk stopped, is the root of `path` and its
