@@ -7,6 +7,10 @@
 //! rules have the request's beginning) and a negative control.
 //! Handoffs between threads inferred from timing that recurs (step 1): must on
 //! a two-stage pipeline, must not on two programs at rates of their own.
+//! A program run once, read from its critical path alone (step 4j), on the
+//! GPU corpora: where its request began, across its one handoff and its
+//! unjoined gaps; must not where the thread ran before, nor in instrumented
+//! views.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -239,6 +243,14 @@ fn gpu_verdict(corpus: &str, name: &str, mode: Mode) -> (CauseLabel, Option<Caus
     (s.symptoms[0].true_cause, s.symptoms[0].claimed_cause)
 }
 
+/// GPU corpus bundle `name`'s symptom is `cause`, and causal-graph's top
+/// cause in the combined view of `mode` is too.
+fn gpu_reads(corpus: &str, name: &str, mode: Mode, cause: CauseLabel) {
+    let (truth, claimed) = gpu_verdict(corpus, name, mode);
+    assert_eq!(truth, cause, "{name}");
+    assert_eq!(claimed, Some(truth), "{name}");
+}
+
 /// On the H200, closed mode, a program run once (no peers): the path from
 /// the symptom back stops at its thread's first call, which no other
 /// thread's call ended just before. Nothing handed that thread its work, so
@@ -248,13 +260,12 @@ fn gpu_verdict(corpus: &str, name: &str, mode: Mode) -> (CauseLabel, Option<Caus
 #[test]
 fn a_threads_first_call_nothing_was_handed_to_begins_the_request() {
     cov_mark::check!(structural_request_begin_unseen);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580",
         "implicit-synchronization.test00014.copy-forced-fence",
         Mode::Closed,
+        CauseLabel::ImplicitSync,
     );
-    assert_eq!(truth, CauseLabel::ImplicitSync);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// Closed mode, a program run once: the path stops at a worker thread's
@@ -264,13 +275,12 @@ fn a_threads_first_call_nothing_was_handed_to_begins_the_request() {
 #[test]
 fn the_one_thread_that_just_called_handed_the_work_on() {
     cov_mark::check!(structural_sole_handoff);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580",
         "dependency-vs-overlap.test00102.event-edge",
         Mode::Closed,
+        CauseLabel::EventWait,
     );
-    assert_eq!(truth, CauseLabel::EventWait);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// Must not: the launch asked about follows its thread's blocking call by a
@@ -280,13 +290,12 @@ fn the_one_thread_that_just_called_handed_the_work_on() {
 #[test]
 fn a_call_after_an_unjoined_gap_is_no_request_beginning() {
     cov_mark::check_count!(structural_request_begin_unseen, 0);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580",
         "host-page-fault-vs-cpu-stall.test00001.page-fault",
         Mode::Closed,
+        CauseLabel::HostPageFault,
     );
-    assert_eq!(truth, CauseLabel::HostPageFault);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// Must not: an instrumented view has the request's beginning; the walk
@@ -295,13 +304,12 @@ fn a_call_after_an_unjoined_gap_is_no_request_beginning() {
 fn instrumented_views_walk_from_the_request_marker() {
     cov_mark::check_count!(structural_request_begin_unseen, 0);
     cov_mark::check_count!(structural_sole_handoff, 0);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580",
         "dependency-vs-overlap.test00102.event-edge",
         Mode::Instrumented,
+        CauseLabel::EventWait,
     );
-    assert_eq!(truth, CauseLabel::EventWait);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// On the H200, closed mode: a serving loop's worker thread polls on the CPU
@@ -312,13 +320,12 @@ fn instrumented_views_walk_from_the_request_marker() {
 #[test]
 fn a_handed_on_call_is_ready_when_its_work_arrives() {
     cov_mark::check!(ready_when_handed_work);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580-20261205",
         "concurrent-work.test00036.harmless",
         Mode::Closed,
+        CauseLabel::None,
     );
-    assert_eq!(truth, CauseLabel::None);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// On the H200, closed mode, a program run once: a thread's program order
@@ -330,13 +337,12 @@ fn a_handed_on_call_is_ready_when_its_work_arrives() {
 fn a_run_once_is_walked_across_its_unjoined_gaps() {
     cov_mark::check!(structural_unjoined_gap_crossed);
     cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580-20261205",
         "slow-copy-vs-blocked-consumer.test00143.own-copy-contended",
         Mode::Closed,
+        CauseLabel::PcieContention,
     );
-    assert_eq!(truth, CauseLabel::PcieContention);
-    assert_eq!(claimed, Some(truth));
 }
 
 /// The crossed gap is the request's own host work when the thread spent it
@@ -347,20 +353,18 @@ fn a_run_once_is_walked_across_its_unjoined_gaps() {
 fn a_crossed_gap_beyond_the_paths_own_is_host_work() {
     {
         cov_mark::check!(structural_crossed_gap_held_the_path);
-        let (truth, claimed) = gpu_verdict(
+        gpu_reads(
             "test-corpus/h200-580-20261205",
             "dependency-vs-overlap.test00222.independent",
             Mode::Closed,
+            CauseLabel::HostCompute,
         );
-        assert_eq!(truth, CauseLabel::HostCompute);
-        assert_eq!(claimed, Some(truth));
     }
     cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
-    let (truth, claimed) = gpu_verdict(
+    gpu_reads(
         "test-corpus/h200-580-20261205",
         "dependency-vs-overlap.test00222.event-edge",
         Mode::Closed,
+        CauseLabel::EventWait,
     );
-    assert_eq!(truth, CauseLabel::EventWait);
-    assert_eq!(claimed, Some(truth));
 }

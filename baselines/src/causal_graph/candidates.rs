@@ -32,8 +32,8 @@ use super::graph::{Graph, InferredEdge};
 use super::readings;
 use super::structural::contention;
 use super::thresholds::{
-    CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, HOST_GAP_SHARE, MAX_CANDIDATE_INSTANCES,
-    MAX_CANDIDATE_OPS, MAX_REPETITION_CALLS, NOISE_NS, STALL_NS,
+    CLOCK_NS, COUNTERFACTUAL_NONE, DEVICE_SHARE, MAX_CANDIDATE_INSTANCES, MAX_CANDIDATE_OPS,
+    MAX_REPETITION_CALLS, NOISE_NS, STALL_NS,
 };
 use crate::analysis::{self, EXECUTION_PHASE, START_PHASE};
 use crate::index::{FastMap, Pos};
@@ -289,7 +289,7 @@ impl Graph<'_> {
     /// for work, which is idle time, not delay), beyond the same gaps of its
     /// `peers`' launch calls, their spread, what any host has ([`STALL_NS`],
     /// as for a stall: a host's own jitter is tens of microseconds) and a share
-    /// of the peers' gap ([`HOST_GAP_SHARE`]: a thread waiting milliseconds for
+    /// of the peers' gap ([`super::thresholds::HOST_GAP_SHARE`]: a thread waiting milliseconds for
     /// its next task waits a varying time, in proportion). Read the same way
     /// with and without request tokens: the thread's own records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
@@ -322,7 +322,7 @@ impl Graph<'_> {
         };
         let norm = crate::index::median(gaps).unwrap_or(0.0);
         let excess = own - norm;
-        (excess > spread.max(host_jitter(norm))).then_some(Candidate {
+        (excess > spread.max(readings::host_jitter(norm))).then_some(Candidate {
             at: call,
             delay: excess,
             kind: DelayKind::HostGap,
@@ -600,13 +600,4 @@ impl Graph<'_> {
         }
         CauseLabel::StreamBacklog
     }
-}
-
-/// How much a host gap may grow over its peers' gap `norm` (ns) by what any
-/// host has: [`STALL_NS`], as for a stall, or [`HOST_GAP_SHARE`] of the gap
-/// (a thread waiting milliseconds for its next task waits a varying time, in
-/// proportion). The counterfactual's grown host work and the held chain's
-/// late gap (`requests.rs`) read a gap against the same floor.
-pub(super) fn host_jitter(norm: f64) -> f64 {
-    STALL_NS.max(HOST_GAP_SHARE * norm)
 }

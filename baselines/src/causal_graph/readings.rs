@@ -2,7 +2,7 @@
 //! gives the records as they stand (`crate::index`); these readings are the
 //! reference's own, so they move no other profiler's answers.
 
-use super::thresholds::LAST_UNTIMED_FAULT_CAP_NS;
+use super::thresholds::{HOST_GAP_SHARE, LAST_UNTIMED_FAULT_CAP_NS, STALL_NS};
 use crate::analysis::{self, DevPhases};
 use crate::index::{HostStalls, Index, Pos};
 use ground_truth::trace::Record;
@@ -77,4 +77,13 @@ pub(crate) fn larger_stall(st: &HostStalls) -> (CauseLabel, f64) {
     } else {
         (CauseLabel::HostPageFault, st.fault_ns)
     }
+}
+
+/// How much a host gap may grow over its peers' gap `norm` (ns) by what any
+/// host has: [`STALL_NS`], as for a stall, or [`HOST_GAP_SHARE`] of the gap
+/// (a thread waiting milliseconds for its next task waits a varying time, in
+/// proportion). The counterfactual's grown host work and the held chain's
+/// late gap (`requests.rs`) read a gap against the same floor.
+pub(super) fn host_jitter(norm: f64) -> f64 {
+    STALL_NS.max(HOST_GAP_SHARE * norm)
 }

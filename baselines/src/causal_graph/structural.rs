@@ -225,7 +225,7 @@ impl Graph<'_> {
             .iter()
             .filter_map(|&c| on_cpu(c).map(|g| (c, g)))
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let held = gap - norm > spread.max(super::candidates::host_jitter(norm));
+        let held = gap - norm > spread.max(super::readings::host_jitter(norm));
         if held {
             cov_mark::hit!(structural_crossed_gap_held_the_path);
         }
