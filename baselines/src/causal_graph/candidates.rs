@@ -289,9 +289,10 @@ impl Graph<'_> {
     /// for work, which is idle time, not delay), beyond the same gaps of its
     /// `peers`' launch calls, their spread, what any host has ([`STALL_NS`],
     /// as for a stall: a host's own jitter is tens of microseconds) and a share
-    /// of the peers' gap ([`super::thresholds::HOST_GAP_SHARE`]: a thread waiting milliseconds for
-    /// its next task waits a varying time, in proportion). Read the same way
-    /// with and without request tokens: the thread's own records time it.
+    /// of the peers' gap (`readings::host_jitter`: a thread waiting
+    /// milliseconds for its next task waits a varying time, in proportion).
+    /// Read the same way with and without request tokens: the thread's own
+    /// records time it.
     fn grown_host_gap(&self, x: Pos, peers: &[Pos]) -> Option<Candidate> {
         // Without the host collector nothing says the thread was on the CPU:
         // a gap may be a stall or a wait for work the view cannot show. With

@@ -251,7 +251,7 @@ impl Graph<'_> {
         let st = readings::host_stalls(ix, tid, ready, ix.start(call));
         let label = if st.desched_ns.max(st.fault_ns) > 0.0 {
             readings::larger_stall(&st).0
-        } else if gap_x <= super::readings::host_jitter(against.median) {
+        } else if gap_x <= readings::host_jitter(against.median) {
             // Host work grown by less than any host's own jitter, as for a
             // stall (the counterfactual's grown host work, `candidates.rs`).
             cov_mark::hit!(held_chain_gap_within_host_jitter);

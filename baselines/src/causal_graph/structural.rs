@@ -61,13 +61,9 @@ impl Graph<'_> {
             let Some(tid) = ix.rec(x).tid() else { continue };
             let from = match i.checked_sub(1) {
                 Some(j) => ix.end(path[j]),
-                // The unseen beginning of the request: the thread's time since
-                // its previous call (the unjoined predecessor) may hold a stall.
-                None if open_root => self
-                    .incoming_of(x, ground_truth::EdgeType::HostOrder)
-                    .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |e| {
-                        ix.end(e.src)
-                    }),
+                // The unseen beginning of the request, its thread's first call:
+                // the thread's records before it may hold a stall.
+                None if open_root => ix.start(x).saturating_sub(STALL_LOOKBACK_NS),
                 None => ix.start(x).saturating_sub(1),
             };
             let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
@@ -119,20 +115,20 @@ impl Graph<'_> {
                 }
             }
         }
-        let typical_op = crate::index::median(
-            path[i..]
-                .iter()
-                .filter(|&&x| ix.rec(x).is_device_op())
-                .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
-                .collect(),
-        )
-        .unwrap_or(0.0);
         if own {
             // The path enters the symptom's own request at its first op: when it
             // was launched late, the host chain's reading decides (as for a
             // symptom that is that op itself, above); otherwise the gate right
             // after it names the delay.
             let call = ix.launch_api(d)?;
+            let typical_op = crate::index::median(
+                path[i..]
+                    .iter()
+                    .filter(|&&x| ix.rec(x).is_device_op())
+                    .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
+                    .collect(),
+            )
+            .unwrap_or(0.0);
             if self.host_measure(call).gap.is_some_and(|g| g > typical_op) {
                 return Some(self.host_structural(call));
             }
@@ -170,11 +166,7 @@ impl Graph<'_> {
             return (path, unresolved, crossed);
         }
         for _ in 0..MAX_HANDOFF_LINKS {
-            let Some(u) = unresolved.filter(|&u| {
-                path.first() == Some(&u)
-                    && !self.missing_at.contains_key(&u)
-                    && matches!(self.ix.rec(u), Record::Api { .. } | Record::Uprobe { .. })
-            }) else {
+            let Some(u) = unresolved.filter(|&u| self.stopped_at_host_root(&path, u)) else {
                 break;
             };
             let before_it = match self.incoming_of(u, ground_truth::EdgeType::HostOrder) {
@@ -205,7 +197,7 @@ impl Graph<'_> {
     /// (`crossed`), the one whose time on the CPU in that gap (stalls and
     /// blocked time taken off) exceeds the same gaps of the path's other host
     /// calls beyond their spread and what any host has
-    /// ([`candidates::host_jitter`], as grown host work is read against
+    /// ([`readings::host_jitter`], as grown host work is read against
     /// peers): host work of the request held the path there. A gap no
     /// longer than the path's own was the host's usual pace.
     fn crossed_gap_that_held(&self, path: &[Pos], crossed: &[Pos]) -> Option<Pos> {
@@ -225,20 +217,26 @@ impl Graph<'_> {
             .iter()
             .filter_map(|&c| on_cpu(c).map(|g| (c, g)))
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let held = gap - norm > spread.max(super::readings::host_jitter(norm));
+        let held = gap - norm > spread.max(readings::host_jitter(norm));
         if held {
             cov_mark::hit!(structural_crossed_gap_held_the_path);
         }
         held.then_some(call)
     }
 
-    /// Whether `u`, where the walk stopped, is the root of `path` and its
-    /// thread's first call in the view: a host call with no program-order
-    /// predecessor and no record the semantics require missing.
-    fn first_call_of_its_thread(&self, path: &[Pos], u: Pos) -> bool {
+    /// Whether `u`, where the walk stopped, is the root of `path`: a host
+    /// call with no record the semantics require missing there (only its
+    /// host predecessor, or none, stopped the walk).
+    fn stopped_at_host_root(&self, path: &[Pos], u: Pos) -> bool {
         path.first() == Some(&u)
             && !self.missing_at.contains_key(&u)
             && matches!(self.ix.rec(u), Record::Api { .. } | Record::Uprobe { .. })
+    }
+
+    /// Whether `u`, where the walk stopped at the root of `path`, is its
+    /// thread's first call in the view (no program-order predecessor).
+    fn first_call_of_its_thread(&self, path: &[Pos], u: Pos) -> bool {
+        self.stopped_at_host_root(path, u)
             && self
                 .incoming_of(u, ground_truth::EdgeType::HostOrder)
                 .is_none()
