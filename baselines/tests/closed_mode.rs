@@ -10,7 +10,8 @@
 //! A program run once, read from its critical path alone (step 4j), on the
 //! GPU corpora: where its request began, across its one handoff and its
 //! unjoined gaps; must not where the thread ran before, nor in instrumented
-//! views.
+//! views. A readback longer than anything else on its path held it, in
+//! either mode; must not behind a backlog of work of no request.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -366,5 +367,47 @@ fn a_crossed_gap_beyond_the_paths_own_is_host_work() {
         "dependency-vs-overlap.test00222.event-edge",
         Mode::Closed,
         CauseLabel::EventWait,
+    );
+}
+
+/// A program run once whose readback's own transfer held its path most: on
+/// the H200, 3.9 ms of transfer after eight kernels on as many streams, the
+/// longest 2.6 ms, none of which waited to start. The copy is a fifth of the
+/// path's time (a request handed through five threads), yet removing any
+/// other element would move the symptom less: the transfer held it (slow
+/// copy), in either mode. Its fence twin, whose first kernel grew instead
+/// (3.4 ms beside a 1 ms copy), reads the fence.
+#[test]
+fn a_transfer_longer_than_anything_else_on_its_path_held_it() {
+    for mode in [Mode::Instrumented, Mode::Closed] {
+        cov_mark::check!(transfer_longest_on_path);
+        gpu_reads(
+            "test-corpus/h200-580-20261205-2",
+            "implicit-synchronization.test00074.slow-transfer",
+            mode,
+            CauseLabel::SlowCopy,
+        );
+    }
+    cov_mark::check_count!(transfer_longest_on_path, 0);
+    gpu_reads(
+        "test-corpus/h200-580-20261205-2",
+        "implicit-synchronization.test00074.copy-forced-fence",
+        Mode::Instrumented,
+        CauseLabel::ImplicitSync,
+    );
+}
+
+/// Must not: a readback longer than any one kernel on its path, behind a
+/// backlog of kernels no request launched (4.6 ms of them on its path, each
+/// shorter than the copy). The backlog held the path; the tokens say it is
+/// work of no request, so the copy's length is not read as what held it.
+#[test]
+fn a_backlog_on_the_path_is_not_read_as_the_copy() {
+    cov_mark::check_count!(transfer_longest_on_path, 0);
+    gpu_reads(
+        "test-corpus/h200-580-20261205-2",
+        "late-launch-vs-device-queueing.test00010.stream-backlog",
+        Mode::Instrumented,
+        CauseLabel::StreamBacklog,
     );
 }

@@ -14,8 +14,10 @@
 //!   launched. Otherwise the request's first op ran as long as it did, and the
 //!   gate right after it names the delay.
 //! - before the first device op: a copy asked about whose own transfer took
-//!   most of the path's time, longer than any device op before it, held the
-//!   path itself (slow, or sharing the link with other streams' copies).
+//!   most of the path's time, longer than any device op before it, or that
+//!   is longer than anything else on the path (every other device op and
+//!   every wait of one to start), held the path itself (slow, or sharing the
+//!   link with other streams' copies).
 
 use super::graph::Graph;
 use super::readings;
@@ -364,7 +366,8 @@ impl Graph<'_> {
         // it says nothing about which of them held the path).
         let held = (share >= TRANSFER_SHARE && transfer > longest_other)
             || (share >= TRANSFER_SHARE_CLEARLY_LONGEST
-                && transfer >= TRANSFER_MARGIN * longest_other);
+                && transfer >= TRANSFER_MARGIN * longest_other)
+            || self.transfer_longest_on_path(p, path, transfer, longest_other);
         if !held {
             return None;
         }
@@ -377,6 +380,49 @@ impl Graph<'_> {
         } else {
             CauseLabel::SlowCopy
         })
+    }
+
+    /// Whether copy `p`'s transfer held its path longer than anything else on
+    /// it: longer, beyond the noise ([`NOISE_NS`]), than every other device op
+    /// on the path (`longest_other`) and than every wait of one to start after
+    /// what let it go. Removing any other element of the path would move the
+    /// symptom less: without peers this is step 4b's largest effect, read from
+    /// durations alone, however small a part of a long path the copy is. Not
+    /// where the path runs through work of another request or of none (tokens
+    /// say so): that work held it, and the reading after this one names the
+    /// gate it held it through.
+    fn transfer_longest_on_path(
+        &self,
+        p: Pos,
+        path: &[Pos],
+        transfer: f64,
+        longest_other: f64,
+    ) -> bool {
+        let ix = &self.ix;
+        let symptom_token = self.token(p);
+        let others = || {
+            path.iter()
+                .enumerate()
+                .filter(|&(_, &x)| x != p && ix.rec(x).is_device_op())
+        };
+        if symptom_token.is_some() && others().any(|(_, &x)| self.token(x) != symptom_token) {
+            return false;
+        }
+        let longest_wait = others()
+            .filter_map(|(i, &x)| {
+                let (_, _, start, _) = readings::device_times(ix, x)?;
+                let launched = ix.launch_api(x).map_or(0, |a| ix.end(a));
+                let ready = i
+                    .checked_sub(1)
+                    .map_or(launched, |j| launched.max(self.done(path[j])));
+                Some(start.saturating_sub(ready) as f64)
+            })
+            .fold(0.0, f64::max);
+        let longest = transfer - longest_other.max(longest_wait) > NOISE_NS;
+        if longest {
+            cov_mark::hit!(transfer_longest_on_path);
+        }
+        longest
     }
 
     /// The host stall a scheduler or page-fault record at `path[i]` stands for,
