@@ -17,7 +17,7 @@ use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Evidence, Phases, Query, Question};
 
 /// A record's ranked causes, phase excess and peer count.
-type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
+pub(super) type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
 
 /// The diagnosis of one query and the number of peers its verdict was read against.
 pub(crate) struct QueryDiagnosis {
@@ -45,6 +45,7 @@ impl Graph<'_> {
         };
         let (mut path, mut unresolved) = self.critical_path(p);
         self.asked_latency.set(self.normal_latency_of(p));
+        self.upstream_readings.borrow_mut().clear();
         let (mut causes, phases, npeers) = self.causes(p, 0);
         if let Some(held) = self.held_by_other_requests(p) {
             causes = held;
@@ -87,6 +88,7 @@ impl Graph<'_> {
             }
         }
         self.asked_latency.set(f64::INFINITY);
+        self.upstream_readings.borrow_mut().clear();
         let call = self.call_of(p);
         // The launch call was late and nothing visible on the host explains it:
         // without the eBPF collector (or with host records lost) the stall that
@@ -245,11 +247,28 @@ impl Graph<'_> {
         (v, ph, peers.len())
     }
 
-    pub(super) fn device_causes(
-        &self,
-        p: Pos,
-        depth: u32,
-    ) -> (Vec<(CauseLabel, f64)>, Phases, usize) {
+    /// The reading of device op `p` (its causes, its phases against its peers,
+    /// how many peers), asked at `depth` ops down from the symptom. Below the
+    /// symptom (`depth` ≥ 1) an op's reading depends only on the op and the
+    /// asked latency, so it is read once per diagnosis (`upstream_readings`):
+    /// each upstream op's own walk (`late_since_request`,
+    /// `late_blocking_predecessor`) reads the ops its path shares with the
+    /// others', and read afresh every time that is exponential in the path's
+    /// depth (over a minute for one 162-record view of a serving loop).
+    pub(super) fn device_causes(&self, p: Pos, depth: u32) -> Verdict {
+        if depth == 0 {
+            return self.read_device_op(p, depth);
+        }
+        if let Some(known) = self.upstream_readings.borrow().get(&p) {
+            cov_mark::hit!(upstream_reading_reused);
+            return known.clone();
+        }
+        let found = self.read_device_op(p, depth);
+        self.upstream_readings.borrow_mut().insert(p, found.clone());
+        found
+    }
+
+    fn read_device_op(&self, p: Pos, depth: u32) -> Verdict {
         let ix = &self.ix;
         let r = ix.rec(p);
         let peers = self.device_peers(p);

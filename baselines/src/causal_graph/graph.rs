@@ -56,6 +56,10 @@ pub(crate) struct Graph<'a> {
     /// (`Graph::normal_latency_of`); infinite between diagnoses. Device phases of the ops upstream are
     /// judged against it too (`Graph::phase_floors`).
     pub(super) asked_latency: std::cell::Cell<f64>,
+    /// The readings of ops upstream of the symptom of the diagnosis in
+    /// progress (`Graph::device_causes` below depth 0); emptied whenever
+    /// the asked latency changes, which they depend on.
+    pub(super) upstream_readings: std::cell::RefCell<FastMap<Pos, super::diagnosis::Verdict>>,
     /// Each request's size as its records give it (`Graph::request_size`),
     /// gathered on first use.
     pub(super) request_sizes: std::cell::OnceCell<FastMap<ground_truth::SharedStr, Vec<u64>>>,
@@ -91,6 +95,7 @@ impl<'a> Graph<'a> {
             has_ebpf: view.records.iter().any(|r| r.source() == Source::Ebpf),
             graph_lost: Default::default(),
             asked_latency: std::cell::Cell::new(f64::INFINITY),
+            upstream_readings: Default::default(),
             wait_satisfied: FastMap::default(),
             position: Vec::new(),
             request_sizes: Default::default(),
