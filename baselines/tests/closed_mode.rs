@@ -11,7 +11,8 @@
 //! GPU corpora: where its request began, across its one handoff and its
 //! unjoined gaps; must not where the thread ran before, nor in instrumented
 //! views. A readback longer than anything else on its path held it, in
-//! either mode; must not behind a backlog of work of no request.
+//! either mode; must not behind a backlog of work of no request. An op
+//! upstream of the symptom is read once per diagnosis.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -410,4 +411,21 @@ fn a_backlog_on_the_path_is_not_read_as_the_copy() {
         Mode::Instrumented,
         CauseLabel::StreamBacklog,
     );
+}
+
+/// An op upstream of the symptom is read once per diagnosis: in this serving
+/// loop (an H100 split, CUPTI records alone, closed), each late op's walk
+/// reads the ops its path shares with the others', and read afresh every
+/// time the diagnosis took over a minute on 162 records (exponential in the
+/// path's depth). Read once, the verdict is the same and quick.
+#[test]
+fn an_upstream_op_is_read_once_per_diagnosis() {
+    cov_mark::check!(upstream_reading_reused);
+    let b = gpu_bundle(
+        "test-corpus/h100-580-20261205-4",
+        "continuous-batching.test00017.harmless",
+    );
+    let v = views::derive(&b, view(Collectors::Cupti, Mode::Closed)).view;
+    let x = builtin("causal-graph").unwrap().explain(&v);
+    assert_eq!(x.diagnoses.len(), 1);
 }
