@@ -17,7 +17,7 @@ use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Evidence, Phases, Query, Question};
 
 /// A record's ranked causes, phase excess and peer count.
-pub(super) type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
+type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
 
 /// The diagnosis of one query and the number of peers its verdict was read against.
 pub(crate) struct QueryDiagnosis {
