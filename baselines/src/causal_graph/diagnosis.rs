@@ -1,7 +1,7 @@
 //! Diagnosis of one query: critical path, ranked causes, phase excess and the
 //! unresolved boundary.
 
-use super::graph::Graph;
+use super::graph::{Graph, Verdict};
 use super::thresholds::{
     CLOCK_NS, FENCED_COPY_CAUSE, HOST_COMPUTE_ALTERNATIVE, LATENESS_SHARE, MAX_BLOCKING_DEPTH,
     MAX_HOPS, NOISE_NS, NONE_WHEN_CLEAN, NONE_WHEN_UNSURE, NOT_LATE_GATE, SECONDARY_PHASE,
@@ -17,7 +17,6 @@ use ground_truth::trace::{Record, SyncType};
 use ground_truth::{CauseLabel, Diagnosis, EdgeType, Evidence, Phases, Query, Question};
 
 /// A record's ranked causes, phase excess and peer count.
-type Verdict = (Vec<(CauseLabel, f64)>, Phases, usize);
 
 /// The diagnosis of one query and the number of peers its verdict was read against.
 pub(crate) struct QueryDiagnosis {

@@ -8,6 +8,10 @@ use ground_truth::trace::Source;
 use ground_truth::view::LossSpec;
 use ground_truth::{CauseLabel, EdgeType, Evidence, Ns, TraceView};
 
+/// A device op's reading: its causes, its phases against its peers, how many
+/// peers (`Graph::device_causes`).
+pub(super) type Verdict = (Vec<(CauseLabel, f64)>, ground_truth::Phases, usize);
+
 /// One edge of the partial order the causal graph inferred from the view: `src`
 /// gated `dst` by `kind`, on the `ev` evidence, with confidence `conf`.
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +63,7 @@ pub(crate) struct Graph<'a> {
     /// The readings of ops upstream of the symptom of the diagnosis in
     /// progress (`Graph::device_causes` below depth 0); emptied whenever
     /// the asked latency changes, which they depend on.
-    pub(super) upstream_readings:
-        std::cell::RefCell<FastMap<Pos, (Vec<(CauseLabel, f64)>, ground_truth::Phases, usize)>>,
+    pub(super) upstream_readings: std::cell::RefCell<FastMap<Pos, Verdict>>,
     /// Each request's size as its records give it (`Graph::request_size`),
     /// gathered on first use.
     pub(super) request_sizes: std::cell::OnceCell<FastMap<ground_truth::SharedStr, Vec<u64>>>,
