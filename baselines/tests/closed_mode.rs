@@ -12,7 +12,10 @@
 //! unjoined gaps; must not where the thread ran before, nor in instrumented
 //! views. A readback longer than anything else on its path held it, in
 //! either mode; must not behind a backlog of work of no request. An op
-//! upstream of the symptom is read once per diagnosis.
+//! upstream of the symptom is read once per diagnosis. A graph launch that
+//! queued behind another thread's kernels in its stream is a backlog, however
+//! its own nodes then passed the wait on; must not where a node of the graph
+//! itself ran long.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -428,4 +431,34 @@ fn an_upstream_op_is_read_once_per_diagnosis() {
     let v = views::derive(&b, view(Collectors::Cupti, Mode::Closed)).view;
     let x = builtin("causal-graph").unwrap().explain(&v);
     assert_eq!(x.diagnoses.len(), 1);
+}
+
+/// On the H200, closed mode: another thread launched kernels onto the stream
+/// just before the program's graph launch, and the graph's first node waited
+/// for them; the kernels share their names with the program's, so without
+/// tokens they read as the program's kernels run long. Their delay entered
+/// the graph's work by stream order, so it is the stream's backlog, not the
+/// graph edges the graph's own nodes passed it on through.
+#[test]
+fn a_graph_launch_behind_another_threads_work_is_a_backlog() {
+    cov_mark::check!(entered_the_launch_by_stream_order);
+    gpu_reads(
+        "test-corpus/h200-580-20261205",
+        "graph-replay-vs-direct-launch.test00025.backlogged-launch",
+        Mode::Closed,
+        CauseLabel::StreamBacklog,
+    );
+}
+
+/// Must not: the same instance with a node of the graph itself lengthened
+/// (launched by the graph's own call) is named by the graph edge after it.
+#[test]
+fn a_node_of_the_graph_that_ran_long_is_a_graph_dependency() {
+    cov_mark::check_count!(entered_the_launch_by_stream_order, 0);
+    gpu_reads(
+        "test-corpus/h200-580-20261205",
+        "graph-replay-vs-direct-launch.test00025.graph-dependency",
+        Mode::Closed,
+        CauseLabel::GraphDependency,
+    );
 }

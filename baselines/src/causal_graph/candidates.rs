@@ -101,7 +101,7 @@ impl Graph<'_> {
             }
             best = best.max(effect);
             let label = match c.kind {
-                DelayKind::RanLong => self.lengthened_op_label(c.at, &route),
+                DelayKind::RanLong => self.lengthened_op_label(c.at, &route, p),
                 DelayKind::NoRequest => self.added_work_label(p, &route),
                 DelayKind::Stall(label) => label,
                 DelayKind::HostGap => self.host_gap_label(c.at, p),
@@ -120,7 +120,7 @@ impl Graph<'_> {
         }
         effects.extend(grown.into_iter().filter(|g| g.1 > recorded_best));
         if effects.is_empty() {
-            effects.extend(self.small_delays_together(&cone, &small, floor));
+            effects.extend(self.small_delays_together(&cone, &small, floor, p));
         }
         if effects.is_empty() {
             return None;
@@ -148,6 +148,7 @@ impl Graph<'_> {
         cone: &Cone,
         small: &[Candidate],
         floor: f64,
+        p: Pos,
     ) -> Option<(CauseLabel, f64)> {
         if small.len() < 2 || small.iter().map(|c| c.delay).sum::<f64>() <= floor {
             return None;
@@ -159,7 +160,7 @@ impl Graph<'_> {
         }
         let first = route.first()?.src;
         cov_mark::hit!(small_delays_add_up);
-        Some((self.lengthened_op_label(first, &route), effect))
+        Some((self.lengthened_op_label(first, &route, p), effect))
     }
 
     /// The delays the records show in `cone` (other than `p` itself), and
@@ -505,8 +506,10 @@ impl Graph<'_> {
     /// named by the first gate after it on the `route` its delay travelled
     /// other than stream order (an event, a graph edge, a blocking call, the
     /// fence of a pageable copy, another stream's work holding the resource),
-    /// and is `stream_backlog` when stream order alone carried it.
-    fn lengthened_op_label(&self, x: Pos, route: &[InferredEdge]) -> CauseLabel {
+    /// and is `stream_backlog` when stream order alone carried it, or carried
+    /// it into the work of the symptom `p`'s own launch from another
+    /// thread's (`entered_the_launch_by_stream_order`).
+    fn lengthened_op_label(&self, x: Pos, route: &[InferredEdge], p: Pos) -> CauseLabel {
         let ix = &self.ix;
         if matches!(ix.rec(x), Record::Memcpy { .. }) {
             let shared = analysis::overlap_by_others(ix, x, ix.start(x), ix.end(x), |o| {
@@ -518,7 +521,40 @@ impl Graph<'_> {
                 CauseLabel::SlowCopy
             };
         }
+        if self.entered_the_launch_by_stream_order(x, route, p) {
+            return CauseLabel::StreamBacklog;
+        }
         self.gate_label(route)
+    }
+
+    /// Whether the delay of op `x` reached the work of the symptom `p`'s own
+    /// launch call (a graph launch's nodes) by stream order, from work
+    /// another thread launched, before any other gate on `route`: the
+    /// launch's work queued behind that thread's work in its stream, and the
+    /// gates between the launch's own ops (graph edges) only passed the
+    /// wait on. A gate names a lengthened op where the op's mechanism works
+    /// through it (docs/scenario-space.md, "Labelling convention"); what held
+    /// this launch is the stream it shares with another thread's work, which
+    /// no gate of its own ordered it after: a backlog. Read by thread, so the
+    /// same with and without request tokens (with tokens, work of no request
+    /// is named by `added_work_label` before it gets here).
+    fn entered_the_launch_by_stream_order(&self, x: Pos, route: &[InferredEdge], p: Pos) -> bool {
+        let ix = &self.ix;
+        let Some(call) = ix.launch_api(p) else {
+            return false;
+        };
+        let thread = |op: Pos| ix.launch_api(op).and_then(|c| ix.rec(c).tid());
+        if thread(x).is_none() || thread(x) == ix.rec(call).tid() {
+            return false;
+        }
+        let Some(gate) = route.iter().find(|e| e.kind != EdgeType::StreamOrder) else {
+            return false;
+        };
+        let entered = ix.launch_api(gate.src) == Some(call);
+        if entered {
+            cov_mark::hit!(entered_the_launch_by_stream_order);
+        }
+        entered
     }
 
     /// Work added ahead of the symptom (docs/scenario-space.md, "Labelling
