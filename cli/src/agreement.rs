@@ -41,7 +41,7 @@ pub fn agreement(args: &AgreementArgs) -> Result<(), Failure> {
         )));
     }
     let text = agreement.render();
-    println!("{text}");
+    outln!("{text}");
     if let Some(out) = &args.out {
         ground_truth::io::write_atomic(out, text.as_bytes())
             .map_err(|e| Failure::failed(format!("cannot write {}: {e}", out.display())))?;

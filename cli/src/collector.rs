@@ -464,7 +464,7 @@ fn table(a: &TableArgs) -> Result<(), Failure> {
             .ok_or_else(|| Failure::input(format!("--rows `{r}`: expected SOURCE=DIR")))?;
         md.push_str(&own_rows(source, Path::new(dir), &a.views)?);
     }
-    print!("{md}");
+    out!("{md}");
     Ok(())
 }
 

@@ -218,12 +218,12 @@ pub fn score(bundle: &Path, view: &Path, explanation: &Path, json: bool) -> Resu
     }
     let s = evaluator::score_case(&b, &v, &e);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&s).expect("scores serialize")
         );
     } else {
-        println!(
+        outln!(
             "{}",
             evaluator::scores_to_jsonl(std::slice::from_ref(&s)).trim_end()
         );
@@ -239,7 +239,7 @@ pub fn why_late(view: &Path, rid: u64) -> Result<(), Failure> {
             view.display()
         )));
     }
-    println!("{}", baselines::why_late(&v, rid));
+    outln!("{}", baselines::why_late(&v, rid));
     Ok(())
 }
 
@@ -249,9 +249,9 @@ pub fn report(results: &Path, html: Option<&Path>) -> Result<(), Failure> {
         return Err(Failure::failed(tampered.join("\n")));
     }
     let r = evaluator::report(results).map_err(eval_failure)?;
-    println!("{}", r.leaderboard.to_markdown());
+    outln!("{}", r.leaderboard.to_markdown());
     if let Some(rows) = crate::track::report_in(results)? {
-        println!("{}", crate::track::section(&rows));
+        outln!("{}", crate::track::section(&rows));
     }
     crate::manifest::mark_leaderboard(results)?;
     eprintln!(
@@ -304,7 +304,7 @@ pub fn schema(name: &str) -> Result<(), Failure> {
                 names.join(", ")
             ))
         })?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -312,17 +312,20 @@ pub fn list(suite: &str) -> Result<(), Failure> {
     let scenarios = crate::catalog::load_suite(suite, None)?;
     let mut families: Vec<&str> = scenarios.iter().map(|s| s.family.as_str()).collect();
     families.dedup();
-    println!(
+    outln!(
         "{} scenarios in {} families (suite `{suite}`)\n",
         scenarios.len(),
         families.len()
     );
-    println!(
+    outln!(
         "{:<36} {:<22} {:<18} {:<10} question",
-        "family", "variant", "true cause", "injection"
+        "family",
+        "variant",
+        "true cause",
+        "injection"
     );
     for s in &scenarios {
-        println!(
+        outln!(
             "{:<36} {:<22} {:<18} {:<10} {:?}",
             s.family,
             s.variant,
@@ -335,16 +338,16 @@ pub fn list(suite: &str) -> Result<(), Failure> {
         );
     }
     list_megakernel()?;
-    println!("\nprofilers: {}", baselines::builtin_names().join(", "));
-    println!(
+    outln!("\nprofilers: {}", baselines::builtin_names().join(", "));
+    outln!(
         "probes:    {} (no causal reasoning: --profilers probes, docs/integrity.md)",
         baselines::probe_names().join(", ")
     );
-    println!(
+    outln!(
         "megakernel track profilers: {}",
         baselines::megakernel::TRACK_NAMES.join(", ")
     );
-    println!(
+    outln!(
         "formats:   {}",
         ground_truth::schema::NAMES
             .iter()
@@ -361,20 +364,23 @@ pub fn list(suite: &str) -> Result<(), Failure> {
 fn list_megakernel() -> Result<(), Failure> {
     let families = crate::track::families()?;
     let scenarios: usize = families.iter().map(|(_, v)| v.len()).sum();
-    println!(
+    outln!(
         "\nmegakernel track: {scenarios} scenarios in {} families (megakernel/catalog)\n",
         families.len()
     );
-    println!(
+    outln!(
         "{:<36} {:<22} {:<24} {:<14} kernel lateness",
-        "family", "variant", "true cause", "task class"
+        "family",
+        "variant",
+        "true cause",
+        "task class"
     );
     for s in families.iter().flat_map(|(_, v)| v) {
         let lateness = match &s.injection.match_variant {
             Some(v) => format!("as variant {v}"),
             None => format!("{} us", s.injection.magnitude_us),
         };
-        println!(
+        outln!(
             "{:<36} {:<22} {:<24} {:<14} {lateness}",
             s.family,
             s.variant,

@@ -50,7 +50,7 @@ pub fn diff(args: DiffArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| b.join("diff-details.md"));
     write(&details, &d.to_markdown())?;
-    println!(
+    outln!(
         "{}",
         d.summary_markdown(Some(&details.display().to_string()))
     );
@@ -415,7 +415,7 @@ fn versions(corpora: &[PathBuf], out: &Path) -> Result<(), Failure> {
     }
     let report = out.join("cross-version.md");
     write(&report, &md)?;
-    println!("{md}");
+    outln!("{md}");
     eprintln!("causalbench: cross-version report in {}", report.display());
     Ok(())
 }

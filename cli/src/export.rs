@@ -67,7 +67,7 @@ fn perfetto(a: &ExportArgs) -> Result<(), Failure> {
         );
     }
     for f in &w.files {
-        println!("{}", f.display());
+        outln!("{}", f.display());
     }
     Ok(())
 }

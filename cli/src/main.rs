@@ -3,6 +3,24 @@
 //! machine cannot do the job (a GPU subcommand without a usable GPU); 2 bad
 //! input or usage.
 
+/// `outln!` for standard output that ends quietly when the reader has
+/// gone (`stdout.rs`).
+macro_rules! outln {
+    () => {
+        $crate::stdout::write(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::write(format_args!($($arg)*), true)
+    };
+}
+
+/// `print!` for standard output that ends quietly when the reader has gone.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::stdout::write(format_args!($($arg)*), false)
+    };
+}
+
 mod agreement;
 mod catalog;
 mod collector;
@@ -28,6 +46,7 @@ mod reproduction;
 mod run;
 mod shard;
 mod site;
+mod stdout;
 mod submit;
 mod submit_beside;
 mod torch;

@@ -149,11 +149,11 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let (stages, records) = result?;
-    println!(
+    outln!(
         "| stage ({} operations, {records} records) | seconds | CPU seconds | peak RSS (GB) | |",
         args.ops
     );
-    println!("|---|---|---|---|---|");
+    outln!("|---|---|---|---|---|");
     for s in &stages {
         let peak = s
             .peak_bytes
@@ -163,9 +163,11 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
             .cpu_seconds
             .map(|c| format!("{c:.2}"))
             .unwrap_or_else(|| "n/a".into());
-        println!(
+        outln!(
             "| {} | {:.2} | {cpu} | {peak} | {} |",
-            s.name, s.seconds, s.note
+            s.name,
+            s.seconds,
+            s.note
         );
     }
     let carried: Vec<&Stage> = stages
@@ -184,7 +186,7 @@ pub fn large(args: &LargeArgs) -> Result<(), Failure> {
         .filter_map(|s| s.peak_bytes)
         .max()
         .unwrap_or(0);
-    println!(
+    outln!(
         "\nrecord → view → causal-graph → score in one process: {in_process:.2} s \
          ({in_process_cpu:.2} CPU s); highest stage peak RSS {:.2} GB",
         peak as f64 / 1e9

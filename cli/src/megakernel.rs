@@ -69,7 +69,7 @@ fn report(args: &ReportArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::failed(format!("cannot unpack into {}: {e}", dir.display())))?;
     }
     let (_, rows) = crate::track::write(&out, &cases)?;
-    println!(
+    outln!(
         "{} cases from {} packs\n\n{}",
         cases.len(),
         files.len(),

@@ -222,7 +222,7 @@ pub fn run(args: BpfArgs) -> Result<(), Failure> {
         );
     }
     w("bpf-report.md", &md)?;
-    println!("{md}");
+    outln!("{md}");
     eprintln!(
         "causalbench: megakernel bpf: {} of {} query answers correct by eBPF, {} by the fixed configuration ({:.1} s) -> {}",
         correct(|r| r.ebpf_correct),

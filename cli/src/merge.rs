@@ -188,9 +188,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     };
     manifest.write(out).map_err(Failure::failed)?;
     crate::manifest::mark_leaderboard(out)?;
-    println!("{}", report.leaderboard.to_markdown());
+    outln!("{}", report.leaderboard.to_markdown());
     if let Some(rows) = &track_rows {
-        println!("{}", crate::track::section(rows));
+        outln!("{}", crate::track::section(rows));
     }
     eprintln!(
         "causalbench: merged {} shards: {} case scores into {}",

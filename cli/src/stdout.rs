@@ -13,7 +13,13 @@ pub fn write(args: fmt::Arguments<'_>, newline: bool) {
     let mut out = io::stdout().lock();
     let written = out
         .write_fmt(args)
-        .and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| {
+            if newline {
+                out.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
         .and_then(|()| out.flush());
     if let Err(e) = written {
         if e.kind() == io::ErrorKind::BrokenPipe {

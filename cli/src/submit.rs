@@ -373,7 +373,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
         .and_then(|path| evaluator::read_scores(&path).map_err(|e| reject(dir, e)))?;
     let published =
         crate::published::verify(dir, &written, &metadata.split, |why| reject(dir, why))?;
-    println!(
+    outln!(
         "check {}: accepted `{}` {}: {} bundles verified by hash, {} explanations re-scored, \
          scores match, {published} published files regenerated and the same; {}",
         dir.display(),
@@ -391,7 +391,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     );
     // What no file of the folder can prove (baselines/PROTOCOL.md, "Getting onto the
     // leaderboard"): shown as the submitter's statement.
-    println!(
+    outln!(
         "check {}: stated by the submitter, not verified: machine `{}` ({} CPUs, {}), \
          isolation `{}`, causalbench {}, and each case's measured `invocation`",
         dir.display(),
@@ -406,7 +406,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     }
     if dir.join(REPRODUCTION_FILE).exists() {
         let counted = crate::reproduction::reproduction_of(dir)?.is_some();
-        println!(
+        outln!(
             "check {}: {REPRODUCTION_FILE} {}: only `check --rerun` verifies that the command \
              reproduces the explanations",
             dir.display(),
@@ -735,7 +735,7 @@ fn rerun(
     )?;
     match first_difference {
         None => {
-            println!(
+            outln!(
                 "check {}: reproduced: the command wrote the same {} explanations again",
                 dir.display(),
                 explained.len()

@@ -195,7 +195,7 @@ fn record(args: &RecordArgs) -> Result<(), Failure> {
             "torch record: no bundle recorded (first failure: {first})"
         )));
     }
-    println!(
+    outln!(
         "recorded {} bundles into {} ({} failed, {} scenarios the executor cannot run)",
         bundles.len(),
         args.out.display(),

@@ -20,7 +20,7 @@ pub struct AttributionArgs {
 pub fn attribution(args: &AttributionArgs) -> Result<(), Failure> {
     let files = ProbeFiles::find(&args.probe)?;
     let report = attribution::score(&files)?;
-    print!("{}", attribution::markdown(&report));
+    out!("{}", attribution::markdown(&report));
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report)
             .map_err(|e| Failure::input(format!("serializing the report: {e}")))?;

@@ -81,20 +81,20 @@ pub fn fence_lines(args: &FenceLinesArgs) -> Result<(), Failure> {
             format!("{:.1} %", 100.0 * x)
         })
     };
-    println!(
+    outln!(
         "implicit-sync fences: {} in {bundles} bundles of {}; truth: `{}` line {} (the executor's copy)",
         kineto.fences,
         args.corpus.display(),
         truth.function,
         truth.line.map_or("?".into(), |l| l.to_string())
     );
-    println!("| source | fences | with a program frame | right function | share |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    outln!("| source | fences | with a program frame | right function | share |");
+    outln!("| --- | ---: | ---: | ---: | ---: |");
     for (name, s) in [
         ("Kineto with_stack", &kineto),
         ("eBPF host stacks (-X perf)", &host),
     ] {
-        println!(
+        outln!(
             "| {name} | {} | {} | {} | {} |",
             s.fences,
             s.answered,

@@ -171,3 +171,23 @@ fn list_shows_the_megakernel_families() {
     }
     assert!(out.contains("mk-task-log"), "{out}");
 }
+
+/// A reader that closed its end of the pipe (`causalbench list | head -1`)
+/// ends a command quietly with success, never a panic: the pipe's read end
+/// is closed before the command starts, so its first write fails.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    for args in [&["list"][..], &["schema", "view"][..]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("causalbench runs");
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?}\n{err}", out.status);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -70,9 +70,9 @@ pub(super) fn report(
     crate::manifest::mark_leaderboard(out)?;
     crate::commands::write_site(out, &out.join("html"), &report.leaderboard)?;
     if !args.quiet {
-        println!("{}", report.leaderboard.summary(out));
+        outln!("{}", report.leaderboard.summary(out));
         if let Some(rows) = &track {
-            println!("{}", crate::track::section(rows));
+            outln!("{}", crate::track::section(rows));
         }
     }
     let keys: Vec<String> = jobs.iter().map(|j| j.key(backend.name())).collect();
