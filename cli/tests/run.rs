@@ -167,8 +167,9 @@ fn check_track(out: &std::path::Path, rows: &[serde_json::Value]) {
 }
 
 /// A finished case is reused only while everything that determines it is the same: a
-/// rerun into the same directory with another seed, another profiler set or a changed
-/// scenario file scores the case again instead of keeping stale scores.
+/// rerun into the same directory with another seed, another profiler set, a changed
+/// scenario file or another build of `causalbench` scores the case again instead of
+/// keeping stale scores.
 #[test]
 fn a_rerun_with_other_settings_scores_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -190,8 +191,8 @@ fn a_rerun_with_other_settings_scores_again() {
         "--megakernel-reps",
         "0",
     ];
-    let resumed = |extra: &[&str], profilers: &str| -> (String, String) {
-        let o = Command::new(env!("CARGO_BIN_EXE_causalbench"))
+    let resumed_by = |exe: &std::path::Path, extra: &[&str], profilers: &str| {
+        let o = Command::new(exe)
             .args(["run", "--backend", "sim", "--quiet", "--out"])
             .arg(&out)
             .args(base)
@@ -203,6 +204,13 @@ fn a_rerun_with_other_settings_scores_again() {
         assert_eq!(o.status.code(), Some(0), "{err}");
         let csv = std::fs::read_to_string(out.join("leaderboard.csv")).unwrap();
         (err, csv)
+    };
+    let resumed = |extra: &[&str], profilers: &str| -> (String, String) {
+        resumed_by(
+            std::path::Path::new(env!("CARGO_BIN_EXE_causalbench")),
+            extra,
+            profilers,
+        )
     };
     let (err, _) = resumed(&[], "timestamp-join");
     assert!(err.contains("(0 resumed)"), "{err}");
@@ -226,6 +234,16 @@ fn a_rerun_with_other_settings_scores_again() {
     );
     let (err, _) = resumed(&["--seed", "7"], "builtin");
     assert!(err.contains("(1 resumed)"), "{err}");
+    // Another build: the same program with one byte more after its end (the loader
+    // ignores it), as a rebuilt binary of the same version differs.
+    let rebuilt = dir.path().join("causalbench-rebuilt");
+    let mut bytes = std::fs::read(env!("CARGO_BIN_EXE_causalbench")).unwrap();
+    bytes.push(0);
+    std::fs::write(&rebuilt, bytes).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&rebuilt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (err, _) = resumed_by(&rebuilt, &["--seed", "7"], "builtin");
+    assert!(err.contains("(0 resumed)"), "another build: {err}");
 }
 
 /// A finished case's scores file cut at a line boundary still parses; it must not be

@@ -8,7 +8,8 @@ use evaluator::CaseScore;
 use ground_truth::io::write_atomic;
 use std::path::{Path, PathBuf};
 
-/// Everything that determines a finished case's scores: the tool's version, the backend,
+/// Everything that determines a finished case's scores: the tool's version and build (the
+/// running executable's hash, [`build_identity`]), the backend,
 /// the scenario as run (its seed override applied) and the repetition, or the replayed
 /// bundle's bytes, and the profilers (built-in names, external templates). A finished case
 /// is reused only while its fingerprint is the same, so a rerun with another seed,
@@ -35,6 +36,7 @@ pub(super) fn case_fingerprint(
     };
     let identity = serde_json::json!({
         "tool_version": env!("CARGO_PKG_VERSION"),
+        "build": build_identity(),
         "backend": backend,
         "work": work,
         "profilers": profilers,
@@ -43,6 +45,20 @@ pub(super) fn case_fingerprint(
     });
     let digest = Sha256::digest(identity.to_string().as_bytes());
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The build that scores: the sha256 of the running executable's bytes, read once per
+/// process. The package version stays the same from one build to the next, so without it
+/// a rebuilt `causalbench` whose profilers read differently resumed the old build's
+/// scores. Empty where the executable cannot be read (then the version alone keys it).
+fn build_identity() -> &'static str {
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| crate::manifest::sha256_file(&exe).ok())
+            .unwrap_or_default()
+    })
 }
 
 /// Where the fingerprint of a finished case is kept, beside its scores.
