@@ -15,7 +15,9 @@
 //! upstream of the symptom is read once per diagnosis. A graph launch that
 //! queued behind another thread's kernels in its stream is a backlog, however
 //! its own nodes then passed the wait on; must not where a node of the graph
-//! itself ran long.
+//! itself ran long. A thread's untimed page fault ends by its next call, and
+//! a stall of a thread handed its work counts from the work's arrival: an
+//! isolated fault milliseconds before the path is no stall of it.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -460,5 +462,24 @@ fn a_node_of_the_graph_that_ran_long_is_a_graph_dependency() {
         "graph-replay-vs-direct-launch.test00025.graph-dependency",
         Mode::Closed,
         CauseLabel::GraphDependency,
+    );
+}
+
+/// On the H200, closed mode: a readback behind a chain of handed-on kernels,
+/// the first of them lengthened and fenced by a synchronize (`implicit_sync`).
+/// One thread of the chain took a single untimed minor fault 6 ms before the
+/// path, and made calls since. That fault counted as 200 µs (the cap for a
+/// thread's last fault) and read as what held the work across an idle gap
+/// (`host_page_fault`); it lasted no longer than until the thread's next call,
+/// and a stall of a thread counts only from when its work arrived.
+#[test]
+fn an_untimed_fault_ends_by_its_threads_next_call() {
+    cov_mark::check!(untimed_fault_ends_by_the_next_call);
+    cov_mark::check!(joined_stall_since_the_work_arrived);
+    gpu_reads(
+        "test-corpus/h200-580-20261205",
+        "implicit-synchronization.test00114.copy-forced-fence",
+        Mode::Closed,
+        CauseLabel::ImplicitSync,
     );
 }

@@ -13,7 +13,7 @@ use super::thresholds::{
 };
 use crate::index::Pos;
 use ground_truth::trace::Record;
-use ground_truth::CauseLabel;
+use ground_truth::{CauseLabel, EdgeType};
 
 impl Graph<'_> {
     /// Closed mode: the largest host stall (scheduler or page-fault records of
@@ -55,9 +55,19 @@ impl Graph<'_> {
                 continue;
             }
             let Some(tid) = ix.rec(x).tid() else { continue };
-            let from = ix
+            // A call another thread handed work to was ready once the work
+            // arrived (`Graph::host_measure`): a stall before that delayed
+            // nothing of this path.
+            let arrived = self
+                .incoming_of(x, EdgeType::Handoff)
+                .map_or(0, |h| ix.end(h.src).min(ix.start(x)));
+            let since_previous = ix
                 .prev_call(x)
                 .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |c| ix.end(c));
+            if arrived > since_previous {
+                cov_mark::hit!(joined_stall_since_the_work_arrived);
+            }
+            let from = since_previous.max(arrived);
             let st = readings::host_stalls(ix, tid, from.min(ix.start(x)), ix.start(x));
             let (label, size) = readings::larger_stall(&st);
             if size < STALL_NS && size < STALL_WORK_SHARE * device_work {

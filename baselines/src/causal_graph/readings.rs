@@ -48,10 +48,21 @@ pub(crate) fn host_stalls(ix: &Index, tid: u32, from: Ns, to: Ns) -> HostStalls 
         return st;
     };
     let start = ix.start(f);
-    if to.saturating_sub(start) > LAST_UNTIMED_FAULT_CAP_NS {
+    // The thread was back in its own code by its next call at the latest: a
+    // fault long before the call asked about, with calls between, held the
+    // thread no longer than until the first of them.
+    let next_call = ix.thread(tid).and_then(|th| {
+        let i = th.calls.partition_point(|&c| ix.start(c) <= start);
+        th.calls.get(i).map(|&c| ix.start(c))
+    });
+    let until = next_call.map_or(to, |c| c.min(to));
+    if until < to {
+        cov_mark::hit!(untimed_fault_ends_by_the_next_call);
+    }
+    if until.saturating_sub(start) > LAST_UNTIMED_FAULT_CAP_NS {
         cov_mark::hit!(last_untimed_fault_capped);
     }
-    let end = start + to.saturating_sub(start).min(LAST_UNTIMED_FAULT_CAP_NS);
+    let end = start + until.saturating_sub(start).min(LAST_UNTIMED_FAULT_CAP_NS);
     let (lo, hi) = (start.max(from), end.min(to));
     if hi >= lo {
         cov_mark::hit!(last_untimed_fault_lasts);
