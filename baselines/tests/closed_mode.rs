@@ -15,9 +15,11 @@
 //! upstream of the symptom is read once per diagnosis. A graph launch that
 //! queued behind another thread's kernels in its stream is a backlog, however
 //! its own nodes then passed the wait on; must not where a node of the graph
-//! itself ran long. A thread's untimed page fault ends by its next call, and
+//! itself ran long (the program's own thread launched it). A thread's untimed page fault ends by its next call, and
 //! a stall of a thread handed its work counts from the work's arrival: an
-//! isolated fault milliseconds before the path is no stall of it.
+//! isolated fault milliseconds before the path is no stall of it. Device
+//! work of a thread that no handoff joins to the program is added work, as
+//! tokens would say; must not where tokens say whose work is whose.
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
@@ -438,12 +440,12 @@ fn an_upstream_op_is_read_once_per_diagnosis() {
 /// On the H200, closed mode: another thread launched kernels onto the stream
 /// just before the program's graph launch, and the graph's first node waited
 /// for them; the kernels share their names with the program's, so without
-/// tokens they read as the program's kernels run long. Their delay entered
-/// the graph's work by stream order, so it is the stream's backlog, not the
-/// graph edges the graph's own nodes passed it on through.
+/// tokens they read as the program's kernels run long, named by the graph
+/// edge after them. That thread is joined to no other by a handoff: its work
+/// is added work, a backlog whatever gate it then passed.
 #[test]
 fn a_graph_launch_behind_another_threads_work_is_a_backlog() {
-    cov_mark::check!(entered_the_launch_by_stream_order);
+    cov_mark::check!(work_of_a_thread_alone);
     gpu_reads(
         "test-corpus/h200-580-20261205",
         "graph-replay-vs-direct-launch.test00025.backlogged-launch",
@@ -453,10 +455,10 @@ fn a_graph_launch_behind_another_threads_work_is_a_backlog() {
 }
 
 /// Must not: the same instance with a node of the graph itself lengthened
-/// (launched by the graph's own call) is named by the graph edge after it.
+/// (the program's own thread launched it) is named by the graph edge after it.
 #[test]
 fn a_node_of_the_graph_that_ran_long_is_a_graph_dependency() {
-    cov_mark::check_count!(entered_the_launch_by_stream_order, 0);
+    cov_mark::check_count!(work_of_a_thread_alone, 0);
     gpu_reads(
         "test-corpus/h200-580-20261205",
         "graph-replay-vs-direct-launch.test00025.graph-dependency",
@@ -481,5 +483,52 @@ fn an_untimed_fault_ends_by_its_threads_next_call() {
         "implicit-synchronization.test00114.copy-forced-fence",
         Mode::Closed,
         CauseLabel::ImplicitSync,
+    );
+}
+
+/// On an H100, closed mode: kernels a thread working alone (no handoff joins
+/// it to any other thread) launched onto the symptom's stream ahead of it.
+/// Their names recur in the program, so they are no operation run once;
+/// without tokens they read as the program's own work and the symptom's wait
+/// was named by the event after it. A thread joined to nothing is no part of
+/// the program's requests: its work is added work, all of it delay to what it
+/// held (`stream_backlog`).
+#[test]
+fn work_of_a_thread_joined_to_nothing_is_added_work() {
+    cov_mark::check!(work_of_a_thread_alone);
+    gpu_reads(
+        "test-corpus/h100-580-20261205",
+        "late-launch-vs-device-queueing.test00080.stream-backlog",
+        Mode::Closed,
+        CauseLabel::StreamBacklog,
+    );
+}
+
+/// Must not: with request tokens the same work is known to be of no request
+/// from its tokens, not its thread.
+#[test]
+fn with_tokens_a_threads_work_is_judged_by_its_tokens() {
+    cov_mark::check_count!(work_of_a_thread_alone, 0);
+    gpu_reads(
+        "test-corpus/h100-580-20261205",
+        "late-launch-vs-device-queueing.test00080.stream-backlog",
+        Mode::Instrumented,
+        CauseLabel::StreamBacklog,
+    );
+}
+
+/// On an H100, closed mode: the backlog ahead of a graph launch came from a
+/// thread that handoffs join to the program, so it is no thread working
+/// alone; its kernels read as run long. Their delay entered the graph's work
+/// by stream order, so it is the stream's backlog, not the graph edges the
+/// graph's own nodes passed it on through.
+#[test]
+fn a_backlog_that_entered_a_graph_launch_by_stream_order_is_a_backlog() {
+    cov_mark::check!(entered_the_launch_by_stream_order);
+    gpu_reads(
+        "test-corpus/h100-580-20261205-3",
+        "graph-replay-vs-direct-launch.test00145.backlogged-launch",
+        Mode::Closed,
+        CauseLabel::StreamBacklog,
     );
 }

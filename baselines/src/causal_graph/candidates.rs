@@ -190,7 +190,7 @@ impl Graph<'_> {
             if self.peers.instances(r) > MAX_CANDIDATE_INSTANCES {
                 continue;
             }
-            if self.added_work(x, with_requests, repeated) {
+            if self.added_work(x, with_requests, repeated) || self.works_alone(x, p) {
                 out.push(Candidate {
                     at: x,
                     delay: ix.end(x).saturating_sub(ix.start(x)) as f64,
@@ -508,7 +508,8 @@ impl Graph<'_> {
     /// fence of a pageable copy, another stream's work holding the resource),
     /// and is `stream_backlog` when stream order alone carried it, or carried
     /// it into the work of the symptom `p`'s own launch from another
-    /// thread's (`entered_the_launch_by_stream_order`).
+    /// thread's (`entered_the_launch_by_stream_order`: a thread handoffs join
+    /// to the program, whose work `works_alone` does not take for added work).
     fn lengthened_op_label(&self, x: Pos, route: &[InferredEdge], p: Pos) -> CauseLabel {
         let ix = &self.ix;
         if matches!(ix.rec(x), Record::Memcpy { .. }) {
@@ -606,6 +607,35 @@ impl Graph<'_> {
             cov_mark::hit!(closed_mode_work_of_no_repetition);
         }
         once
+    }
+
+    /// Without tokens: whether device op `x` was launched by a thread other
+    /// than the one that launched the symptom `p`, which no handoff joins to
+    /// any other thread: a thread working alone beside the program, whose
+    /// work is no request's the symptom waited for (`NoRequest`: all of it is
+    /// delay to what it held), as tokens would say of work of no request.
+    fn works_alone(&self, x: Pos, p: Pos) -> bool {
+        let ix = &self.ix;
+        if self.token(p).is_some() {
+            return false;
+        }
+        let thread = |op: Pos| ix.launch_api(op).and_then(|c| ix.rec(c).tid());
+        let (Some(mine), Some(theirs)) = (thread(p), thread(x)) else {
+            return false;
+        };
+        let joined = self.handoff_threads.get_or_init(|| {
+            self.edges
+                .iter()
+                .filter(|e| e.kind == EdgeType::Handoff)
+                .flat_map(|e| [ix.rec(e.src).tid(), ix.rec(e.dst).tid()])
+                .flatten()
+                .collect()
+        });
+        let alone = theirs != mine && !joined.contains(&theirs);
+        if alone {
+            cov_mark::hit!(work_of_a_thread_alone);
+        }
+        alone
     }
 
     /// The first gate other than stream order on `route` (module doc of

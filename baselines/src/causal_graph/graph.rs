@@ -76,6 +76,9 @@ pub(crate) struct Graph<'a> {
     /// Closed mode: when each call's chain of joined calls and inferred
     /// handoffs began (`host::chain_beginnings`); empty with task markers.
     pub(super) chain_began: FastMap<Pos, Ns>,
+    /// Closed mode: the threads a handoff edge joins to another thread
+    /// (`Graph::works_alone`), gathered on first use.
+    pub(super) handoff_threads: std::cell::OnceCell<rustc_hash::FxHashSet<u32>>,
 }
 
 impl<'a> Graph<'a> {
@@ -106,6 +109,7 @@ impl<'a> Graph<'a> {
             stretches: Default::default(),
             joined_calls: Vec::new(),
             chain_began: FastMap::default(),
+            handoff_threads: Default::default(),
         };
         g.position = g.positions();
         g.wait_satisfied = g.stream_wait_completions();
