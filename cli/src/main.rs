@@ -3,7 +3,7 @@
 //! machine cannot do the job (a GPU subcommand without a usable GPU); 2 bad
 //! input or usage.
 
-/// `outln!` for standard output that ends quietly when the reader has
+/// `println!` for standard output that ends quietly when the reader has
 /// gone (`stdout.rs`).
 macro_rules! outln {
     () => {

@@ -1,6 +1,6 @@
 //! Standard output for every subcommand (`outln!`, `out!`). A reader that
 //! closed the pipe (`causalbench list | head -1`) ends the command quietly
-//! with success, as a process killed by SIGPIPE would, where `outln!`
+//! with success, as a process killed by SIGPIPE would, where `println!`
 //! panics. The signal itself stays ignored: the harness writes to
 //! contestants' pipes, and a contestant that exits must not end the run
 //! (baselines/PROTOCOL.md).

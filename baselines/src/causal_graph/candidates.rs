@@ -544,8 +544,8 @@ impl Graph<'_> {
         let Some(call) = ix.launch_api(p) else {
             return false;
         };
-        let thread = |op: Pos| ix.launch_api(op).and_then(|c| ix.rec(c).tid());
-        if thread(x).is_none() || thread(x) == ix.rec(call).tid() {
+        let theirs = self.launching_thread(x);
+        if theirs.is_none() || theirs == ix.rec(call).tid() {
             return false;
         }
         let Some(gate) = route.iter().find(|e| e.kind != EdgeType::StreamOrder) else {
@@ -609,6 +609,12 @@ impl Graph<'_> {
         once
     }
 
+    /// The thread whose call launched device op `x`.
+    fn launching_thread(&self, x: Pos) -> Option<u32> {
+        let ix = &self.ix;
+        ix.launch_api(x).and_then(|c| ix.rec(c).tid())
+    }
+
     /// Without tokens: whether device op `x` was launched by a thread other
     /// than the one that launched the symptom `p`, which no handoff joins to
     /// any other thread: a thread working alone beside the program, whose
@@ -619,8 +625,8 @@ impl Graph<'_> {
         if self.token(p).is_some() {
             return false;
         }
-        let thread = |op: Pos| ix.launch_api(op).and_then(|c| ix.rec(c).tid());
-        let (Some(mine), Some(theirs)) = (thread(p), thread(x)) else {
+        let (Some(mine), Some(theirs)) = (self.launching_thread(p), self.launching_thread(x))
+        else {
             return false;
         };
         let joined = self.handoff_threads.get_or_init(|| {
