@@ -13,7 +13,7 @@ use super::thresholds::{
 };
 use crate::index::Pos;
 use ground_truth::trace::Record;
-use ground_truth::{CauseLabel, EdgeType};
+use ground_truth::CauseLabel;
 
 impl Graph<'_> {
     /// Closed mode: the largest host stall (scheduler or page-fault records of
@@ -58,9 +58,7 @@ impl Graph<'_> {
             // A call another thread handed work to was ready once the work
             // arrived (`Graph::host_measure`): a stall before that delayed
             // nothing of this path.
-            let arrived = self
-                .incoming_of(x, EdgeType::Handoff)
-                .map_or(0, |h| ix.end(h.src).min(ix.start(x)));
+            let arrived = self.work_arrived(x);
             let since_previous = ix
                 .prev_call(x)
                 .map_or(ix.start(x).saturating_sub(STALL_LOOKBACK_NS), |c| ix.end(c));

@@ -21,6 +21,15 @@ type Placed = (Ns, u64, Pos);
 impl Graph<'_> {
     /// Host-side lateness of a call: (gap since its host predecessor, queue waits
     /// of its handoff chain, total time since its request began).
+    /// When the work another thread handed call `call` (an inferred or
+    /// observed handoff edge) arrived, at the latest the call's start; 0
+    /// without a handoff.
+    pub(super) fn work_arrived(&self, call: Pos) -> Ns {
+        let ix = &self.ix;
+        self.incoming_of(call, EdgeType::Handoff)
+            .map_or(0, |h| ix.end(h.src).min(ix.start(call)))
+    }
+
     pub(super) fn host_measure(&self, call: Pos) -> HostMeasure {
         let ix = &self.ix;
         let mut m = HostMeasure::default();
@@ -30,9 +39,7 @@ impl Graph<'_> {
             // inferred from timing that recurs) was ready once the work
             // arrived, as a task's first call is after its task marker: the
             // thread's idle time before, polling or not, is no gap of its own.
-            let handed = self
-                .incoming_of(call, EdgeType::Handoff)
-                .map_or(0, |h| ix.end(h.src).min(start));
+            let handed = self.work_arrived(call);
             if handed > ix.end(e.src) {
                 cov_mark::hit!(ready_when_handed_work);
             }
