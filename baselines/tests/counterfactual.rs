@@ -276,12 +276,24 @@ fn h200_reads(corpus: &str, name: &str, spec: ViewSpec, cause: CauseLabel) {
 /// Bundle `name` (without its repetition) of the H200 corpus
 /// `results/{corpus}/h200-580`.
 fn h200_bundle(corpus: &str, name: &str) -> Bundle {
+    split_bundle(&format!("{corpus}/h200-580"), name)
+}
+
+/// Bundle `name` (without its repetition) of the GPU split `results/{split}`.
+fn split_bundle(split: &str, name: &str) -> Bundle {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../results")
-        .join(corpus)
-        .join("h200-580")
+        .join(split)
         .join(format!("{name}.r0.bundle.json.gz"));
     Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Bundle `name` of the GPU split `results/{split}` in view `spec`: its
+/// symptom's true cause and causal-graph's top cause are both `cause`.
+fn split_reads(split: &str, name: &str, spec: ViewSpec, cause: CauseLabel) {
+    let (truth, claimed) = verdict_in(&split_bundle(split, name), spec);
+    assert_eq!(truth, cause, "{name}");
+    assert_eq!(claimed, cause, "{name}");
 }
 
 /// On the H200 the loader ran behind: the asked step waited in the loader's
@@ -472,5 +484,81 @@ fn an_unjoined_gap_longer_than_the_peers_keeps_the_gate() {
         "dependency-vs-overlap.dev00002.independent",
         CLOSED,
         CauseLabel::HostCompute,
+    );
+}
+
+/// On the H200, a serving loop: an earlier request's kernel ran 567 µs longer
+/// than its peers, and that request's pageable readback, queued behind it,
+/// returned 395 µs after its copy ended (its peers 5 µs), with no stall
+/// record on its thread. The call still blocked on its copy, so removing the
+/// kernel's excess moves it, and the requests the thread served after it,
+/// down to the symptom's: the readback blocked on the kernel
+/// (`implicit_sync`). Bounding how late after its copy such a call may
+/// return cut that path and read `none`.
+#[test]
+fn a_call_that_returned_late_after_its_copy_still_blocked_on_it() {
+    cov_mark::check!(counterfactual_blocked_call);
+    split_reads(
+        "test-corpus/h200-580-20261205-2",
+        "continuous-batching.test00167.earlier-batch-fence",
+        COMBINED,
+        CauseLabel::ImplicitSync,
+    );
+}
+
+/// Must not: the same instance without the lengthened kernel; every earlier
+/// request ran as its peers did, so the held chain moves nothing.
+#[test]
+fn a_call_blocked_on_a_copy_on_time_moves_nothing() {
+    split_reads(
+        "test-corpus/h200-580-20261205-2",
+        "continuous-batching.test00167.harmless",
+        COMBINED,
+        CauseLabel::None,
+    );
+}
+
+/// On the H200, a readback whose transfer ran 79 µs longer than five placed
+/// peers (the same copy at the same place in the other requests, 1 µs apart)
+/// in requests whose finishes spread over 200 µs from host jitter. Its own
+/// execution is its last phase: nothing after it absorbed the excess, so it
+/// is lateness whatever the finish spread says (rule 7h), and the copy's own
+/// transfer names it.
+#[test]
+fn a_readback_longer_than_its_placed_peers_is_late() {
+    cov_mark::check!(own_execution_is_lateness);
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "implicit-synchronization.test00164.slow-transfer",
+        COMBINED,
+        CauseLabel::SlowCopy,
+    );
+}
+
+/// Must not: the same instance's fence variant, whose readback ran as long
+/// as its peers; the host synchronization before it waited on the root.
+#[test]
+fn a_readback_on_time_behind_a_fence_is_the_fence() {
+    cov_mark::check_count!(own_execution_is_lateness, 0);
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "implicit-synchronization.test00164.copy-forced-fence",
+        COMBINED,
+        CauseLabel::ImplicitSync,
+    );
+}
+
+/// Must not: without request identity the peers are every op of the name at
+/// the call site, batches of every size; a larger batch's kernel runs longer
+/// than their median, and rule 7h would read it as the SMs held (closed
+/// `continuous-batching` harmless, H200 test corpus). It stays off there.
+#[test]
+fn without_request_identity_a_longer_execution_is_no_lateness() {
+    cov_mark::check_count!(own_execution_is_lateness, 0);
+    h200_reads(
+        "test-corpus",
+        "continuous-batching.test00037.harmless",
+        CLOSED,
+        CauseLabel::None,
     );
 }

@@ -46,15 +46,6 @@ pub const CLOCK_NS: f64 = 2_000.0;
 /// noise is the threads' wake-up jitter (rules 7, 7b, 7c).
 pub const SPREAD_MARGIN: f64 = 3.0;
 
-/// How soon after the device op it launched a call must return to count as
-/// blocked on it (a pageable copy, a synchronous memcpy): the counterfactual
-/// then moves the call's return with the op (`counterfactual.rs`). Unit: ns
-/// (20 µs, the noise floor). Why: a blocking call returns a driver round trip
-/// after its work ends (7.8 µs for a pageable 4 KiB readback in the H200 test
-/// corpus); a call that returned earlier did not wait for it, and one that
-/// returned later than the noise floor was held by something else too.
-pub const BLOCKED_CALL_RETURN_NS: Ns = 20_000;
-
 // ---- Host records ----
 
 /// How far back before a call with no host predecessor on its thread that
