@@ -562,3 +562,34 @@ fn without_request_identity_a_longer_execution_is_no_lateness() {
         CauseLabel::None,
     );
 }
+
+/// On the H200, a program run once (no peers): the asked memset's path
+/// begins at an untimed minor fault of the thread that launched its root,
+/// 2 µs after that thread's task began, because the fault's record ended
+/// after the work arrived. The thread that handed the task on had been
+/// preempted for 1.7 ms before it did: past the fault, the path to what let
+/// the task begin holds the larger stall, and it names the cause.
+#[test]
+fn a_stall_upstream_of_the_fault_at_the_paths_root_is_the_larger_stall() {
+    cov_mark::check!(structural_walk_past_a_stall);
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "host-page-fault-vs-cpu-stall.test00011.preempted",
+        COMBINED,
+        CauseLabel::CpuDeschedule,
+    );
+}
+
+/// Must not: the same instance's page-fault variant. The walk goes past the
+/// fault at the path's root too, and finds no larger stall upstream: the
+/// fault stays the cause.
+#[test]
+fn a_fault_at_the_paths_root_with_nothing_larger_upstream_stays_the_cause() {
+    cov_mark::check!(structural_walk_past_a_stall);
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "host-page-fault-vs-cpu-stall.test00011.page-fault",
+        COMBINED,
+        CauseLabel::HostPageFault,
+    );
+}

@@ -44,16 +44,18 @@ impl Graph<'_> {
         let device_work = first_device.map_or(0.0, |i| {
             ix.end(path[i]).saturating_sub(ix.start(path[i])) as f64
         });
-        // The largest stall of a launching thread before a call on the path.
+        // The largest stall of a launching thread before a call on the path,
+        // and on the path to what let a stall at its root begin.
+        let searched = self.past_the_root_stall(&path);
         let mut stall: Option<(CauseLabel, f64)> = None;
-        for (i, &x) in path.iter().enumerate() {
+        for (i, &x) in searched.iter().enumerate() {
             let mut keep = |found: (CauseLabel, f64)| {
                 if found.1 > stall.map_or(0.0, |s| s.1) {
                     stall = Some(found);
                 }
             };
             // A stall record on the path itself (its `fault` edge into a call).
-            if let Some(found) = self.path_stall(&path, i) {
+            if let Some(found) = self.path_stall(&searched, i) {
                 keep(found);
                 continue;
             }
@@ -62,7 +64,7 @@ impl Graph<'_> {
             }
             let Some(tid) = ix.rec(x).tid() else { continue };
             let from = match i.checked_sub(1) {
-                Some(j) => ix.end(path[j]),
+                Some(j) => ix.end(searched[j]),
                 // The unseen beginning of the request, its thread's first call:
                 // the thread's records before it may hold a stall.
                 None if open_root => ix.start(x).saturating_sub(STALL_LOOKBACK_NS),
@@ -193,6 +195,38 @@ impl Graph<'_> {
             (path, unresolved) = (upstream, before);
         }
         (path, unresolved, crossed)
+    }
+
+    /// `path`, and where a stall record is its root, the critical path to
+    /// the program-order predecessor of the call that stall delayed before
+    /// it: the stall happened on that call's thread inside the work the
+    /// thread was doing, so what let that work begin lies upstream, and a
+    /// larger stall there (a thread preempted before it handed the work on)
+    /// is the larger stall of the path. The critical path ends at the stall
+    /// because its record ended after the work arrived: an untimed minor
+    /// fault 2 µs after a task began read `host_page_fault` where the thread
+    /// that handed that task on had been preempted for 1.7 ms (an H200
+    /// page-fault/preempted pair, `h200-580-20261205`). Only the stall search
+    /// reads further: the device work a stall is weighed against stays the
+    /// path's own. Not past an unjoined gap, where closed mode's walk stops.
+    fn past_the_root_stall(&self, path: &[Pos]) -> Vec<Pos> {
+        let ix = &self.ix;
+        let before = match (path.first(), path.get(1)) {
+            (Some(&root), Some(&call)) if stall_of(ix.rec(root)).is_some() => self
+                .incoming_of(call, ground_truth::EdgeType::HostOrder)
+                .filter(|e| e.ev != ground_truth::Evidence::Inferred || self.joined(e)),
+            _ => None,
+        };
+        let Some(e) = before else {
+            return path.to_vec();
+        };
+        let (mut upstream, _) = self.critical_path(e.src);
+        if upstream.iter().any(|x| path.contains(x)) {
+            return path.to_vec();
+        }
+        cov_mark::hit!(structural_walk_past_a_stall);
+        upstream.extend_from_slice(path);
+        upstream
     }
 
     /// Closed mode: of the calls whose unjoined gap the walk crossed
