@@ -532,3 +532,36 @@ fn a_backlog_that_entered_a_graph_launch_by_stream_order_is_a_backlog() {
         CauseLabel::StreamBacklog,
     );
 }
+
+/// On the H200, closed mode, a serving loop: an earlier request's kernel ran
+/// long, and that request's readback waited behind it in their stream; its
+/// synchronize then held the thread, and the requests after it. Rule 7d's walk
+/// finds the kernel's finish within its peers' spread (batches of every
+/// size), and reads the readback's stream wait instead. That wait is the
+/// kernel's delay, reached by stream order: it is named as the kernel's own
+/// would be, by the synchronize it went on through (`implicit_sync`), not by
+/// the stream (`stream_backlog`).
+#[test]
+fn a_stream_wait_behind_a_long_kernel_of_its_own_thread_is_that_kernels_delay() {
+    cov_mark::check!(queued_behind_a_long_kernel);
+    gpu_reads(
+        "test-corpus/h200-580-20261205-2",
+        "continuous-batching.test00147.earlier-batch-fence",
+        Mode::Closed,
+        CauseLabel::ImplicitSync,
+    );
+}
+
+/// Must not: a backlog another thread queued ahead of the symptom's root in
+/// its stream. The wait behind it is the stream's own mechanism, whatever
+/// gate the delay passed after it (`stream_backlog`).
+#[test]
+fn a_stream_wait_behind_another_threads_kernel_stays_a_backlog() {
+    cov_mark::check_count!(queued_behind_a_long_kernel, 0);
+    gpu_reads(
+        "test-corpus/h200-580",
+        "late-launch-vs-device-queueing.test00060.stream-backlog",
+        Mode::Closed,
+        CauseLabel::StreamBacklog,
+    );
+}

@@ -610,7 +610,7 @@ impl Graph<'_> {
     }
 
     /// The thread whose call launched device op `x`.
-    fn launching_thread(&self, x: Pos) -> Option<u32> {
+    pub(super) fn launching_thread(&self, x: Pos) -> Option<u32> {
         let ix = &self.ix;
         ix.launch_api(x).and_then(|c| ix.rec(c).tid())
     }

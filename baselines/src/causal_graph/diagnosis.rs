@@ -587,6 +587,41 @@ impl Graph<'_> {
         matches!(self.ix.rec(x), Record::Kernel { .. }) && dominant(phases).0 == EXECUTION_PHASE
     }
 
+    /// Whether op `x`, whose dominant late phase is `phase`, waited in its
+    /// stream behind a kernel of its own thread (and request) that ran longer
+    /// than its peers: the kernel's
+    /// delay, which reached `x` by stream order and goes on from `x` along the
+    /// path, is named as the kernel's own would be (`gate_after`), not by the
+    /// stream `x` waited in. Rule 7d names a kernel on the path that ran long
+    /// itself; where its finish lay within its peers' spread of finishes (a
+    /// closed view, whose peers are batches of every size) the walk read the
+    /// op behind it instead, and its stream wait as `stream_backlog`.
+    fn queued_behind_a_long_kernel(&self, x: Pos, phase: usize) -> bool {
+        if phase != QUEUE_PHASE {
+            return false;
+        }
+        let (up, kinds, lost) = self.gating_chain(x);
+        let Some(u) = up.filter(|_| !lost && kinds == [EdgeType::StreamOrder]) else {
+            return false;
+        };
+        // The program's own kernel, launched where `x` was (its thread, its
+        // request where tokens show them): other work ahead in the stream
+        // (a backlog another thread queued) is the stream's own mechanism.
+        if !matches!(self.ix.rec(u), Record::Kernel { .. })
+            || self.launching_thread(u) != self.launching_thread(x)
+            || self.token(u) != self.token(x)
+        {
+            return false;
+        }
+        let peers = self.device_peers(u);
+        let (ph, _) = self.device_phases(u, &peers);
+        let behind = dominant_late(&ph, &self.phase_floors(&peers)).0 == EXECUTION_PHASE;
+        if behind {
+            cov_mark::hit!(queued_behind_a_long_kernel);
+        }
+        behind
+    }
+
     /// The label of a kernel on `path` (at `i`) that ran long and so delayed
     /// what follows it: the first gate after it on the way to the path's end
     /// (an event wait, a graph edge, a host synchronization; otherwise the next
@@ -735,7 +770,7 @@ impl Graph<'_> {
             // another path), while this one gap held the symptom's chain
             // (baselines/README.md, rule 7c).
             if excess > 0.0 && (phase != 0 || !weak || self.held_by_gap(x, late, spread)) {
-                if self.ran_long(x, &phases) {
+                if self.ran_long(x, &phases) || self.queued_behind_a_long_kernel(x, phase) {
                     return Some((vec![(self.gate_after(&path, i), late)], late));
                 }
                 return Some((causes, late));
