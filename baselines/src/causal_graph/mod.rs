@@ -109,6 +109,7 @@ mod stream_order;
 mod structural;
 mod text;
 pub mod thresholds;
+mod upstream;
 
 pub use text::why_late;
 
