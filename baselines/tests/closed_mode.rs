@@ -26,6 +26,10 @@ use ground_truth::view::{LossSpec, ViewSpec};
 use ground_truth::{Bundle, CauseLabel, Collectors, EdgeType, Evidence, Mode, Readable, Scenario};
 use std::path::PathBuf;
 
+#[path = "gpu_support/split_bundle.rs"]
+mod gpu_support;
+use gpu_support::split_bundle;
+
 fn scenario(name: &str) -> Scenario {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let own = here.join(format!("tests/scenarios/{name}.yaml"));
@@ -233,19 +237,10 @@ fn threads_that_drift_apart_hand_nothing_on() {
     assert!(handoffs.is_empty(), "{handoffs:?}");
 }
 
-/// Bundle `name` (without its repetition) of the GPU corpus `results/{corpus}`.
-fn gpu_bundle(corpus: &str, name: &str) -> Bundle {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../results")
-        .join(corpus)
-        .join(format!("{name}.r0.bundle.json.gz"));
-    Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 /// (true cause, causal-graph's top cause) of the one symptom of GPU corpus
 /// bundle `name` in the combined view of `mode`.
 fn gpu_verdict(corpus: &str, name: &str, mode: Mode) -> (CauseLabel, Option<CauseLabel>) {
-    let b = gpu_bundle(corpus, name);
+    let b = split_bundle(corpus, name);
     let v = views::derive(&b, view(Collectors::Combined, mode)).view;
     let x = builtin("causal-graph").unwrap().explain(&v);
     let s = evaluator::score_case(&b, &v, &x);
@@ -428,7 +423,7 @@ fn a_backlog_on_the_path_is_not_read_as_the_copy() {
 #[test]
 fn an_upstream_op_is_read_once_per_diagnosis() {
     cov_mark::check!(upstream_reading_reused);
-    let b = gpu_bundle(
+    let b = split_bundle(
         "test-corpus/h100-580-20261205-4",
         "continuous-batching.test00017.harmless",
     );

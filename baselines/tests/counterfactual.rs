@@ -10,8 +10,12 @@
 
 use baselines::builtin;
 use ground_truth::view::{LossSpec, ViewSpec};
-use ground_truth::{Bundle, CauseLabel, Collectors, Mode, Readable, Scenario};
+use ground_truth::{Bundle, CauseLabel, Collectors, Mode, Scenario};
 use scenario_space::{generate, Split, DEV_SEED};
+
+#[path = "gpu_support/split_bundle.rs"]
+mod gpu_support;
+use gpu_support::split_bundle;
 
 const COMBINED: ViewSpec = ViewSpec {
     collectors: Collectors::Combined,
@@ -268,24 +272,7 @@ fn closed_mode_reads_grown_host_work_of_the_own_request_as_host_compute() {
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.
 fn h200_reads(corpus: &str, name: &str, spec: ViewSpec, cause: CauseLabel) {
-    let (truth, claimed) = verdict_in(&h200_bundle(corpus, name), spec);
-    assert_eq!(truth, cause);
-    assert_eq!(claimed, cause);
-}
-
-/// Bundle `name` (without its repetition) of the H200 corpus
-/// `results/{corpus}/h200-580`.
-fn h200_bundle(corpus: &str, name: &str) -> Bundle {
-    split_bundle(&format!("{corpus}/h200-580"), name)
-}
-
-/// Bundle `name` (without its repetition) of the GPU split `results/{split}`.
-fn split_bundle(split: &str, name: &str) -> Bundle {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../results")
-        .join(split)
-        .join(format!("{name}.r0.bundle.json.gz"));
-    Bundle::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    split_reads(&format!("{corpus}/h200-580"), name, spec, cause);
 }
 
 /// Bundle `name` of the GPU split `results/{split}` in view `spec`: its

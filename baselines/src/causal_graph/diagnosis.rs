@@ -281,8 +281,7 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let finish_late = self.finish_since_request(p, &peers);
-        let mut on_time = self.finished_on_time(p, d, finish_late)
-            && !(depth == 0 && d == EXECUTION_PHASE && v > 0.0 && self.own_execution_is_lateness());
+        let mut on_time = self.finished_on_time(p, d, depth, finish_late);
         if depth == 0 && d == QUEUE_PHASE && v > 0.0 && !on_time {
             match self.gate_wait_root(p) {
                 GateWait::Explained(found) => return (found, ph, peers.len()),
@@ -450,42 +449,47 @@ impl Graph<'_> {
         delayed_nothing
     }
 
-    /// Rules 7 and 7c, a phase's excess is lateness only if the op finished
-    /// late: whether `p`, whose dominant late phase is `d`, finished within
-    /// its peers' spread of finishes (`finish_late`: its lateness and that
-    /// spread, [`Graph::finish_since_request`]). A host-side excess carries
-    /// the threads' wake-up jitter, of which the peers' spread is one sample:
+    /// Rules 7, 7c and 7h, a phase's excess is lateness only if the op
+    /// finished late: whether `p`, read `depth` ops down from the symptom,
+    /// whose dominant late phase is `d`, finished within its peers' spread of
+    /// finishes (`finish_late`: its lateness and that spread,
+    /// [`Graph::finish_since_request`]). A host-side excess carries the
+    /// threads' wake-up jitter, of which the peers' spread is one sample:
     /// like the label check, the op must then finish later by
     /// [`SPREAD_MARGIN`] times that spread; device phases are timed by the
     /// device and stand against the spread itself. Failure it handles: an op
     /// launched late that still waited for its gate ran on time. Unless the
     /// op's own launch gap holds the chain ([`Graph::held_by_gap`], rule 7c).
-    fn finished_on_time(&self, p: Pos, d: usize, finish_late: Option<(f64, f64)>) -> bool {
-        let margin = if d == HOST_PHASE { SPREAD_MARGIN } else { 1.0 };
-        finish_late.is_some_and(|(late, spread)| {
-            late <= NOISE_NS.max(margin * spread)
-                && !(d == HOST_PHASE && self.held_by_gap(p, late, spread))
-        })
-    }
-
-    /// Rule 7h, the asked op's own execution beyond its placed peers' is
-    /// lateness whatever its finish since the request began: execution is the
-    /// op's last phase, so nothing after it can absorb the excess, and the
-    /// device times it, without the host jitter that spreads the peers'
-    /// finishes (a readback 79 µs longer than five peers of 1 µs spread, in
-    /// requests whose finishes spread over 200 µs, read `none`:
+    ///
+    /// Rule 7h: the asked op's own execution beyond its placed peers' is
+    /// lateness whatever its finish: execution is the op's last phase, so
+    /// nothing after it can absorb the excess, and the device times it,
+    /// without the host jitter that spreads the peers' finishes (a readback
+    /// 79 µs longer than five peers of 1 µs spread, in requests whose
+    /// finishes spread over 200 µs, read `none`:
     /// `implicit-synchronization.slow-transfer` on the fresh H200 splits).
     /// Only with request identity: without it the peers are every op of the
     /// name at the call site, not the same place in a request of the same
     /// size, and a longer execution among them is a larger batch as often as
     /// a slower op (7 closed `continuous-batching` symptoms per H200 split
     /// read a cause there).
-    fn own_execution_is_lateness(&self) -> bool {
-        let placed = !self.lacks_request_identity();
-        if placed {
+    fn finished_on_time(
+        &self,
+        p: Pos,
+        d: usize,
+        depth: u32,
+        finish_late: Option<(f64, f64)>,
+    ) -> bool {
+        let margin = if d == HOST_PHASE { SPREAD_MARGIN } else { 1.0 };
+        let within_spread = finish_late.is_some_and(|(late, spread)| {
+            late <= NOISE_NS.max(margin * spread)
+                && !(d == HOST_PHASE && self.held_by_gap(p, late, spread))
+        });
+        if within_spread && depth == 0 && d == EXECUTION_PHASE && !self.lacks_request_identity() {
             cov_mark::hit!(own_execution_is_lateness);
+            return false;
         }
-        placed
+        within_spread
     }
 
     /// A wait for a gate longer than the peers' (without peers: at all) is
