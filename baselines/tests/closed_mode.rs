@@ -340,7 +340,7 @@ fn a_handed_on_call_is_ready_when_its_work_arrives() {
 #[test]
 fn a_run_once_is_walked_across_its_unjoined_gaps() {
     cov_mark::check!(structural_unjoined_gap_crossed);
-    cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
+    cov_mark::check_count!(structural_host_gap_held_the_path, 0);
     gpu_reads(
         "test-corpus/h200-580-20261205",
         "slow-copy-vs-blocked-consumer.test00143.own-copy-contended",
@@ -356,7 +356,7 @@ fn a_run_once_is_walked_across_its_unjoined_gaps() {
 #[test]
 fn a_crossed_gap_beyond_the_paths_own_is_host_work() {
     {
-        cov_mark::check!(structural_crossed_gap_held_the_path);
+        cov_mark::check!(structural_host_gap_held_the_path);
         gpu_reads(
             "test-corpus/h200-580-20261205",
             "dependency-vs-overlap.test00222.independent",
@@ -364,7 +364,7 @@ fn a_crossed_gap_beyond_the_paths_own_is_host_work() {
             CauseLabel::HostCompute,
         );
     }
-    cov_mark::check_count!(structural_crossed_gap_held_the_path, 0);
+    cov_mark::check_count!(structural_host_gap_held_the_path, 0);
     gpu_reads(
         "test-corpus/h200-580-20261205",
         "dependency-vs-overlap.test00222.event-edge",

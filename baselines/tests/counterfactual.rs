@@ -580,3 +580,49 @@ fn a_fault_at_the_paths_root_with_nothing_larger_upstream_stays_the_cause() {
         CauseLabel::HostPageFault,
     );
 }
+
+/// On an H100, a program run once (no peers): the asked copy's path runs
+/// through a launch whose thread spent 111 µs on the CPU before it, where
+/// the path's other host calls took 7–45 µs. The run's own host pace is the
+/// norm a peerless op has: that gap held the path, and the request's host
+/// work is the cause, not the event the next kernel then waited on.
+#[test]
+fn a_host_gap_beyond_the_paths_own_pace_is_host_work() {
+    cov_mark::check!(structural_host_gap_held_the_path);
+    split_reads(
+        "test-corpus/h100-580-20261205-3",
+        "dependency-vs-overlap.test00112.independent",
+        COMBINED,
+        CauseLabel::HostCompute,
+    );
+}
+
+/// Must not: the same instance's event-edge variant, whose path has one host
+/// gap and nothing to compare it with. The producer ran as long as it did and
+/// the event after it names the delay.
+#[test]
+fn a_host_gap_with_no_other_on_the_path_sets_no_pace() {
+    cov_mark::check_count!(structural_host_gap_held_the_path, 0);
+    split_reads(
+        "test-corpus/h100-580-20261205-3",
+        "dependency-vs-overlap.test00112.event-edge",
+        COMBINED,
+        CauseLabel::EventWait,
+    );
+}
+
+/// Must not: a graph launch whose host gap is longer than the graph's own
+/// kernels but within the path's host pace. Host pace is measured against
+/// host gaps, not against device work: the graph's lengthened node, passed
+/// on through its graph edge, is the cause (an H100 split; read as
+/// `host_compute` while the norm was the path's typical kernel).
+#[test]
+fn a_host_gap_within_the_paths_pace_holds_nothing() {
+    cov_mark::check_count!(structural_host_gap_held_the_path, 0);
+    split_reads(
+        "test-corpus/h100-580-20261205",
+        "graph-replay-vs-direct-launch.test00045.graph-dependency",
+        COMBINED,
+        CauseLabel::GraphDependency,
+    );
+}

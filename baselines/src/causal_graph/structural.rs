@@ -9,10 +9,11 @@
 //! - else the first device op on the path. Work of another origin (another
 //!   request, or work no request launched) holding the path: the gate it held
 //!   it through (SMs or copy engine: occupancy or PCIe contention; the stream:
-//!   backlog). An op of the symptom's own request launched after other work of
-//!   that request that is not on the path: the host decided when it was
-//!   launched. Otherwise the request's first op ran as long as it did, and the
-//!   gate right after it names the delay.
+//!   backlog). A host call on the path whose time on the CPU before it
+//!   exceeds the path's other host gaps beyond their spread and what any host
+//!   has: the request's host work (the run's own host pace is the norm a
+//!   peerless op has). Otherwise the request's first op ran as long as it
+//!   did, and the gate right after it names the delay.
 //! - before the first device op: a copy asked about whose own transfer took
 //!   most of the path's time, longer than any device op before it, or that
 //!   is longer than anything else on the path (every other device op and
@@ -35,7 +36,7 @@ impl Graph<'_> {
     /// the path is not complete in the view (a guess would hide the gap).
     pub(super) fn structural_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
         let ix = &self.ix;
-        let (path, unresolved, crossed) = self.structural_path(p);
+        let (path, unresolved) = self.structural_path(p);
         let open_root = self.request_begin_unseen(&path, unresolved);
         if unresolved.is_some() && !open_root {
             return None;
@@ -86,7 +87,6 @@ impl Graph<'_> {
         if let Some(label) = self.own_transfer_held(p, &path) {
             return Some(vec![(label, 1.0), (CauseLabel::None, STRUCTURAL_NONE)]);
         }
-        let symptom_token = self.token(p);
         let Some(i) = first_device else {
             // Host work only: the host chain decided the timing.
             return ix.launch_api(p).map(|a| self.host_structural(a));
@@ -95,7 +95,6 @@ impl Graph<'_> {
         if d == p {
             return ix.launch_api(p).map(|a| self.host_structural(a));
         }
-        let own = self.token(d).is_some() && self.token(d) == symptom_token;
         // The first op waited to start after its launch while other streams'
         // work of its kind ran: it waited for the copy engine or the SMs.
         if let Some((q, _, st, _)) = readings::device_times(ix, d) {
@@ -119,25 +118,7 @@ impl Graph<'_> {
                 }
             }
         }
-        if own {
-            // The path enters the symptom's own request at its first op: when it
-            // was launched late, the host chain's reading decides (as for a
-            // symptom that is that op itself, above); otherwise the gate right
-            // after it names the delay.
-            let call = ix.launch_api(d)?;
-            let typical_op = crate::index::median(
-                path[i..]
-                    .iter()
-                    .filter(|&&x| ix.rec(x).is_device_op())
-                    .map(|&x| ix.end(x).saturating_sub(ix.start(x)) as f64)
-                    .collect(),
-            )
-            .unwrap_or(0.0);
-            if self.host_measure(call).gap.is_some_and(|g| g > typical_op) {
-                return Some(self.host_structural(call));
-            }
-        }
-        if let Some(call) = self.crossed_gap_that_held(&path, &crossed) {
+        if let Some(call) = self.host_gap_that_held(&path) {
             return Some(self.host_structural(call));
         }
         let gate = self.gate_after(&path, i);
@@ -148,26 +129,25 @@ impl Graph<'_> {
         Some(vec![(gate, 1.0), (CauseLabel::None, STRUCTURAL_NONE)])
     }
 
-    /// `p`'s critical path, where it stops unresolved, and the calls whose
-    /// unjoined gap it crossed. [`Graph::critical_path`] walks it; in closed
-    /// mode the structural reading (an op without peers: a program run once)
-    /// goes on where that walk stops at a host call:
+    /// `p`'s critical path and where it stops unresolved.
+    /// [`Graph::critical_path`] walks it; in closed mode the structural
+    /// reading (an op without peers: a program run once) goes on where that
+    /// walk stops at a host call:
     /// - across the call's program-order gap the host collector's records do
     ///   not join: the join bound keeps a serving loop's next request from
     ///   being read as the previous one's continuation, and a program run
-    ///   once has no next request (`crossed_gap_that_held` then reads the gap
-    ///   itself);
+    ///   once has no next request (`host_gap_that_held` then reads the gap
+    ///   as any other of the path);
     /// - across the one handoff the timing of this run shows: a thread whose
     ///   first call in the view starts within a wake-up
     ///   ([`HANDOFF_MAX_LAG_NS`]) of the end of one other thread's call, and
     ///   of no third thread's, was handed its work by that thread, or by
     ///   none. `handoff_inference` reads the same hypothesis over a thread's
     ///   recurring resumes; a program that runs once has only this one.
-    fn structural_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>, Vec<Pos>) {
+    fn structural_path(&self, p: Pos) -> (Vec<Pos>, Option<Pos>) {
         let (mut path, mut unresolved) = self.critical_path(p);
-        let mut crossed = Vec::new();
         if !self.lacks_request_identity() {
-            return (path, unresolved, crossed);
+            return (path, unresolved);
         }
         for _ in 0..MAX_HANDOFF_LINKS {
             let Some(u) = unresolved.filter(|&u| self.stopped_at_host_root(&path, u)) else {
@@ -176,7 +156,6 @@ impl Graph<'_> {
             let before_it = match self.incoming_of(u, ground_truth::EdgeType::HostOrder) {
                 Some(e) => {
                     cov_mark::hit!(structural_unjoined_gap_crossed);
-                    crossed.push(u);
                     e.src
                 }
                 None => {
@@ -194,7 +173,7 @@ impl Graph<'_> {
             upstream.append(&mut path);
             (path, unresolved) = (upstream, before);
         }
-        (path, unresolved, crossed)
+        (path, unresolved)
     }
 
     /// `path`, and where a stall record is its root, the critical path to
@@ -229,35 +208,36 @@ impl Graph<'_> {
         upstream
     }
 
-    /// Closed mode: of the calls whose unjoined gap the walk crossed
-    /// (`crossed`), the one whose time on the CPU in that gap (stalls and
-    /// blocked time taken off) exceeds the same gaps of the path's other host
-    /// calls beyond their spread and what any host has
-    /// ([`readings::host_jitter`], as grown host work is read against
-    /// peers): host work of the request held the path there. A gap no
-    /// longer than the path's own was the host's usual pace.
-    fn crossed_gap_that_held(&self, path: &[Pos], crossed: &[Pos]) -> Option<Pos> {
+    /// Of the path's host calls, the one whose time on the CPU in its gap
+    /// since its thread's previous call (stalls and blocked time taken off:
+    /// [`Graph::gap_on_the_cpu`]) exceeds the same gaps of the path's other
+    /// host calls most, beyond their spread and what any host has
+    /// ([`readings::host_jitter`]): host work of the request held the path
+    /// there. Without peers the run's own host calls are the norm of its host
+    /// pace, as a launch's peers are for `grown_host_gap`; a gap no longer
+    /// than the others' was the host's usual pace, and the path was held
+    /// elsewhere. Read alike in every view: closed mode crosses gaps its host
+    /// records do not join (`structural_path`) and reads them here too.
+    fn host_gap_that_held(&self, path: &[Pos]) -> Option<Pos> {
         let ix = &self.ix;
-        let on_cpu = |c: Pos| self.gap_on_the_cpu(c).map(|g| g.0);
-        let usual: Vec<f64> = path
+        let gaps: Vec<(Pos, f64)> = path
             .iter()
-            .filter(|&&c| {
-                matches!(ix.rec(c), Record::Api { .. } | Record::Uprobe { .. })
-                    && !crossed.contains(&c)
-            })
-            .filter_map(|&c| on_cpu(c))
+            .filter(|&&c| matches!(ix.rec(c), Record::Api { .. } | Record::Uprobe { .. }))
+            .filter_map(|&c| self.gap_on_the_cpu(c).map(|g| (c, g.0)))
             .collect();
-        let spread = crate::analysis::peer_spread(&usual);
-        let norm = crate::index::median(usual)?;
-        let (call, gap) = crossed
+        let excess = |&(call, gap): &(Pos, f64)| {
+            let usual: Vec<f64> = gaps.iter().filter(|g| g.0 != call).map(|g| g.1).collect();
+            let spread = crate::analysis::peer_spread(&usual);
+            let norm = crate::index::median(usual)?;
+            let excess = gap - norm;
+            (excess > spread.max(readings::host_jitter(norm))).then_some((call, excess))
+        };
+        let (call, _) = gaps
             .iter()
-            .filter_map(|&c| on_cpu(c).map(|g| (c, g)))
+            .filter_map(excess)
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let held = gap - norm > spread.max(readings::host_jitter(norm));
-        if held {
-            cov_mark::hit!(structural_crossed_gap_held_the_path);
-        }
-        held.then_some(call)
+        cov_mark::hit!(structural_host_gap_held_the_path);
+        Some(call)
     }
 
     /// Whether `u`, where the walk stopped, is the root of `path`: a host
