@@ -626,3 +626,19 @@ fn a_host_gap_within_the_paths_pace_holds_nothing() {
         CauseLabel::GraphDependency,
     );
 }
+
+/// Must not: a task's first launch 113 µs after its task began, where the
+/// path's calls followed one another by 6–19 µs. The gap before a task's
+/// first call holds the thread's wake-up and the task's setup, no part of
+/// the pace between its calls: nothing held this harmless serving step (the
+/// CUPTI 13.0 replay of the H200 corpus, `results/corpus`).
+#[test]
+fn a_tasks_first_call_sets_no_host_pace() {
+    cov_mark::check_count!(structural_host_gap_held_the_path, 0);
+    split_reads(
+        "corpus/h200-580-cupti13.0-toolkit",
+        "concurrent-work.dev00006.harmless",
+        COMBINED,
+        CauseLabel::None,
+    );
+}
