@@ -219,12 +219,14 @@ impl Graph<'_> {
     /// elsewhere. Read alike in every view: closed mode crosses gaps its host
     /// records do not join (`structural_path`) and reads them here too.
     ///
-    /// Only gaps between two calls of a thread are this pace: the gap before
-    /// a task's (or request's) first call counts from its begin marker and
-    /// holds the thread's wake-up and the task's setup, a quantity of its own
-    /// (a harmless serving step's first launch came 113 µs after its task
-    /// began where its calls followed one another by 6–19 µs: read as host
-    /// work, in the CUPTI 13.0 replay of `results/corpus`).
+    /// Only a gap between two calls of a thread can have held the path: the
+    /// gap before a task's (or request's) first call counts from its begin
+    /// marker and holds the thread's wake-up and the task's setup (a harmless
+    /// serving step's first launch came 113 µs after its task began where its
+    /// calls followed one another by 6–19 µs: read as host work, in the CUPTI
+    /// 13.0 replay of `results/corpus`). It still sets the pace the others
+    /// are read against: a path of one task whose launches follow its first
+    /// has no other gap to read them by.
     fn host_gap_that_held(&self, path: &[Pos]) -> Option<Pos> {
         let ix = &self.ix;
         let is_call = |c: Pos| matches!(ix.rec(c), Record::Api { .. } | Record::Uprobe { .. });
@@ -234,7 +236,7 @@ impl Graph<'_> {
         };
         let gaps: Vec<(Pos, f64)> = path
             .iter()
-            .filter(|&&c| is_call(c) && after_a_call(c))
+            .filter(|&&c| is_call(c))
             .filter_map(|&c| self.gap_on_the_cpu(c).map(|g| (c, g.0)))
             .collect();
         let excess = |&(call, gap): &(Pos, f64)| {
@@ -246,6 +248,7 @@ impl Graph<'_> {
         };
         let (call, _) = gaps
             .iter()
+            .filter(|g| after_a_call(g.0))
             .filter_map(excess)
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
         cov_mark::hit!(structural_host_gap_held_the_path);
