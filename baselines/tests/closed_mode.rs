@@ -530,7 +530,7 @@ fn a_backlog_that_entered_a_graph_launch_by_stream_order_is_a_backlog() {
 
 /// On the H200, closed mode, a serving loop: an earlier request's kernel ran
 /// long, and that request's readback waited behind it in their stream; its
-/// synchronize then held the thread, and the requests after it. Rule 7d's walk
+/// synchronize then held the thread, and the requests after it. The upstream walk
 /// finds the kernel's finish within its peers' spread (batches of every
 /// size), and reads the readback's stream wait instead. That wait is the
 /// kernel's delay, reached by stream order: it is named as the kernel's own

@@ -509,7 +509,7 @@ fn a_call_blocked_on_a_copy_on_time_moves_nothing() {
 /// peers (the same copy at the same place in the other requests, 1 µs apart)
 /// in requests whose finishes spread over 200 µs from host jitter. Its own
 /// execution is its last phase: nothing after it absorbed the excess, so it
-/// is lateness whatever the finish spread says (rule 7h), and the copy's own
+/// is lateness whatever the finish spread says (`finished_on_time`), and the copy's own
 /// transfer names it.
 #[test]
 fn a_readback_longer_than_its_placed_peers_is_late() {
@@ -537,7 +537,7 @@ fn a_readback_on_time_behind_a_fence_is_the_fence() {
 
 /// Must not: without request identity the peers are every op of the name at
 /// the call site, batches of every size; a larger batch's kernel runs longer
-/// than their median, and rule 7h would read it as the SMs held (closed
+/// than their median, and the own-execution reading would read it as the SMs held (closed
 /// `continuous-batching` harmless, H200 test corpus). It stays off there.
 #[test]
 fn without_request_identity_a_longer_execution_is_no_lateness() {

@@ -449,7 +449,7 @@ impl Graph<'_> {
         delayed_nothing
     }
 
-    /// Rules 7, 7c and 7h, a phase's excess is lateness only if the op
+    /// A phase's excess is lateness only if the op
     /// finished late: whether `p`, read `depth` ops down from the symptom,
     /// whose dominant late phase is `d`, finished within its peers' spread of
     /// finishes (`finish_late`: its lateness and that spread,
@@ -461,8 +461,8 @@ impl Graph<'_> {
     /// launched late that still waited for its gate ran on time. Unless the
     /// op's own launch gap holds the chain ([`Graph::held_by_gap`], rule 7c).
     ///
-    /// Rule 7h: the asked op's own execution beyond its placed peers' is
-    /// lateness whatever its finish: execution is the op's last phase, so
+    /// The asked op's own execution beyond its placed peers' is lateness
+    /// whatever its finish (`own_execution_is_lateness`): execution is the op's last phase, so
     /// nothing after it can absorb the excess, and the device times it,
     /// without the host jitter that spreads the peers' finishes (a readback
     /// 79 µs longer than five peers of 1 µs spread, in requests whose

@@ -1,4 +1,4 @@
-//! The cause upstream on the symptom's critical path (rules 7 and 7d): when
+//! The cause upstream on the symptom's critical path: when
 //! the op asked about finished late though none of its own phases explains
 //! it, the walk reads the ops before it on the path, and a kernel there that
 //! ran long is named by the gate it passed its delay through.
@@ -26,8 +26,8 @@ impl Graph<'_> {
     /// than its peers: the kernel's
     /// delay, which reached `x` by stream order and goes on from `x` along the
     /// path, is named as the kernel's own would be (`gate_after`), not by the
-    /// stream `x` waited in. Rule 7d names a kernel on the path that ran long
-    /// itself; where its finish lay within its peers' spread of finishes (a
+    /// stream `x` waited in. `ran_long_upstream` and the walk below name a
+    /// kernel on the path that ran long itself; where its finish lay within its peers' spread of finishes (a
     /// closed view, whose peers are batches of every size) the walk read the
     /// op behind it instead, and its stream wait as `stream_backlog`.
     fn queued_behind_a_long_kernel(&self, x: Pos, phase: usize) -> bool {
