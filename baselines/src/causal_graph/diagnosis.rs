@@ -462,11 +462,11 @@ impl Graph<'_> {
     /// op's own launch gap holds the chain ([`Graph::held_by_gap`], rule 7c).
     ///
     /// The asked op's own execution beyond its placed peers' is lateness
-    /// whatever its finish (`own_execution_is_lateness`): execution is the op's last phase, so
-    /// nothing after it can absorb the excess, and the device times it,
-    /// without the host jitter that spreads the peers' finishes (a readback
-    /// 79 µs longer than five peers of 1 µs spread, in requests whose
-    /// finishes spread over 200 µs, read `none`:
+    /// whatever its finish (`own_execution_is_lateness`): execution is the
+    /// op's last phase, so nothing after it can absorb the excess, and the
+    /// device times it, without the host jitter that spreads the peers'
+    /// finishes (a readback 79 µs longer than five peers of 1 µs spread, in
+    /// requests whose finishes spread over 200 µs, read `none`:
     /// `implicit-synchronization.slow-transfer` on the fresh H200 splits).
     /// Only with request identity: without it the peers are every op of the
     /// name at the call site, not the same place in a request of the same
