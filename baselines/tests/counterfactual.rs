@@ -268,6 +268,32 @@ fn closed_mode_reads_grown_host_work_of_the_own_request_as_host_compute() {
     );
 }
 
+/// A serving loop's scheduler thread was preempted for 390 µs before it
+/// launched the asked kernel, while the stream still ran the request's
+/// previous kernel: launched on time, the kernel would have started when
+/// that one ended, 47 µs sooner. Its peers (the same kernel in batches of
+/// other requests) finish over a wider range than that, so only the
+/// counterfactual reads it, and a stall is a record: its effect need only
+/// pass the noise floor, not a quarter of the kernel's 400 µs.
+#[test]
+fn a_recorded_stall_needs_to_pass_only_the_noise() {
+    cov_mark::check!(recorded_stall_under_the_share_floor);
+    counterfactual_names(
+        &dev_variant("continuous-batching.dev00017", ".own-launch-descheduled"),
+        CauseLabel::CpuDeschedule,
+    );
+}
+
+/// Must not: the harmless variant of the same loop has no stall on the
+/// asked kernel's path, and nothing else moves it.
+#[test]
+fn no_stall_on_the_path_names_nothing_under_the_share_floor() {
+    cov_mark::check_count!(recorded_stall_under_the_share_floor, 0);
+    let (truth, claimed) = verdict(&dev_variant("continuous-batching.dev00017", ".harmless"));
+    assert_eq!(truth, CauseLabel::None);
+    assert_eq!(claimed, CauseLabel::None);
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

@@ -69,13 +69,35 @@ enum DelayKind {
     HostGap,
 }
 
+impl DelayKind {
+    /// How far removing this delay must move the symptom to name it, given
+    /// `norm_floor` ([`Graph::counterfactual_floor`]): the noise of how the
+    /// delay was measured. A delay read against a norm (an op's excess over
+    /// its peers, a gap longer than theirs, work no repetition has) carries
+    /// that norm's noise, which grows with the work measured, and must pass
+    /// the share of the symptom's normal latency. A stall is a record: the
+    /// scheduler timed it, the device timed what it moved, and only the
+    /// host's own jitter ([`NOISE_NS`]) blurs its effect. A serving loop's
+    /// 390 µs preemption before a launch whose stream was still busy moved a
+    /// 400 µs kernel 47 µs, under its share floor of 100 µs
+    /// (`continuous-batching.own-launch-descheduled`, dev split on the
+    /// simulator, read `none`).
+    fn effect_floor(self, norm_floor: f64) -> f64 {
+        match self {
+            DelayKind::Stall(_) => NOISE_NS.min(norm_floor),
+            _ => norm_floor,
+        }
+    }
+}
+
 impl Graph<'_> {
     /// The cause of `p` read as the candidate delay whose removal moves `p`'s
     /// finish most, beyond the noise floor and a quarter of `p`'s normal
     /// latency ([`DEVICE_SHARE`]: the benchmark scores lateness from 0.3× it,
-    /// docs/design.md); `None` when no candidate moves it that far. The
-    /// runner-up candidates stay ranked with their effects, `none` beside them
-    /// at the floor's weight.
+    /// docs/design.md), a stall record beyond the noise floor alone
+    /// ([`DelayKind::effect_floor`]); `None` when no candidate moves it that
+    /// far. The runner-up candidates stay ranked with their effects, `none`
+    /// beside them at the weight of the floor the strongest one passed.
     pub(super) fn counterfactual_root(&self, p: Pos) -> Option<Vec<(CauseLabel, f64)>> {
         let floor = self.counterfactual_floor(p);
         if !floor.is_finite() {
@@ -91,13 +113,25 @@ impl Graph<'_> {
         // (a lengthened op, a stall), which explain the same wait otherwise.
         let mut grown: Vec<(CauseLabel, f64)> = Vec::new();
         let mut recorded_best = 0.0_f64;
+        // The floor the strongest effect passed: `none` ranks at it.
+        let mut none_at = floor;
         for c in candidates {
-            if c.delay <= floor || c.delay <= best {
+            if c.delay <= NOISE_NS || c.delay <= best {
                 break;
             }
-            let (effect, route) = self.effect_and_route(&cone, c.at, c.delay);
-            if effect <= floor {
+            let passes = c.kind.effect_floor(floor);
+            if c.delay <= passes {
                 continue;
+            }
+            let (effect, route) = self.effect_and_route(&cone, c.at, c.delay);
+            if effect <= passes {
+                continue;
+            }
+            if effect <= floor {
+                cov_mark::hit!(recorded_stall_under_the_share_floor);
+            }
+            if effect > best {
+                none_at = passes;
             }
             best = best.max(effect);
             let label = match c.kind {
@@ -126,7 +160,7 @@ impl Graph<'_> {
             return None;
         }
         cov_mark::hit!(counterfactual_root);
-        effects.push((CauseLabel::None, floor * COUNTERFACTUAL_NONE));
+        effects.push((CauseLabel::None, none_at * COUNTERFACTUAL_NONE));
         Some(effects)
     }
 
