@@ -294,6 +294,35 @@ fn no_stall_on_the_path_names_nothing_under_the_share_floor() {
     assert_eq!(claimed, CauseLabel::None);
 }
 
+/// Closed mode, a serving loop on the H200: an earlier request's host work
+/// grew by 1.36 ms before its first launch, and the asked request waited
+/// behind it. That launch's only peer of its batch size is the first
+/// request in the view, whose gap no call before it times: every peer's
+/// gap is the norm then (a request's host work grows little with its
+/// batch), the growth is a candidate, and removing it moves the symptom.
+#[test]
+fn a_host_gap_with_no_timed_peer_of_its_size_is_read_against_every_size() {
+    cov_mark::check!(host_gap_norm_of_every_size);
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "continuous-batching.test00177.queued-behind-earlier-request",
+        CLOSED,
+        CauseLabel::HandoffQueueing,
+    );
+}
+
+/// Must not: in the harmless variant of the same instance no launch gap
+/// stands out against the peers of any size.
+#[test]
+fn a_serving_loop_without_grown_host_work_reads_none_against_every_size() {
+    split_reads(
+        "test-corpus/h200-580-20261205",
+        "continuous-batching.test00177.harmless",
+        CLOSED,
+        CauseLabel::None,
+    );
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

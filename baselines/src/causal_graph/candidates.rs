@@ -322,7 +322,8 @@ impl Graph<'_> {
     /// gap since its thread's previous call, less the time the thread was off
     /// the CPU (stalled: [`Graph::stall_before`]'s candidates; blocked: waiting
     /// for work, which is idle time, not delay), beyond the same gaps of its
-    /// `peers`' launch calls, their spread, what any host has ([`STALL_NS`],
+    /// `peers`' launch calls (every peer's where none of `peers` times its
+    /// gap), their spread, what any host has ([`STALL_NS`],
     /// as for a stall: a host's own jitter is tens of microseconds) and a share
     /// of the peers' gap (`readings::host_jitter`: a thread waiting
     /// milliseconds for its next task waits a varying time, in proportion).
@@ -343,11 +344,25 @@ impl Graph<'_> {
         if stalled >= STALL_NS {
             return None;
         }
-        let gaps: Vec<f64> = peers
-            .iter()
-            .filter_map(|&k| ix.launch_api(k))
-            .filter_map(|c| self.gap_on_the_cpu(c).map(|g| g.0))
-            .collect();
+        let gaps_of = |peers: &[Pos]| -> Vec<f64> {
+            peers
+                .iter()
+                .filter_map(|&k| ix.launch_api(k))
+                .filter_map(|c| self.gap_on_the_cpu(c).map(|g| g.0))
+                .collect()
+        };
+        let mut gaps = gaps_of(peers);
+        // No peer of the same size times its gap (the first request of its
+        // size in the view has no call before it): every peer's gap is the
+        // norm. The calls a request makes are the same whatever its batch,
+        // and the host work between them grows little with it, unlike the
+        // kernels they launch.
+        if gaps.is_empty() {
+            gaps = gaps_of(&self.device_peers(x));
+            if !gaps.is_empty() {
+                cov_mark::hit!(host_gap_norm_of_every_size);
+            }
+        }
         // One peer gives no spread: its gap stands for it (host gaps vary from
         // request to request; a thread's wait for its next task is no work of
         // its own), so only a gap more than twice the peer's is grown.
