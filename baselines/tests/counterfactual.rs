@@ -323,6 +323,21 @@ fn a_serving_loop_without_grown_host_work_reads_none_against_every_size() {
     );
 }
 
+/// On an H100 the concurrent work's last kernel ended 1.2 µs after the
+/// asked kernel started (CUPTI's kernel ends and starts agree only to the
+/// clocks' 2 µs): it still handed the SMs over, so the wait is an
+/// interference edge from it, and the 456 µs the kernel waited to start
+/// is the SMs held by other work, not a record lost from the view.
+#[test]
+fn work_that_ends_as_the_kernel_starts_held_the_sms() {
+    split_reads(
+        "test-corpus/h100-580-20261206-4",
+        "concurrent-work.test00046.harmful",
+        COMBINED,
+        CauseLabel::OccupancyPressure,
+    );
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

@@ -3,7 +3,7 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::NOISE_NS;
+use super::thresholds::{CLOCK_NS, NOISE_NS};
 use crate::analysis;
 use crate::index::FastMap;
 use crate::index::{median, Pos};
@@ -60,7 +60,10 @@ impl Graph<'_> {
                 continue;
             }
             let lo = by_end.partition_point(|&p| ix.end(p) <= s);
-            let hi = by_end.partition_point(|&p| ix.end(p) <= st + 1_000);
+            // An op that ends as the victim starts (within the clocks'
+            // agreement: a kernel's end and the next one's start come from
+            // timestamps that agree to [`CLOCK_NS`]) handed the resource over.
+            let hi = by_end.partition_point(|&p| ix.end(p) <= st + CLOCK_NS as u64);
             let culprit = by_end[lo..hi].iter().rev().copied().find(|&o| {
                 let ro = ix.rec(o);
                 o != x
