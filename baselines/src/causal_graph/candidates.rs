@@ -372,8 +372,7 @@ impl Graph<'_> {
             _ => analysis::peer_spread(&gaps),
         };
         let norm = crate::index::median(gaps).unwrap_or(0.0);
-        let excess = own - norm;
-        (excess > spread.max(readings::host_jitter(norm))).then_some(Candidate {
+        readings::grown_gap(own, norm, spread).map(|excess| Candidate {
             at: call,
             delay: excess,
             kind: DelayKind::HostGap,

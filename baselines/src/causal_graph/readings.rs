@@ -98,3 +98,13 @@ pub(crate) fn larger_stall(st: &HostStalls) -> (CauseLabel, f64) {
 pub(super) fn host_jitter(norm: f64) -> f64 {
     STALL_NS.max(HOST_GAP_SHARE * norm)
 }
+
+/// How far a host gap of `own` ns grew beyond `norm`, the usual gap, when
+/// the excess passes both `spread`, how far the usual gaps stray, and the
+/// host's own jitter ([`host_jitter`]): grown host work, read alike against
+/// a launch's peers (`grown_host_gap`) and a peerless path's other calls
+/// (`host_gap_that_held`).
+pub(super) fn grown_gap(own: f64, norm: f64, spread: f64) -> Option<f64> {
+    let excess = own - norm;
+    (excess > spread.max(host_jitter(norm))).then_some(excess)
+}

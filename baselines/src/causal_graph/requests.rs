@@ -237,7 +237,7 @@ impl Graph<'_> {
     /// spread): a stall record on the thread names its own cause; another
     /// request's unexplained gap is `handoff_queueing` (docs/scenario-space.md,
     /// "Labels across requests"); the symptom's own request's, `host_compute`;
-    /// either only beyond what any host has (`candidates::host_jitter`).
+    /// either only beyond what any host has (`readings::host_jitter`).
     fn late_gap(&self, x: Pos, peers: &[Pos], is_own: bool) -> Option<(CauseLabel, f64)> {
         let ix = &self.ix;
         let call = ix.launch_api(x)?;

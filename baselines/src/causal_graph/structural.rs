@@ -243,8 +243,7 @@ impl Graph<'_> {
             let usual: Vec<f64> = gaps.iter().filter(|g| g.0 != call).map(|g| g.1).collect();
             let spread = crate::analysis::peer_spread(&usual);
             let norm = crate::index::median(usual)?;
-            let excess = gap - norm;
-            (excess > spread.max(readings::host_jitter(norm))).then_some((call, excess))
+            readings::grown_gap(gap, norm, spread).map(|excess| (call, excess))
         };
         let (call, _) = gaps
             .iter()
