@@ -6,7 +6,9 @@
 //! view without host records (nothing to join), an instrumented view (the
 //! rules have the request's beginning) and a negative control.
 //! Handoffs between threads inferred from timing that recurs (step 1): must on
-//! a two-stage pipeline, must not on two programs at rates of their own.
+//! a two-stage pipeline, must not on two programs at rates of their own; a
+//! pool member's one resume tested with its role-mates' (must on the H200,
+//! must not where every thread resumes often).
 //! A program run once, read from its critical path alone (step 4j), on the
 //! GPU corpora: where its request began, across its one handoff and its
 //! unjoined gaps; must not where the thread ran before, nor in instrumented
@@ -235,6 +237,55 @@ fn threads_that_drift_apart_hand_nothing_on() {
     assert!(handoffs.is_empty(), "{handoffs:?}");
     let (_, handoffs, _) = inferred_handoffs("closed-handoff.staged", Mode::Instrumented);
     assert!(handoffs.is_empty(), "{handoffs:?}");
+}
+
+/// The handoffs causal-graph inferred in GPU corpus bundle `name`'s combined
+/// view of `mode`, with the bundle.
+fn gpu_inferred_handoffs(corpus: &str, name: &str, mode: Mode) -> (Bundle, Vec<(u64, u64)>) {
+    let b = split_bundle(corpus, name);
+    let v = views::derive(&b, view(Collectors::Combined, mode)).view;
+    let x = builtin("causal-graph").unwrap().explain(&v);
+    let handoffs = x
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeType::Handoff && e.evidence == Evidence::Inferred)
+        .map(|e| (e.src, e.dst))
+        .collect();
+    (b, handoffs)
+}
+
+/// Must, on the H200: the consumer stage is a pool of two threads that take
+/// turns, and the request asked about is the one turn of its thread in the
+/// view. Alone it tests no hypothesis; with its role-mate's three resumes
+/// (a thread making the same calls) the refutation keeps the producer's
+/// wait, so the walk crosses into the producer's event chain that held it.
+/// Every inferred handoff is one the truth has.
+#[test]
+fn a_pool_members_one_resume_joins_its_role_mates_hypothesis() {
+    cov_mark::check!(handoff_resume_of_a_pool);
+    let (corpus, name) = (
+        "test-corpus/h200-580",
+        "slow-copy-vs-blocked-consumer.test00033.blocked-elsewhere",
+    );
+    let (b, handoffs) = gpu_inferred_handoffs(corpus, name, Mode::Closed);
+    assert!(!handoffs.is_empty());
+    for &(src, dst) in &handoffs {
+        assert!(
+            truth_hands_on(&b, src, dst),
+            "rid {src} -> rid {dst} is no handoff of the truth"
+        );
+    }
+    gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
+}
+
+/// Must not: in a two-stage pipeline each stage's thread resumes request
+/// after request, so no resume is alone and none borrows another thread's
+/// hypothesis.
+#[test]
+fn threads_that_resume_often_keep_their_own_hypothesis() {
+    cov_mark::check_count!(handoff_resume_of_a_pool, 0);
+    let (_, handoffs, _) = inferred_handoffs("closed-handoff.staged", Mode::Closed);
+    assert!(handoffs.len() >= 3, "{handoffs:?}");
 }
 
 /// (true cause, causal-graph's top cause) of the one symptom of GPU corpus

@@ -22,6 +22,7 @@ use super::thresholds::{
 };
 use crate::index::{FastMap, Index, Pos};
 use ground_truth::{EdgeType, Evidence, Ns, SharedStr};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a call is made: its entry point and user stack (empty when stacks
 /// are not in the view).
@@ -38,7 +39,11 @@ type Hypotheses<'a> = (Pos, FastMap<Site<'a>, Vec<(Pos, Ns)>>);
 /// Resumes are grouped by thread as well as site (a program that makes its
 /// calls through one dispatcher has one stack for every step; a step runs on
 /// its own threads); the calls that hand work on are not (a pool's members
-/// take turns handing it on).
+/// take turns handing it on). A member of a pool takes its turn at a step
+/// too, so it may resume only once in a view: such a resume is tested
+/// against the hypothesis its role-mates (threads that make the same calls)
+/// kept at the same site, and joins it where its own timing does not refute
+/// it.
 pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<InferredEdge> {
     if resumes.len() < HANDOFF_MIN_RESUMES {
         return Vec::new();
@@ -46,7 +51,7 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
     let site = |p: Pos| -> Site { (ix.call_name(p), ix.stack(p).unwrap_or_default()) };
     let mut by_end: Vec<(Ns, Pos)> = ix.all_calls.iter().map(|&c| (ix.end(c), c)).collect();
     by_end.sort_unstable();
-    let mut groups: FastMap<(u32, Site), Vec<Hypotheses>> = FastMap::default();
+    let mut groups: BTreeMap<(u32, Site), Vec<Hypotheses>> = BTreeMap::new();
     for &(y, idle_from) in resumes {
         let tid = ix.rec(y).tid().unwrap_or(0);
         let at = ix.start(y);
@@ -66,35 +71,87 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
             groups.entry((tid, site(y))).or_default().push((y, near));
         }
     }
-    let mut groups: Vec<_> = groups.into_iter().collect();
-    groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let (kept, lone): (Vec<_>, Vec<_>) = groups
+        .into_iter()
+        .partition(|(_, resumed)| resumed.len() >= HANDOFF_MIN_RESUMES);
+    let role = roles(ix, site);
     let mut out = Vec::new();
-    for (_, resumed) in groups {
-        if resumed.len() < HANDOFF_MIN_RESUMES {
-            continue;
-        }
-        let Some(from) = surviving_site(&resumed) else {
+    let mut push = |y: Pos, x: Pos| {
+        out.push(InferredEdge {
+            src: x,
+            dst: y,
+            kind: EdgeType::Handoff,
+            ev: Evidence::Inferred,
+            conf: CLOSED_HANDOFF_CONFIDENCE,
+        })
+    };
+    let mut held: Vec<((u32, Site), &[Hypotheses])> = Vec::new();
+    for (key, resumed) in &kept {
+        let Some((_, from)) = surviving_site(resumed) else {
             continue;
         };
         cov_mark::hit!(handoff_inferred_by_refutation);
+        held.push((*key, resumed));
         for (y, x) in from {
-            out.push(InferredEdge {
-                src: x,
-                dst: y,
-                kind: EdgeType::Handoff,
-                ev: Evidence::Inferred,
-                conf: CLOSED_HANDOFF_CONFIDENCE,
-            });
+            push(y, x);
+        }
+    }
+    for ((tid, at), resumed) in lone {
+        let mates = held
+            .iter()
+            .filter(|((mate, mate_at), _)| *mate_at == at && role.get(mate) == role.get(&tid));
+        // With the mates' resumes the refutation runs again; of the mates
+        // that keep a hypothesis with this resume, the nearest handed on.
+        let joined = mates
+            .filter_map(|(_, mates)| {
+                let mut with: Vec<Hypotheses> = mates.to_vec();
+                with.extend(resumed.iter().cloned());
+                surviving_site(&with)
+            })
+            .min_by_key(|(median, _)| *median);
+        let Some((_, from)) = joined else {
+            continue;
+        };
+        cov_mark::hit!(handoff_resume_of_a_pool);
+        for (y, x) in from {
+            if resumed.iter().any(|(r, _)| *r == y) {
+                push(y, x);
+            }
         }
     }
     out
 }
 
+/// Each thread's role: threads that call the same set of sites share one
+/// (numbered in order of their smallest thread id, so the grouping is the
+/// same on every run).
+fn roles<'a>(ix: &Index<'a>, site: impl Fn(Pos) -> Site<'a>) -> FastMap<u32, usize> {
+    let mut sites: BTreeMap<u32, BTreeSet<Site<'a>>> = BTreeMap::new();
+    for &c in &ix.all_calls {
+        if let Some(tid) = ix.rec(c).tid() {
+            sites.entry(tid).or_default().insert(site(c));
+        }
+    }
+    let mut numbered: Vec<BTreeSet<Site<'a>>> = Vec::new();
+    let mut role = FastMap::default();
+    for (tid, set) in sites {
+        let n = match numbered.iter().position(|s| *s == set) {
+            Some(n) => n,
+            None => {
+                numbered.push(set);
+                numbered.len() - 1
+            }
+        };
+        role.insert(tid, n);
+    }
+    role
+}
+
 /// The calls that handed each resume on: of the sites no resume refutes,
 /// the one whose lags, a call of it per resume, stay within
 /// [`HANDOFF_LAG_SPREAD_NS`] of each other, with the smallest median lag (the
-/// site itself breaks ties). As (resume, call) pairs.
-fn surviving_site(resumed: &[Hypotheses<'_>]) -> Option<Vec<(Pos, Pos)>> {
+/// site itself breaks ties). As that median and (resume, call) pairs.
+fn surviving_site(resumed: &[Hypotheses<'_>]) -> Option<(Ns, Vec<(Pos, Pos)>)> {
     let (_, first) = resumed.first()?;
     let mut best: Option<(Ns, Site, Vec<(Pos, Pos)>)> = None;
     for (&candidate, anchors) in first {
@@ -125,5 +182,5 @@ fn surviving_site(resumed: &[Hypotheses<'_>]) -> Option<Vec<(Pos, Pos)>> {
             }
         }
     }
-    best.map(|(_, _, pairs)| pairs)
+    best.map(|(median, _, pairs)| (median, pairs))
 }
