@@ -278,12 +278,36 @@ fn a_pool_members_one_resume_joins_its_role_mates_hypothesis() {
     gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
 }
 
+/// Must, on the H200: every member of the consumer pool takes one turn in
+/// the view, so no thread's resumes test anything alone and no role-mate
+/// keeps a hypothesis to join. Together (one role, one site) they keep the
+/// producer's wait, and the walk reaches the event chain that held the
+/// request. Every inferred handoff is one the truth has.
+#[test]
+fn a_pool_whose_members_each_resume_once_is_read_together() {
+    cov_mark::check!(handoff_pool_of_single_turns);
+    let (corpus, name) = (
+        "test-corpus/h200-580",
+        "slow-copy-vs-blocked-consumer.test00013.blocked-elsewhere",
+    );
+    let (b, handoffs) = gpu_inferred_handoffs(corpus, name, Mode::Closed);
+    assert!(!handoffs.is_empty());
+    for &(src, dst) in &handoffs {
+        assert!(
+            truth_hands_on(&b, src, dst),
+            "rid {src} -> rid {dst} is no handoff of the truth"
+        );
+    }
+    gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
+}
+
 /// Must not: in a two-stage pipeline each stage's thread resumes request
-/// after request, so no resume is alone and none borrows another thread's
-/// hypothesis.
+/// after request, so no resume is alone: none borrows another thread's
+/// hypothesis, and no pool of single turns is read together.
 #[test]
 fn threads_that_resume_often_keep_their_own_hypothesis() {
     cov_mark::check_count!(handoff_resume_of_a_pool, 0);
+    cov_mark::check_count!(handoff_pool_of_single_turns, 0);
     let (_, handoffs, _) = inferred_handoffs("closed-handoff.staged", Mode::Closed);
     assert!(handoffs.len() >= 3, "{handoffs:?}");
 }

@@ -13,7 +13,9 @@
 //! task's first steps) is short and steady, so lags spread wider than the gaps
 //! inside a task, or longer than a wake-up, refute the site too. Of the sites
 //! left, the one that ends nearest before the resumes (smallest median lag)
-//! handed the work on: a thread resumes as soon as its work arrives.
+//! handed the work on: a thread resumes as soon as its work arrives. The
+//! members of a pool (threads that call the same sites: one role) take turns
+//! at a step, so a member's few resumes are read with its role-mates'.
 
 use super::graph::InferredEdge;
 use super::thresholds::{
@@ -43,7 +45,8 @@ type Hypotheses<'a> = (Pos, FastMap<Site<'a>, Vec<(Pos, Ns)>>);
 /// too, so it may resume only once in a view: such a resume is tested
 /// against the hypothesis its role-mates (threads that make the same calls)
 /// kept at the same site, and joins it where its own timing does not refute
-/// it.
+/// it. Where every member took one turn, the turns of one role at one site
+/// test hypotheses together.
 pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<InferredEdge> {
     if resumes.len() < HANDOFF_MIN_RESUMES {
         return Vec::new();
@@ -96,6 +99,10 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
             push(y, x);
         }
     }
+    // Resumes no role-mate's hypothesis takes: a pool whose every member
+    // took one turn. Together, by role and site, they test hypotheses as one
+    // thread's resumes do.
+    let mut pooled: BTreeMap<(usize, Site), Vec<Hypotheses>> = BTreeMap::new();
     for ((tid, at), resumed) in lone {
         let mates = held
             .iter()
@@ -110,6 +117,9 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
             })
             .min_by_key(|(median, _)| *median);
         let Some((_, from)) = joined else {
+            if let Some(&role) = role.get(&tid) {
+                pooled.entry((role, at)).or_default().extend(resumed);
+            }
             continue;
         };
         cov_mark::hit!(handoff_resume_of_a_pool);
@@ -117,6 +127,20 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
             if resumed.iter().any(|(r, _)| *r == y) {
                 push(y, x);
             }
+        }
+    }
+    for resumed in pooled.into_values() {
+        let threads: BTreeSet<Option<u32>> =
+            resumed.iter().map(|(y, _)| ix.rec(*y).tid()).collect();
+        if threads.len() < HANDOFF_MIN_RESUMES {
+            continue;
+        }
+        let Some((_, from)) = surviving_site(&resumed) else {
+            continue;
+        };
+        cov_mark::hit!(handoff_pool_of_single_turns);
+        for (y, x) in from {
+            push(y, x);
         }
     }
     out
