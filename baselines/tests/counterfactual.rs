@@ -338,6 +338,38 @@ fn work_that_ends_as_the_kernel_starts_held_the_sms() {
     );
 }
 
+/// On an H100, a harmless pipeline's asked synchronize was enqueued 80 µs
+/// later than its two peers' since its request began, none of it a stall:
+/// beyond the peers' spread, but within what any host's jitter is
+/// (`readings::host_jitter`), as grown host work is judged in the
+/// counterfactual. Two peers' spread says little of a host's noise: no
+/// host phase is late, and the symptom reads `none`.
+#[test]
+fn a_host_phase_within_the_hosts_jitter_is_no_lateness() {
+    cov_mark::check!(host_phase_within_host_jitter);
+    split_reads(
+        "test-corpus/h100-580-20261206",
+        "concurrent-work.test00216.harmless",
+        COMBINED,
+        CauseLabel::None,
+    );
+}
+
+/// Must not: a request queued behind an earlier request's grown host work
+/// (1.1 ms on the H200) waited far beyond any host's jitter: the wait is
+/// lateness, and reads `handoff_queueing` (the jitter holds back the smaller
+/// gaps of other ops on the way).
+#[test]
+fn a_wait_beyond_the_hosts_jitter_stays_late() {
+    cov_mark::check!(host_phase_within_host_jitter);
+    h200_reads(
+        "dev-corpus",
+        "continuous-batching.dev00067.queued-behind-earlier-request",
+        COMBINED,
+        CauseLabel::HandoffQueueing,
+    );
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

@@ -181,8 +181,23 @@ impl Graph<'_> {
         let (gap_x, wait_x) = if pm.is_empty() {
             (stalled, 0.0)
         } else {
-            let gap_spread = spread(pm.iter().filter_map(|m| m.gap).collect());
-            let wait_spread = spread(pm.iter().filter_map(|m| m.queue_wait).collect());
+            let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
+            let waits: Vec<f64> = pm.iter().filter_map(|m| m.queue_wait).collect();
+            let jitter = |v: &[f64]| readings::host_jitter(median(v.to_vec()).unwrap_or(0.0));
+            // Beyond the spread, a gap or wait counts only beyond the host's
+            // own jitter too (`readings::host_jitter`), as grown host work does
+            // in the counterfactual (`candidates.rs` `grown_host_gap`): two or
+            // three peers' spread says little of a host's noise.
+            let (gap_spread_alone, wait_spread_alone) =
+                (spread(gaps.clone()), spread(waits.clone()));
+            let gap_spread = gap_spread_alone.max(jitter(&gaps));
+            let wait_spread = wait_spread_alone.max(jitter(&waits));
+            let unexplained = (gap_x - stalled).max(0.0);
+            if (wait_x > wait_spread_alone && wait_x <= wait_spread)
+                || (unexplained > gap_spread_alone && unexplained <= gap_spread)
+            {
+                cov_mark::hit!(host_phase_within_host_jitter);
+            }
             let wait_x = if wait_x > wait_spread {
                 wait_x
             } else {
@@ -192,7 +207,6 @@ impl Graph<'_> {
                 }
                 0.0
             };
-            let unexplained = (gap_x - stalled).max(0.0);
             if unexplained > gap_spread {
                 (gap_x, wait_x)
             } else {
