@@ -77,7 +77,12 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
     let (kept, lone): (Vec<_>, Vec<_>) = groups
         .into_iter()
         .partition(|(_, resumed)| resumed.len() >= HANDOFF_MIN_RESUMES);
-    let role = roles(ix, site);
+    // Roles are read only where a resume is left alone.
+    let role = if lone.is_empty() {
+        FastMap::default()
+    } else {
+        roles(ix, site)
+    };
     let mut out = Vec::new();
     let mut push = |y: Pos, x: Pos| {
         out.push(InferredEdge {
