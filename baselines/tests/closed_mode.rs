@@ -239,19 +239,28 @@ fn threads_that_drift_apart_hand_nothing_on() {
     assert!(handoffs.is_empty(), "{handoffs:?}");
 }
 
-/// The handoffs causal-graph inferred in GPU corpus bundle `name`'s combined
-/// view of `mode`, with the bundle.
-fn gpu_inferred_handoffs(corpus: &str, name: &str, mode: Mode) -> (Bundle, Vec<(u64, u64)>) {
+/// In H200 test corpus bundle `name`'s closed combined view causal-graph
+/// infers handoffs, each one the truth has, and reads the symptom as the
+/// event wait it is.
+fn pool_handoffs_lead_to_the_event_chain(name: &str) {
+    let corpus = "test-corpus/h200-580";
     let b = split_bundle(corpus, name);
-    let v = views::derive(&b, view(Collectors::Combined, mode)).view;
+    let v = views::derive(&b, view(Collectors::Combined, Mode::Closed)).view;
     let x = builtin("causal-graph").unwrap().explain(&v);
-    let handoffs = x
+    let handoffs: Vec<(u64, u64)> = x
         .edges
         .iter()
         .filter(|e| e.kind == EdgeType::Handoff && e.evidence == Evidence::Inferred)
         .map(|e| (e.src, e.dst))
         .collect();
-    (b, handoffs)
+    assert!(!handoffs.is_empty());
+    for &(src, dst) in &handoffs {
+        assert!(
+            truth_hands_on(&b, src, dst),
+            "rid {src} -> rid {dst} is no handoff of the truth"
+        );
+    }
+    gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
 }
 
 /// Must, on the H200: the consumer stage is a pool of two threads that take
@@ -263,19 +272,9 @@ fn gpu_inferred_handoffs(corpus: &str, name: &str, mode: Mode) -> (Bundle, Vec<(
 #[test]
 fn a_pool_members_one_resume_joins_its_role_mates_hypothesis() {
     cov_mark::check!(handoff_resume_of_a_pool);
-    let (corpus, name) = (
-        "test-corpus/h200-580",
+    pool_handoffs_lead_to_the_event_chain(
         "slow-copy-vs-blocked-consumer.test00033.blocked-elsewhere",
     );
-    let (b, handoffs) = gpu_inferred_handoffs(corpus, name, Mode::Closed);
-    assert!(!handoffs.is_empty());
-    for &(src, dst) in &handoffs {
-        assert!(
-            truth_hands_on(&b, src, dst),
-            "rid {src} -> rid {dst} is no handoff of the truth"
-        );
-    }
-    gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
 }
 
 /// Must, on the H200: every member of the consumer pool takes one turn in
@@ -286,19 +285,9 @@ fn a_pool_members_one_resume_joins_its_role_mates_hypothesis() {
 #[test]
 fn a_pool_whose_members_each_resume_once_is_read_together() {
     cov_mark::check!(handoff_pool_of_single_turns);
-    let (corpus, name) = (
-        "test-corpus/h200-580",
+    pool_handoffs_lead_to_the_event_chain(
         "slow-copy-vs-blocked-consumer.test00013.blocked-elsewhere",
     );
-    let (b, handoffs) = gpu_inferred_handoffs(corpus, name, Mode::Closed);
-    assert!(!handoffs.is_empty());
-    for &(src, dst) in &handoffs {
-        assert!(
-            truth_hands_on(&b, src, dst),
-            "rid {src} -> rid {dst} is no handoff of the truth"
-        );
-    }
-    gpu_reads(corpus, name, Mode::Closed, CauseLabel::EventWait);
 }
 
 /// Must not: in a two-stage pipeline each stage's thread resumes request
