@@ -370,6 +370,22 @@ fn a_wait_beyond_the_hosts_jitter_stays_late() {
     );
 }
 
+/// Closed mode, on the H200: a serving loop's negative control. The asked
+/// launch follows a call its thread's records do not join, by a gap longer
+/// than its peers' launches had beyond their spread, but within what any
+/// host's gaps stray by (`readings::host_jitter`), as a measured gap's
+/// excess is read: it hid nothing, and the symptom reads `none`.
+#[test]
+fn an_unjoined_gap_within_the_hosts_jitter_hides_nothing() {
+    cov_mark::check!(unjoined_gap_within_host_jitter);
+    h200_reads(
+        "test-corpus",
+        "continuous-batching.test00027.harmless",
+        CLOSED,
+        CauseLabel::None,
+    );
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

@@ -393,8 +393,8 @@ impl Graph<'_> {
     /// Whether launch call `call` follows a program-order predecessor the host
     /// collector's records do not join (closed mode: the gap between them is
     /// idle time or work, unknown which) by a gap longer than its peers'
-    /// launches followed theirs, beyond the peers' own spread of gaps and the
-    /// noise. Such a gap may hold the delay; one within the peers' gaps held
+    /// launches followed theirs, beyond the peers' own spread of gaps, the
+    /// noise and the host's jitter. Such a gap may hold the delay; one within the peers' gaps held
     /// nothing they were not held by too.
     fn unjoined_gap_beyond_peers(&self, call: Pos, peers: &[Pos]) -> bool {
         let unjoined = self
@@ -407,7 +407,14 @@ impl Graph<'_> {
         if against.peer_gaps == 0 {
             return true;
         }
-        let beyond = against.excess > NOISE_NS.max(against.spread);
+        // Beyond what any host's gaps stray by too (`readings::host_jitter`),
+        // as a measured gap's excess is read (`peers.rs` `host_phase`).
+        let within_spread = against.excess <= NOISE_NS.max(against.spread);
+        let beyond =
+            !within_spread && against.excess > super::readings::host_jitter(against.median);
+        if !within_spread && !beyond {
+            cov_mark::hit!(unjoined_gap_within_host_jitter);
+        }
         if beyond {
             cov_mark::hit!(unjoined_gap_longer_than_the_peers);
         } else {
