@@ -20,7 +20,7 @@
 use super::graph::InferredEdge;
 use super::thresholds::{
     CLOSED_HANDOFF_CONFIDENCE, HANDOFF_HYPOTHESES, HANDOFF_LAG_SPREAD_NS, HANDOFF_MAX_LAG_NS,
-    HANDOFF_MIN_RESUMES,
+    HANDOFF_MIN_RESUMES, MAX_ROLE_MATES,
 };
 use crate::index::{FastMap, Index, Pos};
 use ground_truth::{EdgeType, Evidence, Ns, SharedStr};
@@ -111,7 +111,8 @@ pub(super) fn inferred_handoffs(ix: &Index<'_>, resumes: &[(Pos, Ns)]) -> Vec<In
     for ((tid, at), resumed) in lone {
         let mates = held
             .iter()
-            .filter(|((mate, mate_at), _)| *mate_at == at && role.get(mate) == role.get(&tid));
+            .filter(|((mate, mate_at), _)| *mate_at == at && role.get(mate) == role.get(&tid))
+            .take(MAX_ROLE_MATES);
         // With the mates' resumes the refutation runs again; of the mates
         // that keep a hypothesis with this resume, the nearest handed on.
         let joined = mates

@@ -286,6 +286,13 @@ pub const MAX_REPETITION_CALLS: usize = 4_096;
 /// (`requests.rs`): the chain of a launch-bound loop is every earlier request.
 pub const MAX_CANDIDATE_INSTANCES: usize = 4096;
 
+/// Role-mates' kept hypotheses a lone resume is tested against
+/// (`handoff_inference`). Unit: threads' groups of resumes. Why: a pool's
+/// members that keep a hypothesis keep the same one, so a few say what the
+/// rest would; a pool of thousands of threads would otherwise test each lone
+/// resume against every member, quadratic in the pool.
+pub const MAX_ROLE_MATES: usize = 8;
+
 /// Peer calls measured for a host call's excess. Unit: calls. Why: their
 /// median and spread are stable long before, and a name called millions of
 /// times would make each measure quadratic.
