@@ -393,9 +393,10 @@ impl Graph<'_> {
     /// Whether launch call `call` follows a program-order predecessor the host
     /// collector's records do not join (closed mode: the gap between them is
     /// idle time or work, unknown which) by a gap longer than its peers'
-    /// launches followed theirs, beyond the peers' own spread of gaps, the
-    /// noise and the host's jitter. Such a gap may hold the delay; one within the peers' gaps held
-    /// nothing they were not held by too.
+    /// launches followed theirs, beyond the peers' own spread of gaps and the
+    /// host's jitter (`readings::host_gap_floor`, above the noise). Such a gap
+    /// may hold the delay; one within the peers' gaps held nothing they were
+    /// not held by too.
     fn unjoined_gap_beyond_peers(&self, call: Pos, peers: &[Pos]) -> bool {
         let unjoined = self
             .incoming_of(call, EdgeType::HostOrder)
@@ -407,11 +408,11 @@ impl Graph<'_> {
         if against.peer_gaps == 0 {
             return true;
         }
-        // Beyond what any host's gaps stray by too (`readings::host_jitter`),
-        // as a measured gap's excess is read (`peers.rs` `host_phase`).
+        // Beyond what any host's gaps stray by too, as a measured gap's
+        // excess is read (`readings::host_gap_floor`).
         let within_spread = against.excess <= NOISE_NS.max(against.spread);
         let beyond =
-            !within_spread && against.excess > super::readings::host_jitter(against.median);
+            against.excess > super::readings::host_gap_floor(against.median, against.spread);
         if !within_spread && !beyond {
             cov_mark::hit!(unjoined_gap_within_host_jitter);
         }

@@ -157,12 +157,10 @@ impl Graph<'_> {
             .take(MAX_HOST_PEERS)
             .map(|&c| self.host_measure(c))
             .collect();
-        let gap_x = analysis::excess(own.gap, pm.iter().filter_map(|m| m.gap).collect(), 0.0);
-        let wait_x = analysis::excess(
-            own.queue_wait,
-            pm.iter().filter_map(|m| m.queue_wait).collect(),
-            0.0,
-        );
+        let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
+        let waits: Vec<f64> = pm.iter().filter_map(|m| m.queue_wait).collect();
+        let gap_x = analysis::excess(own.gap, gaps.clone(), 0.0);
+        let wait_x = analysis::excess(own.queue_wait, waits.clone(), 0.0);
         let tid = ix.rec(call).tid().unwrap_or(0);
         let st = readings::host_stalls(ix, tid, own.ready.min(ix.start(call)), ix.start(call));
         // Without peers there is no normal gap or queue wait to compare with: only
@@ -177,21 +175,22 @@ impl Graph<'_> {
         // drift grows from 77 µs without handoffs to 400–540 µs with six to eight,
         // docs/scenario-space.md), and that variation is no queueing delay.
         let stalled = st.desched_ns + st.fault_ns;
-        let spread = |v: Vec<f64>| analysis::peer_spread(&v);
         let (gap_x, wait_x) = if pm.is_empty() {
             (stalled, 0.0)
         } else {
-            let gaps: Vec<f64> = pm.iter().filter_map(|m| m.gap).collect();
-            let waits: Vec<f64> = pm.iter().filter_map(|m| m.queue_wait).collect();
-            let jitter = |v: &[f64]| readings::host_jitter(median(v.to_vec()).unwrap_or(0.0));
             // Beyond the spread, a gap or wait counts only beyond the host's
-            // own jitter too (`readings::host_jitter`), as grown host work does
-            // in the counterfactual (`candidates.rs` `grown_host_gap`): two or
-            // three peers' spread says little of a host's noise.
-            let (gap_spread_alone, wait_spread_alone) =
-                (spread(gaps.clone()), spread(waits.clone()));
-            let gap_spread = gap_spread_alone.max(jitter(&gaps));
-            let wait_spread = wait_spread_alone.max(jitter(&waits));
+            // own jitter too (`readings::host_gap_floor`), as grown host work
+            // does in the counterfactual (`candidates.rs` `grown_host_gap`):
+            // two or three peers' spread says little of a host's noise.
+            let floor = |v: Vec<f64>| {
+                let spread = analysis::peer_spread(&v);
+                (
+                    spread,
+                    readings::host_gap_floor(median(v).unwrap_or(0.0), spread),
+                )
+            };
+            let (gap_spread_alone, gap_spread) = floor(gaps);
+            let (wait_spread_alone, wait_spread) = floor(waits);
             let unexplained = (gap_x - stalled).max(0.0);
             if (wait_x > wait_spread_alone && wait_x <= wait_spread)
                 || (unexplained > gap_spread_alone && unexplained <= gap_spread)

@@ -93,18 +93,27 @@ pub(crate) fn larger_stall(st: &HostStalls) -> (CauseLabel, f64) {
 /// How much a host gap may grow over its peers' gap `norm` (ns) by what any
 /// host has: [`STALL_NS`], as for a stall, or [`HOST_GAP_SHARE`] of the gap
 /// (a thread waiting milliseconds for its next task waits a varying time, in
-/// proportion). The counterfactual's grown host work and the held chain's
-/// late gap (`requests.rs`) read a gap against the same floor.
+/// proportion).
 pub(super) fn host_jitter(norm: f64) -> f64 {
     STALL_NS.max(HOST_GAP_SHARE * norm)
 }
 
+/// The excess over `norm`, the usual host gap or queue wait, that is
+/// lateness: beyond `spread`, how far the usual ones stray, and the host's
+/// own jitter ([`host_jitter`]). Every reading of a host gap uses it: grown
+/// host work (`grown_gap`), a host phase's gap and queue wait
+/// (`peers.rs` `host_phase`), closed mode's unjoined gap
+/// (`diagnosis.rs` `unjoined_gap_beyond_peers`) and the held chain's late
+/// gap (`requests.rs`).
+pub(super) fn host_gap_floor(norm: f64, spread: f64) -> f64 {
+    spread.max(host_jitter(norm))
+}
+
 /// How far a host gap of `own` ns grew beyond `norm`, the usual gap, when
-/// the excess passes both `spread`, how far the usual gaps stray, and the
-/// host's own jitter ([`host_jitter`]): grown host work, read alike against
+/// the excess passes [`host_gap_floor`]: grown host work, read alike against
 /// a launch's peers (`grown_host_gap`) and a peerless path's other calls
 /// (`host_gap_that_held`).
 pub(super) fn grown_gap(own: f64, norm: f64, spread: f64) -> Option<f64> {
     let excess = own - norm;
-    (excess > spread.max(host_jitter(norm))).then_some(excess)
+    (excess > host_gap_floor(norm, spread)).then_some(excess)
 }
