@@ -386,6 +386,23 @@ fn an_unjoined_gap_within_the_hosts_jitter_hides_nothing() {
     );
 }
 
+/// Closed mode, on the H200: a serving loop's earlier request ran its MLP
+/// kernel long, and the readback queued behind it in the stream held that
+/// request's synchronize, after which the scheduler launched the asked
+/// request. The blocking call is the first gate other than stream order on
+/// the kernel's way to the symptom: `implicit_sync`, not the stream the
+/// readback waited in (`stream_backlog`).
+#[test]
+fn a_blocking_call_behind_a_long_kernel_is_an_implicit_sync() {
+    cov_mark::check!(blocking_call_waited_behind_a_long_kernel);
+    h200_reads(
+        "dev-corpus",
+        "continuous-batching.dev00127.earlier-batch-fence",
+        CLOSED,
+        CauseLabel::ImplicitSync,
+    );
+}
+
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

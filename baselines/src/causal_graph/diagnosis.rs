@@ -581,9 +581,18 @@ impl Graph<'_> {
         if dominant(&phases).1 <= 0.0 {
             return None;
         }
-        // The device work the call waited for ran long itself: a host call
-        // blocked on slower work (docs/scenario-space.md, "Labelling convention").
-        let causes = if self.ran_long(waited, &phases) {
+        // The device work the call waited for ran long itself, or waited in
+        // its stream behind a kernel of its own thread that did (a serving
+        // loop's readback behind its lengthened MLP): a host call blocked on
+        // slower work (docs/scenario-space.md, "Labelling convention"), the
+        // blocking call the first gate other than stream order on the
+        // kernel's way to the symptom, as `gate_after` names it.
+        let behind_long = !self.ran_long(waited, &phases)
+            && self.queued_behind_a_long_kernel(waited, dominant(&phases).0);
+        if behind_long {
+            cov_mark::hit!(blocking_call_waited_behind_a_long_kernel);
+        }
+        let causes = if self.ran_long(waited, &phases) || behind_long {
             vec![(CauseLabel::ImplicitSync, excess)]
         } else {
             causes

@@ -26,12 +26,13 @@ impl Graph<'_> {
     /// than its peers: the kernel's
     /// delay, which reached `x` by stream order and goes on from `x` along the
     /// path, is named as the kernel's own would be (`gate_after`), not by the
-    /// stream `x` waited in. `ran_long_upstream` and the walk below name a
+    /// stream `x` waited in (and a blocking call that waited for `x` passes
+    /// the kernel's delay on: `late_blocking_predecessor`). `ran_long_upstream` and the walk below name a
     /// kernel on the path that ran long itself; where its finish lay within
     /// its peers' spread of finishes (a closed view, whose peers are batches
     /// of every size) the walk read the op behind it instead, and its stream
     /// wait as `stream_backlog`.
-    fn queued_behind_a_long_kernel(&self, x: Pos, phase: usize) -> bool {
+    pub(super) fn queued_behind_a_long_kernel(&self, x: Pos, phase: usize) -> bool {
         if phase != QUEUE_PHASE {
             return false;
         }
