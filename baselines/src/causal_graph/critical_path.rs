@@ -2,6 +2,7 @@
 //! completion gated it.
 
 use super::graph::{Graph, InferredEdge};
+use super::thresholds::EXPLICIT_EVIDENCE_RANK;
 use crate::index::Pos;
 use ground_truth::trace::{Record, SyncType};
 use ground_truth::{EdgeType, Evidence, Ns};
@@ -121,7 +122,7 @@ impl Graph<'_> {
 
 pub(super) fn strength(e: Evidence) -> u8 {
     match e {
-        Evidence::Explicit => 3,
+        Evidence::Explicit => EXPLICIT_EVIDENCE_RANK,
         Evidence::Observed => 2,
         Evidence::Inferred => 1,
         Evidence::Missing => 0,

@@ -2,6 +2,10 @@
 //! (device work → the blocking host call that waited for it).
 
 use super::graph::Graph;
+use super::thresholds::{
+    BLOCKING_COPY_CONFIDENCE, BLOCKING_COPY_RETURN_SLACK_NS, EVENT_BY_HANDLE_CONFIDENCE,
+    EVENT_SYNC_BY_HANDLE_CONFIDENCE, SYNC_WAITED_ON_CONFIDENCE,
+};
 use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::{HostMemory, MarkerPhase, Record, SyncType};
@@ -90,9 +94,21 @@ impl Graph<'_> {
                         if k > 0 {
                             let e = v[k - 1];
                             if wait {
-                                add.push((e, dst, kind, Evidence::Inferred, 0.6));
+                                add.push((
+                                    e,
+                                    dst,
+                                    kind,
+                                    Evidence::Inferred,
+                                    EVENT_BY_HANDLE_CONFIDENCE,
+                                ));
                             } else if ix.end(e) > call_start {
-                                add.push((e, dst, kind, Evidence::Observed, 0.8));
+                                add.push((
+                                    e,
+                                    dst,
+                                    kind,
+                                    Evidence::Observed,
+                                    EVENT_SYNC_BY_HANDLE_CONFIDENCE,
+                                ));
                             }
                         }
                     }
@@ -100,7 +116,13 @@ impl Graph<'_> {
                 SyncType::StreamSynchronize | SyncType::ImplicitCopyFence => {
                     let t = ix.launch_api(p).map(|a| ix.start(a)).unwrap_or(call_start);
                     for d in waited_on(*stream, t, call_start) {
-                        add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
+                        add.push((
+                            d,
+                            host_call,
+                            EdgeType::Sync,
+                            Evidence::Observed,
+                            SYNC_WAITED_ON_CONFIDENCE,
+                        ));
                     }
                 }
                 SyncType::ContextSynchronize => {
@@ -108,7 +130,13 @@ impl Graph<'_> {
                     ss.sort_unstable();
                     for s in ss {
                         for d in waited_on(s, call_start, call_start) {
-                            add.push((d, host_call, EdgeType::Sync, Evidence::Observed, 0.9));
+                            add.push((
+                                d,
+                                host_call,
+                                EdgeType::Sync,
+                                Evidence::Observed,
+                                SYNC_WAITED_ON_CONFIDENCE,
+                            ));
                         }
                     }
                 }
@@ -125,14 +153,20 @@ impl Graph<'_> {
             let Some(api) = ix.launch_api(d) else {
                 continue;
             };
-            if ix.end(api) + 1_000 < ix.end(d) {
+            if ix.end(api) + BLOCKING_COPY_RETURN_SLACK_NS < ix.end(d) {
                 continue;
             }
             let Some(tid) = ix.rec(api).tid() else {
                 continue;
             };
             if let Some(next) = self.next_host_op(tid, api) {
-                add.push((d, next, EdgeType::Sync, Evidence::Observed, 0.8));
+                add.push((
+                    d,
+                    next,
+                    EdgeType::Sync,
+                    Evidence::Observed,
+                    BLOCKING_COPY_CONFIDENCE,
+                ));
             }
         }
         for (a, b, k, ev, c) in add {

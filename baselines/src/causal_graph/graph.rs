@@ -1,6 +1,7 @@
 //! The typed partial order itself: its edges and `missing` claims, the passes
 //! that build it in order, and the incoming-edge index the diagnosis walks.
 
+use super::thresholds::{MISSING_CONFIDENCE_LOSS_PLAUSIBLE, MISSING_CONFIDENCE_NO_LOSS};
 use crate::analysis::Peers;
 use crate::index::FastMap;
 use crate::index::{Activities, Index, Pos};
@@ -147,9 +148,9 @@ impl<'a> Graph<'a> {
 
     pub(super) fn missing_conf(&self) -> f64 {
         if self.loss_plausible {
-            0.9
+            MISSING_CONFIDENCE_LOSS_PLAUSIBLE
         } else {
-            0.6
+            MISSING_CONFIDENCE_NO_LOSS
         }
     }
 

@@ -2,6 +2,9 @@
 //! consistent over replays (CUPTI does not report graph topology).
 
 use super::graph::Graph;
+use super::thresholds::{
+    GRAPH_EDGE_AGREEMENT_CONFIDENCE, GRAPH_EDGE_BASE_CONFIDENCE, GRAPH_NODE_CLOCK_SLACK_NS,
+};
 use crate::index::FastMap;
 use crate::index::Pos;
 use ground_truth::trace::Record;
@@ -32,8 +35,6 @@ impl Graph<'_> {
             Record::Kernel { detail, .. } => detail.graph_node_id,
             _ => 0,
         };
-        // Clock tolerance between one node's end and the next one's start.
-        const CLOCK_SLACK_NS: f64 = 1_000.0;
         let mut keys: Vec<(u32, u32)> = launches.keys().copied().collect();
         keys.sort_unstable();
         // Per graph: (a, b) node ids → (launches where a ended before b started,
@@ -51,7 +52,7 @@ impl Graph<'_> {
                         continue;
                     }
                     let e = order.entry((k.0, node_id(a), node_id(b))).or_default();
-                    if ix.end(a) as f64 <= bs + CLOCK_SLACK_NS {
+                    if ix.end(a) as f64 <= bs + GRAPH_NODE_CLOCK_SLACK_NS {
                         e.0 += 1;
                     } else {
                         e.1 += 1;
@@ -97,7 +98,11 @@ impl Graph<'_> {
                         // Inferred from timing, never certain: below 0.8 however
                         // many replays agree.
                         let share = before as f64 / replays[&k.0].max(1) as f64;
-                        out.push((ap, b, 0.5 + 0.25 * share));
+                        out.push((
+                            ap,
+                            b,
+                            GRAPH_EDGE_BASE_CONFIDENCE + GRAPH_EDGE_AGREEMENT_CONFIDENCE * share,
+                        ));
                     }
                 }
             }

@@ -4,7 +4,7 @@
 use super::graph::{Graph, InferredEdge};
 use super::thresholds::{
     CLOSED_JOINED_CONFIDENCE, CLOSED_JOIN_GAP_NS, CLOSED_UNJOINED_CONFIDENCE, NOISE_NS,
-    STALL_LOOKBACK_NS,
+    STALL_EDGE_CONFIDENCE, STALL_LOOKBACK_NS,
 };
 use crate::index::FastMap;
 use crate::index::Index;
@@ -448,7 +448,7 @@ impl<'a> ThreadWalk<'_, 'a> {
                     dst: p,
                     kind: EdgeType::Fault,
                     ev: Evidence::Observed,
-                    conf: 0.9,
+                    conf: STALL_EDGE_CONFIDENCE,
                 });
             }
         }
@@ -459,7 +459,7 @@ impl<'a> ThreadWalk<'_, 'a> {
                     dst: p,
                     kind: EdgeType::Fault,
                     ev: Evidence::Observed,
-                    conf: 0.9,
+                    conf: STALL_EDGE_CONFIDENCE,
                 });
             }
         }

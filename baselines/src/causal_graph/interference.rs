@@ -3,7 +3,9 @@
 
 use super::graph::Graph;
 use super::readings;
-use super::thresholds::{CLOCK_NS, NOISE_NS};
+use super::thresholds::{
+    CLOCK_NS, HANDOVER_SLACK_NS, HANDOVER_SLACK_WAIT_DIVISOR, INTERFERENCE_CONFIDENCE, NOISE_NS,
+};
 use crate::analysis;
 use crate::index::FastMap;
 use crate::index::{median, Pos};
@@ -73,7 +75,7 @@ impl Graph<'_> {
             });
             // The engine/SMs are handed over at once: a culprit that ended well
             // before the victim started was not the last one holding it.
-            let tol = 10_000 + (st - s) / 50;
+            let tol = HANDOVER_SLACK_NS + (st - s) / HANDOVER_SLACK_WAIT_DIVISOR;
             match culprit {
                 Some(o) if ix.end(o) + tol >= st => add.push((o, x)),
                 Some(o) => {
@@ -85,7 +87,13 @@ impl Graph<'_> {
             }
         }
         for (o, x) in add {
-            self.add(o, x, EdgeType::Fault, Evidence::Inferred, 0.7);
+            self.add(
+                o,
+                x,
+                EdgeType::Fault,
+                Evidence::Inferred,
+                INTERFERENCE_CONFIDENCE,
+            );
         }
         let mc = self.missing_conf();
         for x in lost {

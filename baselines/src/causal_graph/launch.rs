@@ -2,6 +2,10 @@
 //! for lost launch records, and distrust of visible edges into claimed gaps.
 
 use super::graph::Graph;
+use super::thresholds::{
+    DISTRUSTED_EDGE_CONFIDENCE, LOST_LAUNCH_SCAN_CALLS, UPROBE_LAUNCH_CONFIDENCE,
+    UPROBE_QUEUED_SLACK_NS,
+};
 use crate::index::FastMap;
 use crate::index::{Activities, Pos};
 use ground_truth::trace::{Record, SyncType};
@@ -29,7 +33,13 @@ impl Graph<'_> {
                     None if has_api => {
                         // The API record is gone; its uprobe may survive (eBPF saw the call).
                         match self.uprobe_for_lost_launch(a) {
-                            Some(u) => self.add(u, a, EdgeType::Launch, Evidence::Inferred, 0.75),
+                            Some(u) => self.add(
+                                u,
+                                a,
+                                EdgeType::Launch,
+                                Evidence::Inferred,
+                                UPROBE_LAUNCH_CONFIDENCE,
+                            ),
                             None => {
                                 self.add_missing(a, EdgeType::Launch, mc);
                                 if let Some((q, _, _, _)) =
@@ -52,15 +62,17 @@ impl Graph<'_> {
         let ix = &self.ix;
         let r = ix.rec(a);
         let (q, _, _, _) = r.device_times().filter(|t| t.0 > 0)?;
-        let k = ix.all_calls.partition_point(|&c| ix.start(c) <= q + 2_000);
+        let k = ix
+            .all_calls
+            .partition_point(|&c| ix.start(c) <= q + UPROBE_QUEUED_SLACK_NS);
         ix.all_calls[..k]
             .iter()
             .rev()
-            .take(256)
+            .take(LOST_LAUNCH_SCAN_CALLS)
             .copied()
             .find(|&c| {
                 matches!(ix.rec(c), Record::Uprobe { .. })
-                    && ix.end(c) + 2_000 >= q
+                    && ix.end(c) + UPROBE_QUEUED_SLACK_NS >= q
                     && ix.call_kind(c).can_create(r)
             })
     }
@@ -75,7 +87,7 @@ impl Graph<'_> {
             self.missing.iter().map(|m| ((m.at, m.kind), ())).collect();
         for e in &mut self.edges {
             if gaps.contains_key(&(e.dst, e.kind)) {
-                e.conf = e.conf.min(0.5);
+                e.conf = e.conf.min(DISTRUSTED_EDGE_CONFIDENCE);
             }
         }
     }

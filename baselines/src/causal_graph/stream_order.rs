@@ -2,7 +2,12 @@
 //! launches as one unit, and the stream predecessors that are missing.
 
 use super::graph::Graph;
-use super::thresholds::NOISE_NS;
+use super::thresholds::{
+    GRAPH_LAUNCH_ENTRY_CONFIDENCE, GRAPH_UNIT_STREAM_ORDER_CONFIDENCE, NOISE_NS,
+    ORPHAN_BY_HANDLE_CONFIDENCE, ORPHAN_BY_HANDLE_CONFIDENCE_LOSS_PLAUSIBLE,
+    ORPHAN_BY_THREAD_CONFIDENCE, OVERLAP_SCAN_OPS, RELEASE_SLACK_NS, RELEASE_SLACK_WAIT_SHARE,
+    STREAM_ORDER_BESIDE_MISSING_CONFIDENCE, STREAM_ORDER_CONFIDENCE_LOSS_PLAUSIBLE,
+};
 use crate::index::FastMap;
 use crate::index::{Activities, CallKind, Pos};
 use ground_truth::trace::{HostMemory, Record, SyncType};
@@ -48,7 +53,11 @@ impl Graph<'_> {
             orphans,
             graph_preds,
             launch_sinks,
-            base_conf: if self.loss_plausible { 0.9 } else { 1.0 },
+            base_conf: if self.loss_plausible {
+                STREAM_ORDER_CONFIDENCE_LOSS_PLAUSIBLE
+            } else {
+                1.0
+            },
             mc: self.missing_conf(),
             launch_entries: FastMap::default(),
             launch_preds: FastMap::default(),
@@ -265,10 +274,10 @@ impl Graph<'_> {
         let mut conf: f64 = pass.base_conf;
         if orphan_between > 0.0 {
             self.add_missing(x, EdgeType::StreamOrder, orphan_between);
-            conf = 0.4;
+            conf = STREAM_ORDER_BESIDE_MISSING_CONFIDENCE;
         } else if unexplained {
             self.add_missing(x, EdgeType::StreamOrder, pass.mc);
-            conf = 0.4;
+            conf = STREAM_ORDER_BESIDE_MISSING_CONFIDENCE;
         }
         for &e in pred_exits {
             if inferred {
@@ -277,7 +286,7 @@ impl Graph<'_> {
                     x,
                     EdgeType::StreamOrder,
                     Evidence::Inferred,
-                    conf.min(0.7),
+                    conf.min(GRAPH_UNIT_STREAM_ORDER_CONFIDENCE),
                 );
             } else {
                 self.add(e, x, EdgeType::StreamOrder, Evidence::Observed, conf);
@@ -304,7 +313,13 @@ impl Graph<'_> {
                 let stream = self.ix.rec(x).stream();
                 for &e in preds {
                     if self.ix.rec(e).stream() != stream && self.ix.end(e) <= self.ix.start(x) {
-                        self.add(e, x, EdgeType::StreamOrder, Evidence::Inferred, 0.7);
+                        self.add(
+                            e,
+                            x,
+                            EdgeType::StreamOrder,
+                            Evidence::Inferred,
+                            GRAPH_LAUNCH_ENTRY_CONFIDENCE,
+                        );
                     }
                 }
             }
@@ -323,7 +338,7 @@ impl Graph<'_> {
         if wait < NOISE_NS {
             return false;
         }
-        let tol = 10_000.0 + 0.02 * wait;
+        let tol = RELEASE_SLACK_NS + RELEASE_SLACK_WAIT_SHARE * wait;
         let explained_by = |p: Pos| {
             let done = self.done(p) as f64;
             done + tol >= s as f64
@@ -340,7 +355,7 @@ impl Graph<'_> {
             if self.ix.device_ops[..k]
                 .iter()
                 .rev()
-                .take(4096)
+                .take(OVERLAP_SCAN_OPS)
                 .any(|&o| o != x && explained_by(o))
             {
                 return false;
@@ -477,13 +492,20 @@ impl Graph<'_> {
                 _ => None,
             });
             let (stream, conf) = match by_handle {
-                Some(s) => (Some(s), if self.loss_plausible { 0.9 } else { 0.7 }),
+                Some(s) => (
+                    Some(s),
+                    if self.loss_plausible {
+                        ORPHAN_BY_HANDLE_CONFIDENCE_LOSS_PLAUSIBLE
+                    } else {
+                        ORPHAN_BY_HANDLE_CONFIDENCE
+                    },
+                ),
                 None => (
                     ix.rec(api)
                         .tid()
                         .and_then(|tid| thread_obs.get(&tid))
                         .and_then(|v| nearest(v, t)),
-                    0.5,
+                    ORPHAN_BY_THREAD_CONFIDENCE,
                 ),
             };
             if let Some(s) = stream {

@@ -10,18 +10,32 @@
 use ground_truth::Ns;
 
 /// The diagnosis files, relative to `src/causal_graph/`: the sources whose
-/// numeric literals must come from this table.
+/// numeric literals must come from this table, the graph-building passes
+/// included (their edges' confidences and clock tolerances are thresholds
+/// the diagnosis reads). `text.rs` is left out: its numbers (`1e3`, `1e6`)
+/// are unit conversions for printing, not thresholds.
 pub const DIAGNOSIS_FILES: &[&str] = &[
+    "attribution.rs",
     "candidates.rs",
     "closed_mode.rs",
     "counterfactual.rs",
+    "critical_path.rs",
     "diagnosis.rs",
+    "event_sync.rs",
     "gating.rs",
+    "graph.rs",
+    "graph_launch.rs",
     "handoff_inference.rs",
+    "host.rs",
+    "interference.rs",
+    "launch.rs",
+    "mod.rs",
     "peers.rs",
     "readings.rs",
     "requests.rs",
+    "stream_order.rs",
     "structural.rs",
+    "upstream.rs",
 ];
 
 // ---- Noise and clocks ----
@@ -165,6 +179,8 @@ pub const STRUCTURAL_NONE: f64 = 0.3;
 /// Unit: ops. Why: ops are sorted by start, so a long op that began well
 /// before the interval is found within a bounded window; the same bound as
 /// `analysis::overlap_by_others`, which every profiler's overlap reading uses.
+/// The stream-order pass scans back the same window for the device op whose
+/// completion let a fenced copy go (`stream_order::unexplained_gating`).
 pub const OVERLAP_SCAN_OPS: usize = 4096;
 
 /// Weight of `none` beside the candidates of the counterfactual reading
@@ -388,3 +404,195 @@ pub const HANDOFF_LAG_SPREAD_NS: f64 = CLOSED_JOIN_GAP_NS;
 /// slower than this (a futex on a loaded machine) leaves the resume without
 /// an inferred handoff, and the walk stops there as before.
 pub const HANDOFF_MAX_LAG_NS: f64 = 200_000.0;
+
+// ---- Graph building: edge evidence and tolerances ----
+//
+// A confidence is the probability an edge (or a `missing` claim) states of
+// itself. Unit: probability. The diagnosis does not weigh by it: it goes out
+// with each claim, where the evaluator scores it (Brier, and a claim of 0.8
+// or more counts as confident: evaluator/METRICS.md §1.2, §1.6). Rule 1 of
+// baselines/README.md ("The rules") keeps an `inferred` edge's always below
+// 0.8. Unless an entry says more, a value here was not measured: it is the
+// value the rule was written with.
+
+/// Rank of `explicit` evidence when the critical path picks among
+/// predecessors that let a record proceed at the same moment
+/// (`critical_path::strength`): above `observed` (2), `inferred` (1) and
+/// `missing` (0). Unit: rank (an order, no magnitude). Why: what a record
+/// states beats what is seen, which beats a guess (rule 1).
+pub const EXPLICIT_EVIDENCE_RANK: u8 = 3;
+
+/// Confidence of a `missing` claim when records may have been lost (the
+/// collectors counted losses, or the view's loss spec is not `none`;
+/// `Graph::missing_conf`). Why: a record the semantics require is then most
+/// likely lost, not absent. Not measured.
+pub const MISSING_CONFIDENCE_LOSS_PLAUSIBLE: f64 = 0.9;
+
+/// Confidence of a `missing` claim in a view where no loss is plausible. Why:
+/// with no loss counted or injected, an absent required record is less
+/// likely lost. Not measured.
+pub const MISSING_CONFIDENCE_NO_LOSS: f64 = 0.6;
+
+/// Confidence of an `inferred` `launch` edge from a surviving launch uprobe to
+/// a device op whose API record was lost (`launch::launch_edges`). Why: eBPF
+/// has no correlation id, the call is found by time alone; below 0.8 as every
+/// inferred edge (rule 1). Not measured.
+pub const UPROBE_LAUNCH_CONFIDENCE: f64 = 0.75;
+
+/// How far outside a launch uprobe's call a device op's `queued` time may lie
+/// for the call to count as the one that launched it
+/// (`launch::uprobe_for_lost_launch`). Unit: ns (2 µs), on both ends of the
+/// call. Why: eBPF's uprobe timestamps and CUPTI's are taken by different
+/// collectors. Not measured: the value the rule was written with (equal to
+/// [`CLOCK_NS`], but that agreement is measured between CUPTI and
+/// `%globaltimer`, not between eBPF and CUPTI).
+pub const UPROBE_QUEUED_SLACK_NS: Ns = 2_000;
+
+/// Calls (API records and uprobes, by start) scanned back from a lost
+/// launch's `queued` time for the uprobe that launched it
+/// (`launch::uprobe_for_lost_launch`). Unit: calls. Why: a walk bound; the
+/// launching call is among the last calls before its op was queued, and the
+/// bound keeps each lookup constant in a trace of millions of calls.
+pub const LOST_LAUNCH_SCAN_CALLS: usize = 256;
+
+/// Cap on the confidence of a visible edge into a record whose predecessor of
+/// the same kind is claimed missing (`launch::distrust_edges_into_gaps`).
+/// Why: the lost record is likely the real gate, the visible one likely not:
+/// at most even odds. Not measured.
+pub const DISTRUSTED_EDGE_CONFIDENCE: f64 = 0.5;
+
+/// Confidence of an observed `stream_order` edge when records may have been
+/// lost (`StreamPass::base_conf`; 1 when no loss is plausible). Why: a lost
+/// item between two visible ones would make the visible predecessor the wrong
+/// one. Not measured.
+pub const STREAM_ORDER_CONFIDENCE_LOSS_PLAUSIBLE: f64 = 0.9;
+
+/// Confidence of a `stream_order` edge into an item whose stream predecessor
+/// is claimed missing: a launch between them left no record, or something
+/// unseen held the item back (`stream_order_into`). Why: the visible
+/// predecessor is then likely not the gate; below
+/// [`DISTRUSTED_EDGE_CONFIDENCE`]. Not measured.
+pub const STREAM_ORDER_BESIDE_MISSING_CONFIDENCE: f64 = 0.4;
+
+/// Cap on the confidence of a `stream_order` edge into or out of a graph
+/// launch of several nodes, which is `inferred` (`stream_order_into`). Why:
+/// which nodes enter and exit the launch follows from its inferred topology
+/// (rule 2); below 0.8 (rule 1). Not measured.
+pub const GRAPH_UNIT_STREAM_ORDER_CONFIDENCE: f64 = 0.7;
+
+/// Confidence of the `inferred` `stream_order` edge from the item before a
+/// graph launch, on another of its nodes' streams, to an entry node of the
+/// launch (`graph_launch_entry_edges`). Why: the launch's stream is not in
+/// its API record, so that item stands for it (rule 6a of
+/// baselines/README.md gives it as 0.7); below 0.8 (rule 1). Not measured.
+pub const GRAPH_LAUNCH_ENTRY_CONFIDENCE: f64 = 0.7;
+
+/// How long before a stream item was submitted its predecessor may have
+/// completed and still explain its wait (`stream_order::unexplained_gating`):
+/// this, plus [`RELEASE_SLACK_WAIT_SHARE`] of the wait. Unit: ns (10 µs).
+/// Why: a stream lets an item go soon after its gate completes, not at once;
+/// a wait the predecessors left unexplained is a missing predecessor. Not
+/// measured: the value the rule was written with.
+pub const RELEASE_SLACK_NS: f64 = 10_000.0;
+
+/// The share of an item's queued→submitted wait added to
+/// [`RELEASE_SLACK_NS`]. Unit: fraction (2 %). Why: the longer the wait, the
+/// looser its end's timing. Not measured.
+pub const RELEASE_SLACK_WAIT_SHARE: f64 = 0.02;
+
+/// Confidence of an `inferred` `event` edge into a stream wait without
+/// `event_sync_id`, from the last record of its event handle enqueued before
+/// the call (`event_sync::event_and_sync_edges`). Why: right unless a
+/// record of that handle was lost (handles are reused); below 0.8 (rule 1).
+/// Not measured.
+pub const EVENT_BY_HANDLE_CONFIDENCE: f64 = 0.6;
+
+/// Confidence of an `observed` `sync` edge from an event record to an event
+/// synchronize without `event_sync_id`, joined the same way, whose work was
+/// still running when the call began. Why: the call was seen waiting while
+/// it ran, but which record of the handle it waited for is the join's guess.
+/// Not measured.
+pub const EVENT_SYNC_BY_HANDLE_CONFIDENCE: f64 = 0.8;
+
+/// Confidence of an `observed` `sync` edge from device work a stream or
+/// context synchronize (or an implicit copy fence) waited for: the last unit
+/// of the stream enqueued before the call, still running when it began. Why:
+/// seen directly, not stated by a record (`observed`, rule 1). Not measured.
+pub const SYNC_WAITED_ON_CONFIDENCE: f64 = 0.9;
+
+/// Confidence of an `observed` `sync` edge from a blocking (pageable) copy to
+/// its thread's next host operation. Why: the host could not go on until the
+/// copy finished, as its call's return shows. Not measured.
+pub const BLOCKING_COPY_CONFIDENCE: f64 = 0.8;
+
+/// How long before a pageable copy ended its call may have returned and still
+/// count as blocking on it (`event_sync::event_and_sync_edges`). Unit: ns
+/// (1 µs). Why: the call's return is a host timestamp, the copy's end a
+/// device one; a call that returned earlier did not wait for the copy. Not measured: the value the rule was written
+/// with.
+pub const BLOCKING_COPY_RETURN_SLACK_NS: Ns = 1_000;
+
+/// Confidence of an `observed` `fault` edge from a thread's scheduler or
+/// page-fault record to the call it delayed (`host.rs`, `stall_edges`), once
+/// the stall passes [`NOISE_NS`] (a page fault also when major). Why: seen directly, a record of the calling
+/// thread between its previous call and this one (a scheduler switch is
+/// `observed`, rule 1). Not measured.
+pub const STALL_EDGE_CONFIDENCE: f64 = 0.9;
+
+/// Confidence of an `inferred` `fault` edge from device work of another
+/// stream that held the SMs or the copy engine while an op waited to start
+/// (`interference.rs`). Why: contention is read off timing alone; below 0.8
+/// (rule 1). Not measured.
+pub const INTERFERENCE_CONFIDENCE: f64 = 0.7;
+
+/// How long before a waiting op started the other stream's work that held
+/// its resource may have ended and still be what handed the resource over
+/// (`interference.rs`): this, plus the op's submitted→start wait divided by
+/// [`HANDOVER_SLACK_WAIT_DIVISOR`]. Unit: ns (10 µs). Why: the engine or the
+/// SMs are handed over at once; a culprit that ended earlier was not the last
+/// one holding them, and a record lost from the view is claimed beside its
+/// edge. Not measured: the value the rule was written with.
+pub const HANDOVER_SLACK_NS: Ns = 10_000;
+
+/// Divisor of the submitted→start wait whose quotient is added to
+/// [`HANDOVER_SLACK_NS`] (integer division). Unit: 1 / fraction (50: 2 % of
+/// the wait). Why: the longer the wait, the looser its end's timing. Not
+/// measured.
+pub const HANDOVER_SLACK_WAIT_DIVISOR: Ns = 50;
+
+/// Clock tolerance between one graph node's end and another node's start
+/// when inferring dependencies inside a graph launch
+/// (`graph_launch::infer_graph_edges`): a node that ended no later than this
+/// after another started still ended before it. Unit: ns (1 µs). Why: an
+/// overlap this small is the timestamps' jitter, not two nodes running
+/// together. Not measured: the value the rule was written with.
+pub const GRAPH_NODE_CLOCK_SLACK_NS: f64 = 1_000.0;
+
+/// Confidence of an `inferred` `graph` edge inside a graph launch, before the
+/// replays' agreement ([`GRAPH_EDGE_AGREEMENT_CONFIDENCE`]) is added. Why:
+/// CUPTI does not report graph topology; a dependency is read off timing
+/// consistent over the replays (rule 2). Not measured.
+pub const GRAPH_EDGE_BASE_CONFIDENCE: f64 = 0.5;
+
+/// Confidence added to [`GRAPH_EDGE_BASE_CONFIDENCE`] times the share of the
+/// graph's replays in which the predecessor ended before the node started.
+/// Unit: probability per share of replays. Why: however many replays agree,
+/// timing never makes it certain: at most 0.75, below 0.8 (rule 1). Not
+/// measured.
+pub const GRAPH_EDGE_AGREEMENT_CONFIDENCE: f64 = 0.25;
+
+/// Confidence of the `missing` claim for a launch that left no activity
+/// record (an orphan), when the stream it targeted is found by its uprobe's
+/// raw stream handle and records may have been lost
+/// (`stream_order::orphan_launches`). Why: the handle names the stream, and
+/// the loss explains the absent record. Not measured.
+pub const ORPHAN_BY_HANDLE_CONFIDENCE_LOSS_PLAUSIBLE: f64 = 0.9;
+
+/// The same claim, stream found by handle, where no loss is plausible. Not
+/// measured.
+pub const ORPHAN_BY_HANDLE_CONFIDENCE: f64 = 0.7;
+
+/// The same claim when the orphan's stream is only guessed as the one its
+/// thread launched on nearest in time. Why: a thread may launch on several
+/// streams: even odds. Not measured.
+pub const ORPHAN_BY_THREAD_CONFIDENCE: f64 = 0.5;
