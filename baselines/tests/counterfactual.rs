@@ -403,22 +403,6 @@ fn a_blocking_call_behind_a_long_kernel_is_an_implicit_sync() {
     );
 }
 
-/// On the H200: a request's launch delayed by its own host work (861 µs
-/// and more against its peers' gaps of a few µs) whose peers' requests
-/// waited milliseconds in their handoff queues. The finish a late launch is
-/// judged on leaves those waits out (they are judged on their own), so the
-/// grown gap is lateness: `host_compute`, not `none`.
-#[test]
-fn a_late_launch_is_judged_beside_its_requests_queue_waits() {
-    cov_mark::check!(late_launch_beside_queue_waits);
-    h200_reads(
-        "dev-corpus",
-        "dependency-vs-overlap.dev00002.independent",
-        COMBINED,
-        CauseLabel::HostCompute,
-    );
-}
-
 /// Bundle `name` of the H200 corpus `results/{corpus}/h200-580` (recorded on
 /// the GPU), in view `spec`: its symptom's true cause and causal-graph's top
 /// cause are both `cause`.

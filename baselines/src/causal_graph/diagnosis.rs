@@ -281,18 +281,7 @@ impl Graph<'_> {
         // A phase's excess is lateness only if the op itself finished late: an op
         // launched late that still waited for its gate ran on time.
         let finish_late = self.finish_since_request(p, &peers);
-        // A late launch is judged on the finish less the request's queue
-        // waits (`finish_beside_queue_waits`).
-        let mut on_time = if d == HOST_PHASE {
-            let beside_waits = self.finish_beside_queue_waits(p, &peers);
-            let on_time = self.finished_on_time(p, d, depth, beside_waits);
-            if !on_time && self.finished_on_time(p, d, depth, finish_late) {
-                cov_mark::hit!(late_launch_beside_queue_waits);
-            }
-            on_time
-        } else {
-            self.finished_on_time(p, d, depth, finish_late)
-        };
+        let mut on_time = self.finished_on_time(p, d, depth, finish_late);
         if depth == 0 && d == QUEUE_PHASE && v > 0.0 && !on_time {
             match self.gate_wait_root(p) {
                 GateWait::Explained(found) => return (found, ph, peers.len()),
@@ -680,40 +669,11 @@ impl Graph<'_> {
     /// an op that finished within that range finished on time; whether one of its
     /// phases was late is asked of each phase against its own floor.
     pub(super) fn finish_since_request(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
-        self.finish_against_peers(p, peers, false)
-    }
-
-    /// [`Graph::finish_since_request`] with each op's queue waits (its
-    /// request's arrival to its first task, and each handoff's enqueue to its
-    /// task's beginning, `peers::HostMeasure::queue_wait`) taken out: the finish
-    /// a late launch is judged on. A wait for a handoff varies from request
-    /// to request by milliseconds (threads woken behind other work) and is
-    /// judged on its own against the peers' waits (`peers.rs`
-    /// `host_excess`, rule 4); left in, the peers' waits spread their
-    /// finishes so far that a launch gap 100 times its peers' read as on
-    /// time (an `independent` variant's delayed launch of 861 µs against
-    /// gaps of 6–17 µs, peers whose requests waited 1.4 and 2.1 ms in their
-    /// queues: `dependency-vs-overlap` on the H200 dev and H100 splits).
-    /// Without task markers (closed mode) no wait is measured and the two
-    /// finishes are the same.
-    fn finish_beside_queue_waits(&self, p: Pos, peers: &[Pos]) -> Option<(f64, f64)> {
-        self.finish_against_peers(p, peers, true)
-    }
-
-    /// How much later after its request began (less its queue waits where
-    /// `less_waits`) `p` finished than its peers' median, and the peers'
-    /// spread of the same.
-    fn finish_against_peers(&self, p: Pos, peers: &[Pos], less_waits: bool) -> Option<(f64, f64)> {
         let ix = &self.ix;
         let since = |op: Pos| -> Option<f64> {
             let call = ix.launch_api(op)?;
             let m = self.host_measure(call);
-            let waited = if less_waits {
-                m.queue_wait.unwrap_or(0.0)
-            } else {
-                0.0
-            };
-            Some(m.since_request? - waited + ix.end(op).saturating_sub(ix.start(call)) as f64)
+            Some(m.since_request? + ix.end(op).saturating_sub(ix.start(call)) as f64)
         };
         let own = since(p)?;
         let base: Vec<f64> = peers.iter().filter_map(|&k| since(k)).collect();
