@@ -587,12 +587,13 @@ impl Graph<'_> {
         // slower work (docs/scenario-space.md, "Labelling convention"), the
         // blocking call the first gate other than stream order on the
         // kernel's way to the symptom, as `gate_after` names it.
-        let behind_long = !self.ran_long(waited, &phases)
-            && self.queued_behind_a_long_kernel(waited, dominant(&phases).0);
+        let ran_long = self.ran_long(waited, &phases);
+        let behind_long =
+            !ran_long && self.queued_behind_a_long_kernel(waited, dominant(&phases).0);
         if behind_long {
             cov_mark::hit!(blocking_call_waited_behind_a_long_kernel);
         }
-        let causes = if self.ran_long(waited, &phases) || behind_long {
+        let causes = if ran_long || behind_long {
             vec![(CauseLabel::ImplicitSync, excess)]
         } else {
             causes

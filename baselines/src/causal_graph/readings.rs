@@ -102,7 +102,7 @@ pub(super) fn host_jitter(norm: f64) -> f64 {
 /// lateness: beyond `spread`, how far the usual ones stray, and the host's
 /// own jitter ([`host_jitter`]). Every reading of a host gap uses it: grown
 /// host work (`grown_gap`), a host phase's gap and queue wait
-/// (`peers.rs` `host_phase`), closed mode's unjoined gap
+/// (`peers.rs` `host_excess`), closed mode's unjoined gap
 /// (`diagnosis.rs` `unjoined_gap_beyond_peers`) and the held chain's late
 /// gap (`requests.rs`).
 pub(super) fn host_gap_floor(norm: f64, spread: f64) -> f64 {

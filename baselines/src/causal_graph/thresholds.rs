@@ -410,16 +410,17 @@ pub const HANDOFF_MAX_LAG_NS: f64 = 200_000.0;
 // A confidence is the probability an edge (or a `missing` claim) states of
 // itself. Unit: probability. The diagnosis does not weigh by it: it goes out
 // with each claim, where the evaluator scores it (Brier, and a claim of 0.8
-// or more counts as confident: evaluator/METRICS.md §1.2, §1.6). Rule 1 of
-// baselines/README.md ("The rules") keeps an `inferred` edge's always below
-// 0.8. Unless an entry says more, a value here was not measured: it is the
-// value the rule was written with.
+// or more counts as confident: evaluator/METRICS.md §1.2, §1.6). The
+// evidence classes (baselines/README.md, "The rules", "Evidence classes")
+// keep an `inferred` edge's always below 0.8; a reference to them below reads
+// "evidence classes". Unless an entry says more, a value here was not
+// measured: it is the value the pass was written with.
 
 /// Rank of `explicit` evidence when the critical path picks among
 /// predecessors that let a record proceed at the same moment
 /// (`critical_path::strength`): above `observed` (2), `inferred` (1) and
 /// `missing` (0). Unit: rank (an order, no magnitude). Why: what a record
-/// states beats what is seen, which beats a guess (rule 1).
+/// states beats what is seen, which beats a guess (evidence classes).
 pub const EXPLICIT_EVIDENCE_RANK: u8 = 3;
 
 /// Confidence of a `missing` claim when records may have been lost (the
@@ -436,7 +437,7 @@ pub const MISSING_CONFIDENCE_NO_LOSS: f64 = 0.6;
 /// Confidence of an `inferred` `launch` edge from a surviving launch uprobe to
 /// a device op whose API record was lost (`launch::launch_edges`). Why: eBPF
 /// has no correlation id, the call is found by time alone; below 0.8 as every
-/// inferred edge (rule 1). Not measured.
+/// inferred edge (evidence classes). Not measured.
 pub const UPROBE_LAUNCH_CONFIDENCE: f64 = 0.75;
 
 /// How far outside a launch uprobe's call a device op's `queued` time may lie
@@ -477,14 +478,14 @@ pub const STREAM_ORDER_BESIDE_MISSING_CONFIDENCE: f64 = 0.4;
 /// Cap on the confidence of a `stream_order` edge into or out of a graph
 /// launch of several nodes, which is `inferred` (`stream_order_into`). Why:
 /// which nodes enter and exit the launch follows from its inferred topology
-/// (rule 2); below 0.8 (rule 1). Not measured.
+/// (graph topology is inferred); below 0.8 (evidence classes). Not measured.
 pub const GRAPH_UNIT_STREAM_ORDER_CONFIDENCE: f64 = 0.7;
 
 /// Confidence of the `inferred` `stream_order` edge from the item before a
 /// graph launch, on another of its nodes' streams, to an entry node of the
 /// launch (`graph_launch_entry_edges`). Why: the launch's stream is not in
-/// its API record, so that item stands for it (rule 6a of
-/// baselines/README.md gives it as 0.7); below 0.8 (rule 1). Not measured.
+/// its API record, so that item stands for it (baselines/README.md, "A graph launch
+/// enters its stream as one unit", gives it as 0.7); below 0.8 (evidence classes). Not measured.
 pub const GRAPH_LAUNCH_ENTRY_CONFIDENCE: f64 = 0.7;
 
 /// How long before a stream item was submitted its predecessor may have
@@ -503,7 +504,7 @@ pub const RELEASE_SLACK_WAIT_SHARE: f64 = 0.02;
 /// Confidence of an `inferred` `event` edge into a stream wait without
 /// `event_sync_id`, from the last record of its event handle enqueued before
 /// the call (`event_sync::event_and_sync_edges`). Why: right unless a
-/// record of that handle was lost (handles are reused); below 0.8 (rule 1).
+/// record of that handle was lost (handles are reused); below 0.8 (evidence classes).
 /// Not measured.
 pub const EVENT_BY_HANDLE_CONFIDENCE: f64 = 0.6;
 
@@ -517,7 +518,7 @@ pub const EVENT_SYNC_BY_HANDLE_CONFIDENCE: f64 = 0.8;
 /// Confidence of an `observed` `sync` edge from device work a stream or
 /// context synchronize (or an implicit copy fence) waited for: the last unit
 /// of the stream enqueued before the call, still running when it began. Why:
-/// seen directly, not stated by a record (`observed`, rule 1). Not measured.
+/// seen directly, not stated by a record (`observed`, evidence classes). Not measured.
 pub const SYNC_WAITED_ON_CONFIDENCE: f64 = 0.9;
 
 /// Confidence of an `observed` `sync` edge from a blocking (pageable) copy to
@@ -536,13 +537,13 @@ pub const BLOCKING_COPY_RETURN_SLACK_NS: Ns = 1_000;
 /// page-fault record to the call it delayed (`host.rs`, `stall_edges`), once
 /// the stall passes [`NOISE_NS`] (a page fault also when major). Why: seen directly, a record of the calling
 /// thread between its previous call and this one (a scheduler switch is
-/// `observed`, rule 1). Not measured.
+/// `observed`, evidence classes). Not measured.
 pub const STALL_EDGE_CONFIDENCE: f64 = 0.9;
 
 /// Confidence of an `inferred` `fault` edge from device work of another
 /// stream that held the SMs or the copy engine while an op waited to start
 /// (`interference.rs`). Why: contention is read off timing alone; below 0.8
-/// (rule 1). Not measured.
+/// (evidence classes). Not measured.
 pub const INTERFERENCE_CONFIDENCE: f64 = 0.7;
 
 /// How long before a waiting op started the other stream's work that held
@@ -571,13 +572,13 @@ pub const GRAPH_NODE_CLOCK_SLACK_NS: f64 = 1_000.0;
 /// Confidence of an `inferred` `graph` edge inside a graph launch, before the
 /// replays' agreement ([`GRAPH_EDGE_AGREEMENT_CONFIDENCE`]) is added. Why:
 /// CUPTI does not report graph topology; a dependency is read off timing
-/// consistent over the replays (rule 2). Not measured.
+/// consistent over the replays (graph topology is inferred). Not measured.
 pub const GRAPH_EDGE_BASE_CONFIDENCE: f64 = 0.5;
 
 /// Confidence added to [`GRAPH_EDGE_BASE_CONFIDENCE`] times the share of the
 /// graph's replays in which the predecessor ended before the node started.
 /// Unit: probability per share of replays. Why: however many replays agree,
-/// timing never makes it certain: at most 0.75, below 0.8 (rule 1). Not
+/// timing never makes it certain: at most 0.75, below 0.8 (evidence classes). Not
 /// measured.
 pub const GRAPH_EDGE_AGREEMENT_CONFIDENCE: f64 = 0.25;
 
